@@ -1,0 +1,25 @@
+#include "common/messages.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace troika {
+
+int64_t TensorRequest::ByteSize() const {
+  return NumElements(shape) * static_cast<int64_t>(DataTypeSize(dtype));
+}
+
+std::string FormatRanks(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "no ranks";
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) out += ", ";
+    absl::StrAppend(&out, ranks[i]);
+    if (j > i) absl::StrAppend(&out, "-", ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace troika

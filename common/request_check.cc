@@ -1,0 +1,84 @@
+#include "common/request_check.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace troika {
+namespace {
+
+bool ValidEnum(int value, int count) { return value >= 0 && value < count; }
+
+absl::Status Invalid(const TensorRequest& r, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(CollectiveName(r.type), " '", r.name, "' on rank ", r.rank, ": ", what));
+}
+
+}  // namespace
+
+absl::Status CheckRequest(const TensorRequest& r, int size) {
+  if (r.name.empty()) return absl::InvalidArgumentError("a tensor name must not be empty");
+  if (r.rank < 0 || r.rank >= size) {
+    return Invalid(r, absl::StrCat("rank out of range [0, ", size, ")"));
+  }
+  if (!ValidEnum(static_cast<int>(r.type), 6)) return Invalid(r, "unknown collective type");
+  if (!ValidEnum(static_cast<int>(r.dtype), kNumDataTypes)) return Invalid(r, "unknown dtype");
+  if (!ValidEnum(static_cast<int>(r.reduce_op), 5)) return Invalid(r, "unknown reduce op");
+  if (!ValidEnum(static_cast<int>(r.device), 2)) return Invalid(r, "unknown device class");
+  // Bounded shapes keep every byte count below 2^62, so no size computation can overflow.
+  if (r.shape.size() > 32) return Invalid(r, "more than 32 dimensions");
+  int64_t elements = 1;
+  for (int64_t d : r.shape) {
+    if (d < 0) return Invalid(r, absl::StrCat("negative dimension in ", ShapeString(r.shape)));
+    if (d > 0 && elements > (int64_t{1} << 59) / d) return Invalid(r, "tensor too large");
+    elements *= d;
+  }
+  if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
+    return Invalid(r, "scale factors must be finite");
+  }
+  switch (r.type) {
+    case CollectiveType::kAllreduce:
+      break;
+    case CollectiveType::kReducescatter:
+      if (r.reduce_op != ReduceOp::kSum && r.reduce_op != ReduceOp::kAverage) {
+        return Invalid(r, absl::StrCat("reduce op ", ReduceOpName(r.reduce_op),
+                                       " is not supported (sum or average)"));
+      }
+      [[fallthrough]];
+    case CollectiveType::kAllgather:
+      if (r.shape.empty()) return Invalid(r, "needs a tensor of at least one dimension");
+      break;
+    case CollectiveType::kBroadcast:
+      if (r.root < 0 || r.root >= size) {
+        return Invalid(r, absl::StrCat("root rank ", r.root, " out of range [0, ", size, ")"));
+      }
+      break;
+    case CollectiveType::kAlltoall: {
+      if (r.shape.empty()) return Invalid(r, "needs a tensor of at least one dimension");
+      if (r.splits.empty()) {
+        if (r.shape[0] % size != 0) {
+          return Invalid(r, absl::StrCat("dim 0 (", r.shape[0], ") is not divisible by ", size,
+                                         " ranks; pass splits"));
+        }
+        break;
+      }
+      if (static_cast<int>(r.splits.size()) != size) {
+        return Invalid(r, absl::StrCat("has ", r.splits.size(), " splits for ", size, " ranks"));
+      }
+      int64_t sum = 0;
+      for (int64_t s : r.splits) {
+        if (s < 0) return Invalid(r, "negative split");
+        sum += s;
+      }
+      if (sum != r.shape[0]) {
+        return Invalid(r, absl::StrCat("splits sum to ", sum, " but dim 0 is ", r.shape[0]));
+      }
+      break;
+    }
+    case CollectiveType::kBarrier:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace troika

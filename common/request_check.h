@@ -1,0 +1,14 @@
+#pragma once
+// Checks one rank's request on its own: what can be judged without seeing the other ranks.
+// The client runs it before anything leaves the process (an immediate error for the caller);
+// the coordinator runs it again on everything it receives (a peer may be buggy or hostile).
+
+#include "absl/status/status.h"
+#include "common/messages.h"
+
+namespace troika {
+
+// INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the job.
+absl::Status CheckRequest(const TensorRequest& request, int size);
+
+}  // namespace troika

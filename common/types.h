@@ -1,0 +1,26 @@
+#pragma once
+// Helpers over the public vocabulary types (troika/types.h). No gRPC, no protobuf: the wire
+// mapping lives in common/wire.h.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troika/types.h"
+
+namespace troika {
+
+// Size in bytes of one element of `dtype`.
+size_t DataTypeSize(DataType dtype);
+const char* DataTypeName(DataType dtype);
+const char* ReduceOpName(ReduceOp op);
+const char* CollectiveName(CollectiveType type);
+
+// Number of elements of a tensor of `shape` (1 for a scalar, 0 if any dimension is 0).
+int64_t NumElements(const std::vector<int64_t>& shape);
+// "[128,64]"
+std::string ShapeString(const std::vector<int64_t>& shape);
+
+}  // namespace troika

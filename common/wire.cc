@@ -1,0 +1,95 @@
+#include "common/wire.h"
+
+namespace troika {
+
+// The proto enums use the same numbering as the C++ ones (checked below), so a cast is a
+// faithful mapping. Out-of-range values from a peer are rejected by validation upstream.
+static_assert(static_cast<int>(DataType::kFloat64) == v1::FLOAT64);
+static_assert(static_cast<int>(DataType::kBFloat16) == v1::BFLOAT16);
+static_assert(static_cast<int>(ReduceOp::kProduct) == v1::PRODUCT);
+static_assert(static_cast<int>(CollectiveType::kBarrier) == v1::BARRIER);
+static_assert(static_cast<int>(DeviceClass::kGpu) == v1::GPU);
+
+void ToWire(const TensorRequest& in, v1::Request* out) {
+  out->set_rank(in.rank);
+  out->set_name(in.name);
+  out->set_type(static_cast<v1::CollectiveType>(in.type));
+  out->set_dtype(static_cast<v1::DataType>(in.dtype));
+  out->mutable_shape()->Assign(in.shape.begin(), in.shape.end());
+  out->set_reduce_op(static_cast<v1::ReduceOp>(in.reduce_op));
+  out->set_prescale(in.prescale);
+  out->set_postscale(in.postscale);
+  out->set_root(in.root);
+  out->set_device(static_cast<v1::DeviceClass>(in.device));
+  out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
+}
+
+TensorRequest FromWire(const v1::Request& in) {
+  TensorRequest out;
+  out.rank = in.rank();
+  out.name = in.name();
+  out.type = static_cast<CollectiveType>(in.type());
+  out.dtype = static_cast<DataType>(in.dtype());
+  out.shape.assign(in.shape().begin(), in.shape().end());
+  out.reduce_op = static_cast<ReduceOp>(in.reduce_op());
+  out.prescale = in.prescale();
+  out.postscale = in.postscale();
+  out.root = in.root();
+  out.device = static_cast<DeviceClass>(in.device());
+  out.splits.assign(in.splits().begin(), in.splits().end());
+  return out;
+}
+
+void ToWire(const Response& in, v1::Response* out) {
+  out->set_type(static_cast<v1::CollectiveType>(in.type));
+  for (const std::string& name : in.names) out->add_names(name);
+  out->set_dtype(static_cast<v1::DataType>(in.dtype));
+  out->set_reduce_op(static_cast<v1::ReduceOp>(in.reduce_op));
+  out->set_prescale(in.prescale);
+  out->set_postscale(in.postscale);
+  out->set_root(in.root);
+  out->set_device(static_cast<v1::DeviceClass>(in.device));
+  out->mutable_sizes()->Assign(in.sizes.begin(), in.sizes.end());
+  out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
+  out->set_error(in.error);
+}
+
+Response FromWire(const v1::Response& in) {
+  Response out;
+  out.type = static_cast<CollectiveType>(in.type());
+  out.names.assign(in.names().begin(), in.names().end());
+  out.dtype = static_cast<DataType>(in.dtype());
+  out.reduce_op = static_cast<ReduceOp>(in.reduce_op());
+  out.prescale = in.prescale();
+  out.postscale = in.postscale();
+  out.root = in.root();
+  out.device = static_cast<DeviceClass>(in.device());
+  out.sizes.assign(in.sizes().begin(), in.sizes().end());
+  out.splits.assign(in.splits().begin(), in.splits().end());
+  out.error = in.error();
+  return out;
+}
+
+void ToWire(const Membership& in, v1::Membership* out) {
+  out->set_rank(in.rank);
+  out->set_size(in.size);
+  out->set_local_rank(in.local_rank);
+  out->set_local_size(in.local_size);
+  out->set_cross_rank(in.cross_rank);
+  out->set_cross_size(in.cross_size);
+  out->set_epoch(in.epoch);
+}
+
+Membership FromWire(const v1::Membership& in) {
+  Membership out;
+  out.rank = in.rank();
+  out.size = in.size();
+  out.local_rank = in.local_rank();
+  out.local_size = in.local_size();
+  out.cross_rank = in.cross_rank();
+  out.cross_size = in.cross_size();
+  out.epoch = in.epoch();
+  return out;
+}
+
+}  // namespace troika

@@ -1,0 +1,45 @@
+#include "coordinator/coordinator.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+
+namespace troika::coordinator {
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptions options,
+                                                                Clock& clock) {
+  std::unique_ptr<Coordinator> c(new Coordinator);
+  c->scheduler_ = std::make_unique<Scheduler>();
+  c->registry_ = std::make_unique<JobRegistry>(options.registry, *c->scheduler_, clock);
+  c->service_ = std::make_unique<CoordinatorService>(*c->registry_, options.service);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.RegisterService(c->service_.get());
+  c->server_ = builder.BuildAndStart();
+  if (!c->server_ || c->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address, " (address in use?)"));
+  }
+  TROIKA_LOG(INFO) << "coordinator listening on " << options.listen_address << " (port " << c->port_
+                   << ")";
+  return c;
+}
+
+Coordinator::~Coordinator() { Shutdown(absl::ZeroDuration()); }
+
+void Coordinator::Shutdown(absl::Duration grace) {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_ || !server_) return;
+  shut_down_ = true;
+  registry_->AbortAll("the coordinator is shutting down");
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  // No timer may fire into a job or the registry while they are destroyed.
+  scheduler_->Stop();
+}
+
+void Coordinator::Wait() { server_->Wait(); }
+
+}  // namespace troika::coordinator

@@ -1,0 +1,61 @@
+#pragma once
+// Coordinator: the service assembled — scheduler, job registry and the gRPC server on one
+// listening address. Used by troika-coordinator's main(), by troikarun (embedded) and tests.
+//
+// Thread-safe.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/scheduler.h"
+#include "coordinator/coordinator_service.h"
+#include "coordinator/job_registry.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace troika::coordinator {
+
+struct CoordinatorOptions {
+  // host:port to listen on; port 0 picks a free port (see port()). Default "0.0.0.0:7070".
+  std::string listen_address = "0.0.0.0:7070";
+  // Largest gRPC message accepted, in bytes. Default 64 MiB.
+  int max_message_bytes = 64 << 20;
+  JobRegistryOptions registry;
+  ServiceOptions service;
+};
+
+class Coordinator {
+ public:
+  // Starts serving; fails if the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(CoordinatorOptions options,
+                                                            Clock& clock = Clock::Real());
+  ~Coordinator();  // Shutdown()
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  int port() const { return port_; }
+  JobRegistry& registry() { return *registry_; }
+
+  // Aborts every live job ("coordinator shutting down"), lets streams drain for up to
+  // `grace`, then stops. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+  // Blocks until Shutdown() completes.
+  void Wait();
+
+ private:
+  Coordinator() = default;
+
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<JobRegistry> registry_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;  // guarded by shutdown_mu_
+};
+
+}  // namespace troika::coordinator

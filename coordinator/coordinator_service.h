@@ -1,0 +1,49 @@
+#pragma once
+// CoordinatorService: the gRPC adapter of the coordinator (callback API). Translates wire
+// messages to plain structs and calls into the JobRegistry and its jobs; never blocks a gRPC
+// thread — waits (attach, key-value) complete from callbacks.
+//
+// Thread-safe (gRPC calls it from its own threads).
+
+#include "absl/time/time.h"
+#include "coordinator/job_registry.h"
+#include "troika/v1/troika.grpc.pb.h"
+
+namespace troika::coordinator {
+
+struct ServiceOptions {
+  // Attach and key-value waits are capped at this; a request without a timeout gets it.
+  // Default 5 min.
+  absl::Duration max_wait = absl::Minutes(5);
+};
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  CoordinatorService(JobRegistry& registry, ServiceOptions options)
+      : registry_(registry), options_(options) {}
+
+  grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
+                                      const v1::CreateJobRequest* request,
+                                      v1::CreateJobResponse* response) override;
+  grpc::ServerUnaryReactor* Attach(grpc::CallbackServerContext* context,
+                                   const v1::AttachRequest* request,
+                                   v1::AttachResponse* response) override;
+  grpc::ServerBidiReactor<v1::Up, v1::Down>* Session(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
+                                  const v1::KvSetRequest* request,
+                                  v1::KvSetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
+                                  const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* KvWait(grpc::CallbackServerContext* context,
+                                   const v1::KvWaitRequest* request,
+                                   v1::KvWaitResponse* response) override;
+
+ private:
+  absl::Duration WaitFor(int64_t timeout_ms) const;
+
+  JobRegistry& registry_;
+  const ServiceOptions options_;
+};
+
+}  // namespace troika::coordinator

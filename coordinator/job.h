@@ -1,0 +1,109 @@
+#pragma once
+// Job: one training job on the coordinator — its membership (attach), its sessions, its
+// negotiator and its key-value store. Isolated from every other job.
+//
+// Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
+// said goodbye; kAborted when a session is lost or Abort() is called (every session is sent
+// the reason). A job is done — and its owner may drop it — once it is finished or aborted and
+// no session or attach is open, or when every attach timed out.
+//
+// Thread-safe: every public method locks the job. Created with std::make_shared (timers hold
+// weak references).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/messages.h"
+#include "common/scheduler.h"
+#include "coordinator/kv_store.h"
+#include "coordinator/negotiator.h"
+#include "coordinator/session_sink.h"
+
+namespace troika::coordinator {
+
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  enum class State { kAttaching, kRunning, kFinished, kAborted };
+  using AttachCallback = std::function<void(absl::StatusOr<Membership>)>;
+
+  // `on_done` runs (on the scheduler's thread) once the job becomes done.
+  Job(std::string name, int size, NegotiatorOptions options, Scheduler& scheduler, Clock& clock,
+      std::function<void()> on_done);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const std::string& name() const { return name_; }
+  int size() const { return size_; }
+  KvStore& kv() { return kv_; }
+
+  // Calls `done` with the rank's membership once every rank attached, or with
+  // DEADLINE_EXCEEDED naming the missing ranks after `timeout`. Never blocks.
+  void Attach(int rank, const std::string& host, absl::Duration timeout, AttachCallback done);
+
+  // Binds `sink` to attached `ranks` of epoch `epoch` until CloseSession(sink).
+  absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink);
+  // Requests from the session's ranks. An error is a protocol violation by the peer.
+  absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests);
+  // The session's `ranks` leave cleanly.
+  absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks);
+  // The stream is over; its ranks that did not say goodbye were lost, which aborts the job.
+  // No Send() reaches `sink` after this returns.
+  void CloseSession(SessionSink* sink);
+
+  // Sends `reason` to every session; pending and later work fails. Idempotent.
+  void Abort(const std::string& reason);
+
+  State state() const;
+  bool done() const;
+
+ private:
+  struct AttachWaiter {
+    AttachCallback done;
+    Scheduler::TaskId timer = 0;
+  };
+
+  void CompleteAttachLocked();
+  void ExpireAttach(int rank, absl::Duration timeout);
+  void AbortLocked(const std::string& reason);
+  void FlushLocked();
+  void ArmTimerLocked(absl::Time due);
+  void BroadcastLocked(std::shared_ptr<const DownMessage> message);
+  void MaybeDoneLocked();
+  bool DoneLocked() const;
+
+  // Constant after construction.
+  const std::string name_;
+  const int size_;
+  const int64_t epoch_ = 1;
+  Scheduler& scheduler_;
+  Clock& clock_;
+  const std::function<void()> on_done_;
+  KvStore kv_;  // thread-safe on its own
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  State state_ = State::kAttaching;
+  std::map<int, std::string> hosts_;            // attached rank -> host
+  std::map<int, AttachWaiter> attach_waiters_;  // rank -> its pending Attach
+  std::vector<Membership> memberships_;         // by rank, once kRunning
+  std::map<SessionSink*, std::vector<int>> sessions_;
+  std::vector<SessionSink*> session_of_rank_;
+  std::set<int> departed_;  // said goodbye
+  Negotiator negotiator_;
+  Scheduler::TaskId flush_timer_ = 0;
+  absl::Time flush_due_ = absl::InfiniteFuture();
+  bool done_reported_ = false;
+};
+
+const char* JobStateName(Job::State state);
+
+}  // namespace troika::coordinator

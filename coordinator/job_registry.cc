@@ -1,0 +1,80 @@
+#include "coordinator/job_registry.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace troika::coordinator {
+
+JobRegistry::JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock& clock)
+    : options_(std::move(options)), scheduler_(scheduler), clock_(clock) {}
+
+JobRegistry::~JobRegistry() = default;
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& name, int size,
+                                                            bool* created) {
+  if (name.empty() || name.size() > 256) {
+    return absl::InvalidArgumentError("a job name must have 1 to 256 characters");
+  }
+  if (size < 1 || size > options_.max_job_size) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name, "': size ", size,
+                                                   " is outside [1, ", options_.max_job_size, "]"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = jobs_.find(name); it != jobs_.end()) {
+    if (it->second->size() != size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", name, "' already exists with ", it->second->size(), " ranks; asked for ", size));
+    }
+    *created = false;
+    return it->second;
+  }
+  // The callbacks hold weak references: a job may outlive neither the registry nor itself.
+  auto holder = std::make_shared<std::weak_ptr<Job>>();
+  auto job = std::make_shared<Job>(name, size, options_.negotiator, scheduler_, clock_,
+                                   [this, name, holder] { RemoveIfDone(name, *holder); });
+  *holder = job;
+  jobs_[name] = job;
+  scheduler_.RunAfter(options_.unattached_job_ttl,
+                      [this, name, holder] { RemoveIfDone(name, *holder); });
+  TROIKA_LOG(INFO) << "job '" << name << "' created with " << size << " ranks";
+  *created = true;
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no job named '", name, "' on this coordinator"));
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Job>> out;
+  for (const auto& [name, job] : jobs_) out.push_back(job);
+  return out;
+}
+
+void JobRegistry::AbortAll(const std::string& reason) {
+  for (const auto& job : Jobs()) job->Abort(reason);
+}
+
+void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& weak) {
+  std::shared_ptr<Job> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(name);
+    std::shared_ptr<Job> job = weak.lock();
+    if (it == jobs_.end() || it->second != job || !job->done()) return;
+    removed = std::move(it->second);
+    jobs_.erase(it);
+  }
+  TROIKA_LOG(INFO) << "job '" << name << "' released";
+  // `removed` is destroyed here, outside the registry's lock.
+}
+
+}  // namespace troika::coordinator

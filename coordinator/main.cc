@@ -1,0 +1,68 @@
+// troika-coordinator: the long-lived coordinator service. Parses flags and wires objects.
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "coordinator/coordinator.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port for the gRPC service (port 0: any)");
+ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,
+          "largest fused allreduce in bytes; 0 disables fusion");
+ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
+          "longest time a ready allreduce is held back to fuse with others still arriving");
+ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),
+          "cap on attach and key-value waits; the default for requests without a timeout");
+ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, the bound port is written to this file once serving (useful with port 0)");
+
+int main(int argc, char** argv) {
+  troika::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "The Troika coordinator: negotiates the collectives of many training jobs.\n"
+      "Usage: troika-coordinator [--listen=0.0.0.0:7070] [flags]");
+  absl::ParseCommandLine(argc, argv);
+
+  troika::LogSeverity severity;
+  if (!troika::ParseLogSeverity(absl::GetFlag(FLAGS_log_level), &severity)) {
+    std::fprintf(stderr, "unknown --log_level '%s'\n", absl::GetFlag(FLAGS_log_level).c_str());
+    return 2;
+  }
+  troika::SetMinLogSeverity(severity);
+
+  troika::coordinator::CoordinatorOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
+  options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
+  options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
+
+  auto coordinator = troika::coordinator::Coordinator::Start(options);
+  if (!coordinator.ok()) {
+    TROIKA_LOG(ERROR) << coordinator.status();
+    return 1;
+  }
+  if (std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr || std::fprintf(f, "%d\n", (*coordinator)->port()) < 0 ||
+        std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      TROIKA_LOG(ERROR) << "cannot write --port_file " << path;
+      return 1;
+    }
+  }
+  int signal = troika::WaitForTerminationSignal();
+  TROIKA_LOG(INFO) << "signal " << signal << " received; shutting down";
+  (*coordinator)->Shutdown();
+  TROIKA_LOG(INFO) << "coordinator stopped";
+  return 0;
+}

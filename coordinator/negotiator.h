@@ -1,0 +1,88 @@
+#pragma once
+// Negotiator: decides, for one job's ranks, when each named tensor is ready, whether the ranks
+// agree on it, in which order every rank executes the ready ones, and which allreduces are
+// fused together. Plain structs in and out: no threads, no clock of its own, no I/O.
+//
+// A tensor is ready once every rank has submitted it. Ready tensors join one global queue in
+// the order they became ready; Poll() drains it. Compatible allreduces (same dtype, reduce op,
+// scales and device class) are fused, in queue order, up to the fusion threshold. While a ready
+// allreduce waits and other allreduces are still partially submitted, the queue is held up to
+// the cycle time so they can join the same fused response; when nothing is partially
+// submitted, holding could only add latency, so the queue is flushed at once.
+//
+// Thread contract: not thread-safe; the owning Job serialises every call.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/messages.h"
+
+namespace troika::coordinator {
+
+struct NegotiatorOptions {
+  // Largest fused allreduce, in bytes. 0 disables fusion. Default 64 MiB.
+  int64_t fusion_threshold_bytes = int64_t{64} << 20;
+  // Longest time a ready allreduce is held back to fuse with others. 0: never held.
+  // Default 1 ms.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+};
+
+// A tensor some ranks have submitted and others not yet.
+struct PendingTensor {
+  std::string name;
+  absl::Time first_arrival;
+  std::vector<int> missing_ranks;
+};
+
+class Negotiator {
+ public:
+  Negotiator(int size, NegotiatorOptions options);
+
+  // Records one rank's request, arrived at `now`. Fails (and changes nothing) if the request
+  // is malformed or the rank already has a tensor of that name in flight.
+  absl::Status Submit(TensorRequest request, absl::Time now);
+
+  // Marks `rank` as gone for good: every pending tensor, and every tensor submitted later,
+  // fails with a message naming it. `why`: "shut down", "exited with code 1".
+  void RemoveRank(int rank, const std::string& why);
+
+  // Responses due at `now`, in global order. `next_poll` is set to when a held queue becomes
+  // due, or InfiniteFuture() if nothing is held.
+  std::vector<Response> Poll(absl::Time now, absl::Time* next_poll);
+
+  std::vector<PendingTensor> Pending() const;
+  bool idle() const { return pending_.empty() && ready_.empty(); }
+  const NegotiatorOptions& options() const { return options_; }
+  void set_options(const NegotiatorOptions& options) { options_ = options; }
+
+ private:
+  struct Partial {
+    std::vector<TensorRequest> by_rank;  // by rank; present[r] says which are real
+    std::vector<bool> present;
+    int count = 0;
+    absl::Time first_arrival;
+  };
+  struct Ready {
+    Response response;
+    int64_t bytes = 0;
+    absl::Time ready_at;
+  };
+
+  void MakeReady(Partial partial, absl::Time now);
+  void FailWithDepartedRanks(const std::string& name, absl::Time now);
+  bool ShouldHold(absl::Time now, absl::Time* due) const;
+  std::vector<Response> Fuse();
+
+  const int size_;
+  NegotiatorOptions options_;
+  std::map<std::string, Partial> pending_;
+  std::deque<Ready> ready_;
+  std::map<int, std::string> departed_;  // rank -> why
+};
+
+}  // namespace troika::coordinator

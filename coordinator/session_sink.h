@@ -1,0 +1,26 @@
+#pragma once
+// SessionSink: where a job sends what flows down one session stream. Implemented by the gRPC
+// session reactor (and by fakes in tests).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/messages.h"
+
+namespace troika::coordinator {
+
+struct DownMessage {
+  std::vector<Response> responses;
+  std::string abort_reason;  // non-empty: the job was aborted; nothing follows
+};
+
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  // Queues `message` for the stream. Called with the job's lock held: must not block and
+  // must not call back into the job. Messages arrive in the order they were sent.
+  virtual void Send(std::shared_ptr<const DownMessage> message) = 0;
+};
+
+}  // namespace troika::coordinator

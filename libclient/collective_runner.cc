@@ -1,0 +1,162 @@
+#include "libclient/collective_runner.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "libclient/transport/reduce.h"
+
+namespace troika::internal {
+namespace {
+
+// Averaging is a sum followed by a 1/size post-scale.
+ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+
+double PostFactor(const Response& r, int size) {
+  return r.reduce_op == ReduceOp::kAverage ? r.postscale / size : r.postscale;
+}
+
+size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
+
+// Bytes of one dim-0 row.
+size_t RowBytes(const TensorRequest& r) {
+  int64_t elements = 1;
+  for (size_t i = 1; i < r.shape.size(); ++i) elements *= r.shape[i];
+  return static_cast<size_t>(elements) * DataTypeSize(r.dtype);
+}
+
+std::vector<int64_t> WithDim0(const std::vector<int64_t>& shape, int64_t dim0) {
+  std::vector<int64_t> out = shape;
+  out[0] = dim0;
+  return out;
+}
+
+}  // namespace
+
+absl::Status CollectiveRunner::Run(const Response& response, const std::vector<Entry*>& entries) {
+  switch (response.type) {
+    case CollectiveType::kAllreduce:
+      return Allreduce(response, entries);
+    case CollectiveType::kAllgather:
+      return Allgather(response, *entries[0]);
+    case CollectiveType::kBroadcast:
+      return Broadcast(response, *entries[0]);
+    case CollectiveType::kAlltoall:
+      return Alltoall(response, *entries[0]);
+    case CollectiveType::kReducescatter:
+      return Reducescatter(response, *entries[0]);
+    case CollectiveType::kBarrier:
+      return comm_.Barrier();
+  }
+  return absl::InternalError("unknown collective type in response");
+}
+
+absl::Status CollectiveRunner::Allreduce(const Response& response,
+                                         const std::vector<Entry*>& entries) {
+  const DataType dtype = response.dtype;
+  const size_t element = DataTypeSize(dtype);
+  const double post = PostFactor(response, comm_.size());
+  if (entries.size() == 1) {
+    // One tensor: reduce in the caller's output buffer, no fusion copy.
+    Entry& e = *entries[0];
+    const size_t bytes = Bytes(e.request);
+    if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
+    transport::Scale(e.out, bytes / element, dtype, response.prescale);
+    if (absl::Status s = comm_.Allreduce(e.out, bytes / element, dtype, WireOp(response.reduce_op));
+        !s.ok()) {
+      return s;
+    }
+    transport::Scale(e.out, bytes / element, dtype, post);
+    return absl::OkStatus();
+  }
+  size_t total = 0;
+  for (const Entry* e : entries) total += Bytes(e->request);
+  uint8_t* buffer = fusion_.Reserve(total);
+  size_t offset = 0;
+  for (const Entry* e : entries) {
+    const size_t bytes = Bytes(e->request);
+    if (bytes > 0) std::memcpy(buffer + offset, e->in, bytes);
+    transport::Scale(buffer + offset, bytes / element, dtype, response.prescale);
+    offset += bytes;
+  }
+  if (absl::Status s = comm_.Allreduce(buffer, total / element, dtype, WireOp(response.reduce_op));
+      !s.ok()) {
+    return s;
+  }
+  offset = 0;
+  for (Entry* e : entries) {
+    const size_t bytes = Bytes(e->request);
+    transport::Scale(buffer + offset, bytes / element, dtype, post);
+    if (bytes > 0) std::memcpy(e->out, buffer + offset, bytes);
+    offset += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveRunner::Allgather(const Response& response, Entry& e) {
+  const size_t row = RowBytes(e.request);
+  std::vector<size_t> recv(response.sizes.size());
+  int64_t rows = 0;
+  for (size_t r = 0; r < recv.size(); ++r) {
+    recv[r] = static_cast<size_t>(response.sizes[r]) * row;
+    rows += response.sizes[r];
+  }
+  uint8_t* out = e.state->AllocateOutput(static_cast<size_t>(rows) * row);
+  e.state->output_shape = WithDim0(e.request.shape, rows);
+  return comm_.Allgatherv(e.in, out, recv);
+}
+
+absl::Status CollectiveRunner::Broadcast(const Response& response, Entry& e) {
+  const size_t bytes = Bytes(e.request);
+  if (comm_.rank() == response.root && e.out != e.in && bytes > 0) {
+    std::memcpy(e.out, e.in, bytes);
+  }
+  return comm_.Broadcast(e.out, bytes, response.root);
+}
+
+absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
+  const int size = comm_.size(), rank = comm_.rank();
+  const size_t row = RowBytes(e.request);
+  std::vector<size_t> send(size), recv(size);
+  int64_t rows = 0;
+  e.state->received_splits.resize(size);
+  for (int j = 0; j < size; ++j) {
+    send[j] = static_cast<size_t>(response.splits[rank * size + j]) * row;
+    int64_t from_j = response.splits[j * size + rank];
+    recv[j] = static_cast<size_t>(from_j) * row;
+    e.state->received_splits[j] = from_j;
+    rows += from_j;
+  }
+  uint8_t* out = e.state->AllocateOutput(static_cast<size_t>(rows) * row);
+  e.state->output_shape = WithDim0(e.request.shape, rows);
+  return comm_.Alltoallv(e.in, send, out, recv);
+}
+
+absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e) {
+  const int size = comm_.size(), rank = comm_.rank();
+  const DataType dtype = response.dtype;
+  const size_t element = DataTypeSize(dtype);
+  const size_t row_elements = RowBytes(e.request) / element;
+  const size_t bytes = Bytes(e.request);
+  // The reduction works in place, and the caller's input is const: stage it.
+  uint8_t* buffer = fusion_.Reserve(bytes);
+  if (bytes > 0) std::memcpy(buffer, e.in, bytes);
+  transport::Scale(buffer, bytes / element, dtype, response.prescale);
+  std::vector<size_t> counts(size);
+  size_t before = 0;
+  for (int r = 0; r < size; ++r) {
+    counts[r] = static_cast<size_t>(response.sizes[r]) * row_elements;
+    if (r < rank) before += counts[r];
+  }
+  if (absl::Status s = comm_.ReduceScatter(buffer, counts, dtype, WireOp(response.reduce_op));
+      !s.ok()) {
+    return s;
+  }
+  uint8_t* mine = buffer + before * element;
+  transport::Scale(mine, counts[rank], dtype, PostFactor(response, size));
+  uint8_t* out = e.state->AllocateOutput(counts[rank] * element);
+  if (counts[rank] > 0) std::memcpy(out, mine, counts[rank] * element);
+  e.state->output_shape = WithDim0(e.request.shape, response.sizes[rank]);
+  return absl::OkStatus();
+}
+
+}  // namespace troika::internal

@@ -1,0 +1,173 @@
+// Context: the public client API over ContextImpl.
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/request_check.h"
+#include "libclient/context_impl.h"
+#include "libclient/grpc_control_channel.h"
+
+namespace troika {
+namespace internal {
+
+absl::StatusOr<std::unique_ptr<Context>> ContextImpl::Create(
+    const Options& options, std::unique_ptr<ControlChannel> channel,
+    std::unique_ptr<transport::Transport> transport) {
+  std::unique_ptr<ContextImpl> impl(new ContextImpl);
+  impl->channel_ = std::move(channel);
+  impl->transport_ = std::move(transport);
+  if (absl::Status s = impl->Start(options); !s.ok()) return s;
+  return std::unique_ptr<Context>(new Context(std::move(impl)));
+}
+
+absl::Status ContextImpl::Start(const Options& options) {
+  if (options.job.empty()) return absl::InvalidArgumentError("no job name given");
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " is not in [0, ", options.size, ")"));
+  }
+  auto membership =
+      channel_->Join(options.job, options.size, options.rank, options.host, options.attach_timeout);
+  if (!membership.ok()) return membership.status();
+  membership_ = *membership;
+
+  transport::CommunicatorSpec spec;
+  spec.rank = membership_.rank;
+  spec.size = membership_.size;
+  spec.store_prefix = absl::StrCat("data/", membership_.epoch, "/");
+  spec.timeout = options.data_timeout;
+  spec.host = !options.data_host.empty()            ? options.data_host
+              : membership_.local_size == spec.size ? std::string("127.0.0.1")
+                                                    : options.host;
+  auto communicator = transport_->Connect(spec, channel_->store());
+  if (!communicator.ok()) {
+    return absl::Status(
+        communicator.status().code(),
+        absl::StrCat("connecting the data plane: ", communicator.status().message()));
+  }
+  communicator_ = *std::move(communicator);
+
+  if (absl::Status s = channel_->OpenSession(options.job, {membership_.rank}, membership_.epoch);
+      !s.ok()) {
+    return s;
+  }
+  auto fail = [this](absl::Status status) { Fail(status); };
+  executor_ = std::make_unique<Executor>(table_, *communicator_, fail);
+  controller_ = std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, fail);
+  executor_->Start();
+  controller_->Start();
+  return absl::OkStatus();
+}
+
+ContextImpl::~ContextImpl() { Shutdown().IgnoreError(); }
+
+void ContextImpl::Fail(const absl::Status& status) {
+  if (!table_.status().ok()) return;
+  TROIKA_LOG(ERROR) << "rank " << membership_.rank << ": " << status;
+  table_.Close(status);
+  if (executor_) executor_->Abort();
+}
+
+Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
+  request.rank = membership_.rank;
+  auto state = std::make_shared<OpState>();
+  absl::Status status = CheckRequest(request, membership_.size);
+  if (status.ok()) {
+    Entry entry{std::move(request), in, out, state};
+    status = controller_->Submit(std::move(entry));
+  }
+  if (!status.ok()) state->Complete(status);
+  return Handle(state);
+}
+
+absl::Status ContextImpl::Shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_) return absl::OkStatus();
+  shut_down_ = true;
+  absl::Status failure = table_.status();
+  table_.Close(absl::CancelledError("this rank has shut down"));
+  if (controller_) controller_->Shutdown(absl::Seconds(5));
+  if (executor_) executor_->Stop();
+  // The objects stay until destruction: a late Submit() finds the closed table.
+  return failure;
+}
+
+}  // namespace internal
+
+Context::Context(std::unique_ptr<internal::ContextImpl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+
+absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& options) {
+  auto channel = internal::GrpcControlChannel::Connect(options.coordinator);
+  if (!channel.ok()) return channel.status();
+  auto transport = transport::CreateTransport(options.transport);
+  if (!transport.ok()) return transport.status();
+  return internal::ContextImpl::Create(options, *std::move(channel), *std::move(transport));
+}
+
+const Membership& Context::membership() const { return impl_->membership(); }
+
+namespace {
+
+TensorRequest Request(const std::string& name, CollectiveType type, DataType dtype,
+                      std::vector<int64_t> shape) {
+  TensorRequest r;
+  r.name = name;
+  r.type = type;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  return r;
+}
+
+}  // namespace
+
+Handle Context::Allreduce(const std::string& name, const void* in, void* out, DataType dtype,
+                          std::vector<int64_t> shape, AllreduceOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kAllreduce, dtype, std::move(shape));
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+  return impl_->Submit(std::move(r), in, out);
+}
+
+Handle Context::Allgather(const std::string& name, const void* in, DataType dtype,
+                          std::vector<int64_t> shape) {
+  return impl_->Submit(Request(name, CollectiveType::kAllgather, dtype, std::move(shape)), in,
+                       nullptr);
+}
+
+Handle Context::Broadcast(const std::string& name, const void* in, void* out, DataType dtype,
+                          std::vector<int64_t> shape, int root) {
+  TensorRequest r = Request(name, CollectiveType::kBroadcast, dtype, std::move(shape));
+  r.root = root;
+  return impl_->Submit(std::move(r), in, out);
+}
+
+Handle Context::Alltoall(const std::string& name, const void* in, DataType dtype,
+                         std::vector<int64_t> shape, std::vector<int64_t> splits) {
+  TensorRequest r = Request(name, CollectiveType::kAlltoall, dtype, std::move(shape));
+  r.splits = std::move(splits);
+  return impl_->Submit(std::move(r), in, nullptr);
+}
+
+Handle Context::Reducescatter(const std::string& name, const void* in, DataType dtype,
+                              std::vector<int64_t> shape, AllreduceOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kReducescatter, dtype, std::move(shape));
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+  return impl_->Submit(std::move(r), in, nullptr);
+}
+
+Handle Context::Barrier() {
+  return impl_->Submit(
+      Request(impl_->NextBarrierName(), CollectiveType::kBarrier, DataType::kUint8, {0}), nullptr,
+      nullptr);
+}
+
+absl::Status Context::Shutdown() { return impl_->Shutdown(); }
+
+}  // namespace troika

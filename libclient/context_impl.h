@@ -1,0 +1,53 @@
+#pragma once
+// ContextImpl: what a troika::Context is made of — the membership, the control channel, the
+// data-plane communicator, the tensor table, the executor and the controller — and the
+// sequence that builds and tears them down. Create() takes the channel and transport as
+// interfaces so tests can inject in-memory ones.
+//
+// Thread-safe (as Context).
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "libclient/control_channel.h"
+#include "libclient/controller.h"
+#include "libclient/executor.h"
+#include "libclient/tensor_table.h"
+#include "libclient/transport/transport.h"
+#include "troika/troika.h"
+
+namespace troika::internal {
+
+class ContextImpl {
+ public:
+  static absl::StatusOr<std::unique_ptr<Context>> Create(
+      const Options& options, std::unique_ptr<ControlChannel> channel,
+      std::unique_ptr<transport::Transport> transport);
+  ~ContextImpl();
+
+  const Membership& membership() const { return membership_; }
+  // Checks `request` and submits it; the handle of an immediate error is already complete.
+  Handle Submit(TensorRequest request, const void* in, void* out);
+  std::string NextBarrierName() { return "troika/barrier/" + std::to_string(barriers_++); }
+  absl::Status Shutdown();
+
+ private:
+  ContextImpl() = default;
+  absl::Status Start(const Options& options);
+  // Fails every pending and later operation with `status`; first call wins. Any thread.
+  void Fail(const absl::Status& status);
+
+  Membership membership_;
+  std::unique_ptr<ControlChannel> channel_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Communicator> communicator_;
+  TensorTable table_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Controller> controller_;
+  std::atomic<uint64_t> barriers_{0};
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;  // guarded by shutdown_mu_
+};
+
+}  // namespace troika::internal

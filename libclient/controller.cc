@@ -1,0 +1,110 @@
+#include "libclient/controller.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace troika::internal {
+
+Controller::Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
+                       std::function<void(absl::Status)> on_failure)
+    : rank_(rank),
+      channel_(channel),
+      table_(table),
+      executor_(executor),
+      on_failure_(std::move(on_failure)) {}
+
+Controller::~Controller() { Shutdown(absl::ZeroDuration()); }
+
+void Controller::Start() {
+  sender_ = std::thread([this] { SendLoop(); });
+  receiver_ = std::thread([this] { ReceiveLoop(); });
+}
+
+absl::Status Controller::Submit(Entry entry) {
+  TensorRequest request = entry.request;
+  // Into the table before the request leaves: its response can never arrive first.
+  if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outbox_.push_back(std::move(request));
+  }
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void Controller::SendLoop() {
+  std::vector<TensorRequest> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_sending_ || !outbox_.empty(); });
+      if (stop_sending_) break;
+      batch.swap(outbox_);
+    }
+    if (absl::Status s = channel_.Send(batch); !s.ok()) {
+      // The receiver reports why the stream ended; nothing more can be sent.
+      break;
+    }
+    batch.clear();
+  }
+  bool goodbye;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    goodbye = shutting_down_;
+  }
+  if (goodbye) channel_.Goodbye({rank_}).IgnoreError();
+}
+
+void Controller::ReceiveLoop() {
+  for (;;) {
+    SessionEvent event = channel_.Receive();
+    switch (event.kind) {
+      case SessionEvent::Kind::kResponses:
+        executor_.Enqueue(std::move(event.responses));
+        continue;
+      case SessionEvent::Kind::kAbort:
+        on_failure_(event.status);
+        channel_.Cancel();
+        continue;  // until the stream reports closed
+      case SessionEvent::Kind::kClosed: {
+        bool expected;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stream_closed_ = true;
+          stop_sending_ = true;
+          expected = shutting_down_;
+        }
+        cv_.notify_all();
+        if (!expected) {
+          on_failure_(absl::UnavailableError(
+              absl::StrCat("lost the session with the coordinator",
+                           event.status.ok() ? "" : absl::StrCat(": ", event.status.message()))));
+        }
+        return;
+      }
+    }
+  }
+}
+
+void Controller::Shutdown(absl::Duration grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_ && !sender_.joinable()) return;
+    shutting_down_ = true;
+    stop_sending_ = true;
+    outbox_.clear();
+  }
+  cv_.notify_all();
+  if (sender_.joinable()) sender_.join();  // it says goodbye on the way out
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(grace), [&] { return stream_closed_; })) {
+      lock.unlock();
+      channel_.Cancel();
+    }
+  }
+  if (receiver_.joinable()) receiver_.join();
+}
+
+}  // namespace troika::internal

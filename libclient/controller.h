@@ -1,0 +1,61 @@
+#pragma once
+// Controller: owns this rank's session with the coordinator. User threads submit operations;
+// its sender thread batches their requests into as few messages as possible; its receiver
+// thread hands the ordered responses to the executor and turns an abort, or a lost stream,
+// into the failure of every pending and later operation.
+//
+// Thread contract: Submit() from any thread; Start() and Shutdown() once each, from the
+// owner; the channel's Send/Goodbye belong to the sender thread, Receive to the receiver.
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "libclient/control_channel.h"
+#include "libclient/executor.h"
+#include "libclient/tensor_table.h"
+
+namespace troika::internal {
+
+class Controller {
+ public:
+  // `on_failure` runs once when the session fails (abort, lost stream): the owner fails the
+  // context (closing the table, aborting the executor).
+  Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
+             std::function<void(absl::Status)> on_failure);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  void Start();
+  // Records the entry and queues its request; an immediate error if the name is in flight
+  // or the context has failed or shut down.
+  absl::Status Submit(Entry entry);
+  // Says goodbye, waits up to `grace` for the coordinator to end the stream, then stops both
+  // threads. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  void SendLoop();
+  void ReceiveLoop();
+
+  const int rank_;
+  ControlChannel& channel_;
+  TensorTable& table_;
+  Executor& executor_;
+  const std::function<void(absl::Status)> on_failure_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TensorRequest> outbox_;  // guarded by mu_
+  bool stop_sending_ = false;          // guarded by mu_
+  bool stream_closed_ = false;         // guarded by mu_
+  bool shutting_down_ = false;         // guarded by mu_
+  std::thread sender_;
+  std::thread receiver_;
+};
+
+}  // namespace troika::internal

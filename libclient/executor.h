@@ -1,0 +1,58 @@
+#pragma once
+// Executor: runs the coordinator's responses, in order, on the data plane, on a thread of its
+// own — so the controller keeps negotiating the next tensors while bytes move.
+//
+// Thread contract: Enqueue() from the controller's receiver thread; Abort() from any thread;
+// Stop() once, from the owner. The runner, the communicator's collective calls and the
+// fusion buffer belong to the executor thread.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/messages.h"
+#include "libclient/collective_runner.h"
+#include "libclient/tensor_table.h"
+#include "libclient/transport/communicator.h"
+
+namespace troika::internal {
+
+class Executor {
+ public:
+  // `on_failure` is called (on the executor thread) when the data plane fails; the owner
+  // then fails the whole context.
+  Executor(TensorTable& table, transport::Communicator& comm,
+           std::function<void(absl::Status)> on_failure);
+  ~Executor();  // Stop()
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void Start();
+  void Enqueue(std::vector<Response> responses);
+  // Unblocks a running transfer (the communicator is aborted) and drops queued responses.
+  void Abort();
+  // Runs what is queued unless aborted, then joins the thread. Idempotent.
+  void Stop();
+
+ private:
+  void Loop();
+  void Execute(const Response& response);
+
+  TensorTable& table_;
+  transport::Communicator& comm_;
+  const std::function<void(absl::Status)> on_failure_;
+  CollectiveRunner runner_;  // executor thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Response> queue_;  // guarded by mu_
+  bool stopping_ = false;       // guarded by mu_
+  bool aborted_ = false;        // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace troika::internal

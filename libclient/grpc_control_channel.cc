@@ -1,0 +1,199 @@
+#include "libclient/grpc_control_channel.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/wire.h"
+#include "grpcpp/grpcpp.h"
+
+namespace troika::internal {
+namespace {
+
+constexpr int kMaxMessageBytes = 64 << 20;
+
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+absl::Status Annotate(const grpc::Status& status, const std::string& what,
+                      const std::string& address) {
+  absl::Status s = FromGrpc(status);
+  if (s.code() == absl::StatusCode::kUnavailable ||
+      (s.code() == absl::StatusCode::kDeadlineExceeded && s.message() == "Deadline Exceeded")) {
+    // gRPC's own transport-level failure, not an answer from the coordinator.
+    return absl::UnavailableError(
+        absl::StrCat(what, ": cannot reach the coordinator at ", address, " (", s.message(), ")"));
+  }
+  return s;
+}
+
+}  // namespace
+
+// The job's key-value store through the coordinator.
+class GrpcStore final : public transport::Store {
+ public:
+  GrpcStore(v1::Coordinator::Stub& stub, std::string job) : stub_(stub), job_(std::move(job)) {}
+
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(30));
+    v1::KvSetRequest request;
+    request.set_job(job_);
+    request.set_key(key);
+    request.set_value(value);
+    v1::KvSetResponse response;
+    return FromGrpc(stub_.KvSet(&context, request, &response));
+  }
+
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout + absl::Seconds(5));
+    v1::KvGetRequest request;
+    request.set_job(job_);
+    request.set_key(key);
+    request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    v1::KvGetResponse response;
+    if (absl::Status s = FromGrpc(stub_.KvGet(&context, request, &response)); !s.ok()) return s;
+    return std::move(*response.mutable_value());
+  }
+
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout + absl::Seconds(5));
+    v1::KvWaitRequest request;
+    request.set_job(job_);
+    for (const std::string& k : keys) request.add_keys(k);
+    request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    v1::KvWaitResponse response;
+    return FromGrpc(stub_.KvWait(&context, request, &response));
+  }
+
+ private:
+  v1::Coordinator::Stub& stub_;
+  const std::string job_;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
+    const std::string& address) {
+  if (address.empty()) return absl::InvalidArgumentError("no coordinator address given");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(address, std::move(channel)));
+}
+
+GrpcControlChannel::GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      channel_(std::move(channel)),
+      stub_(v1::Coordinator::NewStub(channel_)) {}
+
+GrpcControlChannel::~GrpcControlChannel() {
+  if (stream_) {
+    Cancel();
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (!closed_) stream_->Finish().IgnoreError();
+  }
+}
+
+absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int size, int rank,
+                                                    const std::string& host,
+                                                    absl::Duration timeout) {
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout);
+    context.set_wait_for_ready(true);  // the coordinator may still be starting
+    v1::CreateJobRequest request;
+    request.set_job(job);
+    request.set_size(size);
+    v1::CreateJobResponse response;
+    grpc::Status s = stub_->CreateJob(&context, request, &response);
+    if (!s.ok()) return Annotate(s, absl::StrCat("creating job '", job, "'"), address_);
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, timeout + absl::Seconds(5));  // the server times the attach out first
+  v1::AttachRequest request;
+  request.set_job(job);
+  request.set_rank(rank);
+  request.set_host(host);
+  request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  v1::AttachResponse response;
+  grpc::Status s = stub_->Attach(&context, request, &response);
+  if (!s.ok())
+    return Annotate(s, absl::StrCat("attaching rank ", rank, " to job '", job, "'"), address_);
+  store_ = std::make_unique<GrpcStore>(*stub_, job);
+  return FromWire(response.membership());
+}
+
+absl::Status GrpcControlChannel::OpenSession(const std::string& job, const std::vector<int>& ranks,
+                                             int64_t epoch) {
+  session_context_ = std::make_unique<grpc::ClientContext>();
+  stream_ = stub_->Session(session_context_.get());
+  v1::Up up;
+  up.mutable_hello()->set_job(job);
+  for (int r : ranks) up.mutable_hello()->add_ranks(r);
+  up.mutable_hello()->set_epoch(epoch);
+  return Write(up);
+}
+
+absl::Status GrpcControlChannel::Write(const v1::Up& up) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (closed_ || !stream_->Write(up)) {
+    return absl::UnavailableError("the session stream to the coordinator is closed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcControlChannel::Send(const std::vector<TensorRequest>& requests) {
+  v1::Up up;
+  auto* batch = up.mutable_requests();
+  for (const TensorRequest& r : requests) ToWire(r, batch->add_requests());
+  return Write(up);
+}
+
+absl::Status GrpcControlChannel::Goodbye(const std::vector<int>& ranks) {
+  v1::Up up;
+  for (int r : ranks) up.mutable_goodbye()->add_ranks(r);
+  absl::Status status = Write(up);
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!closed_) stream_->WritesDone();
+  return status;
+}
+
+SessionEvent GrpcControlChannel::Receive() {
+  SessionEvent event;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (closed_) return event;  // kClosed
+  }
+  v1::Down down;
+  if (stream_->Read(&down)) {
+    if (down.has_abort()) {
+      event.kind = SessionEvent::Kind::kAbort;
+      event.status = absl::AbortedError(down.abort().reason());
+    } else {
+      event.kind = SessionEvent::Kind::kResponses;
+      for (const v1::Response& r : down.responses().responses()) {
+        event.responses.push_back(FromWire(r));
+      }
+    }
+    return event;
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  event.kind = SessionEvent::Kind::kClosed;
+  if (!closed_) {
+    closed_ = true;
+    event.status = FromGrpc(stream_->Finish());
+  }
+  return event;
+}
+
+void GrpcControlChannel::Cancel() {
+  if (session_context_) session_context_->TryCancel();
+}
+
+transport::Store& GrpcControlChannel::store() { return *store_; }
+
+}  // namespace troika::internal

@@ -1,0 +1,47 @@
+#pragma once
+// GrpcControlChannel: ControlChannel over gRPC (TCP "host:port" or "unix:/path"), including
+// the job's key-value store as a transport::Store.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "libclient/control_channel.h"
+#include "troika/v1/troika.grpc.pb.h"
+
+namespace troika::internal {
+
+class GrpcStore;
+
+class GrpcControlChannel final : public ControlChannel {
+ public:
+  static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(const std::string& address);
+  ~GrpcControlChannel() override;
+
+  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
+                                  const std::string& host, absl::Duration timeout) override;
+  absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
+                           int64_t epoch) override;
+  absl::Status Send(const std::vector<TensorRequest>& requests) override;
+  absl::Status Goodbye(const std::vector<int>& ranks) override;
+  SessionEvent Receive() override;
+  void Cancel() override;
+  transport::Store& store() override;
+
+ private:
+  GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel);
+  absl::Status Write(const v1::Up& up);
+
+  const std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::unique_ptr<GrpcStore> store_;
+  std::unique_ptr<grpc::ClientContext> session_context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::Up, v1::Down>> stream_;
+
+  // Serialises writes with the receiver's Finish(): gRPC forbids them concurrently.
+  std::mutex write_mu_;
+  bool closed_ = false;  // guarded by write_mu_
+};
+
+}  // namespace troika::internal

@@ -1,0 +1,92 @@
+/* libtroika's C ABI, for bindings in other languages. Mirrors troika/troika.h.
+ *
+ * Conventions: functions return 0 on success or a canonical status code (the values of
+ * absl::StatusCode / google.rpc.Code, e.g. 3 INVALID_ARGUMENT, 10 ABORTED); on failure
+ * troika_last_error() gives the message on the calling thread. Handles and contexts are owned
+ * by the caller and freed with troika_handle_free / troika_free. Thread-safe as the C++ API. */
+#ifndef TROIKA_C_API_H_
+#define TROIKA_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct troika_context troika_context;
+typedef struct troika_handle troika_handle;
+
+/* Same values as troika::DataType and troika::ReduceOp. */
+enum troika_dtype {
+  TROIKA_UINT8 = 0,
+  TROIKA_INT8 = 1,
+  TROIKA_INT32 = 2,
+  TROIKA_INT64 = 3,
+  TROIKA_FLOAT16 = 4,
+  TROIKA_BFLOAT16 = 5,
+  TROIKA_FLOAT32 = 6,
+  TROIKA_FLOAT64 = 7
+};
+enum troika_reduce_op {
+  TROIKA_SUM = 0,
+  TROIKA_AVERAGE = 1,
+  TROIKA_MIN = 2,
+  TROIKA_MAX = 3,
+  TROIKA_PRODUCT = 4
+};
+
+/* The message of the last failed call on this thread ("" if none). */
+const char* troika_last_error(void);
+
+/* Joins the job described by the TROIKA_* environment variables. */
+int troika_init_from_env(troika_context** out);
+/* Joins `job` at `coordinator` as `rank` of `size` with the Gloo data plane. */
+int troika_init(const char* coordinator, const char* job, int rank, int size, troika_context** out);
+/* Leaves the job (see troika::Context::Shutdown). */
+int troika_shutdown(troika_context* ctx);
+/* Shuts down if needed and frees the context. */
+void troika_free(troika_context* ctx);
+
+int troika_rank(const troika_context* ctx);
+int troika_size(const troika_context* ctx);
+int troika_local_rank(const troika_context* ctx);
+int troika_local_size(const troika_context* ctx);
+int troika_cross_rank(const troika_context* ctx);
+int troika_cross_size(const troika_context* ctx);
+
+/* Asynchronous operations: on success *out is a new handle (also for an operation that
+ * failed at once: its wait returns the error). */
+int troika_allreduce(troika_context* ctx, const char* name, const void* in, void* out, int dtype,
+                     const int64_t* shape, int ndim, int op, double prescale, double postscale,
+                     troika_handle** handle);
+int troika_allgather(troika_context* ctx, const char* name, const void* in, int dtype,
+                     const int64_t* shape, int ndim, troika_handle** handle);
+int troika_broadcast(troika_context* ctx, const char* name, const void* in, void* out, int dtype,
+                     const int64_t* shape, int ndim, int root, troika_handle** handle);
+/* splits: nsplits == size entries, or NULL/0 for an even split. */
+int troika_alltoall(troika_context* ctx, const char* name, const void* in, int dtype,
+                    const int64_t* shape, int ndim, const int64_t* splits, int nsplits,
+                    troika_handle** handle);
+int troika_reducescatter(troika_context* ctx, const char* name, const void* in, int dtype,
+                         const int64_t* shape, int ndim, int op, double prescale, double postscale,
+                         troika_handle** handle);
+int troika_barrier(troika_context* ctx, troika_handle** handle);
+
+/* 1 if done, 0 if not. */
+int troika_handle_poll(const troika_handle* handle);
+/* Blocks until done; returns the operation's status code (message: troika_last_error). */
+int troika_handle_wait(troika_handle* handle);
+/* Handle-owned result of allgather, alltoall, reducescatter; valid until troika_handle_free. */
+const void* troika_handle_output(const troika_handle* handle, size_t* bytes);
+/* Writes up to max_dims dims of the result's shape; returns the number of dims. */
+int troika_handle_output_shape(const troika_handle* handle, int64_t* dims, int max_dims);
+/* Alltoall: writes up to max rows-received-per-rank; returns the count. */
+int troika_handle_received_splits(const troika_handle* handle, int64_t* splits, int max);
+void troika_handle_free(troika_handle* handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TROIKA_C_API_H_ */

@@ -1,0 +1,144 @@
+#pragma once
+// libtroika: the client library linked into each training process.
+//
+//   auto troika = troika::Context::Init(troika::Options::FromEnvironment().value()).value();
+//   troika::Handle h = troika->Allreduce("grad/fc1", grad.data(), grad.data(),
+//                                        troika::DataType::kFloat32, {128, 64},
+//                                        {.op = troika::ReduceOp::kAverage});
+//   absl::Status s = h.Wait();
+//
+// Every operation is asynchronous: it is queued, negotiated with the other ranks through the
+// coordinator, executed in the job-wide order on the data plane, and completes its Handle.
+// Operations are matched across ranks by name: every rank must submit each name, and a name
+// may be in flight only once per rank. Buffers passed in must stay valid, and inputs
+// unchanged, until the handle is done.
+//
+// Thread contract: Context is thread-safe; Handle is thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "troika/types.h"
+
+namespace troika {
+
+namespace internal {
+struct OpState;
+class ContextImpl;
+}  // namespace internal
+
+// How a rank finds and joins its job. Every field can come from a TROIKA_* variable.
+struct Options {
+  // Coordinator or local agent address: "host:port" or "unix:/path". TROIKA_COORDINATOR.
+  std::string coordinator;
+  // Job name; ranks of one job share it. TROIKA_JOB.
+  std::string job;
+  // This process's rank and the job's size. TROIKA_RANK, TROIKA_SIZE.
+  int rank = -1;
+  int size = -1;
+  // Name of this host, grouping ranks into local ranks. TROIKA_HOST; default gethostname().
+  std::string host;
+  // Address the other ranks reach this rank's data plane at. TROIKA_DATA_HOST; default
+  // 127.0.0.1 when every rank of the job is on this host, else `host`.
+  std::string data_host;
+  // Data plane: "gloo" (TCP). TROIKA_TRANSPORT; default "gloo".
+  std::string transport = "gloo";
+  // How long Init waits for every rank to attach. TROIKA_ATTACH_TIMEOUT (seconds); 60 s.
+  absl::Duration attach_timeout = absl::Seconds(60);
+  // Upper bound for data-plane connection set-up and for any single transfer.
+  // TROIKA_DATA_TIMEOUT (seconds); default 300 s.
+  absl::Duration data_timeout = absl::Seconds(300);
+
+  // Reads every TROIKA_* variable that is set; INVALID_ARGUMENT names a malformed one or a
+  // missing required one (TROIKA_COORDINATOR, TROIKA_JOB, TROIKA_RANK, TROIKA_SIZE).
+  static absl::StatusOr<Options> FromEnvironment();
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;   // applied to the input before reduction
+  double postscale = 1.0;  // applied to the result (after averaging)
+};
+
+// The completion of one operation. Cheap to copy; copies share the operation.
+class Handle {
+ public:
+  Handle() = default;
+  // True once the operation finished, successfully or not. Never blocks.
+  bool Poll() const;
+  // Blocks until the operation finished; returns its outcome.
+  absl::Status Wait() const;
+  // Like Wait(), but gives up after `timeout` with DEADLINE_EXCEEDED (the op continues).
+  absl::Status WaitFor(absl::Duration timeout) const;
+
+  // After a successful Wait(), for allgather, alltoall and reducescatter: the result, owned
+  // by the handle, and its shape (dim 0 is known only after negotiation).
+  const void* output() const;
+  size_t output_bytes() const;
+  const std::vector<int64_t>& output_shape() const;
+  // Alltoall: rows received from each rank.
+  const std::vector<int64_t>& received_splits() const;
+
+ private:
+  friend class internal::ContextImpl;
+  explicit Handle(std::shared_ptr<internal::OpState> state) : state_(std::move(state)) {}
+  std::shared_ptr<internal::OpState> state_;
+};
+
+class Context {
+ public:
+  // Connects to the coordinator (or agent), joins the job, waits for every rank to attach and
+  // connects the data plane. Blocks; fails with a message naming what is missing.
+  static absl::StatusOr<std::unique_ptr<Context>> Init(const Options& options);
+  ~Context();  // Shutdown()
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Membership& membership() const;
+  int rank() const { return membership().rank; }
+  int size() const { return membership().size; }
+  int local_rank() const { return membership().local_rank; }
+  int local_size() const { return membership().local_size; }
+  int cross_rank() const { return membership().cross_rank; }
+  int cross_size() const { return membership().cross_size; }
+
+  // Reduces `shape`-shaped `in` across ranks into `out` (`in == out`: in place).
+  Handle Allreduce(const std::string& name, const void* in, void* out, DataType dtype,
+                   std::vector<int64_t> shape, AllreduceOptions options = {});
+  // Concatenates every rank's `in` along dim 0, which may differ per rank; the result is
+  // handle-owned.
+  Handle Allgather(const std::string& name, const void* in, DataType dtype,
+                   std::vector<int64_t> shape);
+  // Copies `root`'s `in` to `out` on every rank (`in == out`: in place; `in` is read only on
+  // the root).
+  Handle Broadcast(const std::string& name, const void* in, void* out, DataType dtype,
+                   std::vector<int64_t> shape, int root);
+  // Sends splits[j] rows of `in` (consecutively, in rank order) to rank j; empty `splits`:
+  // an even split of dim 0. The received rows are handle-owned, with received_splits().
+  Handle Alltoall(const std::string& name, const void* in, DataType dtype,
+                  std::vector<int64_t> shape, std::vector<int64_t> splits = {});
+  // Reduces `in` across ranks and scatters dim 0: rank r receives rows
+  // [offset_r, offset_r + n_r), the first (dim0 % size) ranks one row more. `options.op` is
+  // kSum or kAverage. Result handle-owned.
+  Handle Reducescatter(const std::string& name, const void* in, DataType dtype,
+                       std::vector<int64_t> shape, AllreduceOptions options = {});
+  // Completes once every rank has reached the barrier.
+  Handle Barrier();
+
+  // Leaves the job: pending operations fail, later ones fail at once, and the other ranks'
+  // operations that need this rank fail with a message naming it. Idempotent.
+  absl::Status Shutdown();
+
+ private:
+  explicit Context(std::unique_ptr<internal::ContextImpl> impl);
+  friend class internal::ContextImpl;
+  std::unique_ptr<internal::ContextImpl> impl_;
+};
+
+}  // namespace troika

@@ -1,0 +1,56 @@
+#pragma once
+// Troika's public vocabulary: data types, reduce operations, collective kinds and a rank's
+// place in its job. Shared by the C++ API, the C ABI and every internal layer, so that one
+// definition serves all of them.
+
+#include <cstdint>
+
+namespace troika {
+
+enum class DataType : int {
+  kUint8 = 0,
+  kInt8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat16 = 4,   // IEEE 754 binary16, stored as uint16_t
+  kBFloat16 = 5,  // bfloat16, stored as uint16_t
+  kFloat32 = 6,
+  kFloat64 = 7,
+};
+inline constexpr int kNumDataTypes = 8;
+
+enum class ReduceOp : int {
+  kSum = 0,
+  kAverage = 1,
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+};
+
+enum class CollectiveType : int {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kAlltoall = 3,
+  kReducescatter = 4,
+  kBarrier = 5,
+};
+
+enum class DeviceClass : int {
+  kCpu = 0,
+  kGpu = 1,
+};
+
+// Where a rank sits in its job. Local: ranks on the same host; cross: one rank per host with
+// the same local rank.
+struct Membership {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  int64_t epoch = 0;  // changes whenever the job's membership is rebuilt
+};
+
+}  // namespace troika

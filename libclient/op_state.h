@@ -1,0 +1,42 @@
+#pragma once
+// OpState: the shared completion record behind a Handle, and Entry: one submitted operation
+// as the client tracks it until it is executed.
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/messages.h"
+
+namespace troika::internal {
+
+// Thread-safe. Completed exactly once; later Complete() calls are ignored.
+struct OpState {
+  // Completes the operation; wakes waiters. Returns false if it was already complete.
+  bool Complete(absl::Status status);
+  // Allocates the handle-owned result (uninitialised).
+  uint8_t* AllocateOutput(size_t bytes);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;    // guarded by mu
+  absl::Status status;  // guarded by mu; final once done
+  // Written by the executor before Complete(); read by the caller after done.
+  std::unique_ptr<uint8_t[]> output;
+  size_t output_bytes = 0;
+  std::vector<int64_t> output_shape;
+  std::vector<int64_t> received_splits;
+};
+
+// One operation submitted on this rank and not yet executed.
+struct Entry {
+  TensorRequest request;
+  const void* in = nullptr;  // caller-owned input
+  void* out = nullptr;       // caller-owned output (allreduce, broadcast) or null
+  std::shared_ptr<OpState> state;
+};
+
+}  // namespace troika::internal

@@ -1,0 +1,73 @@
+// Options::FromEnvironment: the one place the client library reads TROIKA_* variables.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "troika/troika.h"
+
+namespace troika {
+namespace {
+
+const char* Get(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+absl::Status ReadInt(const char* name, int* out) {
+  const char* value = Get(name);
+  if (value == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, " is not set"));
+  if (!absl::SimpleAtoi(value, out)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", value, "' is not an integer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSeconds(const char* name, absl::Duration* out) {
+  const char* value = Get(name);
+  if (value == nullptr) return absl::OkStatus();
+  double seconds;
+  if (!absl::SimpleAtod(value, &seconds) || seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "='", value, "' is not a positive number of seconds"));
+  }
+  *out = absl::Seconds(seconds);
+  return absl::OkStatus();
+}
+
+std::string HostName() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<Options> Options::FromEnvironment() {
+  Options o;
+  const char* coordinator = Get("TROIKA_COORDINATOR");
+  const char* job = Get("TROIKA_JOB");
+  if (coordinator == nullptr || job == nullptr) {
+    return absl::InvalidArgumentError(
+        "TROIKA_COORDINATOR and TROIKA_JOB must be set (troikarun and troika-agent set them)");
+  }
+  o.coordinator = coordinator;
+  o.job = job;
+  if (absl::Status s = ReadInt("TROIKA_RANK", &o.rank); !s.ok()) return s;
+  if (absl::Status s = ReadInt("TROIKA_SIZE", &o.size); !s.ok()) return s;
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TROIKA_RANK=", o.rank, " is not in [0, TROIKA_SIZE=", o.size, ")"));
+  }
+  o.host = Get("TROIKA_HOST") ? Get("TROIKA_HOST") : HostName();
+  if (const char* v = Get("TROIKA_DATA_HOST")) o.data_host = v;
+  if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;
+  if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
+  if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace troika

@@ -1,0 +1,47 @@
+#include "libclient/tensor_table.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace troika::internal {
+
+absl::Status TensorTable::Insert(Entry entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
+  const std::string& name = entry.request.name;
+  if (entries_.count(name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("'", name, "' is already in flight on this rank; wait for it first"));
+  }
+  entries_.emplace(name, std::move(entry));
+  return absl::OkStatus();
+}
+
+std::optional<Entry> TensorTable::Take(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  Entry entry = std::move(it->second);
+  entries_.erase(it);
+  return entry;
+}
+
+void TensorTable::Close(const absl::Status& status) {
+  std::map<std::string, Entry> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) return;
+    closed_ = status;
+    failed.swap(entries_);
+  }
+  for (auto& [name, entry] : failed) entry.state->Complete(status);
+}
+
+absl::Status TensorTable::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
+}  // namespace troika::internal

@@ -1,0 +1,24 @@
+#pragma once
+// Elementwise kernels on host memory for every DataType, shared by all CPU data planes and
+// the fusion buffer. float16 and bfloat16 are computed in float32 and rounded to nearest even.
+
+#include <cstddef>
+
+#include "common/types.h"
+
+namespace troika::transport {
+
+// inout[i] = inout[i] (op) in[i], for i < count. `op` is kSum, kMin, kMax or kProduct.
+void ReduceInto(void* inout, const void* in, size_t count, DataType dtype, ReduceOp op);
+
+// data[i] *= factor, computed in double (float for half types) and converted back;
+// integer results are rounded toward zero. A factor of 1 is a no-op.
+void Scale(void* data, size_t count, DataType dtype, double factor);
+
+// IEEE half and bfloat16 conversions (round to nearest even).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace troika::transport

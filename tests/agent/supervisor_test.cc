@@ -1,0 +1,191 @@
+// Supervisor over real processes (/bin/sh), started by PosixProcessLauncher.
+
+#include "agent/supervisor.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "agent/posix_process_launcher.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class CapturingSink : public OutputSink {
+ public:
+  void Write(std::string_view text) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.append(text);
+  }
+  std::string text() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string text_;
+};
+
+// One `sh -c script` per rank, with RANK set.
+std::vector<ProcessSpec> ShellRanks(int n, const std::string& script) {
+  std::vector<ProcessSpec> specs;
+  for (int rank = 0; rank < n; ++rank) {
+    specs.push_back({{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin", "RANK=" + std::to_string(rank)}});
+  }
+  return specs;
+}
+
+bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  SupervisorResult RunRanks(int n, const std::string& script, SupervisorOptions options = {}) {
+    Supervisor supervisor(launcher_, out_, err_, std::move(options));
+    absl::Status started = supervisor.Start(ShellRanks(n, script));
+    EXPECT_TRUE(started.ok()) << started;
+    return supervisor.Run();
+  }
+
+  PosixProcessLauncher launcher_;
+  CapturingSink out_;
+  CapturingSink err_;
+};
+
+TEST_F(SupervisorTest, ForwardsOutputWithRankPrefixesAndSucceeds) {
+  SupervisorResult result =
+      RunRanks(2, "sleep 0.$RANK; echo out $RANK; echo err $RANK >&2; printf 'tail %s' $RANK");
+  EXPECT_EQ(result.ExitCode(), 0);
+  EXPECT_EQ(result.failed_rank, -1);
+  EXPECT_EQ(out_.text(), "[0] out 0\n[0] tail 0\n[1] out 1\n[1] tail 1\n");
+  EXPECT_EQ(err_.text(), "[0] err 0\n[1] err 1\n");
+}
+
+TEST_F(SupervisorTest, FailingRankIsReportedAndStopsTheOthers) {
+  const absl::Time start = absl::Now();
+  SupervisorResult result = RunRanks(
+      3, "if [ $RANK = 1 ]; then echo bye >&2; sleep 0.2; exit 3; fi; exec sleep 100");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "SIGTERM, not the grace period, ends them";
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_EQ(result.ExitCode(), 3);
+  EXPECT_EQ(result.exits[0].signal, SIGTERM);
+  EXPECT_EQ(result.exits[2].signal, SIGTERM);
+  EXPECT_TRUE(result.killed_ranks.empty());
+  EXPECT_EQ(result.Summary(), "rank 1 exited with code 3");
+  EXPECT_EQ(err_.text(),
+            "[1] bye\ntroikarun: rank 1 exited with code 3; stopping the other 2 running ranks\n");
+}
+
+TEST_F(SupervisorTest, RankKilledBySignalIsNamedWithTheSignal) {
+  SupervisorResult result = RunRanks(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 100");
+  EXPECT_EQ(result.failed_rank, 0);
+  EXPECT_EQ(result.ExitCode(), 128 + SIGKILL);
+  EXPECT_THAT(err_.text(), HasSubstr("troikarun: rank 0 was killed by signal 9 (Killed)"));
+}
+
+TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  SupervisorOptions options;
+  options.grace_period = absl::Milliseconds(300);
+  options.name = "agent";
+  const absl::Time start = absl::Now();
+  SupervisorResult result = RunRanks(
+      2, "if [ $RANK = 0 ]; then sleep 0.2; exit 1; fi; trap '' TERM; while :; do sleep 0.05; done",
+      options);
+  const absl::Duration elapsed = absl::Now() - start;
+  EXPECT_GE(elapsed, absl::Milliseconds(300));
+  EXPECT_LT(elapsed, absl::Seconds(4));
+  EXPECT_EQ(result.ExitCode(), 1);
+  EXPECT_THAT(result.killed_ranks, ElementsAre(1));
+  EXPECT_EQ(result.exits[1].signal, SIGKILL);
+  EXPECT_THAT(err_.text(), HasSubstr("agent: sent SIGKILL to rank 1 (still running 300ms"));
+  EXPECT_EQ(result.Summary(), "rank 0 exited with code 1; sent SIGKILL to rank 1");
+}
+
+TEST_F(SupervisorTest, ExitedRanksDoNotStopTheOthers) {
+  SupervisorResult result = RunRanks(2, "sleep 0.$RANK; echo done $RANK");
+  EXPECT_EQ(result.ExitCode(), 0);
+  EXPECT_EQ(out_.text(), "[0] done 0\n[1] done 1\n");
+  EXPECT_EQ(err_.text(), "");
+}
+
+TEST_F(SupervisorTest, SignalFromSignalFdIsForwardedToEveryRank) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &set, nullptr), 0);
+  const int signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+  ASSERT_GE(signal_fd, 0);
+  SupervisorOptions options;
+  options.signal_fd = signal_fd;
+  Supervisor supervisor(launcher_, out_, err_, options);
+  ASSERT_TRUE(supervisor.Start(ShellRanks(2, "exec sleep 100")).ok());
+  kill(getpid(), SIGUSR1);  // pending until the supervisor reads it from the signalfd
+  SupervisorResult result = supervisor.Run();
+  close(signal_fd);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+
+  EXPECT_EQ(result.signal, SIGUSR1);
+  EXPECT_EQ(result.failed_rank, -1);
+  EXPECT_EQ(result.ExitCode(), 128 + SIGUSR1);
+  EXPECT_EQ(result.exits[0].signal, SIGUSR1);
+  EXPECT_EQ(result.exits[1].signal, SIGUSR1);
+  EXPECT_THAT(err_.text(), HasSubstr("forwarding it to 2 running ranks"));
+}
+
+TEST_F(SupervisorTest, FirstFailureCallbackRunsOnce) {
+  std::vector<int> failed;
+  SupervisorOptions options;
+  options.on_first_failure = [&](int rank, const ExitStatus& exit) {
+    failed.push_back(rank);
+    EXPECT_EQ(exit.code, 2);
+  };
+  RunRanks(3, "exit 2", options);
+  EXPECT_EQ(failed.size(), 1u);
+}
+
+TEST_F(SupervisorTest, CommandNotFoundFailsStartNamingRankAndCommand) {
+  Supervisor supervisor(launcher_, out_, err_, {});
+  absl::Status status = supervisor.Start({{{"troika-no-such-command"}, {}}});
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_EQ(status.message(), "rank 0: command 'troika-no-such-command' not found in PATH");
+}
+
+// Delegates to the real launcher for the first `ok_launches` processes, then fails.
+class FailingLauncher : public ProcessLauncher {
+ public:
+  explicit FailingLauncher(int ok_launches) : ok_launches_(ok_launches) {}
+  absl::StatusOr<std::unique_ptr<Process>> Launch(const ProcessSpec& spec) override {
+    if (ok_launches_-- <= 0) return absl::InternalError("no more processes");
+    auto process = real_.Launch(spec);
+    if (process.ok()) pids.push_back((*process)->pid());
+    return process;
+  }
+  std::vector<pid_t> pids;
+
+ private:
+  int ok_launches_;
+  PosixProcessLauncher real_;
+};
+
+TEST_F(SupervisorTest, FailedStartKillsAndReapsTheRanksAlreadyStarted) {
+  FailingLauncher launcher(2);
+  Supervisor supervisor(launcher, out_, err_, {});
+  absl::Status status = supervisor.Start(ShellRanks(3, "exec sleep 100"));
+  EXPECT_EQ(status.message(), "rank 2: no more processes");
+  ASSERT_EQ(launcher.pids.size(), 2u);
+  for (pid_t pid : launcher.pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+}  // namespace
+}  // namespace troika::agent

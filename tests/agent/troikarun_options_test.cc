@@ -1,0 +1,88 @@
+#include "agent/troikarun_options.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<TroikarunOptions> Parse(std::vector<std::string> args) {
+  return ParseTroikarunArgs(args);
+}
+
+TEST(TroikarunOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
+  auto options = Parse({"-np", "4", "--coordinator=10.0.0.1:7070", "--job", "j1",
+                        "--grace_period", "250ms", "--log_level=info", "--", "./train",
+                        "--steps", "5", "--", "-np"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->np, 4);
+  EXPECT_EQ(options->coordinator, "10.0.0.1:7070");
+  EXPECT_EQ(options->job, "j1");
+  EXPECT_EQ(options->grace_period, absl::Milliseconds(250));
+  EXPECT_EQ(options->log_level, "info");
+  EXPECT_EQ(options->command,
+            (std::vector<std::string>{"./train", "--steps", "5", "--", "-np"}));
+}
+
+TEST(TroikarunOptionsTest, DefaultsAndAlternativeSpellings) {
+  auto options = Parse({"--np=2", "--", "true"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->np, 2);
+  EXPECT_TRUE(options->coordinator.empty());
+  EXPECT_TRUE(options->job.empty());
+  EXPECT_EQ(options->grace_period, absl::Seconds(5));
+  EXPECT_EQ(options->log_level, "warning");
+  auto seconds = Parse({"-np=1", "-grace_period=2", "--", "true"});
+  ASSERT_TRUE(seconds.ok()) << seconds.status();
+  EXPECT_EQ(seconds->grace_period, absl::Seconds(2)) << "a plain number means seconds";
+}
+
+TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
+  for (const char* flag : {"--help", "-h", "-help"}) {
+    auto options = Parse({flag});
+    ASSERT_TRUE(options.ok()) << flag;
+    EXPECT_TRUE(options->help);
+  }
+}
+
+TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"-np", "2", "./train"}, "the command goes after \"--\""},
+      {{"-np", "2"}, "missing \"--\""},
+      {{"-np", "2", "--"}, "no command after"},
+      {{"--", "./train"}, "-np N is required"},
+      {{"-np", "0", "--", "x"}, "-np must be between 1 and 1024, got 0"},
+      {{"-np", "-3", "--", "x"}, "got -3"},
+      {{"-np", "two", "--", "x"}, "'two' is not a number"},
+      {{"-np", "--", "x"}, "'-np' needs a value"},
+      {{"-np", "2", "--grace_period", "soon", "--", "x"}, "not a duration"},
+      {{"-np", "2", "--grace_period", "-1s", "--", "x"}, ">= 0"},
+      {{"-np", "2", "--coordinator", "nohostport", "--", "x"}, "HOST:PORT"},
+      {{"-np", "2", "--bogus", "1", "--", "x"}, "unknown option 'bogus'"},
+  };
+  for (const Case& c : cases) {
+    auto options = Parse(c.args);
+    ASSERT_FALSE(options.ok()) << c.message;
+    EXPECT_TRUE(absl::IsInvalidArgument(options.status()));
+    EXPECT_THAT(std::string(options.status().message()), HasSubstr(c.message));
+  }
+}
+
+TEST(TroikarunOptionsTest, MergeEnvironmentOverridesInheritedValues) {
+  std::vector<std::string> env = MergeEnvironment(
+      {"PATH=/bin", "TROIKA_RANK=7", "EMPTY=", "NOEQUALS"}, {{"TROIKA_RANK", "0"}, {"A", "b=c"}});
+  EXPECT_THAT(env, ::testing::UnorderedElementsAre("PATH=/bin", "EMPTY=", "NOEQUALS",
+                                                   "TROIKA_RANK=0", "A=b=c"));
+}
+
+}  // namespace
+}  // namespace troika::agent

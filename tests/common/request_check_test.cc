@@ -1,0 +1,64 @@
+#include "common/request_check.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika {
+namespace {
+
+using ::testing::HasSubstr;
+
+TensorRequest Make(CollectiveType type, std::vector<int64_t> shape) {
+  TensorRequest r;
+  r.name = "t";
+  r.type = type;
+  r.shape = std::move(shape);
+  return r;
+}
+
+TEST(RequestCheckTest, AcceptsWellFormedRequests) {
+  EXPECT_TRUE(CheckRequest(Make(CollectiveType::kAllreduce, {}), 1).ok());
+  EXPECT_TRUE(CheckRequest(Make(CollectiveType::kAllgather, {0, 3}), 4).ok());
+  TensorRequest a2a = Make(CollectiveType::kAlltoall, {5});
+  a2a.splits = {2, 3};
+  EXPECT_TRUE(CheckRequest(a2a, 2).ok());
+}
+
+TEST(RequestCheckTest, RejectsEachMalformedField) {
+  struct Case {
+    TensorRequest request;
+    int size;
+    std::string message;
+  };
+  TensorRequest bad_root = Make(CollectiveType::kBroadcast, {1});
+  bad_root.root = 3;
+  TensorRequest bad_splits = Make(CollectiveType::kAlltoall, {5});
+  bad_splits.splits = {1, 1};
+  TensorRequest short_splits = Make(CollectiveType::kAlltoall, {5});
+  short_splits.splits = {5};
+  TensorRequest rs_max = Make(CollectiveType::kReducescatter, {4});
+  rs_max.reduce_op = ReduceOp::kMax;
+  TensorRequest nan_scale = Make(CollectiveType::kAllreduce, {4});
+  nan_scale.prescale = std::nan("");
+  TensorRequest no_name = Make(CollectiveType::kAllreduce, {4});
+  no_name.name = "";
+  std::vector<Case> cases = {
+      {bad_root, 2, "root rank 3 out of range"},
+      {bad_splits, 2, "splits sum to 2 but dim 0 is 5"},
+      {short_splits, 2, "has 1 splits for 2 ranks"},
+      {Make(CollectiveType::kAlltoall, {5}), 2, "not divisible by 2"},
+      {Make(CollectiveType::kAllgather, {}), 2, "at least one dimension"},
+      {rs_max, 2, "reduce op max is not supported"},
+      {Make(CollectiveType::kAllreduce, {2, -1}), 2, "negative dimension"},
+      {nan_scale, 2, "finite"},
+      {no_name, 2, "name must not be empty"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = CheckRequest(c.request, c.size);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
+}
+
+}  // namespace
+}  // namespace troika

@@ -1,0 +1,53 @@
+#include "common/scheduler.h"
+
+#include <future>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace troika {
+namespace {
+
+TEST(SchedulerTest, RunsCallbacksInDueOrder) {
+  Scheduler scheduler;
+  std::mutex mu;
+  std::vector<int> order;
+  std::promise<void> done;
+  absl::Time now = absl::Now();
+  scheduler.RunAt(now + absl::Milliseconds(30), [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(2);
+    done.set_value();
+  });
+  scheduler.RunAt(now + absl::Milliseconds(10), [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(1);
+  });
+  done.get_future().wait();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST(SchedulerTest, CancelledCallbackNeverRuns) {
+  Scheduler scheduler;
+  std::atomic<bool> ran{false};
+  Scheduler::TaskId id = scheduler.RunAfter(absl::Milliseconds(20), [&] { ran = true; });
+  EXPECT_TRUE(scheduler.Cancel(id));
+  EXPECT_FALSE(scheduler.Cancel(id));
+  std::promise<void> later;
+  scheduler.RunAfter(absl::Milliseconds(40), [&] { later.set_value(); });
+  later.get_future().wait();
+  EXPECT_FALSE(ran);
+}
+
+TEST(SchedulerTest, StopDropsPendingCallbacks) {
+  std::atomic<bool> ran{false};
+  Scheduler scheduler;
+  scheduler.RunAfter(absl::Hours(1), [&] { ran = true; });
+  scheduler.Stop();
+  scheduler.RunAfter(absl::ZeroDuration(), [&] { ran = true; });
+  EXPECT_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace troika

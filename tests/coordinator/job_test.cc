@@ -1,0 +1,148 @@
+#include "coordinator/job.h"
+
+#include <future>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeSink : public SessionSink {
+ public:
+  void Send(std::shared_ptr<const DownMessage> message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(*message);
+  }
+  std::vector<DownMessage> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<DownMessage> messages_;
+};
+
+class JobTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<Job> MakeJob(int size) {
+    NegotiatorOptions options;
+    options.cycle_time = absl::ZeroDuration();
+    return std::make_shared<Job>("train", size, options, scheduler_, clock_,
+                                 [this] { done_count_++; });
+  }
+
+  // Attaches every rank with the given hosts and returns their memberships.
+  std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
+    std::vector<std::promise<absl::StatusOr<Membership>>> promises(hosts.size());
+    for (size_t r = 0; r < hosts.size(); ++r) {
+      job.Attach(static_cast<int>(r), hosts[r], absl::Seconds(30),
+                 [&promises, r](absl::StatusOr<Membership> m) { promises[r].set_value(m); });
+    }
+    std::vector<Membership> out;
+    for (auto& p : promises) {
+      absl::StatusOr<Membership> m = p.get_future().get();
+      EXPECT_TRUE(m.ok()) << m.status();
+      out.push_back(m.value_or(Membership{}));
+    }
+    return out;
+  }
+
+  TensorRequest Request(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.shape = {2};
+    return r;
+  }
+
+  Scheduler scheduler_;
+  FakeClock clock_;
+  std::atomic<int> done_count_{0};
+};
+
+TEST_F(JobTest, AttachGivesLocalAndCrossRanks) {
+  auto job = MakeJob(4);
+  std::vector<Membership> m = AttachAll(*job, {"a", "a", "b", "b"});
+  EXPECT_EQ(m[3].rank, 3);
+  EXPECT_EQ(m[3].size, 4);
+  EXPECT_EQ(m[3].local_rank, 1);
+  EXPECT_EQ(m[3].local_size, 2);
+  EXPECT_EQ(m[3].cross_rank, 1);
+  EXPECT_EQ(m[3].cross_size, 2);
+  EXPECT_EQ(m[2].local_rank, 0);
+  EXPECT_EQ(m[2].cross_rank, 1);
+  EXPECT_EQ(job->state(), Job::State::kRunning);
+}
+
+TEST_F(JobTest, AttachTimeoutNamesMissingRanks) {
+  auto job = MakeJob(4);
+  std::promise<absl::StatusOr<Membership>> p;
+  job->Attach(1, "a", absl::Milliseconds(20),
+              [&](absl::StatusOr<Membership> m) { p.set_value(m); });
+  absl::StatusOr<Membership> m = p.get_future().get();
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("ranks 0, 2-3 did not attach"));
+  EXPECT_TRUE(job->done());  // nobody is attached any more
+}
+
+TEST_F(JobTest, ResponsesReachEverySessionInTheSameOrder) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
+  ASSERT_EQ(s0.messages().size(), 1u);
+  ASSERT_EQ(s1.messages().size(), 1u);
+  EXPECT_EQ(s0.messages()[0].responses[0].names, std::vector<std::string>{"x"});
+}
+
+TEST_F(JobTest, SessionMaySubmitOnlyForItsOwnRanks) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  EXPECT_EQ(job->Submit(&s0, {Request(1, "x")}).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(job->OpenSession({0}, 1, &s0).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(JobTest, LostSessionAbortsJobOnEverySession) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  job->CloseSession(&s1);
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(s0.messages().size(), 1u);
+  EXPECT_THAT(s0.messages()[0].abort_reason, HasSubstr("rank 1 lost the connection"));
+  EXPECT_FALSE(job->done());  // s0 still open
+  job->CloseSession(&s0);
+  EXPECT_TRUE(job->done());
+}
+
+TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "late")}).ok());
+  ASSERT_EQ(s1.messages().size(), 1u);
+  EXPECT_THAT(s1.messages()[0].responses[0].error, HasSubstr("rank 0 has shut down"));
+  ASSERT_TRUE(job->Goodbye(&s1, {1}).ok());
+  EXPECT_EQ(job->state(), Job::State::kFinished);
+  job->CloseSession(&s0);
+  job->CloseSession(&s1);
+  EXPECT_TRUE(job->done());
+  EXPECT_TRUE(s0.messages().empty() || s0.messages().back().abort_reason.empty());
+}
+
+}  // namespace
+}  // namespace troika::coordinator

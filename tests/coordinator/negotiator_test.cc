@@ -1,0 +1,196 @@
+#include "coordinator/negotiator.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const absl::Time kT0 = absl::UnixEpoch() + absl::Hours(1);
+
+TensorRequest Allreduce(int rank, std::string name, std::vector<int64_t> shape = {4},
+                        DataType dtype = DataType::kFloat32) {
+  TensorRequest r;
+  r.rank = rank;
+  r.name = std::move(name);
+  r.type = CollectiveType::kAllreduce;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  return r;
+}
+
+NegotiatorOptions NoHold() {
+  NegotiatorOptions o;
+  o.cycle_time = absl::ZeroDuration();
+  return o;
+}
+
+std::vector<Response> PollNow(Negotiator& n, absl::Time now = kT0) {
+  absl::Time next;
+  return n.Poll(now, &next);
+}
+
+TEST(NegotiatorTest, TensorIsReadyOnlyWhenEveryRankSubmitted) {
+  Negotiator n(3, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(2, "a"), kT0).ok());
+  EXPECT_THAT(PollNow(n), IsEmpty());
+  ASSERT_EQ(n.Pending().size(), 1u);
+  EXPECT_THAT(n.Pending()[0].missing_ranks, ElementsAre(1));
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].names, ElementsAre("a"));
+  EXPECT_FALSE(out[0].is_error());
+  EXPECT_TRUE(n.idle());
+}
+
+TEST(NegotiatorTest, OrderIsTheOrderTensorsBecameReady) {
+  Negotiator n(2, NoHold());
+  TensorRequest b0 = Allreduce(0, "b"), a0 = Allreduce(0, "a");
+  b0.type = a0.type = CollectiveType::kBroadcast;  // not fusible: order is visible
+  TensorRequest b1 = b0, a1 = a0;
+  b1.rank = a1.rank = 1;
+  ASSERT_TRUE(n.Submit(a0, kT0).ok());
+  ASSERT_TRUE(n.Submit(b0, kT0).ok());
+  ASSERT_TRUE(n.Submit(b1, kT0).ok());  // b ready first
+  ASSERT_TRUE(n.Submit(a1, kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_THAT(out[0].names, ElementsAre("b"));
+  EXPECT_THAT(out[1].names, ElementsAre("a"));
+}
+
+TEST(NegotiatorTest, CompatibleAllreducesFuseUpToThreshold) {
+  NegotiatorOptions o = NoHold();
+  o.fusion_threshold_bytes = 40;  // two 16-byte tensors fit, three do not
+  Negotiator n(2, o);
+  for (std::string name : {"a", "b", "c"}) {
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(n.Submit(Allreduce(r, name), kT0).ok());
+  }
+  // Fusion happens at poll time over everything ready.
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_THAT(out[0].names, ElementsAre("a", "b"));
+  EXPECT_THAT(out[1].names, ElementsAre("c"));
+}
+
+TEST(NegotiatorTest, IncompatibleAllreducesAreNotFused) {
+  Negotiator n(1, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "f32"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "f64", {4}, DataType::kFloat64), kT0).ok());
+  TensorRequest scaled = Allreduce(0, "scaled");
+  scaled.postscale = 0.5;
+  ASSERT_TRUE(n.Submit(scaled, kT0).ok());
+  TensorRequest maxed = Allreduce(0, "max");
+  maxed.reduce_op = ReduceOp::kMax;
+  ASSERT_TRUE(n.Submit(maxed, kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "f32b"), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_THAT(out[0].names, ElementsAre("f32", "f32b"));
+  EXPECT_THAT(out[1].names, ElementsAre("f64"));
+  EXPECT_THAT(out[2].names, ElementsAre("scaled"));
+  EXPECT_THAT(out[3].names, ElementsAre("max"));
+}
+
+TEST(NegotiatorTest, ZeroThresholdDisablesFusion) {
+  NegotiatorOptions o = NoHold();
+  o.fusion_threshold_bytes = 0;
+  Negotiator n(1, o);
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a", {0}), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "b", {0}), kT0).ok());
+  EXPECT_EQ(PollNow(n).size(), 2u);
+}
+
+TEST(NegotiatorTest, HoldsReadyAllreduceForCycleTimeWhileOthersArrive) {
+  NegotiatorOptions o;
+  o.cycle_time = absl::Milliseconds(5);
+  Negotiator n(2, o);
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "b"), kT0).ok());  // b partially submitted
+  absl::Time next;
+  EXPECT_THAT(n.Poll(kT0 + absl::Milliseconds(1), &next), IsEmpty());
+  EXPECT_EQ(next, kT0 + absl::Milliseconds(5));
+  ASSERT_TRUE(n.Submit(Allreduce(1, "b"), kT0 + absl::Milliseconds(2)).ok());
+  // Nothing is partially submitted any more: flushed at once, fused.
+  std::vector<Response> out = n.Poll(kT0 + absl::Milliseconds(2), &next);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].names, ElementsAre("a", "b"));
+  EXPECT_EQ(next, absl::InfiniteFuture());
+}
+
+TEST(NegotiatorTest, HeldAllreduceIsReleasedAtCycleDeadline) {
+  NegotiatorOptions o;
+  o.cycle_time = absl::Milliseconds(5);
+  Negotiator n(2, o);
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "b"), kT0).ok());
+  absl::Time next;
+  EXPECT_THAT(n.Poll(kT0 + absl::Milliseconds(4), &next), IsEmpty());
+  std::vector<Response> out = n.Poll(kT0 + absl::Milliseconds(5), &next);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].names, ElementsAre("a"));
+}
+
+TEST(NegotiatorTest, DuplicateNameInFlightOnARankIsRejected) {
+  Negotiator n(2, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0).ok());
+  absl::Status s = n.Submit(Allreduce(0, "a"), kT0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(s.message(), HasSubstr("'a'"));
+  // The first submission still counts.
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  EXPECT_EQ(PollNow(n).size(), 1u);
+}
+
+TEST(NegotiatorTest, MalformedRequestIsRejected) {
+  Negotiator n(2, NoHold());
+  EXPECT_EQ(n.Submit(Allreduce(5, "a"), kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(n.Submit(Allreduce(0, ""), kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(n.Submit(Allreduce(0, "neg", {-1}), kT0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(n.idle());
+}
+
+TEST(NegotiatorTest, MismatchBecomesErrorForTheTensorAndJobGoesOn) {
+  Negotiator n(2, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a", {4}), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a", {5}), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "b"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "b"), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].is_error());
+  EXPECT_THAT(out[0].error, HasSubstr("'a'"));
+  EXPECT_FALSE(out[1].is_error());  // an error is never fused with good tensors
+  EXPECT_THAT(out[1].names, ElementsAre("b"));
+}
+
+TEST(NegotiatorTest, DepartedRankFailsPendingAndLaterTensors) {
+  Negotiator n(3, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0).ok());
+  // Submitted by the departing rank itself: it will never execute it, so this fails too.
+  ASSERT_TRUE(n.Submit(Allreduce(2, "held"), kT0).ok());
+  n.RemoveRank(2, "has shut down");
+  EXPECT_TRUE(n.Pending().empty());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "later"), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 3u);
+  for (const Response& r : out) {
+    EXPECT_TRUE(r.is_error());
+    EXPECT_THAT(r.error, HasSubstr("rank 2 has shut down"));
+  }
+  EXPECT_THAT(out[2].names, ElementsAre("later"));
+}
+
+}  // namespace
+}  // namespace troika::coordinator

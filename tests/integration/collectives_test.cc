@@ -1,0 +1,295 @@
+// Every collective x every dtype x sizes {0, 1, odd, >= 1 MiB}, on 1..8 ranks through a real
+// coordinator and Gloo over loopback, checked element by element against a reference.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/integration/test_cluster.h"
+#include "tests/integration/typed_values.h"
+
+namespace troika::testing {
+namespace {
+
+const DataType kAllTypes[] = {DataType::kUint8,   DataType::kInt8,    DataType::kInt32,
+                              DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                              DataType::kFloat32, DataType::kFloat64};
+const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProduct};
+
+// Element counts: empty, one, odd, and at least 1 MiB whatever the dtype.
+std::vector<size_t> Counts(DataType dtype) {
+  return {0, 1, 1001, (size_t{1} << 20) / DataTypeSize(dtype) + 3};
+}
+
+// Small values every dtype holds exactly; products stay tiny.
+double Value(ReduceOp op, DataType dtype, int rank, size_t i) {
+  if (op == ReduceOp::kProduct) return (rank + i) % 4 == 0 ? 2 : 1;
+  double v = static_cast<double>((rank * 7 + i * 3) % 11);
+  return dtype == DataType::kUint8 ? v : v - 5;
+}
+
+double Reduce(ReduceOp op, DataType dtype, int size, size_t i) {
+  double acc = Value(op, dtype, 0, i);
+  for (int r = 1; r < size; ++r) {
+    double v = Value(op, dtype, r, i);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage:
+        acc += v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
+    }
+  }
+  if (op == ReduceOp::kAverage) acc = IsFloat(dtype) ? acc / size : std::trunc(acc / size);
+  return acc;
+}
+
+// "" if `got` matches expected(i) for i < count, else the first difference.
+std::string Compare(DataType dtype, const void* got, size_t count,
+                    const std::function<double(size_t)>& expected) {
+  for (size_t i = 0; i < count; ++i) {
+    double want = expected(i), have = Get(dtype, got, i);
+    if (std::abs(want - have) > Tolerance(dtype) * std::max(1.0, std::abs(want))) {
+      return absl::StrCat("element ", i, ": want ", want, ", got ", have);
+    }
+  }
+  return "";
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { contexts_ = cluster_.Join("sweep", size()); }
+  int size() const { return GetParam(); }
+
+  // Runs body(rank, context) on every rank; body returns "" or a failure description.
+  void Check(const std::string& what, const std::function<std::string(int, Context&)>& body) {
+    std::vector<std::string> failures(size());
+    OnEveryRank(size(), [&](int rank) { failures[rank] = body(rank, *contexts_[rank]); });
+    for (int r = 0; r < size(); ++r) {
+      EXPECT_EQ(failures[r], "") << what << " on rank " << r << " of " << size();
+    }
+  }
+
+  TestCluster cluster_;
+  std::vector<std::unique_ptr<Context>> contexts_;
+  int seq_ = 0;
+  std::string Name(const std::string& what) { return absl::StrCat(what, "#", seq_++); }
+};
+
+TEST_P(CollectivesTest, AllreduceEveryOpDtypeAndSize) {
+  for (DataType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (size_t count : Counts(dtype)) {
+        for (bool in_place : {true, false}) {
+          std::string name = Name("allreduce");
+          Check(absl::StrCat(name, " ", DataTypeName(dtype), " ", ReduceOpName(op), " x", count,
+                             in_place ? " in place" : ""),
+                [&](int rank, Context& c) -> std::string {
+                  auto in =
+                      MakeTensor(dtype, count, [&](size_t i) { return Value(op, dtype, rank, i); });
+                  std::vector<uint8_t> separate(in.size());
+                  void* out = in_place ? in.data() : separate.data();
+                  absl::Status s = c.Allreduce(name, in.data(), out, dtype,
+                                               {static_cast<int64_t>(count)}, {.op = op})
+                                       .Wait();
+                  if (!s.ok()) return s.ToString();
+                  return Compare(dtype, out, count,
+                                 [&](size_t i) { return Reduce(op, dtype, size(), i); });
+                });
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CollectivesTest, AllreduceAppliesPrescaleAndPostscale) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16}) {
+    std::string name = Name("scaled");
+    Check(name, [&](int rank, Context& c) -> std::string {
+      auto in =
+          MakeTensor(dtype, 7, [&](size_t i) { return Value(ReduceOp::kSum, dtype, rank, i); });
+      absl::Status s = c.Allreduce(name, in.data(), in.data(), dtype, {7},
+                                   {.op = ReduceOp::kAverage, .prescale = 4, .postscale = 0.5})
+                           .Wait();
+      if (!s.ok()) return s.ToString();
+      return Compare(dtype, in.data(), 7,
+                     [&](size_t i) { return 2 * Reduce(ReduceOp::kAverage, dtype, size(), i); });
+    });
+  }
+}
+
+TEST_P(CollectivesTest, ManyAllreducesInFlightAreFusedAndCorrect) {
+  constexpr int kTensors = 40;
+  std::string base = Name("fused");
+  Check(base, [&](int rank, Context& c) -> std::string {
+    std::vector<std::vector<uint8_t>> tensors;
+    std::vector<Handle> handles;
+    for (int t = 0; t < kTensors; ++t) {
+      tensors.push_back(MakeTensor(DataType::kFloat32, 100 + t, [&](size_t i) {
+        return Value(ReduceOp::kSum, DataType::kFloat32, rank + t, i);
+      }));
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      handles.push_back(c.Allreduce(absl::StrCat(base, "/", t), tensors[t].data(),
+                                    tensors[t].data(), DataType::kFloat32, {100 + t}));
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      if (absl::Status s = handles[t].Wait(); !s.ok()) return s.ToString();
+      std::string diff = Compare(DataType::kFloat32, tensors[t].data(), 100 + t, [&](size_t i) {
+        double sum = 0;
+        for (int r = 0; r < size(); ++r) sum += Value(ReduceOp::kSum, DataType::kFloat32, r + t, i);
+        return sum;
+      });
+      if (!diff.empty()) return absl::StrCat("tensor ", t, ": ", diff);
+    }
+    return "";
+  });
+}
+
+TEST_P(CollectivesTest, AllgatherWithDifferentFirstDimensions) {
+  for (DataType dtype : kAllTypes) {
+    for (size_t count : Counts(dtype)) {
+      std::string name = Name("allgather");
+      // Rank r contributes count + r rows of 2 columns.
+      auto rows = [&](int r) { return static_cast<int64_t>(count / 2 + r); };
+      Check(absl::StrCat(name, " ", DataTypeName(dtype), " x", count),
+            [&](int rank, Context& c) -> std::string {
+              auto in = MakeTensor(dtype, rows(rank) * 2,
+                                   [&](size_t i) { return Value(ReduceOp::kMax, dtype, rank, i); });
+              Handle h = c.Allgather(name, in.data(), dtype, {rows(rank), 2});
+              if (absl::Status s = h.Wait(); !s.ok()) return s.ToString();
+              int64_t total = 0;
+              for (int r = 0; r < size(); ++r) total += rows(r);
+              if (h.output_shape() != std::vector<int64_t>{total, 2}) return "wrong output shape";
+              size_t offset = 0;
+              for (int r = 0; r < size(); ++r) {
+                const uint8_t* part =
+                    static_cast<const uint8_t*>(h.output()) + offset * DataTypeSize(dtype);
+                std::string diff = Compare(dtype, part, rows(r) * 2, [&](size_t i) {
+                  return Value(ReduceOp::kMax, dtype, r, i);
+                });
+                if (!diff.empty()) return absl::StrCat("from rank ", r, ": ", diff);
+                offset += rows(r) * 2;
+              }
+              return "";
+            });
+    }
+  }
+}
+
+TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
+  for (DataType dtype : kAllTypes) {
+    for (size_t count : Counts(dtype)) {
+      int root = static_cast<int>(count % size());
+      for (bool in_place : {true, false}) {
+        std::string name = Name("broadcast");
+        Check(absl::StrCat(name, " ", DataTypeName(dtype), " x", count, " root ", root),
+              [&](int rank, Context& c) -> std::string {
+                auto in = MakeTensor(
+                    dtype, count, [&](size_t i) { return Value(ReduceOp::kMax, dtype, rank, i); });
+                std::vector<uint8_t> separate(in.size());
+                void* out = in_place ? in.data() : separate.data();
+                absl::Status s =
+                    c.Broadcast(name, in.data(), out, dtype, {static_cast<int64_t>(count)}, root)
+                        .Wait();
+                if (!s.ok()) return s.ToString();
+                return Compare(dtype, out, count,
+                               [&](size_t i) { return Value(ReduceOp::kMax, dtype, root, i); });
+              });
+      }
+    }
+  }
+}
+
+TEST_P(CollectivesTest, AlltoallWithUnevenSplits) {
+  for (DataType dtype : kAllTypes) {
+    for (size_t count : Counts(dtype)) {
+      // Rank r sends base + (r + j) % 2 rows to rank j; row i of the block for j holds a
+      // value identifying (r, j, i).
+      const int64_t base = static_cast<int64_t>(count / (2 * size()));
+      auto split = [&](int r, int j) { return base + (r + j) % 2; };
+      auto value = [&](int r, int j, size_t i) {
+        return static_cast<double>((r * 5 + j * 3 + i) % 11);
+      };
+      std::string name = Name("alltoall");
+      Check(absl::StrCat(name, " ", DataTypeName(dtype), " x", count),
+            [&](int rank, Context& c) -> std::string {
+              std::vector<int64_t> splits;
+              int64_t rows = 0;
+              for (int j = 0; j < size(); ++j)
+                rows += split(rank, j), splits.push_back(split(rank, j));
+              std::vector<uint8_t> in(rows * DataTypeSize(dtype) + 1);
+              size_t at = 0;
+              for (int j = 0; j < size(); ++j) {
+                for (int64_t i = 0; i < split(rank, j); ++i)
+                  Put(dtype, in.data(), at++, value(rank, j, i));
+              }
+              Handle h = c.Alltoall(name, in.data(), dtype, {rows}, splits);
+              if (absl::Status s = h.Wait(); !s.ok()) return s.ToString();
+              size_t offset = 0;
+              for (int r = 0; r < size(); ++r) {
+                if (h.received_splits()[r] != split(r, rank)) return "wrong received splits";
+                for (int64_t i = 0; i < split(r, rank); ++i) {
+                  double got = Get(dtype, h.output(), offset++);
+                  if (got != value(r, rank, i)) {
+                    return absl::StrCat("row ", i, " from rank ", r, ": got ", got);
+                  }
+                }
+              }
+              return offset * DataTypeSize(dtype) == h.output_bytes() ? "" : "wrong output size";
+            });
+    }
+  }
+}
+
+TEST_P(CollectivesTest, ReducescatterSumAndAverage) {
+  for (DataType dtype : kAllTypes) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (size_t count : Counts(dtype)) {
+        const int64_t rows = static_cast<int64_t>(count / 3) + size() - 1;  // uneven blocks
+        std::string name = Name("reducescatter");
+        Check(absl::StrCat(name, " ", DataTypeName(dtype), " ", ReduceOpName(op), " rows ", rows),
+              [&](int rank, Context& c) -> std::string {
+                auto in = MakeTensor(dtype, rows * 3,
+                                     [&](size_t i) { return Value(op, dtype, rank, i); });
+                Handle h = c.Reducescatter(name, in.data(), dtype, {rows, 3}, {.op = op});
+                if (absl::Status s = h.Wait(); !s.ok()) return s.ToString();
+                int64_t first = 0;
+                for (int r = 0; r < rank; ++r) first += rows / size() + (r < rows % size());
+                int64_t mine = rows / size() + (rank < rows % size());
+                if (h.output_shape() != std::vector<int64_t>{mine, 3}) return "wrong output shape";
+                return Compare(dtype, h.output(), mine * 3,
+                               [&](size_t i) { return Reduce(op, dtype, size(), first * 3 + i); });
+              });
+      }
+    }
+  }
+}
+
+TEST_P(CollectivesTest, BarrierCompletesOnEveryRank) {
+  Check("barrier", [&](int rank, Context& c) -> std::string {
+    for (int i = 0; i < 3; ++i) {
+      if (absl::Status s = c.Barrier().Wait(); !s.ok()) return s.ToString();
+    }
+    return "";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesTest, ::testing::Range(1, 9),
+                         [](const auto& info) { return absl::StrCat(info.param, "Ranks"); });
+
+}  // namespace
+}  // namespace troika::testing

@@ -1,0 +1,68 @@
+#pragma once
+// TestCluster: a real coordinator on loopback (port 0) and N ranks as threads, each with its
+// own troika::Context over real Gloo TCP — the whole client and service, in one process.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/coordinator.h"
+#include "gtest/gtest.h"
+#include "troika/troika.h"
+
+namespace troika::testing {
+
+// Runs fn(rank) on `size` threads at once and joins them.
+inline void OnEveryRank(int size, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) threads.emplace_back(fn, r);
+  for (std::thread& t : threads) t.join();
+}
+
+class TestCluster {
+ public:
+  explicit TestCluster(coordinator::NegotiatorOptions negotiator = {}) {
+    coordinator::CoordinatorOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.registry.negotiator = negotiator;
+    auto c = coordinator::Coordinator::Start(options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    coordinator_ = *std::move(c);
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(coordinator_->port()); }
+  coordinator::Coordinator& coordinator() { return *coordinator_; }
+
+  Options RankOptions(const std::string& job, int rank, int size) const {
+    Options o;
+    o.coordinator = address();
+    o.job = job;
+    o.rank = rank;
+    o.size = size;
+    o.host = "localhost";
+    o.attach_timeout = absl::Seconds(30);
+    o.data_timeout = absl::Seconds(60);
+    return o;
+  }
+
+  // Joins `size` ranks to `job` concurrently; every Init must succeed.
+  std::vector<std::unique_ptr<Context>> Join(const std::string& job, int size) {
+    std::vector<std::unique_ptr<Context>> contexts(size);
+    OnEveryRank(size, [&](int rank) {
+      auto c = Context::Init(RankOptions(job, rank, size));
+      EXPECT_TRUE(c.ok()) << "rank " << rank << ": " << c.status();
+      if (c.ok()) contexts[rank] = *std::move(c);
+    });
+    for (auto& c : contexts) {
+      if (!c) ADD_FAILURE() << "a rank failed to join";
+    }
+    return contexts;
+  }
+
+ private:
+  std::unique_ptr<coordinator::Coordinator> coordinator_;
+};
+
+}  // namespace troika::testing

@@ -1,0 +1,174 @@
+#include "libclient/transport/memory/memory_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libclient/transport/transport.h"
+#include "tests/libclient/transport/collective_checks.h"
+#include "tests/libclient/transport/in_memory_store.h"
+
+namespace troika::transport {
+namespace {
+
+using conformance::Comms;
+using conformance::ConnectGroup;
+
+class MemoryCollectivesTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    comms_ = ConnectGroup(*transport_, store_, GetParam(), "memory/0/");
+    ASSERT_EQ(comms_.size(), static_cast<size_t>(GetParam()));
+  }
+
+  // Every rank shares this one object, as the transport requires.
+  std::shared_ptr<MemoryTransport> transport_ = std::make_shared<MemoryTransport>();
+  InMemoryStore store_;
+  Comms comms_;
+};
+
+TEST_P(MemoryCollectivesTest, AllreduceMatchesReferenceForEveryDtypeOpAndSize) {
+  conformance::CheckAllreduce(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, ReduceScatterMatchesReferenceForEveryDtypeOpAndBlockLayout) {
+  conformance::CheckReduceScatter(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, AllgathervConcatenatesInRankOrderInAndOutOfPlace) {
+  conformance::CheckAllgatherv(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, BroadcastCopiesRootBufferFromEveryRoot) {
+  conformance::CheckBroadcast(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, AlltoallvDeliversEveryBlockToItsRank) {
+  conformance::CheckAlltoallv(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, BarrierReleasesNoRankBeforeAllArrive) {
+  conformance::CheckBarrier(comms_);
+}
+
+TEST_P(MemoryCollectivesTest, InterleavedCollectivesStayInStep) {
+  conformance::CheckInterleavedCollectives(comms_);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MemoryCollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return "ranks_" + std::to_string(info.param); });
+
+class MemoryTransportTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<MemoryTransport> transport_ = std::make_shared<MemoryTransport>();
+  InMemoryStore store_;
+};
+
+TEST_F(MemoryTransportTest, AbortUnblocksBlockedCallAndFailsLaterCallsFast) {
+  Comms comms = ConnectGroup(*transport_, store_, 2, "abort/");
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::CheckAbortUnblocksBlockedCall(comms);
+}
+
+TEST_F(MemoryTransportTest, LonelyCallTimesOutAndBreaksTheGroup) {
+  const absl::Duration timeout = absl::Milliseconds(300);
+  Comms comms = ConnectGroup(*transport_, store_, 2, "timeout/", timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::CheckLonelyCallTimesOut(comms, timeout);
+}
+
+TEST_F(MemoryTransportTest, ConnectTimesOutNamingTheMissingRanks) {
+  std::vector<absl::Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r : {0, 2}) {
+    threads.emplace_back([&, r] {
+      CommunicatorSpec spec{
+          .rank = r, .size = 3, .store_prefix = "late/", .timeout = absl::Milliseconds(200)};
+      results[r / 2] = transport_->Connect(spec, store_).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& status : results) {
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+    // "[1]", or "[0,1]" for the rank that gave up after the other one left.
+    EXPECT_NE(status.message().find("1]"), std::string::npos) << status;
+  }
+}
+
+TEST_F(MemoryTransportTest, ConnectRejectsBadRanksAndSizeMismatch) {
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      transport_->Connect({.rank = 2, .size = 2, .store_prefix = "bad/"}, store_).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      transport_->Connect({.rank = 0, .size = 0, .store_prefix = "bad/"}, store_).status()));
+  std::thread first([&] {
+    auto status = transport_->Connect(
+        {.rank = 0, .size = 2, .store_prefix = "mix/", .timeout = absl::Milliseconds(300)},
+        store_);
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      transport_->Connect({.rank = 1, .size = 3, .store_prefix = "mix/"}, store_).status()));
+  first.join();
+}
+
+TEST_F(MemoryTransportTest, MismatchedArgumentsFailOnEveryRank) {
+  Comms comms = ConnectGroup(*transport_, store_, 2, "mismatch/");
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::OnEveryRank(comms, [&](int r) {
+    std::vector<float> data(5, 1.0f);
+    const absl::Status status =
+        comms[r]->Allreduce(data.data(), r == 0 ? 4 : 5, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_NE(status.message().find("rank 1 called allreduce"), std::string::npos) << status;
+    EXPECT_FALSE(comms[r]->Barrier().ok());
+  });
+}
+
+TEST_F(MemoryTransportTest, MismatchedAlltoallvSizesFailOnEveryRank) {
+  Comms comms = ConnectGroup(*transport_, store_, 2, "a2a/");
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::OnEveryRank(comms, [&](int r) {
+    std::vector<char> in(8), out(8);
+    const std::vector<size_t> send = {1, 2};
+    const std::vector<size_t> recv = {1, r == 1 ? size_t{3} : size_t{2}};  // Rank 1: 3 from 1.
+    const absl::Status status = comms[r]->Alltoallv(in.data(), send, out.data(), recv);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  });
+}
+
+TEST_F(MemoryTransportTest, GroupsWithDifferentPrefixesAreIndependent) {
+  Comms a, b;
+  std::thread connect_a([&] { a = ConnectGroup(*transport_, store_, 2, "group/a/"); });
+  b = ConnectGroup(*transport_, store_, 3, "group/b/");
+  connect_a.join();
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 3u);
+  std::thread run_a([&] { conformance::CheckInterleavedCollectives(a); });
+  conformance::CheckInterleavedCollectives(b);
+  run_a.join();
+}
+
+TEST_F(MemoryTransportTest, PrefixCanBeReusedOnceItsGroupIsComplete) {
+  Comms first = ConnectGroup(*transport_, store_, 2, "reuse/");
+  ASSERT_EQ(first.size(), 2u);
+  Comms second = ConnectGroup(*transport_, store_, 2, "reuse/");
+  ASSERT_EQ(second.size(), 2u);
+  first[0]->Abort();  // Breaks the first group only.
+  conformance::CheckInterleavedCollectives(second);
+}
+
+TEST(CreateTransportTest, KnowsGlooAndMemoryAndNamesTheChoicesOtherwise) {
+  EXPECT_TRUE(CreateTransport("gloo").ok());
+  EXPECT_TRUE(CreateTransport("memory").ok());
+  const absl::Status status = CreateTransport("nccl").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("gloo"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("'nccl'"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace troika::transport

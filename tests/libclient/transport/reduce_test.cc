@@ -1,0 +1,264 @@
+#include "libclient/transport/reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "tests/libclient/transport/typed_buffer.h"
+
+namespace troika::transport {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// Random values whose pairwise sums and products are exact in double and stay in range.
+double RandomValue(DataType dtype, std::mt19937_64& rng) {
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto integer = [&](int64_t lo, int64_t hi) {
+    return static_cast<double>(std::uniform_int_distribution<int64_t>(lo, hi)(rng));
+  };
+  switch (dtype) {
+    case DataType::kUint8: return integer(0, 15);
+    case DataType::kInt8: return integer(-11, 11);
+    case DataType::kInt32: return integer(-40000, 40000);
+    case DataType::kInt64: return integer(-(int64_t{1} << 26), int64_t{1} << 26);
+    default: return uniform(-100, 100);
+  }
+}
+
+class ReduceIntoTest : public ::testing::TestWithParam<DataType> {};
+
+TEST_P(ReduceIntoTest, EveryOpMatchesDoubleReferenceOnRandomData) {
+  const DataType dtype = GetParam();
+  std::mt19937_64 rng(1234 + static_cast<int>(dtype));
+  for (ReduceOp op : kAllReduceOps) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{17}, size_t{1001}}) {
+      TypedBuffer a(dtype, count), b(dtype, count), expected(dtype, count);
+      for (size_t i = 0; i < count; ++i) {
+        a.Set(i, RandomValue(dtype, rng));
+        b.Set(i, RandomValue(dtype, rng));
+        // For the half types this rounds through float exactly like the kernel does.
+        expected.Set(i, ReferenceOp(op, a.Get(i), b.Get(i)));
+      }
+      ReduceInto(a.data(), b.data(), count, dtype, op);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(a.Get(i), expected.Get(i)) << TypeOpName(dtype, op) << " count " << count
+                                             << " element " << i;
+      }
+    }
+  }
+}
+
+TEST_P(ReduceIntoTest, AverageReducesLikeSum) {
+  const DataType dtype = GetParam();
+  TypedBuffer a(dtype, 3), b(dtype, 3);
+  for (size_t i = 0; i < 3; ++i) {
+    a.Set(i, static_cast<double>(i + 1));
+    b.Set(i, 2);
+  }
+  ReduceInto(a.data(), b.data(), 3, dtype, ReduceOp::kAverage);
+  EXPECT_EQ(a.Get(0), 3);
+  EXPECT_EQ(a.Get(2), 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDataTypes, ReduceIntoTest, ::testing::ValuesIn(kAllDataTypes),
+                         [](const auto& info) { return std::string(DataTypeName(info.param)); });
+
+TEST(ReduceIntoTest, IntegerSumAndProductWrapAround) {
+  int8_t a[2] = {127, 100};
+  const int8_t b[2] = {1, 3};
+  ReduceInto(a, b, 1, DataType::kInt8, ReduceOp::kSum);
+  ReduceInto(a + 1, b + 1, 1, DataType::kInt8, ReduceOp::kProduct);
+  EXPECT_EQ(a[0], -128);
+  EXPECT_EQ(a[1], 44);  // 300 mod 256
+  int32_t c = std::numeric_limits<int32_t>::max();
+  const int32_t d = 1;
+  ReduceInto(&c, &d, 1, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(c, std::numeric_limits<int32_t>::min());
+}
+
+TEST(ReduceIntoTest, FloatMinAndMaxPropagateNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float a[2] = {1.0f, nan};
+  const float b[2] = {nan, 1.0f};
+  ReduceInto(a, b, 2, DataType::kFloat32, ReduceOp::kMin);
+  EXPECT_TRUE(std::isnan(a[0]));
+  EXPECT_TRUE(std::isnan(a[1]));
+}
+
+TEST(HalfTest, KnownConversionsFromFloat) {
+  EXPECT_EQ(FloatToHalf(0.0f), 0x0000);
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalf(1.0f / 3.0f), 0x3555);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);  // Largest finite half.
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);  // Below the midpoint to 65536.
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // Tie rounds to even: Inf.
+  EXPECT_EQ(FloatToHalf(1e10f), 0x7c00);
+  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
+  const uint16_t nan = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x03ff, 0);
+  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);         // Smallest normal.
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);         // Smallest subnormal.
+  EXPECT_EQ(FloatToHalf(1023 * 0x1p-24f), 0x03ff);  // Largest subnormal.
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);         // Tie between 0 and 2^-24: even.
+  EXPECT_EQ(FloatToHalf(3 * 0x1p-25f), 0x0002);     // Tie between 1 and 2 ulps: even.
+  EXPECT_EQ(FloatToHalf(0x1p-26f), 0x0000);
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);      // Tie: down to even.
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);  // Tie: up to even.
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // Above the tie.
+}
+
+TEST(HalfTest, KnownConversionsToFloat) {
+  EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0xc000), -2.0f);
+  EXPECT_EQ(HalfToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(HalfToFloat(0x03ff), 1023 * 0x1p-24f);
+  EXPECT_EQ(HalfToFloat(0x0400), 0x1p-14f);
+  EXPECT_EQ(HalfToFloat(0x7c00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(HalfToFloat(0xfc00), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(HalfToFloat(0x7e00)));
+  EXPECT_TRUE(std::isnan(HalfToFloat(0x7c01)));
+  EXPECT_EQ(HalfToFloat(0x0000), 0.0f);
+  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
+}
+
+TEST(HalfTest, EveryHalfRoundTripsThroughFloat) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(f)))) << std::hex << h;
+    } else {
+      EXPECT_EQ(FloatToHalf(f), h) << std::hex << h;
+    }
+  }
+}
+
+#if defined(__FLT16_MAX__)
+// The compiler's own _Float16 conversions are an independent reference.
+TEST(HalfTest, MatchesCompilerFloat16OnSampledFloats) {
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 997) {
+    const float f = FromBits(static_cast<uint32_t>(bits));
+    if (std::isnan(f)) continue;
+    const _Float16 reference = static_cast<_Float16>(f);
+    uint16_t expected;
+    std::memcpy(&expected, &reference, sizeof(expected));
+    ASSERT_EQ(FloatToHalf(f), expected) << std::hexfloat << f;
+  }
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    _Float16 half;
+    const uint16_t h16 = static_cast<uint16_t>(h);
+    std::memcpy(&half, &h16, sizeof(half));
+    const float expected = static_cast<float>(half);
+    if (std::isnan(expected)) continue;
+    ASSERT_EQ(Bits(HalfToFloat(h16)), Bits(expected)) << std::hex << h;
+  }
+}
+#endif
+
+TEST(BFloat16Test, KnownConversions) {
+  EXPECT_EQ(FloatToBFloat16(0.0f), 0x0000);
+  EXPECT_EQ(FloatToBFloat16(-0.0f), 0x8000);
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f), 0x3f80);      // Tie: down to even.
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3 * 0x1p-8f), 0x3f82);  // Tie: up to even.
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7f80);  // Rounds to Inf.
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::denorm_min()), 0x0000);
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  // A NaN whose payload lies only in the low bits must not round to Inf.
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(FromBits(0x7f800001u)))));
+  EXPECT_EQ(BFloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(BFloat16ToFloat(0x0001), FromBits(0x00010000u));  // Subnormal.
+}
+
+TEST(BFloat16Test, EveryBFloat16RoundTripsThroughFloat) {
+  for (uint32_t b = 0; b <= 0xffff; ++b) {
+    const float f = BFloat16ToFloat(static_cast<uint16_t>(b));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(f)))) << std::hex << b;
+    } else {
+      EXPECT_EQ(FloatToBFloat16(f), b) << std::hex << b;
+    }
+  }
+}
+
+TEST(ScaleTest, IntegersRoundTowardZero) {
+  int32_t ints[] = {7, -7, 5, -5, 1, 0};
+  Scale(ints, 6, DataType::kInt32, 0.5);
+  EXPECT_EQ(ints[0], 3);
+  EXPECT_EQ(ints[1], -3);
+  EXPECT_EQ(ints[2], 2);
+  EXPECT_EQ(ints[3], -2);
+  EXPECT_EQ(ints[4], 0);
+  EXPECT_EQ(ints[5], 0);
+  int64_t big = int64_t{1} << 40;
+  Scale(&big, 1, DataType::kInt64, 1.0 / 3.0);
+  EXPECT_EQ(big, 366503875925);  // floor(2^40 / 3)
+  uint8_t bytes[] = {9, 255};
+  Scale(bytes, 2, DataType::kUint8, 0.25);
+  EXPECT_EQ(bytes[0], 2);
+  EXPECT_EQ(bytes[1], 63);
+}
+
+TEST(ScaleTest, IntegersSaturateInsteadOfOverflowing) {
+  int8_t small[] = {100, -100};
+  Scale(small, 2, DataType::kInt8, 2.0);
+  EXPECT_EQ(small[0], 127);
+  EXPECT_EQ(small[1], -128);
+  uint8_t u = 200;
+  Scale(&u, 1, DataType::kUint8, -1.0);
+  EXPECT_EQ(u, 0);
+}
+
+TEST(ScaleTest, FloatingPointTypes) {
+  for (DataType dtype :
+       {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+    TypedBuffer buffer(dtype, 3);
+    buffer.Set(0, 3.0);
+    buffer.Set(1, -1.0);
+    buffer.Set(2, 0.0);
+    Scale(buffer.data(), 3, dtype, 0.25);
+    EXPECT_EQ(buffer.Get(0), 0.75) << DataTypeName(dtype);
+    EXPECT_EQ(buffer.Get(1), -0.25) << DataTypeName(dtype);
+    EXPECT_EQ(buffer.Get(2), 0.0) << DataTypeName(dtype);
+  }
+  float f = 1.0f / 3.0f;
+  Scale(&f, 1, DataType::kFloat32, 3.0);
+  EXPECT_EQ(f, static_cast<float>(static_cast<double>(1.0f / 3.0f) * 3.0));  // Computed in double.
+}
+
+TEST(ScaleTest, FactorOneIsANoOp) {
+  const uint32_t nan_bits = 0x7fc01234u;  // A NaN payload survives untouched.
+  float f = FromBits(nan_bits);
+  Scale(&f, 1, DataType::kFloat32, 1.0);
+  EXPECT_EQ(Bits(f), nan_bits);
+  int64_t big = std::numeric_limits<int64_t>::max();  // Not representable in double.
+  Scale(&big, 1, DataType::kInt64, 1.0);
+  EXPECT_EQ(big, std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace
+}  // namespace troika::transport
