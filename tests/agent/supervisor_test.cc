@@ -42,7 +42,8 @@ class CapturingSink : public OutputSink {
 std::vector<ProcessSpec> ShellRanks(int n, const std::string& script) {
   std::vector<ProcessSpec> specs;
   for (int rank = 0; rank < n; ++rank) {
-    specs.push_back({{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin", "RANK=" + std::to_string(rank)}});
+    specs.push_back(
+        {{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin", "RANK=" + std::to_string(rank)}});
   }
   return specs;
 }
@@ -74,8 +75,8 @@ TEST_F(SupervisorTest, ForwardsOutputWithRankPrefixesAndSucceeds) {
 
 TEST_F(SupervisorTest, FailingRankIsReportedAndStopsTheOthers) {
   const absl::Time start = absl::Now();
-  SupervisorResult result = RunRanks(
-      3, "if [ $RANK = 1 ]; then echo bye >&2; sleep 0.2; exit 3; fi; exec sleep 100");
+  SupervisorResult result =
+      RunRanks(3, "if [ $RANK = 1 ]; then echo bye >&2; sleep 0.2; exit 3; fi; exec sleep 100");
   EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "SIGTERM, not the grace period, ends them";
   EXPECT_EQ(result.failed_rank, 1);
   EXPECT_EQ(result.ExitCode(), 3);
@@ -185,6 +186,50 @@ TEST_F(SupervisorTest, FailedStartKillsAndReapsTheRanksAlreadyStarted) {
   EXPECT_EQ(status.message(), "rank 2: no more processes");
   ASSERT_EQ(launcher.pids.size(), 2u);
   for (pid_t pid : launcher.pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+// Hides the pidfd, as on kernels without pidfd_open: exits must still be noticed (by polling).
+class NoExitFdLauncher : public ProcessLauncher {
+ public:
+  absl::StatusOr<std::unique_ptr<Process>> Launch(const ProcessSpec& spec) override {
+    auto process = real_.Launch(spec);
+    if (!process.ok()) return process.status();
+    return std::unique_ptr<Process>(new NoExitFd(*std::move(process)));
+  }
+
+ private:
+  class NoExitFd : public Process {
+   public:
+    explicit NoExitFd(std::unique_ptr<Process> p) : p_(std::move(p)) {}
+    int pid() const override { return p_->pid(); }
+    int stdout_fd() const override { return p_->stdout_fd(); }
+    int stderr_fd() const override { return p_->stderr_fd(); }
+    int exit_fd() const override { return -1; }
+    std::optional<ExitStatus> TryReap() override { return p_->TryReap(); }
+    ExitStatus Wait() override { return p_->Wait(); }
+    void Signal(int signal) override { p_->Signal(signal); }
+
+   private:
+    std::unique_ptr<Process> p_;
+  };
+  PosixProcessLauncher real_;
+};
+
+TEST_F(SupervisorTest, WorksWithoutExitDescriptors) {
+  NoExitFdLauncher launcher;
+  Supervisor supervisor(launcher, out_, err_, {});
+  // Rank 1 closes its output early, so only polling can notice its exit.
+  ASSERT_TRUE(supervisor
+                  .Start(ShellRanks(2,
+                                    "if [ $RANK = 1 ]; then exec >&- 2>&-; sleep 0.2; exit 4; "
+                                    "fi; exec sleep 100"))
+                  .ok());
+  const absl::Time start = absl::Now();
+  SupervisorResult result = supervisor.Run();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_EQ(result.ExitCode(), 4);
+  EXPECT_EQ(result.exits[0].signal, SIGTERM);
 }
 
 }  // namespace

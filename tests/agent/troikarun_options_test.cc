@@ -16,17 +16,15 @@ absl::StatusOr<TroikarunOptions> Parse(std::vector<std::string> args) {
 }
 
 TEST(TroikarunOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
-  auto options = Parse({"-np", "4", "--coordinator=10.0.0.1:7070", "--job", "j1",
-                        "--grace_period", "250ms", "--log_level=info", "--", "./train",
-                        "--steps", "5", "--", "-np"});
+  auto options = Parse({"-np", "4", "--coordinator=10.0.0.1:7070", "--job", "j1", "--grace_period",
+                        "250ms", "--log_level=info", "--", "./train", "--steps", "5", "--", "-np"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->np, 4);
   EXPECT_EQ(options->coordinator, "10.0.0.1:7070");
   EXPECT_EQ(options->job, "j1");
   EXPECT_EQ(options->grace_period, absl::Milliseconds(250));
   EXPECT_EQ(options->log_level, "info");
-  EXPECT_EQ(options->command,
-            (std::vector<std::string>{"./train", "--steps", "5", "--", "-np"}));
+  EXPECT_EQ(options->command, (std::vector<std::string>{"./train", "--steps", "5", "--", "-np"}));
 }
 
 TEST(TroikarunOptionsTest, DefaultsAndAlternativeSpellings) {
@@ -67,6 +65,9 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "2", "--grace_period", "soon", "--", "x"}, "not a duration"},
       {{"-np", "2", "--grace_period", "-1s", "--", "x"}, ">= 0"},
       {{"-np", "2", "--coordinator", "nohostport", "--", "x"}, "HOST:PORT"},
+      {{"-np", "2", "--coordinator", "127.0.0.1:", "--", "x"}, "HOST:PORT"},
+      {{"-np", "2", "--coordinator", ":7070", "--", "x"}, "HOST:PORT"},
+      {{"-np", "2", "--coordinator", "h:99999", "--", "x"}, "HOST:PORT"},
       {{"-np", "2", "--bogus", "1", "--", "x"}, "unknown option 'bogus'"},
   };
   for (const Case& c : cases) {

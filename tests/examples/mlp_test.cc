@@ -25,7 +25,8 @@ TEST(SyntheticDatasetTest, RowsDependOnlyOnTheirGlobalIndex) {
   data.Rows(104, 4, x_part, y_part);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(y_part[r], y_all[4 + r]);
-    for (int i = 0; i < kInputs; ++i) EXPECT_EQ(x_part[r * kInputs + i], x_all[(4 + r) * kInputs + i]);
+    for (int i = 0; i < kInputs; ++i)
+      EXPECT_EQ(x_part[r * kInputs + i], x_all[(4 + r) * kInputs + i]);
   }
 }
 

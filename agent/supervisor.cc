@@ -1,0 +1,265 @@
+#include "agent/supervisor.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace troika::agent {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// After a rank exits, at most this many chunks are drained from each of its pipes: enough for
+// anything the rank itself wrote (a pipe holds 64 KiB to 1 MiB), bounded in case a process it
+// left behind keeps writing.
+constexpr int kMaxDrainReads = 16;
+// Without pidfds, exits are noticed by polling this often.
+constexpr int kReapPollMs = 50;
+
+int MillisUntil(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
+}
+
+// -1 means "no timeout" for poll(2).
+int MinTimeout(int a, int b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
+
+struct Supervisor::Rank {
+  Rank(int index, std::unique_ptr<Process> p, OutputSink& out, OutputSink& err)
+      : process(std::move(p)),
+        stdout_lines(absl::StrCat("[", index, "] "), out),
+        stderr_lines(absl::StrCat("[", index, "] "), err) {}
+
+  std::unique_ptr<Process> process;
+  LineForwarder stdout_lines;
+  LineForwarder stderr_lines;
+  bool stdout_open = true;
+  bool stderr_open = true;
+  std::optional<ExitStatus> exit;
+};
+
+int SupervisorResult::ExitCode() const {
+  if (signal != 0) return 128 + signal;
+  if (failed_rank >= 0) return exits[failed_rank].ShellCode();
+  for (const ExitStatus& exit : exits) {
+    if (!exit.ok()) return exit.ShellCode();
+  }
+  return 0;
+}
+
+std::string SupervisorResult::Summary() const {
+  std::string summary;
+  if (signal != 0) {
+    summary = absl::StrCat("stopped by ", SignalDescription(signal));
+  } else if (failed_rank >= 0) {
+    summary = absl::StrCat("rank ", failed_rank, " ", exits[failed_rank].ToString());
+  } else if (ExitCode() == 0) {
+    return "every rank exited with code 0";
+  }
+  if (!killed_ranks.empty()) {
+    absl::StrAppend(&summary, "; sent SIGKILL to rank", killed_ranks.size() > 1 ? "s " : " ",
+                    absl::StrJoin(killed_ranks, ", "));
+  }
+  return summary;
+}
+
+Supervisor::Supervisor(ProcessLauncher& launcher, OutputSink& out, OutputSink& err,
+                       SupervisorOptions options)
+    : launcher_(launcher), out_(out), err_(err), options_(std::move(options)) {}
+
+Supervisor::~Supervisor() = default;
+
+absl::Status Supervisor::Start(const std::vector<ProcessSpec>& specs) {
+  if (specs.empty()) return absl::InvalidArgumentError("no ranks to start");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<Process>> process = launcher_.Launch(specs[i]);
+    if (!process.ok()) {
+      ranks_.clear();  // kills and reaps the ranks already started
+      return absl::Status(process.status().code(),
+                          absl::StrCat("rank ", i, ": ", process.status().message()));
+    }
+    ranks_.push_back(std::make_unique<Rank>(static_cast<int>(i), *std::move(process), out_, err_));
+  }
+  result_.exits.assign(specs.size(), ExitStatus{});
+  return absl::OkStatus();
+}
+
+SupervisorResult Supervisor::Run() {
+  Loop();
+  return result_;
+}
+
+// The descriptors one poll(2) call waits on, and what each one belongs to.
+struct Supervisor::PollSet {
+  enum Source { kStdout, kStderr, kExit, kSignal };
+  void Add(int fd, int rank, Source source) {
+    fds.push_back({fd, POLLIN, 0});
+    owners.push_back({rank, source});
+  }
+  std::vector<pollfd> fds;
+  std::vector<std::pair<int, Source>> owners;  // (rank index, or -1 for the signal fd)
+  int timeout_ms = -1;                         // -1: none
+};
+
+void Supervisor::Loop() {
+  PollSet set;
+  while (RunningCount() > 0) {
+    BuildPollSet(set);
+    int ready = poll(set.fds.data(), set.fds.size(), set.timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+      Report(absl::StrCat("poll failed: ", strerrordesc_np(errno), "; killing the ranks"));
+      TerminateAll(SIGKILL);
+      for (auto& rank : ranks_) rank->process->Wait();
+    }
+    for (size_t k = 0; ready > 0 && k < set.fds.size(); ++k) {
+      if (set.fds[k].revents == 0) continue;
+      auto [index, source] = set.owners[k];
+      if (source == PollSet::kSignal) OnSignal();
+      if (source == PollSet::kStdout || source == PollSet::kStderr) {
+        ReadOutput(*ranks_[index], source == PollSet::kStderr, /*drain=*/false);
+      }
+    }
+    ReapExited();
+    if (kill_deadline_.has_value() && absl::Now() >= *kill_deadline_) {
+      KillStragglers(absl::StrCat("still running ", absl::FormatDuration(options_.grace_period),
+                                  " after being signalled"));
+    }
+  }
+}
+
+void Supervisor::BuildPollSet(PollSet& set) const {
+  set.fds.clear();
+  set.owners.clear();
+  set.timeout_ms = -1;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const Rank& rank = *ranks_[i];
+    if (rank.exit.has_value()) continue;
+    const int index = static_cast<int>(i);
+    if (rank.stdout_open) set.Add(rank.process->stdout_fd(), index, PollSet::kStdout);
+    if (rank.stderr_open) set.Add(rank.process->stderr_fd(), index, PollSet::kStderr);
+    if (rank.process->exit_fd() >= 0) {
+      set.Add(rank.process->exit_fd(), index, PollSet::kExit);
+    } else {
+      set.timeout_ms = kReapPollMs;
+    }
+  }
+  if (options_.signal_fd >= 0) set.Add(options_.signal_fd, -1, PollSet::kSignal);
+  if (kill_deadline_.has_value()) {
+    set.timeout_ms = MinTimeout(set.timeout_ms, MillisUntil(*kill_deadline_));
+  }
+}
+
+void Supervisor::ReapExited() {
+  // Checking every running rank (not only those whose exit fd fired) also covers kernels
+  // without pidfds; a WNOHANG waitpid per rank is cheap.
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& rank = *ranks_[i];
+    if (rank.exit.has_value()) continue;
+    std::optional<ExitStatus> exit = rank.process->TryReap();
+    if (!exit.has_value()) continue;
+    // Whatever the rank wrote before exiting is forwarded before its exit is reported.
+    ReadOutput(rank, /*is_stderr=*/false, /*drain=*/true);
+    ReadOutput(rank, /*is_stderr=*/true, /*drain=*/true);
+    rank.exit = exit;
+    OnExit(static_cast<int>(i), *exit);
+  }
+}
+
+void Supervisor::ReadOutput(Rank& rank, bool is_stderr, bool drain) {
+  bool& open = is_stderr ? rank.stderr_open : rank.stdout_open;
+  LineForwarder& lines = is_stderr ? rank.stderr_lines : rank.stdout_lines;
+  const int fd = is_stderr ? rank.process->stderr_fd() : rank.process->stdout_fd();
+  char buffer[kReadChunk];
+  // One read per wake-up keeps a chatty rank from starving the others.
+  for (int reads = 0; open && reads < (drain ? kMaxDrainReads : 1); ++reads) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      lines.Feed(std::string_view(buffer, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    open = false;  // end of file, or an error that will not go away
+  }
+  // An exited rank's pipes are not watched any longer (a process it left behind may hold
+  // them open): its unfinished last line is flushed now.
+  if (!open || drain) {
+    lines.Finish();
+    open = false;
+  }
+}
+
+void Supervisor::OnExit(int index, const ExitStatus& exit) {
+  result_.exits[index] = exit;
+  if (exit.ok() || kill_deadline_.has_value()) return;  // success, or a consequence of a stop
+  result_.failed_rank = index;
+  const int others = RunningCount();
+  Report(absl::StrCat("rank ", index, " ", exit.ToString(),
+                      others > 0 ? absl::StrCat("; stopping the other ", others, " running rank",
+                                                others > 1 ? "s" : "")
+                                 : ""));
+  if (options_.on_first_failure) options_.on_first_failure(index, exit);
+  TerminateAll(SIGTERM);
+}
+
+void Supervisor::OnSignal() {
+  signalfd_siginfo info;
+  ssize_t n = read(options_.signal_fd, &info, sizeof(info));
+  if (n != static_cast<ssize_t>(sizeof(info))) return;
+  const int signal = static_cast<int>(info.ssi_signo);
+  if (kill_deadline_.has_value()) {
+    KillStragglers(absl::StrCat("received ", SignalDescription(signal), " while stopping"));
+    return;
+  }
+  result_.signal = signal;
+  Report(absl::StrCat("received ", SignalDescription(signal), "; forwarding it to ", RunningCount(),
+                      " running ranks"));
+  TerminateAll(signal);
+}
+
+void Supervisor::TerminateAll(int signal) {
+  for (auto& rank : ranks_) {
+    if (!rank->exit.has_value()) rank->process->Signal(signal);
+  }
+  if (!kill_deadline_.has_value()) kill_deadline_ = absl::Now() + options_.grace_period;
+}
+
+void Supervisor::KillStragglers(const std::string& reason) {
+  std::vector<int> killed;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i]->exit.has_value()) continue;
+    ranks_[i]->process->Signal(SIGKILL);
+    killed.push_back(static_cast<int>(i));
+  }
+  kill_deadline_ = absl::InfiniteFuture();  // never again
+  if (killed.empty()) return;
+  result_.killed_ranks.insert(result_.killed_ranks.end(), killed.begin(), killed.end());
+  Report(absl::StrCat("sent SIGKILL to rank", killed.size() > 1 ? "s " : " ",
+                      absl::StrJoin(killed, ", "), " (", reason, ")"));
+}
+
+int Supervisor::RunningCount() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(),
+                                        [](const auto& rank) { return !rank->exit.has_value(); }));
+}
+
+void Supervisor::Report(const std::string& message) {
+  err_.Write(absl::StrCat(options_.name, ": ", message, "\n"));
+}
+
+}  // namespace troika::agent

@@ -1,0 +1,49 @@
+#pragma once
+// troikarun's command line: parsed by hand rather than with absl flags because everything
+// after "--" is the rank command, passed on untouched, and absl would interpret the command's
+// own "--flags" or reorder positional arguments.
+//
+// Pure functions; thread-safe.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace troika::agent {
+
+struct TroikarunOptions {
+  // Number of ranks to start: -np N. Required, 1..kMaxRanks.
+  int np = 0;
+  // Coordinator to use: --coordinator HOST:PORT. Empty (default): start an embedded one on
+  // 127.0.0.1 with a free port.
+  std::string coordinator;
+  // Job name: --job NAME. Empty (default): "troikarun-<pid>".
+  std::string job;
+  // Time between SIGTERM and SIGKILL when stopping ranks: --grace_period 5s. Default 5 s.
+  absl::Duration grace_period = absl::Seconds(5);
+  // troikarun's own log level (and the embedded coordinator's): --log_level. Default "warning".
+  std::string log_level = "warning";
+  // --help / -h was given: print kTroikarunUsage and exit 0; nothing else is validated.
+  bool help = false;
+  // The rank command: everything after "--". Not empty.
+  std::vector<std::string> command;
+};
+
+inline constexpr int kMaxRanks = 1024;
+
+// The complete --help text.
+extern const char kTroikarunUsage[];
+
+// Parses `args` (argv without argv[0]). INVALID_ARGUMENT with a message naming the problem
+// (unknown flag, missing "--", -np < 1, bad duration, ...).
+absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args);
+
+// The environment of rank processes: `base` ("NAME=value" entries, e.g. from environ) with
+// every variable in `overrides` set, replacing an inherited value of the same name.
+std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
+                                          const std::map<std::string, std::string>& overrides);
+
+}  // namespace troika::agent

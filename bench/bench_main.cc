@@ -1,0 +1,165 @@
+// troika-bench: collective bandwidth and latency of Troika against the raw Gloo data plane it
+// runs on, in the spirit of nccl-tests. Ranks are threads of this process; an embedded
+// coordinator serves the Troika side. Parses flags and wires; see bench_runner.h.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_runner.h"
+#include "bench/byte_size.h"
+#include "bench/report.h"
+#include "common/logging.h"
+#include "coordinator/coordinator.h"
+
+ABSL_FLAG(int, np, 4, "number of ranks (threads)");
+ABSL_FLAG(std::string, ops,
+          "allreduce,allgather,broadcast,alltoall,reducescatter,many_small,latency",
+          "comma-separated workloads to run, in this order");
+ABSL_FLAG(std::string, min_bytes, "4",
+          "smallest collective size (bytes; K/KiB, M/MiB, G/GiB suffixes)");
+ABSL_FLAG(std::string, max_bytes, "64MiB",
+          "largest collective size; --max_bytes=256MiB for the full sweep (about 4x longer)");
+ABSL_FLAG(int, step_factor, 4, "each size is this many times the previous one");
+ABSL_FLAG(absl::Duration, time_per_size, absl::Milliseconds(300),
+          "aim for a timed loop this long per size and implementation (after a warm-up)");
+ABSL_FLAG(int, repeat, 1, "measure everything this many times and report the medians");
+ABSL_FLAG(int, small_tensors, 256, "many_small: allreduces per step");
+ABSL_FLAG(std::string, small_tensor_bytes, "16KiB", "many_small: bytes per tensor (float32)");
+ABSL_FLAG(std::string, csv, "", "if set, also write every row as CSV to this file");
+ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error");
+
+namespace {
+
+using troika::bench::BenchOptions;
+using troika::bench::Kind;
+using troika::bench::Measurement;
+
+constexpr char kUsage[] =
+    "Troika collective benchmark: Troika (negotiated by a coordinator, executed by libtroika)\n"
+    "against the raw Gloo communicator it runs on, ranks as threads of one process.\n"
+    "Usage: troika-bench [--np 4] [--ops allreduce,...] [--min_bytes 4] [--max_bytes 64MiB]\n"
+    "                    [--step_factor 4] [--repeat 1] [--csv FILE]\n"
+    "Workloads (--ops): allreduce (float32 sum), allgather, broadcast, alltoall, reducescatter\n"
+    "(float32 sum) over the size sweep; many_small (--small_tensors allreduces of\n"
+    "--small_tensor_bytes per step: Troika submits all then waits, raw Gloo runs them one by\n"
+    "one); latency (a 4-byte allreduce). Times are the slowest rank's mean per iteration;\n"
+    "busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and alltoall,\n"
+    "1 for broadcast. Sizes up to 256MiB are supported (--max_bytes=256MiB).";
+
+absl::StatusOr<BenchOptions> ReadFlags() {
+  BenchOptions options;
+  options.ranks = absl::GetFlag(FLAGS_np);
+  options.repeat = absl::GetFlag(FLAGS_repeat);
+  options.small_tensors = absl::GetFlag(FLAGS_small_tensors);
+  options.timing.target = absl::GetFlag(FLAGS_time_per_size);
+  if (options.ranks < 1 || options.repeat < 1 || options.small_tensors < 1) {
+    return absl::InvalidArgumentError("--np, --repeat and --small_tensors must be >= 1");
+  }
+  const std::vector<std::string> names =
+      absl::StrSplit(absl::GetFlag(FLAGS_ops), ',', absl::SkipEmpty());
+  for (const std::string& name : names) {
+    std::optional<Kind> kind = troika::bench::KindFromName(name);
+    if (!kind.has_value())
+      return absl::InvalidArgumentError(absl::StrCat("unknown op '", name, "' in --ops"));
+    options.kinds.push_back(*kind);
+  }
+  auto min = troika::bench::ParseByteSize(absl::GetFlag(FLAGS_min_bytes));
+  auto max = troika::bench::ParseByteSize(absl::GetFlag(FLAGS_max_bytes));
+  auto small = troika::bench::ParseByteSize(absl::GetFlag(FLAGS_small_tensor_bytes));
+  const int factor = absl::GetFlag(FLAGS_step_factor);
+  if (!min || !max || !small || *min < 1 || *max < *min || *small < 4 || factor < 2) {
+    return absl::InvalidArgumentError(
+        "need 1 <= --min_bytes <= --max_bytes, --small_tensor_bytes >= 4, --step_factor >= 2");
+  }
+  options.small_tensor_bytes = *small;
+  for (size_t bytes = *min; bytes <= *max; bytes *= factor) options.sizes.push_back(bytes);
+  return options;
+}
+
+void PrintHeadline(const std::vector<Measurement>& rows, int ranks) {
+  const Measurement& m = rows.back();
+  const double factor = troika::bench::BusFactor(m.kind, ranks);
+  const double raw = m.bytes / troika::bench::Median(m.raw_seconds) / 1e9 * factor;
+  const double troika = m.bytes / troika::bench::Median(m.troika_seconds) / 1e9 * factor;
+  std::printf(
+      "headline: allreduce %s float32, %d ranks: raw busbw %.3f GB/s, troika busbw "
+      "%.3f GB/s (troika/raw %.2f)\n",
+      troika::bench::FormatByteSize(m.bytes).c_str(), ranks, raw, troika, troika / raw);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --help lists this file's flags (absl matches only files named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_helpshort_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "bench/bench_main.cc");
+  };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(kUsage);
+  absl::ParseCommandLine(argc, argv);
+  troika::LogSeverity severity;
+  if (!troika::ParseLogSeverity(absl::GetFlag(FLAGS_log_level), &severity)) {
+    std::fprintf(stderr, "troika-bench: unknown --log_level\n");
+    return 2;
+  }
+  troika::SetMinLogSeverity(severity);
+  absl::StatusOr<BenchOptions> options = ReadFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "troika-bench: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  std::FILE* csv = nullptr;
+  if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
+    csv = std::fopen(path.c_str(), "w");
+    if (csv == nullptr) {
+      std::fprintf(stderr, "troika-bench: cannot open --csv %s\n", path.c_str());
+      return 1;
+    }
+    troika::bench::PrintCsvHeader(csv);
+  }
+
+  troika::coordinator::CoordinatorOptions coordinator_options;
+  coordinator_options.listen_address = "127.0.0.1:0";
+  auto coordinator = troika::coordinator::Coordinator::Start(coordinator_options);
+  if (!coordinator.ok()) {
+    std::fprintf(stderr, "troika-bench: cannot start the coordinator: %s\n",
+                 coordinator.status().ToString().c_str());
+    return 1;
+  }
+  options->coordinator = absl::StrCat("127.0.0.1:", (*coordinator)->port());
+  options->job = absl::StrCat("troika-bench-", getpid());
+  std::printf(
+      "troika-bench: %d ranks (threads), gloo over loopback, sizes %s..%s x%d, "
+      "~%s per size, repeat %d\n",
+      options->ranks, absl::GetFlag(FLAGS_min_bytes).c_str(),
+      absl::GetFlag(FLAGS_max_bytes).c_str(), absl::GetFlag(FLAGS_step_factor),
+      absl::FormatDuration(options->timing.target).c_str(), options->repeat);
+  std::fflush(stdout);
+
+  absl::Status status =
+      troika::bench::RunBenchmark(*options, [&](Kind kind, const std::vector<Measurement>& rows) {
+        troika::bench::PrintKind(stdout, kind, rows, options->ranks);
+        if (kind == Kind::kAllreduce && !rows.empty()) PrintHeadline(rows, options->ranks);
+        if (csv != nullptr) troika::bench::PrintCsvRows(csv, rows, options->ranks);
+      });
+  (*coordinator)->Shutdown(absl::Seconds(1));
+  if (csv != nullptr && std::fclose(csv) != 0)
+    status.Update(absl::UnavailableError("writing --csv failed"));
+  if (!status.ok()) {
+    std::fprintf(stderr, "troika-bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,169 @@
+// troikarun as a real process, with real rank processes (the example, or small sh scripts
+// keyed on TROIKA_RANK): launch, output forwarding, failure, signals and usage errors.
+
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/launcher_helpers.h"
+
+namespace troika::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// "troikarun <args>", with `script` as the rank command (sh -c 'script').
+std::string Troikarun(const std::string& args, const std::string& script) {
+  return absl::StrCat("exec ", TROIKARUN_BINARY, " ", args, " -- /bin/sh -c '", script, "'");
+}
+
+// The losses rank 0 printed, in order.
+std::vector<double> Losses(const std::string& out) {
+  std::vector<double> losses;
+  const std::regex line(R"(\[0\] step (\d+) loss ([0-9.eE+-]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    losses.push_back(std::stod((*it)[2]));
+  }
+  return losses;
+}
+
+TEST(TroikarunTest, ExampleOnFourRanksSucceedsAndTheLossFalls) {
+  const std::string dir = MakeScratchDir("troikarun-example");
+  CommandResult r = RunShell(
+      absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 -- ", EXAMPLE_TRAIN_BINARY, " --steps 30"),
+      dir, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> losses = Losses(r.out);
+  ASSERT_EQ(losses.size(), 30u) << r.out;
+  EXPECT_LT(losses.back(), 0.25 * losses.front()) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("[1] step"))) << "only rank 0 reports the loss";
+  EXPECT_THAT(r.out, HasSubstr("[0] troika-example-train: 4 ranks, global batch 256 (64 per"));
+}
+
+TEST(TroikarunTest, RanksGetTheirEnvironmentAndPrefixedOutput) {
+  const std::string dir = MakeScratchDir("troikarun-env");
+  CommandResult r = RunShell(Troikarun("-np 3 --job myjob",
+                                       "echo $TROIKA_RANK $TROIKA_SIZE $TROIKA_LOCAL_RANK "
+                                       "$TROIKA_JOB $TROIKA_COORDINATOR; echo oops >&2; "
+                                       "printf unterminated"),
+                             dir, absl::Seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string p = absl::StrCat("[", rank, "] ");
+    const std::regex env(
+        absl::StrCat("\\[", rank, "\\] ", rank, " 3 ", rank, " myjob 127\\.0\\.0\\.1:[0-9]+\n"));
+    EXPECT_TRUE(std::regex_search(r.out, env)) << r.out;
+    EXPECT_THAT(r.out, HasSubstr(p + "unterminated\n"));
+    EXPECT_THAT(r.err, HasSubstr(p + "oops\n"));
+  }
+}
+
+TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
+  const std::string dir = MakeScratchDir("troikarun-fail");
+  CommandResult r = RunShell(
+      Troikarun("-np 4", absl::StrCat("echo $$ > ", dir,
+                                      "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 2 ]; then sleep 1; "
+                                      "exit 1; fi; exec sleep 60")),
+      dir, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_THAT(r.err, HasSubstr("troikarun: rank 2 exited with code 1; stopping the other 3"));
+  EXPECT_THAT(r.err, HasSubstr("troikarun: job failed: rank 2 exited with code 1\n"));
+  std::vector<pid_t> pids = ReadRankPids(dir, 4);
+  ASSERT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+TEST(TroikarunTest, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  const std::string dir = MakeScratchDir("troikarun-kill");
+  CommandResult r = RunShell(
+      Troikarun(
+          "-np 3 --grace_period 1s",
+          absl::StrCat("echo $$ > ", dir,
+                       "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 0 ]; then sleep 1; kill -9 $$; "
+                       "fi; trap \"\" TERM; exec sleep 60")),
+      dir, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_THAT(r.err, HasSubstr("troikarun: rank 0 was killed by signal 9 (Killed)"));
+  EXPECT_THAT(r.err, HasSubstr("sent SIGKILL to ranks 1, 2 (still running 1s after"));
+  for (pid_t pid : ReadRankPids(dir, 3)) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+// The other ranks are blocked inside troika::Context::Init, waiting for the dead rank.
+TEST(TroikarunTest, FailingRankStopsRanksBlockedInTroika) {
+  const std::string dir = MakeScratchDir("troikarun-blocked");
+  CommandResult r = RunShell(
+      Troikarun("-np 4", absl::StrCat("echo $$ > ", dir,
+                                      "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 2 ]; then sleep 1; "
+                                      "exit 3; fi; exec ",
+                                      EXAMPLE_TRAIN_BINARY, " --steps 1000000")),
+      dir, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_THAT(r.err, HasSubstr("troikarun: job failed: rank 2 exited with code 3"));
+  for (pid_t pid : ReadRankPids(dir, 4)) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+TEST(TroikarunTest, SigtermIsForwardedToEveryRank) {
+  const std::string dir = MakeScratchDir("troikarun-signal");
+  const pid_t troikarun = StartShell(absl::StrCat(
+      Troikarun("-np 2", absl::StrCat("trap \"echo got TERM; exit 7\" TERM; echo $$ > ", dir,
+                                      "/pid.$TROIKA_RANK; while :; do sleep 0.05; done")),
+      " >", dir, "/stdout 2>", dir, "/stderr"));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ReadRankPids(dir, 2).size() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::vector<pid_t> pids = ReadRankPids(dir, 2);
+  ASSERT_EQ(pids.size(), 2u) << "the ranks did not start";
+  ASSERT_EQ(kill(troikarun, SIGTERM), 0);
+  EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(10)), 128 + SIGTERM);
+  const std::string out = ReadFile(dir + "/stdout");
+  EXPECT_THAT(out, HasSubstr("[0] got TERM\n"));
+  EXPECT_THAT(out, HasSubstr("[1] got TERM\n"));
+  EXPECT_THAT(ReadFile(dir + "/stderr"),
+              HasSubstr("troikarun: job failed: stopped by signal 15 (Terminated)"));
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+TEST(TroikarunTest, CommandNotFoundIsAClearError) {
+  const std::string dir = MakeScratchDir("troikarun-notfound");
+  CommandResult r =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 -- troika-no-such-program --flag"),
+               dir, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.err, "troikarun: rank 0: command 'troika-no-such-program' not found in PATH\n");
+}
+
+TEST(TroikarunTest, UsageErrorsExitTwoWithAMessage) {
+  const std::string dir = MakeScratchDir("troikarun-usage");
+  CommandResult missing =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 ./train"), dir, absl::Seconds(30));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("the command goes after \"--\""));
+  CommandResult zero =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 0 -- true"), dir, absl::Seconds(30));
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("-np must be between 1 and 1024, got 0"));
+}
+
+TEST(TroikarunTest, HelpDescribesEveryOptionAndExitsZero) {
+  const std::string dir = MakeScratchDir("troikarun-help");
+  CommandResult r =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " --help"), dir, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* text : {"-np N", "--coordinator HOST:PORT", "--job NAME", "--grace_period",
+                           "--log_level", "TROIKA_LOCAL_RANK", "Exit status", "127"}) {
+    EXPECT_THAT(r.out, HasSubstr(text));
+  }
+}
+
+}  // namespace
+}  // namespace troika::testing
