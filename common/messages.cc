@@ -1,11 +1,22 @@
 #include "common/messages.h"
 
+#include <string.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace troika {
 
 int64_t TensorRequest::ByteSize() const {
   return NumElements(shape) * static_cast<int64_t>(DataTypeSize(dtype));
+}
+
+std::string DescribeRankExit(const RankExit& exit) {
+  std::string who = absl::StrCat("rank ", exit.rank, exit.host.empty() ? "" : " on ", exit.host);
+  if (exit.signal != 0) {
+    return absl::StrCat(who, " was killed by signal ", exit.signal, " (", strsignal(exit.signal),
+                        ")");
+  }
+  return absl::StrCat(who, " exited with code ", exit.exit_code);
 }
 
 std::string FormatRanks(const std::vector<int>& ranks) {

@@ -40,6 +40,66 @@ TensorRequest FromWire(const v1::Request& in) {
   return out;
 }
 
+absl::Status AppendFromWire(const v1::Request& in, std::vector<TensorRequest>* out) {
+  if (in.ranks().empty()) {
+    out->push_back(FromWire(in));
+    return absl::OkStatus();
+  }
+  const int n = in.ranks_size();
+  const bool per_rank_dim0 = !in.dim0s().empty();
+  if (per_rank_dim0 && in.dim0s_size() != n) {
+    return absl::InvalidArgumentError("a compacted request needs one dim 0 per rank");
+  }
+  if (!in.rank_splits().empty() && in.rank_splits_size() % n != 0) {
+    return absl::InvalidArgumentError("a compacted request needs the same splits count per rank");
+  }
+  if (per_rank_dim0 && in.shape().empty()) {
+    return absl::InvalidArgumentError("a compacted request with dim 0s needs a shape");
+  }
+  const int splits_per_rank = in.rank_splits_size() / n;
+  TensorRequest base = FromWire(in);
+  for (int i = 0; i < n; ++i) {
+    TensorRequest r = base;
+    r.rank = in.ranks(i);
+    if (per_rank_dim0) r.shape[0] = in.dim0s(i);
+    if (splits_per_rank > 0) {
+      r.splits.assign(in.rank_splits().begin() + i * splits_per_rank,
+                      in.rank_splits().begin() + (i + 1) * splits_per_rank);
+    }
+    out->push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out) {
+  if (requests.empty()) return false;
+  const TensorRequest& first = requests.front();
+  const bool dim0_free =
+      first.type == CollectiveType::kAllgather || first.type == CollectiveType::kAlltoall;
+  const bool explicit_splits = !first.splits.empty();
+  for (const TensorRequest& r : requests) {
+    bool same = r.name == first.name && r.type == first.type && r.dtype == first.dtype &&
+                r.reduce_op == first.reduce_op && r.prescale == first.prescale &&
+                r.postscale == first.postscale && r.root == first.root &&
+                r.device == first.device && r.splits.empty() != explicit_splits &&
+                r.shape.size() == first.shape.size();
+    for (size_t d = dim0_free ? 1 : 0; same && d < r.shape.size(); ++d) {
+      same = r.shape[d] == first.shape[d];
+    }
+    if (!same || (!dim0_free && r.splits != first.splits)) return false;
+  }
+  ToWire(first, out);
+  out->clear_splits();
+  for (const TensorRequest& r : requests) {
+    out->add_ranks(r.rank);
+    if (dim0_free && !r.shape.empty()) out->add_dim0s(r.shape[0]);
+    if (first.type == CollectiveType::kAlltoall) {
+      for (int64_t s : r.splits) out->add_rank_splits(s);
+    }
+  }
+  return true;
+}
+
 void ToWire(const Response& in, v1::Response* out) {
   out->set_type(static_cast<v1::CollectiveType>(in.type));
   for (const std::string& name : in.names) out->add_names(name);

@@ -3,6 +3,7 @@
 // generated protocol messages. The only code outside *_service.cc / *_client.cc that sees
 // generated types.
 
+#include "absl/status/status.h"
 #include "common/messages.h"
 #include "troika/types.h"
 #include "troika/v1/troika.pb.h"
@@ -11,6 +12,13 @@ namespace troika {
 
 void ToWire(const TensorRequest& in, v1::Request* out);
 TensorRequest FromWire(const v1::Request& in);
+
+// Appends the per-rank requests a wire request stands for: itself, or one per listed rank
+// of an agent's compacted request. INVALID_ARGUMENT if the per-rank lists do not match.
+absl::Status AppendFromWire(const v1::Request& in, std::vector<TensorRequest>* out);
+// Writes `requests` (one tensor, several ranks) as one compacted wire request if they agree
+// on everything but dim 0 and alltoall splits; returns false (writing nothing) otherwise.
+bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out);
 void ToWire(const Response& in, v1::Response* out);
 Response FromWire(const v1::Response& in);
 void ToWire(const Membership& in, v1::Membership* out);

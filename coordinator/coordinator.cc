@@ -17,6 +17,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // Pings every half timeout, each answered within the other half, or the connection dies.
+  const int half_ms = static_cast<int>(absl::ToInt64Milliseconds(options.liveness_timeout) / 2);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, std::max(half_ms, 100));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, std::max(half_ms, 100));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Peers ping us at the same rate; do not punish them for it.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(c->service_.get());
   c->server_ = builder.BuildAndStart();
   if (!c->server_ || c->port_ == 0) {

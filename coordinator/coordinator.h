@@ -24,6 +24,9 @@ struct CoordinatorOptions {
   std::string listen_address = "0.0.0.0:7070";
   // Largest gRPC message accepted, in bytes. Default 64 MiB.
   int max_message_bytes = 64 << 20;
+  // A peer (agent or rank) that answers no keepalive ping for this long is considered gone:
+  // its streams end, which aborts its jobs. Default 10 s.
+  absl::Duration liveness_timeout = absl::Seconds(10);
   JobRegistryOptions registry;
   ServiceOptions service;
 };

@@ -43,17 +43,42 @@ grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext
   auto job = registry_.Find(request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
-  (*job)->Attach(request->rank(), request->host(), WaitFor(request->timeout_ms()),
-                 [reactor, response](absl::StatusOr<Membership> membership) {
-                   if (membership.ok()) ToWire(*membership, response->mutable_membership());
-                   reactor->Finish(ToGrpc(membership.status()));
+  std::vector<int> ranks = {request->rank()};
+  ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
+  (*job)->Attach(ranks, request->host(), WaitFor(request->timeout_ms()),
+                 [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
+                   if (memberships.ok()) {
+                     ToWire(memberships->front(), response->mutable_membership());
+                     for (size_t i = 1; i < memberships->size(); ++i) {
+                       ToWire((*memberships)[i], response->add_more());
+                     }
+                   }
+                   reactor->Finish(ToGrpc(memberships.status()));
                  });
   return reactor;
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerContext* context,
+                                                           const v1::RegisterNodeRequest* request,
+                                                           v1::RegisterNodeResponse* response) {
+  bool created = false;
+  auto job = registry_.CreateJob(request->job(), request->size(), &created);
+  if (!job.ok()) return FinishWith(context, job.status());
+  auto block = (*job)->RegisterNode(request->host(), request->nproc(), request->node_rank());
+  if (!block.ok()) return FinishWith(context, block.status());
+  response->set_first_rank(block->first);
+  response->set_node_rank(block->second);
+  return FinishWith(context, absl::OkStatus());
+}
+
 grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
     grpc::CallbackServerContext* context) {
-  return new SessionReactor(registry_);
+  return new SessionReactor(
+      [this](const std::string& job) -> absl::StatusOr<std::shared_ptr<SessionHandler>> {
+        auto found = registry_.Find(job);
+        if (!found.ok()) return found.status();
+        return std::shared_ptr<SessionHandler>(*std::move(found));
+      });
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

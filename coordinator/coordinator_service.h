@@ -28,6 +28,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Attach(grpc::CallbackServerContext* context,
                                    const v1::AttachRequest* request,
                                    v1::AttachResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* context,
+                                         const v1::RegisterNodeRequest* request,
+                                         v1::RegisterNodeResponse* response) override;
   grpc::ServerBidiReactor<v1::Up, v1::Down>* Session(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
                                   const v1::KvSetRequest* request,

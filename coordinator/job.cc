@@ -60,66 +60,111 @@ Job::Job(std::string name, int size, NegotiatorOptions options, Scheduler& sched
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
-  for (auto& [rank, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    waiter.done(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
-  }
+  FailAttachWaitersLocked(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
 }
 
-void Job::Attach(int rank, const std::string& host, absl::Duration timeout, AttachCallback done) {
+void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
+                 AttachCallback done) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (rank < 0 || rank >= size_) {
-    lock.unlock();
-    done(absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is out of range for job '", name_, "' of size ", size_)));
-    return;
-  }
-  if (state_ != State::kAttaching) {
-    absl::StatusOr<Membership> result =
-        memberships_.empty()
-            ? absl::StatusOr<Membership>(absl::FailedPreconditionError(absl::StrCat(
-                  "job '", name_, "' is ", JobStateName(state_), "; it takes no new ranks")))
-            : absl::StatusOr<Membership>(memberships_[rank]);
-    if (result.ok() && state_ != State::kRunning) {
-      result = absl::FailedPreconditionError(
-          absl::StrCat("job '", name_, "' is ", JobStateName(state_)));
+  absl::Status invalid;
+  if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
+  for (int rank : ranks) {
+    if (rank < 0 || rank >= size_) {
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " is out of range for job '", name_, "' of size ", size_));
     }
+  }
+  if (invalid.ok() && state_ != State::kAttaching) {
+    if (state_ == State::kRunning) {
+      // Already complete: a repeated attach learns its memberships again.
+      std::vector<Membership> out;
+      for (int rank : ranks) out.push_back(memberships_[rank]);
+      lock.unlock();
+      done(std::move(out));
+      return;
+    }
+    invalid = absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it takes no new ranks"));
+  }
+  if (!invalid.ok()) {
     lock.unlock();
-    done(std::move(result));
+    done(invalid);
     return;
   }
-  if (auto it = attach_waiters_.find(rank); it != attach_waiters_.end()) {
+  // A rank attaching again voids the attach that was waiting for it.
+  for (auto it = attach_waiters_.begin(); it != attach_waiters_.end();) {
+    const std::vector<int>& old = it->second.ranks;
+    bool overlaps = std::any_of(old.begin(), old.end(), [&](int r) {
+      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+    });
+    if (!overlaps) {
+      ++it;
+      continue;
+    }
     scheduler_.Cancel(it->second.timer);
-    AttachCallback old = std::move(it->second.done);
-    attach_waiters_.erase(it);
     // Runs under the lock: callbacks only finish RPCs and never call back into the job.
-    old(absl::AbortedError(absl::StrCat("rank ", rank, " attached again; this attach is void")));
+    it->second.done(
+        absl::AbortedError(absl::StrCat(FormatRanks(old), " attached again; this attach is void")));
+    it = attach_waiters_.erase(it);
   }
-  hosts_[rank] = host;
-  done_reported_ = false;  // a job that looked abandoned has a rank again
+  for (int rank : ranks) hosts_[rank] = host;
+  done_reported_ = false;  // a job that looked abandoned has ranks again
+  const uint64_t id = next_waiter_++;
   std::weak_ptr<Job> weak = weak_from_this();
-  AttachWaiter& waiter = attach_waiters_[rank];
+  AttachWaiter& waiter = attach_waiters_[id];
+  waiter.ranks = ranks;
   waiter.done = std::move(done);
-  waiter.timer = scheduler_.RunAfter(timeout, [weak, rank, timeout] {
-    if (auto job = weak.lock()) job->ExpireAttach(rank, timeout);
+  waiter.timer = scheduler_.RunAfter(timeout, [weak, id, timeout] {
+    if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
   });
   if (static_cast<int>(hosts_.size()) == size_) CompleteAttachLocked();
+}
+
+absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, int nproc,
+                                                      int node_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nproc < 1 || size_ % nproc != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
+                                                   " ranks, which is not a multiple of ", nproc,
+                                                   " processes per node"));
+  }
+  const int nodes = size_ / nproc;
+  if (node_rank < 0) {
+    for (const auto& [n, h] : nodes_) {
+      if (h == host) return std::make_pair(n * nproc, n);  // a restarted agent
+    }
+    node_rank = 0;
+    while (nodes_.count(node_rank)) ++node_rank;
+  }
+  if (node_rank >= nodes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job '", name_, "' has room for ", nodes, " nodes of ", nproc, " ranks; no block left",
+        node_rank < nodes ? "" : absl::StrCat(" for node rank ", node_rank)));
+  }
+  auto [it, inserted] = nodes_.try_emplace(node_rank, host);
+  if (!inserted && it->second != host) {
+    return absl::AlreadyExistsError(absl::StrCat("node rank ", node_rank, " of job '", name_,
+                                                 "' is taken by host '", it->second, "'"));
+  }
+  return std::make_pair(node_rank * nproc, node_rank);
 }
 
 void Job::CompleteAttachLocked() {
   memberships_ = ComputeMemberships(hosts_, epoch_);
   state_ = State::kRunning;
   TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
-  for (auto& [rank, waiter] : attach_waiters_) {
+  for (auto& [id, waiter] : attach_waiters_) {
     scheduler_.Cancel(waiter.timer);
-    waiter.done(memberships_[rank]);
+    std::vector<Membership> out;
+    for (int rank : waiter.ranks) out.push_back(memberships_[rank]);
+    waiter.done(std::move(out));
   }
   attach_waiters_.clear();
 }
 
-void Job::ExpireAttach(int rank, absl::Duration timeout) {
+void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!attach_waiters_.count(rank) || state_ != State::kAttaching) return;
+  if (!attach_waiters_.count(id) || state_ != State::kAttaching) return;
   // The first attach to time out ends the attach phase for every rank, with one message.
   std::vector<int> missing, attached;
   for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing).push_back(r);
@@ -127,13 +172,17 @@ void Job::ExpireAttach(int rank, absl::Duration timeout) {
       absl::StrCat("job '", name_, "': ", FormatRanks(missing), " did not attach within ",
                    absl::FormatDuration(timeout), " (attached: ", FormatRanks(attached), ")");
   TROIKA_LOG(WARNING) << message;
-  for (auto& [r, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    waiter.done(absl::DeadlineExceededError(message));
-  }
-  attach_waiters_.clear();
+  FailAttachWaitersLocked(absl::DeadlineExceededError(message));
   hosts_.clear();
   MaybeDoneLocked();
+}
+
+void Job::FailAttachWaitersLocked(const absl::Status& status) {
+  for (auto& [id, waiter] : attach_waiters_) {
+    scheduler_.Cancel(waiter.timer);
+    waiter.done(status);
+  }
+  attach_waiters_.clear();
 }
 
 absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink) {
@@ -190,6 +239,17 @@ absl::Status Job::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
   return absl::OkStatus();
 }
 
+absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (exit.rank < 0 || exit.rank >= size_ || session_of_rank_[exit.rank] != sink) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
+  }
+  if (departed_.count(exit.rank)) return absl::OkStatus();  // it had left cleanly
+  AbortLocked(DescribeRankExit(exit), exit);
+  return absl::OkStatus();
+}
+
 void Job::CloseSession(SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(sink);
@@ -212,19 +272,16 @@ void Job::Abort(const std::string& reason) {
   MaybeDoneLocked();
 }
 
-void Job::AbortLocked(const std::string& reason) {
+void Job::AbortLocked(const std::string& reason, std::optional<RankExit> cause) {
   if (state_ == State::kAborted || state_ == State::kFinished) return;
   state_ = State::kAborted;
   std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
   TROIKA_LOG(WARNING) << message;
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
+  down->abort_cause = std::move(cause);
   BroadcastLocked(std::move(down));
-  for (auto& [rank, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    waiter.done(absl::AbortedError(message));
-  }
-  attach_waiters_.clear();
+  FailAttachWaitersLocked(absl::AbortedError(message));
   kv_.FailWaiters(absl::AbortedError(message));
 }
 

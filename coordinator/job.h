@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,14 +26,15 @@
 #include "common/scheduler.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
+#include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
 
 namespace troika::coordinator {
 
-class Job : public std::enable_shared_from_this<Job> {
+class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
  public:
   enum class State { kAttaching, kRunning, kFinished, kAborted };
-  using AttachCallback = std::function<void(absl::StatusOr<Membership>)>;
+  using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
 
   // `on_done` runs (on the scheduler's thread) once the job becomes done.
   Job(std::string name, int size, NegotiatorOptions options, Scheduler& scheduler, Clock& clock,
@@ -45,19 +47,26 @@ class Job : public std::enable_shared_from_this<Job> {
   int size() const { return size_; }
   KvStore& kv() { return kv_; }
 
-  // Calls `done` with the rank's membership once every rank attached, or with
-  // DEADLINE_EXCEEDED naming the missing ranks after `timeout`. Never blocks.
-  void Attach(int rank, const std::string& host, absl::Duration timeout, AttachCallback done);
+  // Calls `done` with the memberships of `ranks` (all on `host`) once every rank of the job
+  // attached; or, when the first waiting attach times out, fails every waiting attach with
+  // DEADLINE_EXCEEDED naming the missing ranks. Never blocks.
+  void Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
+              AttachCallback done);
 
-  // Binds `sink` to attached `ranks` of epoch `epoch` until CloseSession(sink).
-  absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink);
-  // Requests from the session's ranks. An error is a protocol violation by the peer.
-  absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests);
-  // The session's `ranks` leave cleanly.
-  absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks);
-  // The stream is over; its ranks that did not say goodbye were lost, which aborts the job.
-  // No Send() reaches `sink` after this returns.
-  void CloseSession(SessionSink* sink);
+  // Reserves `nproc` consecutive ranks for an agent's node: block `node_rank`, or the lowest
+  // free block if -1. The same host asking again for its block gets it again (a restarted
+  // agent). Returns {first rank, node rank}.
+  absl::StatusOr<std::pair<int, int>> RegisterNode(const std::string& host, int nproc,
+                                                   int node_rank);
+
+  // SessionHandler. Submit's errors are protocol violations by the peer. CloseSession: the
+  // stream's ranks that did not say goodbye were lost, which aborts the job.
+  absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
+                           SessionSink* sink) override;
+  absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests) override;
+  absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) override;
+  absl::Status ReportExit(SessionSink* sink, const RankExit& exit) override;
+  void CloseSession(SessionSink* sink) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
   void Abort(const std::string& reason);
@@ -67,13 +76,15 @@ class Job : public std::enable_shared_from_this<Job> {
 
  private:
   struct AttachWaiter {
+    std::vector<int> ranks;
     AttachCallback done;
     Scheduler::TaskId timer = 0;
   };
 
   void CompleteAttachLocked();
-  void ExpireAttach(int rank, absl::Duration timeout);
-  void AbortLocked(const std::string& reason);
+  void ExpireAttach(uint64_t waiter, absl::Duration timeout);
+  void FailAttachWaitersLocked(const absl::Status& status);
+  void AbortLocked(const std::string& reason, std::optional<RankExit> cause = std::nullopt);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
@@ -92,9 +103,11 @@ class Job : public std::enable_shared_from_this<Job> {
   mutable std::mutex mu_;
   // Guarded by mu_.
   State state_ = State::kAttaching;
-  std::map<int, std::string> hosts_;            // attached rank -> host
-  std::map<int, AttachWaiter> attach_waiters_;  // rank -> its pending Attach
-  std::vector<Membership> memberships_;         // by rank, once kRunning
+  std::map<int, std::string> hosts_;                 // attached rank -> host
+  std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
+  uint64_t next_waiter_ = 1;
+  std::map<int, std::string> nodes_;     // node rank -> host, from RegisterNode
+  std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;
   std::set<int> departed_;  // said goodbye

@@ -20,6 +20,8 @@ ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
           "longest time a ready allreduce is held back to fuse with others still arriving");
 ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),
           "cap on attach and key-value waits; the default for requests without a timeout");
+ABSL_FLAG(absl::Duration, liveness_timeout, absl::Seconds(10),
+          "a peer that answers no keepalive for this long is gone; its jobs are aborted");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   troika::coordinator::CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.liveness_timeout = absl::GetFlag(FLAGS_liveness_timeout);
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
   options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
   options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);

@@ -9,7 +9,7 @@
 
 namespace troika::coordinator {
 
-SessionReactor::SessionReactor(JobRegistry& registry) : registry_(registry) { StartRead(&up_); }
+SessionReactor::SessionReactor(Lookup lookup) : lookup_(std::move(lookup)) { StartRead(&up_); }
 
 void SessionReactor::OnReadDone(bool ok) {
   if (!ok) {
@@ -29,32 +29,50 @@ void SessionReactor::OnReadDone(bool ok) {
 
 absl::Status SessionReactor::Handle(const v1::Up& up) {
   if (up.has_hello()) {
-    if (job_) return absl::FailedPreconditionError("a session says hello once");
-    auto job = registry_.Find(up.hello().job());
-    if (!job.ok()) return job.status();
+    if (handler_) return absl::FailedPreconditionError("a session says hello once");
+    auto handler = lookup_(up.hello().job());
+    if (!handler.ok()) return handler.status();
     std::vector<int> ranks(up.hello().ranks().begin(), up.hello().ranks().end());
-    if (absl::Status s = (*job)->OpenSession(ranks, up.hello().epoch(), this); !s.ok()) return s;
-    job_ = *std::move(job);
+    if (absl::Status s = (*handler)->OpenSession(ranks, up.hello().epoch(), this); !s.ok()) {
+      return s;
+    }
+    handler_ = *std::move(handler);
     return absl::OkStatus();
   }
-  if (!job_) return absl::FailedPreconditionError("a session must start with hello");
-  if (up.has_requests()) {
-    std::vector<TensorRequest> requests;
-    requests.reserve(up.requests().requests_size());
-    for (const v1::Request& r : up.requests().requests()) requests.push_back(FromWire(r));
-    return job_->Submit(this, std::move(requests));
+  if (!handler_) return absl::FailedPreconditionError("a session must start with hello");
+  switch (up.kind_case()) {
+    case v1::Up::kRequests: {
+      std::vector<TensorRequest> requests;
+      requests.reserve(up.requests().requests_size());
+      for (const v1::Request& r : up.requests().requests()) {
+        if (absl::Status s = AppendFromWire(r, &requests); !s.ok()) return s;
+      }
+      return handler_->Submit(this, std::move(requests));
+    }
+    case v1::Up::kGoodbye: {
+      std::vector<int> ranks(up.goodbye().ranks().begin(), up.goodbye().ranks().end());
+      return handler_->Goodbye(this, ranks);
+    }
+    case v1::Up::kRankExit: {
+      const v1::RankExit& e = up.rank_exit();
+      return handler_->ReportExit(this, {e.rank(), e.host(), e.exit_code(), e.signal()});
+    }
+    default:
+      return absl::InvalidArgumentError("empty session message");
   }
-  if (up.has_goodbye()) {
-    std::vector<int> ranks(up.goodbye().ranks().begin(), up.goodbye().ranks().end());
-    return job_->Goodbye(this, ranks);
-  }
-  return absl::InvalidArgumentError("empty session message");
 }
 
 void SessionReactor::Send(std::shared_ptr<const DownMessage> message) {
   v1::Down down;
   if (!message->abort_reason.empty()) {
     down.mutable_abort()->set_reason(message->abort_reason);
+    if (const auto& cause = message->abort_cause) {
+      v1::RankExit* wire = down.mutable_abort()->mutable_cause();
+      wire->set_rank(cause->rank);
+      wire->set_host(cause->host);
+      wire->set_exit_code(cause->exit_code);
+      wire->set_signal(cause->signal);
+    }
   } else {
     auto* batch = down.mutable_responses();
     for (const Response& r : message->responses) ToWire(r, batch->add_responses());
@@ -98,7 +116,7 @@ void SessionReactor::FinishLocked(const absl::Status& status) {
 }
 
 void SessionReactor::OnDone() {
-  if (job_) job_->CloseSession(this);
+  if (handler_) handler_->CloseSession(this);
   delete this;
 }
 

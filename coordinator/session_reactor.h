@@ -1,14 +1,16 @@
 #pragma once
-// SessionReactor: the server side of one session stream. Reads Hello, then request batches
-// and goodbyes, feeding them to the job; writes what the job sends, one write at a time, in
-// order. Deletes itself when the stream is over.
+// SessionReactor: the server side of one session stream, for the coordinator and the agent
+// alike. Reads Hello, then request batches, goodbyes and exit reports, feeding them to the
+// SessionHandler the Hello's job names; writes what the handler sends, one write at a time,
+// in order. Deletes itself when the stream is over.
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 
-#include "coordinator/job.h"
-#include "coordinator/job_registry.h"
+#include "absl/status/statusor.h"
+#include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
 #include "troika/v1/troika.grpc.pb.h"
 
@@ -18,7 +20,11 @@ namespace troika::coordinator {
 // any thread (always with the job's lock held).
 class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, public SessionSink {
  public:
-  explicit SessionReactor(JobRegistry& registry);
+  // Finds the handler of a job by name (NOT_FOUND and the like end the stream).
+  using Lookup =
+      std::function<absl::StatusOr<std::shared_ptr<SessionHandler>>(const std::string& job)>;
+
+  explicit SessionReactor(Lookup lookup);
 
   void Send(std::shared_ptr<const DownMessage> message) override;
 
@@ -33,9 +39,9 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   void FinishLocked(const absl::Status& status);
   void StartWriteLocked();
 
-  JobRegistry& registry_;
-  v1::Up up_;                 // owned by the read side
-  std::shared_ptr<Job> job_;  // set by Hello, read side only
+  const Lookup lookup_;
+  v1::Up up_;                                // owned by the read side
+  std::shared_ptr<SessionHandler> handler_;  // set by Hello, read side only
 
   std::mutex mu_;
   // Guarded by mu_.

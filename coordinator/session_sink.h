@@ -3,6 +3,7 @@
 // session reactor (and by fakes in tests).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,8 @@ namespace troika::coordinator {
 
 struct DownMessage {
   std::vector<Response> responses;
-  std::string abort_reason;  // non-empty: the job was aborted; nothing follows
+  std::string abort_reason;             // non-empty: the job was aborted; nothing follows
+  std::optional<RankExit> abort_cause;  // the rank exit that aborted the job, if one did
 };
 
 class SessionSink {

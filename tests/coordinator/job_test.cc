@@ -37,16 +37,17 @@ class JobTest : public ::testing::Test {
 
   // Attaches every rank with the given hosts and returns their memberships.
   std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
-    std::vector<std::promise<absl::StatusOr<Membership>>> promises(hosts.size());
+    std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
     for (size_t r = 0; r < hosts.size(); ++r) {
-      job.Attach(static_cast<int>(r), hosts[r], absl::Seconds(30),
-                 [&promises, r](absl::StatusOr<Membership> m) { promises[r].set_value(m); });
+      job.Attach(
+          {static_cast<int>(r)}, hosts[r], absl::Seconds(30),
+          [&promises, r](absl::StatusOr<std::vector<Membership>> m) { promises[r].set_value(m); });
     }
     std::vector<Membership> out;
     for (auto& p : promises) {
-      absl::StatusOr<Membership> m = p.get_future().get();
+      absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
       EXPECT_TRUE(m.ok()) << m.status();
-      out.push_back(m.value_or(Membership{}));
+      out.push_back(m.ok() ? m->front() : Membership{});
     }
     return out;
   }
@@ -80,10 +81,10 @@ TEST_F(JobTest, AttachGivesLocalAndCrossRanks) {
 
 TEST_F(JobTest, AttachTimeoutNamesMissingRanks) {
   auto job = MakeJob(4);
-  std::promise<absl::StatusOr<Membership>> p;
-  job->Attach(1, "a", absl::Milliseconds(20),
-              [&](absl::StatusOr<Membership> m) { p.set_value(m); });
-  absl::StatusOr<Membership> m = p.get_future().get();
+  std::promise<absl::StatusOr<std::vector<Membership>>> p;
+  job->Attach({1}, "a", absl::Milliseconds(20),
+              [&](absl::StatusOr<std::vector<Membership>> m) { p.set_value(m); });
+  absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
   EXPECT_EQ(m.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("ranks 0, 2-3 did not attach"));
   EXPECT_TRUE(job->done());  // nobody is attached any more
@@ -142,6 +143,43 @@ TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
   job->CloseSession(&s1);
   EXPECT_TRUE(job->done());
   EXPECT_TRUE(s0.messages().empty() || s0.messages().back().abort_reason.empty());
+}
+
+TEST_F(JobTest, NodeAttachGetsEveryMembershipOfTheNode) {
+  auto job = MakeJob(4);
+  auto block_a = job->RegisterNode("a", 2, -1);
+  auto block_b = job->RegisterNode("b", 2, -1);
+  ASSERT_TRUE(block_a.ok() && block_b.ok());
+  EXPECT_EQ(block_a->first, 0);
+  EXPECT_EQ(block_b->first, 2);
+  EXPECT_EQ(job->RegisterNode("a", 2, -1)->first, 0);  // a restarted agent gets its block
+  EXPECT_EQ(job->RegisterNode("c", 2, -1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(job->RegisterNode("c", 2, 1).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(job->RegisterNode("c", 3, -1).status().code(), absl::StatusCode::kInvalidArgument);
+
+  std::promise<absl::StatusOr<std::vector<Membership>>> a, b;
+  job->Attach({0, 1}, "a", absl::Seconds(30), [&](auto m) { a.set_value(m); });
+  job->Attach({2, 3}, "b", absl::Seconds(30), [&](auto m) { b.set_value(m); });
+  auto ma = a.get_future().get();
+  ASSERT_TRUE(ma.ok()) << ma.status();
+  ASSERT_EQ(ma->size(), 2u);
+  EXPECT_EQ((*ma)[1].rank, 1);
+  EXPECT_EQ((*ma)[1].local_rank, 1);
+  auto mb = b.get_future().get();
+  ASSERT_TRUE(mb.ok());
+  EXPECT_EQ((*mb)[0].cross_rank, 1);
+}
+
+TEST_F(JobTest, ReportedRankExitAbortsJobWithTheReason) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &node).ok());
+  ASSERT_TRUE(job->ReportExit(&node, {1, "host-a", 0, 9}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(node.messages().size(), 1u);
+  EXPECT_THAT(node.messages()[0].abort_reason,
+              HasSubstr("rank 1 on host-a was killed by signal 9 (Killed)"));
 }
 
 }  // namespace

@@ -24,8 +24,7 @@ void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, ::gloo::
 
 void GlooStore::wait(const std::vector<std::string>& keys,
                      const std::chrono::milliseconds& timeout) {
-  const absl::Duration bound =
-      timeout == ::gloo::kNoTimeout ? timeout_ : absl::FromChrono(timeout);
+  const absl::Duration bound = timeout == ::gloo::kNoTimeout ? timeout_ : absl::FromChrono(timeout);
   absl::Status status = store_.Wait(keys, bound);
   if (!status.ok()) throw GlooStoreError(std::move(status));
 }

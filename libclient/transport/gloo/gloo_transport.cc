@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectOrThrow(const CommunicatorS
                                                              Store& store) {
   ::gloo::transport::tcp::attr attr;
   attr.hostname = spec.host;
-  std::shared_ptr<::gloo::transport::Device> device =
-      ::gloo::transport::tcp::CreateDevice(attr);
+  std::shared_ptr<::gloo::transport::Device> device = ::gloo::transport::tcp::CreateDevice(attr);
 
   const auto timeout = absl::ToChronoMilliseconds(spec.timeout);
   auto context = std::make_shared<::gloo::rendezvous::Context>(spec.rank, spec.size);

@@ -38,8 +38,8 @@ class InMemoryStore : public Store {
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!WaitLocked(lock, {key}, timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "store key '", key, "' was not set within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("store key '", key, "' was not set within ", absl::FormatDuration(timeout)));
     }
     return values_.at(key);
   }
@@ -51,9 +51,9 @@ class InMemoryStore : public Store {
     for (const std::string& key : keys) {
       if (values_.count(key) == 0) missing.push_back(key);
     }
-    return absl::DeadlineExceededError(
-        absl::StrCat("store keys [", absl::StrJoin(missing, ", "), "] were not set within ",
-                     absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("store keys [", absl::StrJoin(missing, ", "),
+                                                    "] were not set within ",
+                                                    absl::FormatDuration(timeout)));
   }
 
   // Test helpers.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "tests/libclient/transport/typed_buffer.h"
 
@@ -34,11 +35,16 @@ double RandomValue(DataType dtype, std::mt19937_64& rng) {
     return static_cast<double>(std::uniform_int_distribution<int64_t>(lo, hi)(rng));
   };
   switch (dtype) {
-    case DataType::kUint8: return integer(0, 15);
-    case DataType::kInt8: return integer(-11, 11);
-    case DataType::kInt32: return integer(-40000, 40000);
-    case DataType::kInt64: return integer(-(int64_t{1} << 26), int64_t{1} << 26);
-    default: return uniform(-100, 100);
+    case DataType::kUint8:
+      return integer(0, 15);
+    case DataType::kInt8:
+      return integer(-11, 11);
+    case DataType::kInt32:
+      return integer(-40000, 40000);
+    case DataType::kInt64:
+      return integer(-(int64_t{1} << 26), int64_t{1} << 26);
+    default:
+      return uniform(-100, 100);
   }
 }
 
@@ -58,8 +64,8 @@ TEST_P(ReduceIntoTest, EveryOpMatchesDoubleReferenceOnRandomData) {
       }
       ReduceInto(a.data(), b.data(), count, dtype, op);
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(a.Get(i), expected.Get(i)) << TypeOpName(dtype, op) << " count " << count
-                                             << " element " << i;
+        ASSERT_EQ(a.Get(i), expected.Get(i))
+            << TypeOpName(dtype, op) << " count " << count << " element " << i;
       }
     }
   }
@@ -102,6 +108,33 @@ TEST(ReduceIntoTest, FloatMinAndMaxPropagateNan) {
   EXPECT_TRUE(std::isnan(a[1]));
 }
 
+// The vector conversion paths (F16C, blocked bfloat16 loops) must agree with the scalar ones
+// on every value, including Inf, NaN, subnormals and signed zero.
+TEST(HalfTest, ReductionKernelsPreserveEveryHalfAndBFloat16Value) {
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    std::vector<uint16_t> all(0x10000 + 5), copy;
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+    copy = all;
+    ReduceInto(all.data(), copy.data(), all.size(), dtype, ReduceOp::kMax);
+    auto to_float = dtype == DataType::kFloat16 ? HalfToFloat : BFloat16ToFloat;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (std::isnan(to_float(copy[i]))) {
+        EXPECT_TRUE(std::isnan(to_float(all[i]))) << DataTypeName(dtype) << std::hex << i;
+      } else {
+        EXPECT_EQ(all[i], copy[i]) << DataTypeName(dtype) << std::hex << " 0x" << i;
+      }
+    }
+    std::vector<uint16_t> scaled = copy;
+    Scale(scaled.data(), scaled.size(), dtype, 0.5);
+    auto from_float = dtype == DataType::kFloat16 ? FloatToHalf : FloatToBFloat16;
+    for (size_t i = 0; i < scaled.size(); ++i) {
+      const float expected = to_float(from_float(to_float(copy[i]) * 0.5f));
+      if (std::isnan(expected)) continue;
+      EXPECT_EQ(scaled[i], from_float(expected)) << DataTypeName(dtype) << std::hex << " 0x" << i;
+    }
+  }
+}
+
 TEST(HalfTest, KnownConversionsFromFloat) {
   EXPECT_EQ(FloatToHalf(0.0f), 0x0000);
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
@@ -123,8 +156,8 @@ TEST(HalfTest, KnownConversionsFromFloat) {
   EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);         // Tie between 0 and 2^-24: even.
   EXPECT_EQ(FloatToHalf(3 * 0x1p-25f), 0x0002);     // Tie between 1 and 2 ulps: even.
   EXPECT_EQ(FloatToHalf(0x1p-26f), 0x0000);
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);      // Tie: down to even.
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);  // Tie: up to even.
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);             // Tie: down to even.
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);         // Tie: up to even.
   EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // Above the tie.
 }
 
@@ -187,7 +220,8 @@ TEST(BFloat16Test, KnownConversions) {
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7f80);  // Rounds to Inf.
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::denorm_min()), 0x0000);
-  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(BFloat16ToFloat(FloatToBFloat16(std::numeric_limits<float>::quiet_NaN()))));
   // A NaN whose payload lies only in the low bits must not round to Inf.
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(FromBits(0x7f800001u)))));
   EXPECT_EQ(BFloat16ToFloat(0x3f80), 1.0f);

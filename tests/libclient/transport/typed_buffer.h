@@ -13,8 +13,8 @@
 namespace troika::transport {
 
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::kUint8,    DataType::kInt8,    DataType::kInt32,   DataType::kInt64,
-    DataType::kFloat16,  DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+    DataType::kUint8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
+    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
 };
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
                                              ReduceOp::kProduct};
@@ -38,14 +38,22 @@ class TypedBuffer {
   double Get(size_t i) const {
     const char* p = bytes_.data() + i * DataTypeSize(dtype_);
     switch (dtype_) {
-      case DataType::kUint8: return Load<uint8_t>(p);
-      case DataType::kInt8: return Load<int8_t>(p);
-      case DataType::kInt32: return Load<int32_t>(p);
-      case DataType::kInt64: return static_cast<double>(Load<int64_t>(p));
-      case DataType::kFloat16: return HalfToFloat(Load<uint16_t>(p));
-      case DataType::kBFloat16: return BFloat16ToFloat(Load<uint16_t>(p));
-      case DataType::kFloat32: return Load<float>(p);
-      case DataType::kFloat64: return Load<double>(p);
+      case DataType::kUint8:
+        return Load<uint8_t>(p);
+      case DataType::kInt8:
+        return Load<int8_t>(p);
+      case DataType::kInt32:
+        return Load<int32_t>(p);
+      case DataType::kInt64:
+        return static_cast<double>(Load<int64_t>(p));
+      case DataType::kFloat16:
+        return HalfToFloat(Load<uint16_t>(p));
+      case DataType::kBFloat16:
+        return BFloat16ToFloat(Load<uint16_t>(p));
+      case DataType::kFloat32:
+        return Load<float>(p);
+      case DataType::kFloat64:
+        return Load<double>(p);
     }
     return 0;
   }
@@ -55,15 +63,22 @@ class TypedBuffer {
   void Set(size_t i, double v) {
     char* p = bytes_.data() + i * DataTypeSize(dtype_);
     switch (dtype_) {
-      case DataType::kUint8: return StoreAs<uint8_t>(p, static_cast<uint8_t>(v));
-      case DataType::kInt8: return StoreAs<int8_t>(p, static_cast<int8_t>(v));
-      case DataType::kInt32: return StoreAs<int32_t>(p, static_cast<int32_t>(v));
-      case DataType::kInt64: return StoreAs<int64_t>(p, static_cast<int64_t>(v));
-      case DataType::kFloat16: return StoreAs<uint16_t>(p, FloatToHalf(static_cast<float>(v)));
+      case DataType::kUint8:
+        return StoreAs<uint8_t>(p, static_cast<uint8_t>(v));
+      case DataType::kInt8:
+        return StoreAs<int8_t>(p, static_cast<int8_t>(v));
+      case DataType::kInt32:
+        return StoreAs<int32_t>(p, static_cast<int32_t>(v));
+      case DataType::kInt64:
+        return StoreAs<int64_t>(p, static_cast<int64_t>(v));
+      case DataType::kFloat16:
+        return StoreAs<uint16_t>(p, FloatToHalf(static_cast<float>(v)));
       case DataType::kBFloat16:
         return StoreAs<uint16_t>(p, FloatToBFloat16(static_cast<float>(v)));
-      case DataType::kFloat32: return StoreAs<float>(p, static_cast<float>(v));
-      case DataType::kFloat64: return StoreAs<double>(p, v);
+      case DataType::kFloat32:
+        return StoreAs<float>(p, static_cast<float>(v));
+      case DataType::kFloat64:
+        return StoreAs<double>(p, v);
     }
   }
 
@@ -87,10 +102,14 @@ class TypedBuffer {
 // The reduction of two values as the reference computes it: in double.
 inline double ReferenceOp(ReduceOp op, double a, double b) {
   switch (op) {
-    case ReduceOp::kMin: return b < a ? b : a;
-    case ReduceOp::kMax: return b > a ? b : a;
-    case ReduceOp::kProduct: return a * b;
-    default: return a + b;
+    case ReduceOp::kMin:
+      return b < a ? b : a;
+    case ReduceOp::kMax:
+      return b > a ? b : a;
+    case ReduceOp::kProduct:
+      return a * b;
+    default:
+      return a + b;
   }
 }
 

@@ -1,0 +1,30 @@
+#pragma once
+// SessionHandler: what a session stream talks to once its Hello named a job — a coordinator
+// Job, or an agent's relay of its node. The server-side stream (SessionReactor) is shared by
+// both, which is what lets a rank speak the same protocol to either.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/messages.h"
+#include "coordinator/session_sink.h"
+
+namespace troika::coordinator {
+
+// Thread-safe. Errors returned are protocol violations by the peer: the stream ends with them.
+class SessionHandler {
+ public:
+  virtual ~SessionHandler() = default;
+  // Binds `sink` to `ranks` until CloseSession(sink).
+  virtual absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
+                                   SessionSink* sink) = 0;
+  virtual absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests) = 0;
+  // The session's `ranks` leave cleanly.
+  virtual absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) = 0;
+  virtual absl::Status ReportExit(SessionSink* sink, const RankExit& exit) = 0;
+  // The stream is over. No Send() reaches `sink` after this returns.
+  virtual void CloseSession(SessionSink* sink) = 0;
+};
+
+}  // namespace troika::coordinator
