@@ -11,8 +11,10 @@ namespace {
 // Averaging is a sum followed by a 1/size post-scale.
 ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 
-double PostFactor(const Response& r, int size) {
-  return r.reduce_op == ReduceOp::kAverage ? r.postscale / size : r.postscale;
+// The post-reduction step: averaging, then the post-scale.
+void Finish(const Response& r, int size, void* data, size_t count) {
+  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, size);
+  transport::Scale(data, count, r.dtype, r.postscale);
 }
 
 size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
@@ -54,7 +56,6 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
                                          const std::vector<Entry*>& entries) {
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
-  const double post = PostFactor(response, comm_.size());
   if (entries.size() == 1) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = *entries[0];
@@ -65,7 +66,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
         !s.ok()) {
       return s;
     }
-    transport::Scale(e.out, bytes / element, dtype, post);
+    Finish(response, comm_.size(), e.out, bytes / element);
     return absl::OkStatus();
   }
   size_t total = 0;
@@ -85,7 +86,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
   offset = 0;
   for (Entry* e : entries) {
     const size_t bytes = Bytes(e->request);
-    transport::Scale(buffer + offset, bytes / element, dtype, post);
+    Finish(response, comm_.size(), buffer + offset, bytes / element);
     if (bytes > 0) std::memcpy(e->out, buffer + offset, bytes);
     offset += bytes;
   }
@@ -100,7 +101,7 @@ absl::Status CollectiveRunner::Allgather(const Response& response, Entry& e) {
     recv[r] = static_cast<size_t>(response.sizes[r]) * row;
     rows += response.sizes[r];
   }
-  uint8_t* out = e.state->AllocateOutput(static_cast<size_t>(rows) * row);
+  uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
   return comm_.Allgatherv(e.in, out, recv);
 }
@@ -126,7 +127,7 @@ absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
     e.state->received_splits[j] = from_j;
     rows += from_j;
   }
-  uint8_t* out = e.state->AllocateOutput(static_cast<size_t>(rows) * row);
+  uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
   return comm_.Alltoallv(e.in, send, out, recv);
 }
@@ -152,8 +153,8 @@ absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e)
     return s;
   }
   uint8_t* mine = buffer + before * element;
-  transport::Scale(mine, counts[rank], dtype, PostFactor(response, size));
-  uint8_t* out = e.state->AllocateOutput(counts[rank] * element);
+  Finish(response, size, mine, counts[rank]);
+  uint8_t* out = Output(e, counts[rank] * element);
   if (counts[rank] > 0) std::memcpy(out, mine, counts[rank] * element);
   e.state->output_shape = WithDim0(e.request.shape, response.sizes[rank]);
   return absl::OkStatus();

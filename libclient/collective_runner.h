@@ -11,13 +11,15 @@
 #include "common/messages.h"
 #include "libclient/fusion_buffer.h"
 #include "libclient/op_state.h"
+#include "libclient/output_pool.h"
 #include "libclient/transport/communicator.h"
 
 namespace troika::internal {
 
 class CollectiveRunner {
  public:
-  explicit CollectiveRunner(transport::Communicator& comm) : comm_(comm) {}
+  CollectiveRunner(transport::Communicator& comm, OutputPool& outputs)
+      : comm_(comm), outputs_(outputs) {}
 
   // `entries[i]` is this rank's entry for response.names[i]. Writes outputs; does not
   // complete the handles. A non-OK status is a data-plane failure.
@@ -30,7 +32,13 @@ class CollectiveRunner {
   absl::Status Alltoall(const Response& response, Entry& entry);
   absl::Status Reducescatter(const Response& response, Entry& entry);
 
+  // A handle-owned result of `bytes` bytes for `e`.
+  uint8_t* Output(Entry& e, size_t bytes) {
+    return e.state->SetOutput(outputs_.Acquire(bytes), bytes);
+  }
+
   transport::Communicator& comm_;
+  OutputPool& outputs_;
   FusionBuffer fusion_;
 };
 

@@ -13,6 +13,7 @@
 #include "libclient/control_channel.h"
 #include "libclient/controller.h"
 #include "libclient/executor.h"
+#include "libclient/output_pool.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/transport.h"
 #include "troika/troika.h"
@@ -43,6 +44,8 @@ class ContextImpl {
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Communicator> communicator_;
   TensorTable table_;
+  // Recycled result buffers; shared with the handles that hold them.
+  std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Controller> controller_;
   std::atomic<uint64_t> barriers_{0};

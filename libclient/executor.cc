@@ -6,9 +6,9 @@
 
 namespace troika::internal {
 
-Executor::Executor(TensorTable& table, transport::Communicator& comm,
+Executor::Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
                    std::function<void(absl::Status)> on_failure)
-    : table_(table), comm_(comm), on_failure_(std::move(on_failure)), runner_(comm) {}
+    : table_(table), comm_(comm), on_failure_(std::move(on_failure)), runner_(comm, outputs) {}
 
 Executor::~Executor() { Stop(); }
 

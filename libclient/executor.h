@@ -25,7 +25,7 @@ class Executor {
  public:
   // `on_failure` is called (on the executor thread) when the data plane fails; the owner
   // then fails the whole context.
-  Executor(TensorTable& table, transport::Communicator& comm,
+  Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
            std::function<void(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;

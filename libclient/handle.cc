@@ -18,8 +18,8 @@ bool OpState::Complete(absl::Status s) {
   return true;
 }
 
-uint8_t* OpState::AllocateOutput(size_t bytes) {
-  output.reset(new uint8_t[bytes > 0 ? bytes : 1]);
+uint8_t* OpState::SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes) {
+  output = std::move(buffer);
   output_bytes = bytes;
   return output.get();
 }

@@ -17,15 +17,15 @@ namespace troika::internal {
 struct OpState {
   // Completes the operation; wakes waiters. Returns false if it was already complete.
   bool Complete(absl::Status status);
-  // Allocates the handle-owned result (uninitialised).
-  uint8_t* AllocateOutput(size_t bytes);
+  // Takes `buffer` (at least `bytes` bytes) as the handle-owned result; returns it.
+  uint8_t* SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes);
 
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;    // guarded by mu
   absl::Status status;  // guarded by mu; final once done
   // Written by the executor before Complete(); read by the caller after done.
-  std::unique_ptr<uint8_t[]> output;
+  std::shared_ptr<uint8_t> output;  // from the context's OutputPool
   size_t output_bytes = 0;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;

@@ -227,6 +227,18 @@ void ScaleInteger(void* data, size_t count, double factor) {
 }
 
 template <typename T>
+void DivideInteger(void* data, size_t count, int64_t divisor) {
+  T* d = static_cast<T*>(data);
+  const T div = static_cast<T>(divisor);
+  // A divisor beyond T's range (e.g. 300 ranks of int8) truncates every value to 0.
+  if (static_cast<int64_t>(div) != divisor) {
+    std::fill(d, d + count, T{0});
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(d[i] / div);
+}
+
+template <typename T>
 void ScaleFloat(void* data, size_t count, double factor) {
   T* d = static_cast<T*>(data);
   size_t i = 0;
@@ -337,6 +349,22 @@ void Scale(void* data, size_t count, DataType dtype, double factor) {
       return ScaleFloat<double>(data, count, factor);
   }
   std::abort();  // Not a DataType.
+}
+
+void Divide(void* data, size_t count, DataType dtype, int64_t divisor) {
+  if (divisor == 1 || count == 0) return;
+  switch (dtype) {
+    case DataType::kUint8:
+      return DivideInteger<uint8_t>(data, count, divisor);
+    case DataType::kInt8:
+      return DivideInteger<int8_t>(data, count, divisor);
+    case DataType::kInt32:
+      return DivideInteger<int32_t>(data, count, divisor);
+    case DataType::kInt64:
+      return DivideInteger<int64_t>(data, count, divisor);
+    default:
+      return Scale(data, count, dtype, 1.0 / static_cast<double>(divisor));
+  }
 }
 
 }  // namespace troika::transport

@@ -19,6 +19,11 @@ void ReduceInto(void* inout, const void* in, size_t count, DataType dtype, Reduc
 void Scale(void* data, size_t count, DataType dtype, double factor);
 
 // IEEE half and bfloat16 conversions (round to nearest even).
+// data[i] /= divisor (divisor > 0): exact integer division rounding toward zero for integer
+// dtypes (no detour through double, so int64 stays exact beyond 2^53); a multiplication by
+// 1/divisor for floating dtypes. Averaging is a sum followed by this.
+void Divide(void* data, size_t count, DataType dtype, int64_t divisor);
+
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t b);

@@ -296,3 +296,32 @@ TEST(ScaleTest, FactorOneIsANoOp) {
 
 }  // namespace
 }  // namespace troika::transport
+
+namespace troika::transport {
+namespace {
+
+TEST(DivideTest, IntegersDivideExactlyTowardZero) {
+  // Beyond 2^53 a detour through double would round; integer division must not.
+  std::vector<int64_t> big = {(int64_t{1} << 60) + 7, -((int64_t{1} << 60) + 7), 9, -9};
+  Divide(big.data(), big.size(), DataType::kInt64, 3);
+  EXPECT_EQ(big[0], ((int64_t{1} << 60) + 7) / 3);
+  EXPECT_EQ(big[1], -(((int64_t{1} << 60) + 7) / 3));
+  EXPECT_EQ(big[2], 3);
+  EXPECT_EQ(big[3], -3);
+  std::vector<int8_t> small = {49, -50, 6};
+  Divide(small.data(), small.size(), DataType::kInt8, 7);
+  EXPECT_EQ(small, (std::vector<int8_t>{7, -7, 0}));
+  std::vector<uint8_t> wide = {255};
+  Divide(wide.data(), wide.size(), DataType::kUint8, 300);  // more ranks than uint8 holds
+  EXPECT_EQ(wide[0], 0);
+}
+
+TEST(DivideTest, FloatsAreScaled) {
+  std::vector<double> d = {3.0, -1.5};
+  Divide(d.data(), d.size(), DataType::kFloat64, 3);
+  EXPECT_DOUBLE_EQ(d[0], 1.0);
+  EXPECT_DOUBLE_EQ(d[1], -0.5);
+}
+
+}  // namespace
+}  // namespace troika::transport
