@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -40,10 +41,8 @@ int MinTimeout(int a, int b) {
 }  // namespace
 
 struct Supervisor::Rank {
-  Rank(int index, std::unique_ptr<Process> p, OutputSink& out, OutputSink& err)
-      : process(std::move(p)),
-        stdout_lines(absl::StrCat("[", index, "] "), out),
-        stderr_lines(absl::StrCat("[", index, "] "), err) {}
+  Rank(const std::string& prefix, std::unique_ptr<Process> p, OutputSink& out, OutputSink& err)
+      : process(std::move(p)), stdout_lines(prefix, out), stderr_lines(prefix, err) {}
 
   std::unique_ptr<Process> process;
   LineForwarder stdout_lines;
@@ -67,12 +66,14 @@ std::string SupervisorResult::Summary() const {
   if (signal != 0) {
     summary = absl::StrCat("stopped by ", SignalDescription(signal));
   } else if (failed_rank >= 0) {
-    summary = absl::StrCat("rank ", failed_rank, " ", exits[failed_rank].ToString());
+    summary = absl::StrCat(noun, " ", labels[failed_rank], " ", exits[failed_rank].ToString());
   } else if (ExitCode() == 0) {
-    return "every rank exited with code 0";
+    return absl::StrCat("every ", noun, " exited with code 0");
+  } else if (!stop_reason.empty()) {
+    summary = absl::StrCat("stopped: ", stop_reason);
   }
   if (!killed_ranks.empty()) {
-    absl::StrAppend(&summary, "; sent SIGKILL to rank", killed_ranks.size() > 1 ? "s " : " ",
+    absl::StrAppend(&summary, "; sent SIGKILL to ", noun, killed_ranks.size() > 1 ? "s " : " ",
                     absl::StrJoin(killed_ranks, ", "));
   }
   return summary;
@@ -80,23 +81,55 @@ std::string SupervisorResult::Summary() const {
 
 Supervisor::Supervisor(ProcessLauncher& launcher, OutputSink& out, OutputSink& err,
                        SupervisorOptions options)
-    : launcher_(launcher), out_(out), err_(err), options_(std::move(options)) {}
+    : launcher_(launcher),
+      out_(out),
+      err_(err),
+      options_(std::move(options)),
+      stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-Supervisor::~Supervisor() = default;
+Supervisor::~Supervisor() {
+  ranks_.clear();  // kills and reaps what still runs
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+int Supervisor::Label(int index) const {
+  return options_.labels.empty() ? index : options_.labels[index];
+}
 
 absl::Status Supervisor::Start(const std::vector<ProcessSpec>& specs) {
-  if (specs.empty()) return absl::InvalidArgumentError("no ranks to start");
+  if (specs.empty())
+    return absl::InvalidArgumentError(absl::StrCat("no ", options_.noun, "s to start"));
+  if (!options_.labels.empty() && options_.labels.size() != specs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(specs.size(), " processes but ", options_.labels.size(), " labels"));
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
+    const int label = Label(static_cast<int>(i));
     absl::StatusOr<std::unique_ptr<Process>> process = launcher_.Launch(specs[i]);
     if (!process.ok()) {
       ranks_.clear();  // kills and reaps the ranks already started
-      return absl::Status(process.status().code(),
-                          absl::StrCat("rank ", i, ": ", process.status().message()));
+      return absl::Status(process.status().code(), absl::StrCat(options_.noun, " ", label, ": ",
+                                                                process.status().message()));
     }
-    ranks_.push_back(std::make_unique<Rank>(static_cast<int>(i), *std::move(process), out_, err_));
+    const std::string prefix = options_.prefix_output ? absl::StrCat("[", label, "] ") : "";
+    ranks_.push_back(std::make_unique<Rank>(prefix, *std::move(process), out_, err_));
+    result_.labels.push_back(label);
   }
   result_.exits.assign(specs.size(), ExitStatus{});
+  result_.noun = options_.noun;
   return absl::OkStatus();
+}
+
+void Supervisor::Stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!stop_reason_.empty()) return;
+    stop_reason_ = reason.empty() ? "stop requested" : reason;
+  }
+  const uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof(one)) < 0) {
+    // Only EAGAIN (counter full) is possible, and then a wake-up is pending anyway.
+  }
 }
 
 SupervisorResult Supervisor::Run() {
@@ -106,7 +139,7 @@ SupervisorResult Supervisor::Run() {
 
 // The descriptors one poll(2) call waits on, and what each one belongs to.
 struct Supervisor::PollSet {
-  enum Source { kStdout, kStderr, kExit, kSignal };
+  enum Source { kStdout, kStderr, kExit, kSignal, kStop };
   void Add(int fd, int rank, Source source) {
     fds.push_back({fd, POLLIN, 0});
     owners.push_back({rank, source});
@@ -130,11 +163,16 @@ void Supervisor::Loop() {
       if (set.fds[k].revents == 0) continue;
       auto [index, source] = set.owners[k];
       if (source == PollSet::kSignal) OnSignal();
+      if (source == PollSet::kStop) OnStopRequest();
       if (source == PollSet::kStdout || source == PollSet::kStderr) {
         ReadOutput(*ranks_[index], source == PollSet::kStderr, /*drain=*/false);
       }
     }
     ReapExited();
+    if (term_deadline_.has_value() && absl::Now() >= *term_deadline_) {
+      term_deadline_.reset();
+      NoticeOver();
+    }
     if (kill_deadline_.has_value() && absl::Now() >= *kill_deadline_) {
       KillStragglers(absl::StrCat("still running ", absl::FormatDuration(options_.grace_period),
                                   " after being signalled"));
@@ -159,6 +197,10 @@ void Supervisor::BuildPollSet(PollSet& set) const {
     }
   }
   if (options_.signal_fd >= 0) set.Add(options_.signal_fd, -1, PollSet::kSignal);
+  if (stop_fd_ >= 0) set.Add(stop_fd_, -1, PollSet::kStop);
+  if (term_deadline_.has_value()) {
+    set.timeout_ms = MinTimeout(set.timeout_ms, MillisUntil(*term_deadline_));
+  }
   if (kill_deadline_.has_value()) {
     set.timeout_ms = MinTimeout(set.timeout_ms, MillisUntil(*kill_deadline_));
   }
@@ -206,15 +248,16 @@ void Supervisor::ReadOutput(Rank& rank, bool is_stderr, bool drain) {
 
 void Supervisor::OnExit(int index, const ExitStatus& exit) {
   result_.exits[index] = exit;
-  if (exit.ok() || kill_deadline_.has_value()) return;  // success, or a consequence of a stop
+  if (options_.on_exit) options_.on_exit(Label(index), exit);
+  if (exit.ok() || Stopping()) return;  // success, or a consequence of a stop
   result_.failed_rank = index;
   const int others = RunningCount();
-  Report(absl::StrCat("rank ", index, " ", exit.ToString(),
-                      others > 0 ? absl::StrCat("; stopping the other ", others, " running rank",
-                                                others > 1 ? "s" : "")
+  Report(absl::StrCat(options_.noun, " ", Label(index), " ", exit.ToString(),
+                      others > 0 ? absl::StrCat("; stopping the other ", others, " running ",
+                                                options_.noun, others > 1 ? "s" : "")
                                  : ""));
-  if (options_.on_first_failure) options_.on_first_failure(index, exit);
-  TerminateAll(SIGTERM);
+  if (options_.on_first_failure) options_.on_first_failure(Label(index), exit);
+  BeginStop();
 }
 
 void Supervisor::OnSignal() {
@@ -222,14 +265,68 @@ void Supervisor::OnSignal() {
   ssize_t n = read(options_.signal_fd, &info, sizeof(info));
   if (n != static_cast<ssize_t>(sizeof(info))) return;
   const int signal = static_cast<int>(info.ssi_signo);
-  if (kill_deadline_.has_value()) {
+  if (signals_received_++ > 0) {
     KillStragglers(absl::StrCat("received ", SignalDescription(signal), " while stopping"));
     return;
   }
+  const int running = RunningCount();
+  const std::string what =
+      absl::StrCat(running, " running ", options_.noun, running == 1 ? "" : "s");
+  if (Stopping()) {
+    // Already stopping for another cause, which stays the cause; the signal still reaches
+    // the processes at once, and a second one kills them.
+    Report(absl::StrCat("received ", SignalDescription(signal),
+                        " while stopping; forwarding it to ", what));
+    term_deadline_.reset();
+    TerminateAll(signal);
+    return;
+  }
   result_.signal = signal;
-  Report(absl::StrCat("received ", SignalDescription(signal), "; forwarding it to ", RunningCount(),
-                      " running ranks"));
+  Report(absl::StrCat("received ", SignalDescription(signal), "; forwarding it to ", what));
   TerminateAll(signal);
+}
+
+void Supervisor::OnStopRequest() {
+  uint64_t count;
+  if (read(stop_fd_, &count, sizeof(count)) < 0) return;
+  if (Stopping()) return;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    reason = stop_reason_;
+  }
+  result_.stop_reason = reason;
+  const int running = RunningCount();
+  if (running > 0) {
+    Report(absl::StrCat(reason, "; stopping ", running, " running ", options_.noun,
+                        running > 1 ? "s" : ""));
+  }
+  BeginStop();
+}
+
+bool Supervisor::Stopping() const {
+  return term_deadline_.has_value() || kill_deadline_.has_value();
+}
+
+void Supervisor::BeginStop() {
+  if (options_.stop_delay <= absl::ZeroDuration()) {
+    TerminateAll(SIGTERM);
+  } else {
+    term_deadline_ = absl::Now() + options_.stop_delay;
+  }
+}
+
+void Supervisor::NoticeOver() {
+  std::vector<int> running;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!ranks_[i]->exit.has_value()) running.push_back(Label(static_cast<int>(i)));
+  }
+  if (!running.empty()) {
+    Report(absl::StrCat("sent SIGTERM to ", options_.noun, running.size() > 1 ? "s " : " ",
+                        absl::StrJoin(running, ", "), " (still running ",
+                        absl::FormatDuration(options_.stop_delay), " after being told to stop)"));
+  }
+  TerminateAll(SIGTERM);
 }
 
 void Supervisor::TerminateAll(int signal) {
@@ -244,12 +341,12 @@ void Supervisor::KillStragglers(const std::string& reason) {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (ranks_[i]->exit.has_value()) continue;
     ranks_[i]->process->Signal(SIGKILL);
-    killed.push_back(static_cast<int>(i));
+    killed.push_back(Label(static_cast<int>(i)));
   }
   kill_deadline_ = absl::InfiniteFuture();  // never again
   if (killed.empty()) return;
   result_.killed_ranks.insert(result_.killed_ranks.end(), killed.begin(), killed.end());
-  Report(absl::StrCat("sent SIGKILL to rank", killed.size() > 1 ? "s " : " ",
+  Report(absl::StrCat("sent SIGKILL to ", options_.noun, killed.size() > 1 ? "s " : " ",
                       absl::StrJoin(killed, ", "), " (", reason, ")"));
 }
 

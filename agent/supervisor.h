@@ -1,20 +1,25 @@
 #pragma once
 // Supervisor: starts a job's local ranks through a ProcessLauncher, forwards their output
-// line by line ("[rank] " prefix; stdout to one sink, stderr to another), and watches them:
+// line by line ("[rank] " prefix, optional; stdout to one sink, stderr to another), and
+// watches them:
 //   - the first rank that exits non-zero or is killed by a signal is reported at once
-//     ("troikarun: rank 2 exited with code 1"); every other rank then gets SIGTERM, and
-//     SIGKILL if it is still running `grace_period` later;
+//     ("troikarun: rank 2 exited with code 1"); every other rank then gets SIGTERM (at once,
+//     or `stop_delay` later if it has not exited on its own by then), and SIGKILL if it is
+//     still running `grace_period` after SIGTERM;
 //   - a signal read from `signal_fd` (SIGINT/SIGTERM sent to the launcher) is forwarded to
 //     every running rank, with the same SIGKILL after `grace_period`; a second such signal
-//     sends SIGKILL at once.
-// Ranks that exit 0 are not a failure, whenever they exit.
+//     sends SIGKILL at once;
+//   - Stop(), from any thread, stops the ranks the same way (the job was aborted elsewhere).
+// Ranks that exit 0 are not a failure, whenever they exit. A process is named by its label
+// ("rank 5"): by default its index, or options.labels (a node's global ranks).
 //
 // Thread contract: one thread calls Start() and then Run(); Run() blocks until every rank
-// has exited and been reaped, and their output has been drained. The callback runs on that
-// thread. See docs/agent.md for the lifecycle.
+// has exited and been reaped, and their output has been drained. The callbacks run on that
+// thread. Stop() is thread-safe. See docs/agent.md for the lifecycle.
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,18 +36,36 @@ struct SupervisorOptions {
   std::string name = "troikarun";
   // How long ranks get between SIGTERM and SIGKILL. Default 5 s.
   absl::Duration grace_period = absl::Seconds(5);
+  // After the first failure or a Stop(), how long ranks get to exit on their own (they may
+  // have been told why elsewhere, e.g. by a coordinator's abort) before SIGTERM. Signals
+  // from signal_fd are forwarded at once regardless. Default 0: SIGTERM at once.
+  absl::Duration stop_delay = absl::ZeroDuration();
   // A signalfd(2) delivering the signals to forward to the ranks; -1 (default): none. Not owned.
   int signal_fd = -1;
   // Called once, when the first rank fails, before the other ranks are signalled (e.g. to
   // abort the job in an embedded coordinator with the reason). Optional.
+  // `rank` is the process's label.
   std::function<void(int rank, const ExitStatus& exit)> on_first_failure;
+  // Called for every exit, first failure or not, after its output was forwarded. Optional.
+  std::function<void(int rank, const ExitStatus& exit)> on_exit;
+  // Labels of the processes, by index: their prefix and their name in messages. Empty
+  // (default): 0 .. n-1. Otherwise one per process started.
+  std::vector<int> labels;
+  // Prefix every forwarded line with "[label] ". Default true; false passes lines through
+  // as is (troikarun over agents, whose lines already carry a rank prefix).
+  bool prefix_output = true;
+  // What a process is called in messages: "rank 2 exited with code 1". Default "rank".
+  std::string noun = "rank";
 };
 
 struct SupervisorResult {
-  std::vector<ExitStatus> exits;  // by rank
-  int failed_rank = -1;           // the first rank that failed; -1 if none failed first
+  std::vector<ExitStatus> exits;  // by index
+  std::vector<int> labels;        // by index (options.labels, or 0 .. n-1)
+  std::string noun = "rank";      // options.noun
+  int failed_rank = -1;           // index of the first process that failed; -1 if none failed first
   int signal = 0;                 // the first signal forwarded from signal_fd; 0 if none
-  std::vector<int> killed_ranks;  // ranks sent SIGKILL (grace period over, or a 2nd signal)
+  std::vector<int> killed_ranks;  // labels of the processes sent SIGKILL
+  std::string stop_reason;        // Stop()'s reason, if Stop() stopped the processes first
 
   // 0 when every rank exited 0. Otherwise whichever came first: 128 + `signal` when the
   // launcher was signalled, or the first failed rank's ShellCode() (its exit code, or
@@ -61,11 +84,16 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Starts specs[r] as rank r, in rank order. If one cannot be started, the ranks already
-  // started are killed and reaped, and the error is returned, naming the rank.
+  // Starts specs[i] as process i, in order. If one cannot be started, the processes already
+  // started are killed and reaped, and the error is returned, naming the process by label.
   absl::Status Start(const std::vector<ProcessSpec>& specs);
   // Supervises until every rank has exited. Call once, after a successful Start().
   SupervisorResult Run();
+  // Thread-safe, never blocks: asks Run() to stop every running process (SIGTERM, after
+  // stop_delay unless they exit on their own, then SIGKILL after the grace period), reporting
+  // `reason` ("the job was aborted"). No effect if the processes are already being stopped;
+  // honoured at Run()'s start if called before.
+  void Stop(const std::string& reason);
 
  private:
   struct Rank;
@@ -77,6 +105,13 @@ class Supervisor {
   void ReadOutput(Rank& rank, bool is_stderr, bool drain);
   void OnExit(int index, const ExitStatus& exit);
   void OnSignal();
+  void OnStopRequest();
+  bool Stopping() const;
+  // SIGTERM now, or once stop_delay has passed.
+  void BeginStop();
+  // stop_delay has passed: SIGTERM to what still runs.
+  void NoticeOver();
+  int Label(int index) const;
   void TerminateAll(int signal);
   void KillStragglers(const std::string& reason);
   int RunningCount() const;
@@ -88,10 +123,17 @@ class Supervisor {
   OutputSink& err_;
   const SupervisorOptions options_;
 
+  const int stop_fd_;  // an eventfd: Stop() wakes the poll loop with it
+
+  std::mutex stop_mu_;
+  std::string stop_reason_;  // guarded by stop_mu_; the first Stop()'s reason
+
   // Owned by the calling thread.
   std::vector<std::unique_ptr<Rank>> ranks_;
   SupervisorResult result_;
+  std::optional<absl::Time> term_deadline_;  // set while stop_delay runs
   std::optional<absl::Time> kill_deadline_;  // set once the ranks have been sent SIGTERM
+  int signals_received_ = 0;                 // read from signal_fd
 };
 
 }  // namespace troika::agent

@@ -1,18 +1,26 @@
-// troikarun: starts N ranks of a training program on this machine, with an embedded
-// coordinator unless one is given, and supervises them. Parses the command line and wires
-// objects; the behaviour lives in Supervisor and PosixProcessLauncher. See kTroikarunUsage.
+// troikarun: starts N ranks of a training program on this machine through N/P troika-agent
+// processes, with an embedded coordinator unless one is given, and supervises the agents.
+// Parses the command line and wires objects; the behaviour lives in Supervisor and the agent.
+// See kTroikarunUsage.
 
+#include <dirent.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <map>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/command_line.h"
 #include "agent/line_forwarder.h"
 #include "agent/posix_process_launcher.h"
 #include "agent/supervisor.h"
@@ -21,44 +29,99 @@
 #include "common/signals.h"
 #include "coordinator/coordinator.h"
 
-extern char** environ;
-
 namespace troika::agent {
 namespace {
 
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
+// The agents get this much longer than their ranks: they stop their ranks themselves.
+constexpr absl::Duration kAgentGraceMargin = absl::Seconds(5);
+// When one agent fails, the others normally end on their own (the coordinator aborts the job
+// for them, and they give their ranks a second to exit); only then are they sent SIGTERM.
+constexpr absl::Duration kAgentStopDelay = absl::Seconds(3);
+
+// troika-agent, next to troikarun's own executable.
+absl::StatusOr<std::string> AgentPath() {
+  char self[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return absl::NotFoundError("cannot read /proc/self/exe");
+  std::string path(self, static_cast<size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + "troika-agent";
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot find troika-agent: ", path, " does not exist or is not executable"));
+  }
+  return path;
 }
 
-std::vector<ProcessSpec> RankSpecs(const TroikarunOptions& options, const std::string& address,
-                                   const std::string& job) {
-  std::vector<std::string> base;
-  for (char** var = environ; *var != nullptr; ++var) base.emplace_back(*var);
-  const std::string host = HostName();
+std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::string& agent,
+                                    const std::string& address, const std::string& job) {
+  const int per_node = options.RanksPerAgent();
+  const int nodes = options.np / per_node;
+  const std::vector<std::string> env = CurrentEnvironment();
   std::vector<ProcessSpec> specs;
-  for (int rank = 0; rank < options.np; ++rank) {
-    std::map<std::string, std::string> vars = {
-        {"TROIKA_COORDINATOR", address},
-        {"TROIKA_JOB", job},
-        {"TROIKA_RANK", std::to_string(rank)},
-        {"TROIKA_SIZE", std::to_string(options.np)},
-        {"TROIKA_LOCAL_RANK", std::to_string(rank)},
-        {"TROIKA_HOST", host},
-    };
-    specs.push_back({options.command, MergeEnvironment(base, vars)});
+  for (int node = 0; node < nodes; ++node) {
+    std::vector<std::string> argv = {
+        agent,
+        absl::StrCat("--coordinator=", address),
+        absl::StrCat("--job=", job),
+        absl::StrCat("--nnodes=", nodes),
+        absl::StrCat("--nproc-per-node=", per_node),
+        absl::StrCat("--node_rank=", node),
+        absl::StrCat("--grace_period=", absl::FormatDuration(options.grace_period)),
+        absl::StrCat("--log_level=", options.log_level),
+        "--stop_with_parent=true",
+        "--"};
+    argv.insert(argv.end(), options.command.begin(), options.command.end());
+    specs.push_back({std::move(argv), env});
   }
   return specs;
 }
 
-int LaunchFailureCode(const absl::Status& status) {
-  if (absl::IsNotFound(status)) return 127;
-  if (absl::IsPermissionDenied(status)) return 126;
-  return 1;
+// Sends SIGKILL to every living child of this process; called once the supervisor has reaped
+// the agents, when every child left is a stray. Returns how many children (zombies included)
+// it found.
+int KillStrayChildren() {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  int found = 0;
+  const pid_t self = getpid();
+  while (dirent* entry = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    const size_t close = text.rfind(')');
+    char state = 0;
+    int ppid = 0;
+    if (close == std::string::npos ||
+        std::sscanf(text.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != self) {
+      continue;
+    }
+    ++found;
+    if (state != 'Z') kill(pid, SIGKILL);
+  }
+  closedir(proc);
+  return found;
+}
+
+// troikarun is a child subreaper: ranks whose agent died (and their children) become its
+// children instead of init's. Once the agents are gone, none of them may outlive troikarun:
+// they are killed and reaped (bounded, in case new ones keep appearing).
+void ReapStrayChildren() {
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (KillStrayChildren() > 0 && absl::Now() < deadline) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 int Run(const TroikarunOptions& options) {
+  absl::StatusOr<std::string> agent = AgentPath();
+  if (!agent.ok()) {
+    std::fprintf(stderr, "troikarun: %s\n", std::string(agent.status().message()).c_str());
+    return 1;
+  }
   std::unique_ptr<coordinator::Coordinator> embedded;
   std::string address = options.coordinator;
   if (address.empty()) {
@@ -74,6 +137,13 @@ int Run(const TroikarunOptions& options) {
     address = absl::StrCat("127.0.0.1:", embedded->port());
   }
   const std::string job = options.job.empty() ? absl::StrCat("troikarun-", getpid()) : options.job;
+  // Held, so the abort reason can still be read once the registry has dropped the job.
+  std::shared_ptr<coordinator::Job> embedded_job;
+  if (embedded != nullptr) {
+    bool created = false;
+    auto found = embedded->registry().CreateJob(job, options.np, &created);
+    if (found.ok()) embedded_job = *found;
+  }
 
   // SIGINT/SIGTERM were blocked in every thread by main(); they are read here instead.
   sigset_t signals;
@@ -83,27 +153,34 @@ int Run(const TroikarunOptions& options) {
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
 
   SupervisorOptions supervisor_options;
-  supervisor_options.grace_period = options.grace_period;
+  supervisor_options.grace_period = options.grace_period + kAgentGraceMargin;
+  supervisor_options.stop_delay = kAgentStopDelay;
   supervisor_options.signal_fd = signal_fd;
-  if (embedded != nullptr) {
-    // The other ranks learn the reason at once instead of waiting on the dead rank.
-    supervisor_options.on_first_failure = [&](int rank, const ExitStatus& exit) {
-      if (auto found = embedded->registry().Find(job); found.ok()) {
-        (*found)->Abort(absl::StrCat("rank ", rank, " ", exit.ToString()));
-      }
+  supervisor_options.noun = "agent";
+  supervisor_options.prefix_output = false;  // the agents prefix their ranks' lines
+  if (embedded_job != nullptr) {
+    // An agent that failed without its ranks' exits aborting the job (it could not start
+    // them, or it died): the other agents learn it at once.
+    supervisor_options.on_first_failure = [&](int node, const ExitStatus& exit) {
+      embedded_job->Abort(absl::StrCat("agent ", node, " ", exit.ToString()));
     };
   }
   FdSink out(STDOUT_FILENO);
   FdSink err(STDERR_FILENO);
   PosixProcessLauncher launcher;
   Supervisor supervisor(launcher, out, err, supervisor_options);
-  if (absl::Status status = supervisor.Start(RankSpecs(options, address, job)); !status.ok()) {
+  if (absl::Status status = supervisor.Start(AgentSpecs(options, *agent, address, job));
+      !status.ok()) {
     err.Write(absl::StrCat("troikarun: ", status.message(), "\n"));
-    return LaunchFailureCode(status);
+    return 1;
   }
   SupervisorResult result = supervisor.Run();
-  if (result.ExitCode() != 0)
-    err.Write(absl::StrCat("troikarun: job failed: ", result.Summary(), "\n"));
+  ReapStrayChildren();
+  if (result.ExitCode() != 0) {
+    const std::string cause = embedded_job != nullptr ? embedded_job->abort_reason() : "";
+    err.Write(absl::StrCat("troikarun: job failed: ",
+                           result.signal == 0 && !cause.empty() ? cause : result.Summary(), "\n"));
+  }
   if (embedded != nullptr) embedded->Shutdown(absl::Seconds(1));
   if (signal_fd >= 0) close(signal_fd);
   return result.ExitCode();
@@ -115,7 +192,7 @@ int Run(const TroikarunOptions& options) {
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread (gRPC's included) inherits the mask.
   troika::BlockTerminationSignals();
-  // A closed stdout must not kill troikarun (and with it the ranks' supervision).
+  // A closed stdout must not kill troikarun (and with it the agents' supervision).
   signal(SIGPIPE, SIG_IGN);
 
   auto options = troika::agent::ParseTroikarunArgs(std::vector<std::string>(argv + 1, argv + argc));
@@ -134,5 +211,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   troika::SetMinLogSeverity(severity);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // see ReapStrayChildren()
   return troika::agent::Run(*options);
 }

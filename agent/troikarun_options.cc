@@ -1,7 +1,5 @@
 #include "agent/troikarun_options.h"
 
-#include <optional>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -14,109 +12,103 @@ Usage: troikarun -np N [options] -- COMMAND [ARGS...]
 
 Options:
   -np N, --np N            number of ranks to start (required; 1 to 1024)
-  --coordinator HOST:PORT  the Troika coordinator the ranks join; default: a coordinator
-                           started inside troikarun on 127.0.0.1 (a free port), which lives
-                           as long as troikarun
+  --nproc-per-node P       ranks per troika-agent: troikarun starts N/P agents on this machine
+                           (node ranks 0 .. N/P-1), each starting and relaying P ranks, as
+                           N/P nodes of P ranks would run on a cluster; N must be a multiple
+                           of P; default N (one agent)
+  --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
+                           coordinator started inside troikarun on 127.0.0.1 (a free port),
+                           which lives as long as troikarun
   --job NAME               job name; default troikarun-<pid of troikarun>
   --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
                            500ms, 1m (a plain number means seconds); default 5s
-  --log_level LEVEL        troikarun's own log level: debug, info, warning or error;
-                           default warning
+  --log_level LEVEL        log level of troikarun, its coordinator and its agents: debug,
+                           info, warning or error; default warning
   -h, --help               print this help and exit
 Options may also be written -name=value or --name=value. Everything after "--" is the rank
 command, passed on untouched; COMMAND is looked up in PATH unless it contains a "/".
 
-Each rank runs COMMAND with troikarun's environment plus:
-  TROIKA_COORDINATOR  the coordinator address
+troikarun runs troika-agent (from the directory troikarun itself is in) once per node rank
+k with --node_rank k; the agent starts ranks k*P .. k*P+P-1 and relays their control traffic
+to the coordinator on one stream (see troika-agent --help and docs/agent.md). Each rank runs
+COMMAND with troikarun's environment plus:
+  TROIKA_COORDINATOR  its agent's Unix socket, unix:/tmp/troika-agent-<pid>.sock
   TROIKA_JOB          the job name
   TROIKA_RANK         the rank, 0 .. N-1
   TROIKA_SIZE         N
-  TROIKA_LOCAL_RANK   equal to TROIKA_RANK: every rank runs on this machine (informational)
+  TROIKA_LOCAL_RANK   the rank's index within its agent, 0 .. P-1
+  TROIKA_LOCAL_SIZE   P
+  TROIKA_DEVICE       equal to TROIKA_LOCAL_RANK: the local device (GPU) to use
   TROIKA_HOST         this machine's host name (gethostname(), or "localhost")
 Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix,
 its stdout on troikarun's stdout and its stderr on troikarun's stderr; an unfinished last line
 is printed, with a newline added, when the rank exits. Each rank leads its own process group,
-and signals from troikarun reach the whole group.
+and signals reach the whole group.
 
-Supervision: when a rank exits with a non-zero code or is killed by a signal, troikarun reports
-it at once ("troikarun: rank 2 exited with code 1"), sends SIGTERM to the other ranks, and
-SIGKILL to those still running after the grace period; it then prints a one-line summary
-naming the rank. SIGINT or SIGTERM sent to troikarun is forwarded to every rank, with the same
-SIGKILL after the grace period; a second SIGINT or SIGTERM sends SIGKILL at once.
+Supervision: when a rank exits with a non-zero code or is killed by a signal, its agent
+reports it at once ("troika-agent: rank 2 exited with code 1; stopping ..."), and the
+coordinator aborts the job on every agent: each sends SIGTERM to its ranks, and SIGKILL to
+those still running after the grace period, and prints why ("troika-agent: job aborted:
+rank 2 on HOST exited with code 1"). troikarun then prints a one-line summary naming the
+cause. SIGINT or SIGTERM sent to troikarun is forwarded to every agent, which forwards it to
+its ranks, with the same SIGKILL after the grace period; a second SIGINT or SIGTERM sends
+SIGKILL at once. Ranks exiting 0 are never a failure.
 
 Exit status:
   0      every rank exited with code 0
-  C      the first rank to fail exited with code C (1..255)
-  128+S  the first rank to fail was killed by signal S, or troikarun itself received
-         signal S before any rank failed (SIGINT: 130, SIGTERM: 143)
-  1      troikarun itself failed (e.g. the embedded coordinator could not start)
+  C      the rank whose failure aborted the job exited with code C (1..255)
+  128+S  that rank was killed by signal S, or troikarun itself received signal S before any
+         rank failed (SIGINT: 130, SIGTERM: 143)
+  1      troikarun or an agent failed (e.g. the embedded coordinator could not start, the
+         coordinator was lost), or the job was aborted for a reason other than a rank's exit
   2      invalid command line
   126    COMMAND could not be executed
   127    COMMAND was not found
 
-Example:
+Examples:
   troikarun -np 4 -- ./troika-example-train --steps 100
+  troikarun -np 4 --nproc-per-node 2 -- ./troika-example-train --steps 100
 )";
 
 namespace {
 
-constexpr char kUsageHint[] = " (see troikarun --help)";
+constexpr char kProgram[] = "troikarun";
 
-absl::Status UsageError(const std::string& message) {
-  return absl::InvalidArgumentError(message + kUsageHint);
-}
-
-absl::StatusOr<absl::Duration> ParseGracePeriod(const std::string& text) {
-  absl::Duration duration;
-  double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds)) {
-    duration = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(text, &duration)) {
-    return UsageError(
-        absl::StrCat("--grace_period: '", text, "' is not a duration such as 5s, 500ms or 1m"));
+absl::Status ParseCount(const std::string& flag, const std::string& value, int* out) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n)) {
+    return UsageError(kProgram, absl::StrCat(flag, ": '", value, "' is not a number"));
   }
-  if (duration < absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
-    return UsageError(absl::StrCat("--grace_period must be finite and >= 0, got '", text, "'"));
+  if (n < 1 || n > kMaxRanks) {
+    return UsageError(kProgram,
+                      absl::StrCat(flag, " must be between 1 and ", kMaxRanks, ", got ", n));
   }
-  return duration;
-}
-
-// "host:port" ("[v6]:port" too), or "unix:/path".
-bool IsCoordinatorAddress(const std::string& value) {
-  if (value.rfind("unix:", 0) == 0) return value.size() > 5;
-  const size_t colon = value.rfind(':');
-  int port = 0;
-  return colon != std::string::npos && colon > 0 &&
-         absl::SimpleAtoi(value.substr(colon + 1), &port) && port > 0 && port < 65536;
+  *out = n;
+  return absl::OkStatus();
 }
 
 // Applies flag `name` = `value` to `options`.
 absl::Status SetFlag(const std::string& name, const std::string& value, TroikarunOptions& options) {
-  if (name == "np") {
-    int np = 0;
-    if (!absl::SimpleAtoi(value, &np)) {
-      return UsageError(absl::StrCat("-np: '", value, "' is not a number"));
-    }
-    if (np < 1 || np > kMaxRanks) {
-      return UsageError(absl::StrCat("-np must be between 1 and ", kMaxRanks, ", got ", np));
-    }
-    options.np = np;
-  } else if (name == "coordinator") {
+  if (name == "np") return ParseCount("-np", value, &options.np);
+  if (name == "nproc_per_node")
+    return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
+  if (name == "coordinator") {
     if (!IsCoordinatorAddress(value)) {
-      return UsageError(absl::StrCat("--coordinator must be HOST:PORT, got '", value, "'"));
+      return UsageError(kProgram,
+                        absl::StrCat("--coordinator must be HOST:PORT, got '", value, "'"));
     }
     options.coordinator = value;
   } else if (name == "job") {
-    if (value.empty()) return UsageError("--job must not be empty");
+    if (value.empty()) return UsageError(kProgram, "--job must not be empty");
     options.job = value;
   } else if (name == "grace_period") {
-    absl::StatusOr<absl::Duration> grace = ParseGracePeriod(value);
+    absl::StatusOr<absl::Duration> grace = ParseDurationFlag(kProgram, "grace_period", value);
     if (!grace.ok()) return grace.status();
     options.grace_period = *grace;
   } else if (name == "log_level") {
     options.log_level = value;
   } else {
-    return UsageError(absl::StrCat("unknown option '", name, "'"));
+    return UsageError(kProgram, absl::StrCat("unknown option '", name, "'"));
   }
   return absl::OkStatus();
 }
@@ -125,51 +117,22 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
 
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args) {
   TroikarunOptions options;
-  size_t i = 0;
-  for (; i < args.size() && args[i] != "--"; ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() < 2 || arg[0] != '-') {
-      return UsageError(absl::StrCat("unexpected argument '", arg,
-                                     "': the command goes after \"--\", as in "
-                                     "troikarun -np 2 -- ",
-                                     arg));
-    }
-    std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
-    std::optional<std::string> value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    if (name == "help" || name == "h") {
-      options.help = true;
-      return options;
-    }
-    if (!value.has_value()) {
-      if (i + 1 >= args.size() || args[i + 1] == "--") {
-        return UsageError(absl::StrCat("option '", arg, "' needs a value"));
-      }
-      value = args[++i];
-    }
-    if (absl::Status status = SetFlag(name, *value, options); !status.ok()) return status;
+  absl::StatusOr<CommandLine> line =
+      ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
+        return SetFlag(name, v, options);
+      });
+  if (!line.ok()) return line.status();
+  if (line->help) {
+    options.help = true;
+    return options;
   }
-  if (i == args.size()) {
-    return UsageError("missing \"--\" before the command: troikarun -np N [options] -- COMMAND");
+  options.command = std::move(line->command);
+  if (options.np == 0) return UsageError(kProgram, "-np N is required");
+  if (options.np % options.RanksPerAgent() != 0) {
+    return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",
+                                             "--nproc-per-node ", options.nproc_per_node));
   }
-  options.command.assign(args.begin() + i + 1, args.end());
-  if (options.command.empty()) return UsageError("no command after \"--\"");
-  if (options.np == 0) return UsageError("-np N is required");
   return options;
-}
-
-std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
-                                          const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> env;
-  for (const std::string& entry : base) {
-    const std::string name = entry.substr(0, entry.find('='));
-    if (overrides.count(name) == 0) env.push_back(entry);
-  }
-  for (const auto& [name, value] : overrides) env.push_back(name + "=" + value);
-  return env;
 }
 
 }  // namespace troika::agent

@@ -1,22 +1,23 @@
 #pragma once
-// troikarun's command line: parsed by hand rather than with absl flags because everything
-// after "--" is the rank command, passed on untouched, and absl would interpret the command's
-// own "--flags" or reorder positional arguments.
+// troikarun's command line (hand-parsed, see command_line.h).
 //
 // Pure functions; thread-safe.
 
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/command_line.h"
 
 namespace troika::agent {
 
 struct TroikarunOptions {
   // Number of ranks to start: -np N. Required, 1..kMaxRanks.
   int np = 0;
+  // Ranks per troika-agent: --nproc-per-node P. 0 (default): np, one agent. np must be a
+  // multiple of it; troikarun starts np / P agents.
+  int nproc_per_node = 0;
   // Coordinator to use: --coordinator HOST:PORT. Empty (default): start an embedded one on
   // 127.0.0.1 with a free port.
   std::string coordinator;
@@ -30,6 +31,9 @@ struct TroikarunOptions {
   bool help = false;
   // The rank command: everything after "--". Not empty.
   std::vector<std::string> command;
+
+  // P: nproc_per_node, or np when it is 0.
+  int RanksPerAgent() const { return nproc_per_node > 0 ? nproc_per_node : np; }
 };
 
 inline constexpr int kMaxRanks = 1024;
@@ -40,10 +44,5 @@ extern const char kTroikarunUsage[];
 // Parses `args` (argv without argv[0]). INVALID_ARGUMENT with a message naming the problem
 // (unknown flag, missing "--", -np < 1, bad duration, ...).
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args);
-
-// The environment of rank processes: `base` ("NAME=value" entries, e.g. from environ) with
-// every variable in `overrides` set, replacing an inherited value of the same name.
-std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
-                                          const std::map<std::string, std::string>& overrides);
 
 }  // namespace troika::agent

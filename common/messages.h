@@ -54,14 +54,15 @@ struct Response {
 struct RankExit {
   int rank = 0;
   std::string host;
-  int exit_code = 0;
-  int signal = 0;  // non-zero: killed by this signal
+  int exit_code = 0;  // -1: its session ended without goodbye while its process lived on
+  int signal = 0;     // non-zero: killed by this signal
 
   // What a shell reports for it: the exit code, or 128 + the signal.
   int ShellCode() const { return signal != 0 ? 128 + signal : exit_code; }
 };
 
-// "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)".
+// "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",
+// "rank 2 on host-a lost its session without leaving the job" (exit_code -1).
 std::string DescribeRankExit(const RankExit& exit);
 
 // "rank 3", "ranks 0-2", "ranks 0, 2, 5-7". `ranks` sorted ascending.

@@ -42,6 +42,7 @@ class Coordinator {
 
   int port() const { return port_; }
   JobRegistry& registry() { return *registry_; }
+  const ControlStats& control_stats() const { return service_->stats(); }
 
   // Aborts every live job ("coordinator shutting down"), lets streams drain for up to
   // `grace`, then stops. Idempotent.

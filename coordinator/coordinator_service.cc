@@ -78,7 +78,8 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
         auto found = registry_.Find(job);
         if (!found.ok()) return found.status();
         return std::shared_ptr<SessionHandler>(*std::move(found));
-      });
+      },
+      &stats_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

@@ -6,6 +6,7 @@
 // Thread-safe (gRPC calls it from its own threads).
 
 #include "absl/time/time.h"
+#include "coordinator/control_stats.h"
 #include "coordinator/job_registry.h"
 #include "troika/v1/troika.grpc.pb.h"
 
@@ -21,6 +22,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
   CoordinatorService(JobRegistry& registry, ServiceOptions options)
       : registry_(registry), options_(options) {}
+
+  const ControlStats& stats() const { return stats_; }
 
   grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
                                       const v1::CreateJobRequest* request,
@@ -47,6 +50,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
   JobRegistry& registry_;
   const ServiceOptions options_;
+  ControlStats stats_;
 };
 
 }  // namespace troika::coordinator

@@ -275,6 +275,7 @@ void Job::Abort(const std::string& reason) {
 void Job::AbortLocked(const std::string& reason, std::optional<RankExit> cause) {
   if (state_ == State::kAborted || state_ == State::kFinished) return;
   state_ = State::kAborted;
+  abort_reason_ = reason;
   std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
   TROIKA_LOG(WARNING) << message;
   auto down = std::make_shared<DownMessage>();
@@ -320,6 +321,11 @@ void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {
 Job::State Job::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;
+}
+
+std::string Job::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_reason_;
 }
 
 bool Job::DoneLocked() const {

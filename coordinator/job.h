@@ -73,6 +73,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
 
   State state() const;
   bool done() const;
+  // Why the job was aborted (without the "job 'x' aborted: " prefix); empty unless aborted.
+  std::string abort_reason() const;
 
  private:
   struct AttachWaiter {
@@ -103,6 +105,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   mutable std::mutex mu_;
   // Guarded by mu_.
   State state_ = State::kAttaching;
+  std::string abort_reason_;  // once kAborted
   std::map<int, std::string> hosts_;                 // attached rank -> host
   std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
   uint64_t next_waiter_ = 1;

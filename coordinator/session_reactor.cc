@@ -9,7 +9,11 @@
 
 namespace troika::coordinator {
 
-SessionReactor::SessionReactor(Lookup lookup) : lookup_(std::move(lookup)) { StartRead(&up_); }
+SessionReactor::SessionReactor(Lookup lookup, ControlStats* stats)
+    : lookup_(std::move(lookup)), stats_(stats) {
+  if (stats_) stats_->sessions_opened.fetch_add(1, std::memory_order_relaxed);
+  StartRead(&up_);
+}
 
 void SessionReactor::OnReadDone(bool ok) {
   if (!ok) {
@@ -17,6 +21,11 @@ void SessionReactor::OnReadDone(bool ok) {
     std::lock_guard<std::mutex> lock(mu_);
     FinishLocked(absl::OkStatus());
     return;
+  }
+  if (stats_) {
+    stats_->up_messages.fetch_add(1, std::memory_order_relaxed);
+    stats_->up_bytes.fetch_add(static_cast<int64_t>(up_.ByteSizeLong()),
+                               std::memory_order_relaxed);
   }
   if (absl::Status status = Handle(up_); !status.ok()) {
     TROIKA_LOG(WARNING) << "session closed: " << status;
@@ -77,6 +86,11 @@ void SessionReactor::Send(std::shared_ptr<const DownMessage> message) {
     auto* batch = down.mutable_responses();
     for (const Response& r : message->responses) ToWire(r, batch->add_responses());
   }
+  if (stats_) {
+    stats_->down_messages.fetch_add(1, std::memory_order_relaxed);
+    stats_->down_bytes.fetch_add(static_cast<int64_t>(down.ByteSizeLong()),
+                                 std::memory_order_relaxed);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (finishing_) return;
   outbox_.push_back(std::move(down));
@@ -93,9 +107,13 @@ void SessionReactor::OnWriteDone(bool ok) {
   writing_ = false;
   outbox_.pop_front();
   if (!ok) {
+    // The stream is broken: nothing more can be written, and Finish() must still be called
+    // (even if finishing began before this write failed) or the server never lets go of it.
     outbox_.clear();
-    FinishLocked(absl::UnavailableError("session stream broke while writing"));
-    return;
+    if (!finishing_) {
+      finishing_ = true;
+      finish_status_ = ToGrpc(absl::UnavailableError("session stream broke while writing"));
+    }
   }
   if (!outbox_.empty()) {
     StartWriteLocked();

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/status/statusor.h"
+#include "coordinator/control_stats.h"
 #include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
 #include "troika/v1/troika.grpc.pb.h"
@@ -24,7 +25,8 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   using Lookup =
       std::function<absl::StatusOr<std::shared_ptr<SessionHandler>>(const std::string& job)>;
 
-  explicit SessionReactor(Lookup lookup);
+  // `stats` (optional, must outlive the stream) counts the stream's traffic.
+  explicit SessionReactor(Lookup lookup, ControlStats* stats = nullptr);
 
   void Send(std::shared_ptr<const DownMessage> message) override;
 
@@ -40,6 +42,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   void StartWriteLocked();
 
   const Lookup lookup_;
+  ControlStats* const stats_;
   v1::Up up_;                                // owned by the read side
   std::shared_ptr<SessionHandler> handler_;  // set by Hello, read side only
 

@@ -55,7 +55,9 @@ absl::Status ContextImpl::Start(const Options& options) {
     return s;
   }
   auto fail = [this](absl::Status status) { Fail(status); };
-  executor_ = std::make_unique<Executor>(table_, *communicator_, *outputs_, fail);
+  executor_ = std::make_unique<Executor>(
+      table_, *communicator_, *outputs_,
+      [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ = std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, fail);
   executor_->Start();
   controller_->Start();
@@ -65,10 +67,25 @@ absl::Status ContextImpl::Start(const Options& options) {
 ContextImpl::~ContextImpl() { Shutdown().IgnoreError(); }
 
 void ContextImpl::Fail(const absl::Status& status) {
-  if (!table_.status().ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(fail_mu_);
+    if (!failure_.ok()) return;
+    failure_ = status;
+  }
+  fail_cv_.notify_all();
   TROIKA_LOG(ERROR) << "rank " << membership_.rank << ": " << status;
   table_.Close(status);
   if (executor_) executor_->Abort();
+}
+
+absl::Status ContextImpl::FailFromDataPlane(const absl::Status& status) {
+  {
+    std::unique_lock<std::mutex> lock(fail_mu_);
+    fail_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return !failure_.ok(); });
+  }
+  Fail(status);  // no-op if the reason arrived
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  return failure_;
 }
 
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {

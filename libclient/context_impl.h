@@ -7,6 +7,7 @@
 // Thread-safe (as Context).
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 
@@ -38,6 +39,10 @@ class ContextImpl {
   absl::Status Start(const Options& options);
   // Fails every pending and later operation with `status`; first call wins. Any thread.
   void Fail(const absl::Status& status);
+  // The data plane failed with `status`. A dead peer usually breaks the connections a moment
+  // before the coordinator's abort names it; waits briefly for that reason, fails the
+  // context, and returns the status to report.
+  absl::Status FailFromDataPlane(const absl::Status& status);
 
   Membership membership_;
   std::unique_ptr<ControlChannel> channel_;
@@ -49,6 +54,9 @@ class ContextImpl {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Controller> controller_;
   std::atomic<uint64_t> barriers_{0};
+  std::mutex fail_mu_;
+  std::condition_variable fail_cv_;
+  absl::Status failure_;  // guarded by fail_mu_; the first failure
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // guarded by shutdown_mu_
 };

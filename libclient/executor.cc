@@ -7,7 +7,7 @@
 namespace troika::internal {
 
 Executor::Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
-                   std::function<void(absl::Status)> on_failure)
+                   std::function<absl::Status(absl::Status)> on_failure)
     : table_(table), comm_(comm), on_failure_(std::move(on_failure)), runner_(comm, outputs) {}
 
 Executor::~Executor() { Stop(); }
@@ -87,8 +87,8 @@ void Executor::Execute(const Response& response) {
   std::vector<Entry*> pointers;
   for (Entry& e : entries) pointers.push_back(&e);
   absl::Status status = runner_.Run(response, pointers);
+  if (!status.ok()) status = on_failure_(status);
   for (Entry& e : entries) e.state->Complete(status);
-  if (!status.ok()) on_failure_(status);
 }
 
 }  // namespace troika::internal

@@ -24,9 +24,10 @@ namespace troika::internal {
 class Executor {
  public:
   // `on_failure` is called (on the executor thread) when the data plane fails; the owner
-  // then fails the whole context.
+  // fails the whole context and returns the status the failed operation reports (the job's
+  // abort reason when one arrives, rather than the transport's "connection reset").
   Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
-           std::function<void(absl::Status)> on_failure);
+           std::function<absl::Status(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -44,7 +45,7 @@ class Executor {
 
   TensorTable& table_;
   transport::Communicator& comm_;
-  const std::function<void(absl::Status)> on_failure_;
+  const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only
 
   std::mutex mu_;

@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -230,6 +231,72 @@ TEST_F(SupervisorTest, WorksWithoutExitDescriptors) {
   EXPECT_EQ(result.failed_rank, 1);
   EXPECT_EQ(result.ExitCode(), 4);
   EXPECT_EQ(result.exits[0].signal, SIGTERM);
+}
+
+TEST_F(SupervisorTest, LabelsNameAndPrefixTheProcesses) {
+  SupervisorOptions options;
+  options.labels = {4, 5};
+  options.name = "troika-agent";
+  std::vector<std::pair<int, int>> exits;
+  options.on_exit = [&](int rank, const ExitStatus& exit) { exits.emplace_back(rank, exit.code); };
+  SupervisorResult result =
+      RunRanks(2, "echo out $RANK; if [ $RANK = 1 ]; then sleep 0.2; exit 6; fi", options);
+  EXPECT_EQ(out_.text(), "[4] out 0\n[5] out 1\n");
+  EXPECT_THAT(err_.text(), HasSubstr("troika-agent: rank 5 exited with code 6\n"));
+  EXPECT_EQ(result.Summary(), "rank 5 exited with code 6");
+  EXPECT_THAT(exits, ElementsAre(std::pair<int, int>{4, 0}, std::pair<int, int>{5, 6}))
+      << "every exit, not only failures";
+}
+
+TEST_F(SupervisorTest, OutputCanPassThroughUnprefixed) {
+  SupervisorOptions options;
+  options.prefix_output = false;
+  options.noun = "agent";
+  SupervisorResult result = RunRanks(1, "echo '[7] from a rank'; exit 2", options);
+  EXPECT_EQ(out_.text(), "[7] from a rank\n");
+  EXPECT_EQ(result.Summary(), "agent 0 exited with code 2");
+}
+
+TEST_F(SupervisorTest, StopDelayLetsRanksExitOnTheirOwnBeforeSigterm) {
+  SupervisorOptions options;
+  options.stop_delay = absl::Seconds(2);
+  SupervisorResult result = RunRanks(3,
+                                     "if [ $RANK = 0 ]; then exit 2; fi; if [ $RANK = 1 ]; then "
+                                     "sleep 0.2; exit 0; fi; exec sleep 100",
+                                     options);
+  EXPECT_EQ(result.ExitCode(), 2);
+  EXPECT_TRUE(result.exits[1].ok()) << "rank 1 exited on its own, unsignalled";
+  EXPECT_EQ(result.exits[2].signal, SIGTERM);
+  EXPECT_THAT(err_.text(), HasSubstr("troikarun: sent SIGTERM to rank 2 (still running 2s after "
+                                     "being told to stop)"));
+}
+
+TEST_F(SupervisorTest, StopEndsEveryRankAndNamesTheReason) {
+  Supervisor supervisor(launcher_, out_, err_, {});
+  ASSERT_TRUE(supervisor.Start(ShellRanks(2, "exec sleep 100")).ok());
+  supervisor.Stop("the job was aborted");  // before Run(): honoured when it starts
+  supervisor.Stop("ignored: only the first reason counts");
+  const absl::Time start = absl::Now();
+  SupervisorResult result = supervisor.Run();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  EXPECT_EQ(result.failed_rank, -1) << "ranks stopped on request are not failures";
+  EXPECT_EQ(result.stop_reason, "the job was aborted");
+  EXPECT_EQ(result.exits[0].signal, SIGTERM);
+  EXPECT_EQ(err_.text(), "troikarun: the job was aborted; stopping 2 running ranks\n");
+}
+
+TEST_F(SupervisorTest, StopFromAnotherThreadWakesTheLoop) {
+  Supervisor supervisor(launcher_, out_, err_, {});
+  ASSERT_TRUE(supervisor.Start(ShellRanks(1, "echo up; exec sleep 100")).ok());
+  std::thread stopper([&] {
+    // Stops once the rank's output shows it runs, so Run() is (very likely) in poll().
+    while (out_.text().empty()) std::this_thread::yield();
+    supervisor.Stop("lost the coordinator");
+  });
+  SupervisorResult result = supervisor.Run();
+  stopper.join();
+  EXPECT_EQ(result.exits[0].signal, SIGTERM);
+  EXPECT_EQ(result.stop_reason, "lost the coordinator");
 }
 
 }  // namespace

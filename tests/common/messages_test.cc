@@ -12,6 +12,13 @@ TEST(FormatRanksTest, CollapsesRuns) {
   EXPECT_EQ(FormatRanks({}), "no ranks");
 }
 
+TEST(DescribeRankExitTest, NamesTheRankTheHostAndHowItEnded) {
+  EXPECT_EQ(DescribeRankExit({2, "node-a", 1, 0}), "rank 2 on node-a exited with code 1");
+  EXPECT_EQ(DescribeRankExit({2, "", 0, 9}), "rank 2 was killed by signal 9 (Killed)");
+  EXPECT_EQ(DescribeRankExit({3, "node-b", -1, 0}),
+            "rank 3 on node-b lost its session without leaving the job");
+}
+
 TEST(TensorRequestTest, ByteSize) {
   TensorRequest r;
   r.dtype = DataType::kFloat16;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -99,6 +100,32 @@ inline std::vector<pid_t> ReadRankPids(const std::string& dir, int ranks) {
     if (in >> pid) pids.push_back(pid);
   }
   return pids;
+}
+
+// The weights troika-example-train wrote with --dump_weights (empty if none).
+inline std::vector<double> ReadWeights(const std::string& path) {
+  std::vector<double> values;
+  std::istringstream in(ReadFile(path));
+  for (double v; in >> v;) values.push_back(v);
+  return values;
+}
+
+// Fails the test where `actual` differs from `expected` by more than 1e-5 (absolute +
+// relative); example_train_test.cc explains that tolerance. Returns the number of mismatches.
+inline int ExpectSameWeights(const std::vector<double>& expected, const std::vector<double>& actual,
+                             const std::string& what) {
+  EXPECT_EQ(actual.size(), expected.size()) << what;
+  if (actual.size() != expected.size()) return -1;
+  int mismatches = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::fabs(expected[i] - actual[i]) > 1e-5 + 1e-5 * std::fabs(expected[i])) {
+      if (++mismatches <= 5) {
+        ADD_FAILURE() << what << ", weight " << i << ": " << actual[i] << " vs " << expected[i];
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+  return mismatches;
 }
 
 }  // namespace troika::testing

@@ -6,4 +6,38 @@ troika_test(launcher_test
 target_compile_definitions(launcher_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   EXAMPLE_TRAIN_BINARY="$<TARGET_FILE:troika-example-train>")
-add_dependencies(launcher_test troikarun troika-example-train)
+add_dependencies(launcher_test troikarun troika-agent troika-example-train)
+
+# troika-agent processes against an in-process coordinator (and a coordinator process).
+troika_test(agent_process_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
+  LIBS troika_coordinator absl::strings absl::time TIMEOUT 300)
+target_compile_definitions(agent_process_test PRIVATE
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
+  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  EXAMPLE_TRAIN_BINARY="$<TARGET_FILE:troika-example-train>")
+add_dependencies(agent_process_test troika-agent troikarun troika-coordinator troika-example-train)
+
+# Fail-fast through troikarun and two agents (real processes).
+add_executable(troika-test-fault-rank ${CMAKE_CURRENT_LIST_DIR}/fault_rank.cc)
+target_link_libraries(troika-test-fault-rank PRIVATE troika absl::strings absl::time)
+troika_test(fault_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc
+  LIBS absl::strings absl::time TIMEOUT 300)
+target_compile_definitions(fault_test PRIVATE
+  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  EXAMPLE_TRAIN_BINARY="$<TARGET_FILE:troika-example-train>"
+  FAULT_RANK_BINARY="$<TARGET_FILE:troika-test-fault-rank>")
+add_dependencies(fault_test troikarun troika-agent troika-coordinator troika-example-train
+  troika-test-fault-rank)
+
+# Two hosts from network namespaces (skips without the privilege to create them).
+add_executable(troika-test-check-rank ${CMAKE_CURRENT_LIST_DIR}/check_rank.cc)
+target_link_libraries(troika-test-check-rank PRIVATE troika)
+troika_test(netns_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/netns_test.cc
+  LIBS absl::strings absl::time TIMEOUT 180)
+target_compile_definitions(netns_test PRIVATE
+  COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
+  CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
+add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-rank)

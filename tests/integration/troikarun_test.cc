@@ -1,5 +1,6 @@
-// troikarun as a real process, with real rank processes (the example, or small sh scripts
-// keyed on TROIKA_RANK): launch, output forwarding, failure, signals and usage errors.
+// troikarun as a real process, with real troika-agent and rank processes (the example, or
+// small sh scripts keyed on TROIKA_RANK): launch, output forwarding, failure, signals and
+// usage errors.
 
 #include <signal.h>
 
@@ -46,18 +47,32 @@ TEST(TroikarunTest, ExampleOnFourRanksSucceedsAndTheLossFalls) {
   EXPECT_THAT(r.out, HasSubstr("[0] troika-example-train: 4 ranks, global batch 256 (64 per"));
 }
 
+TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
+  const std::string dir = MakeScratchDir("troikarun-agents");
+  CommandResult r =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 -- ",
+                            EXAMPLE_TRAIN_BINARY, " --steps 20"),
+               dir, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> losses = Losses(r.out);
+  ASSERT_EQ(losses.size(), 20u) << r.out;
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("[0] [0]"))) << "troikarun does not prefix agents' lines again";
+}
+
 TEST(TroikarunTest, RanksGetTheirEnvironmentAndPrefixedOutput) {
   const std::string dir = MakeScratchDir("troikarun-env");
-  CommandResult r = RunShell(Troikarun("-np 3 --job myjob",
+  CommandResult r = RunShell(Troikarun("-np 4 --nproc-per-node 2 --job myjob",
                                        "echo $TROIKA_RANK $TROIKA_SIZE $TROIKA_LOCAL_RANK "
-                                       "$TROIKA_JOB $TROIKA_COORDINATOR; echo oops >&2; "
+                                       "$TROIKA_LOCAL_SIZE $TROIKA_DEVICE $TROIKA_JOB "
+                                       "$TROIKA_COORDINATOR; echo oops >&2; "
                                        "printf unterminated"),
                              dir, absl::Seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (int rank = 0; rank < 3; ++rank) {
+  for (int rank = 0; rank < 4; ++rank) {
     const std::string p = absl::StrCat("[", rank, "] ");
-    const std::regex env(
-        absl::StrCat("\\[", rank, "\\] ", rank, " 3 ", rank, " myjob 127\\.0\\.0\\.1:[0-9]+\n"));
+    const std::regex env(absl::StrCat("\\[", rank, "\\] ", rank, " 4 ", rank % 2, " 2 ", rank % 2,
+                                      " myjob unix:/tmp/troika-agent-[0-9]+\\.sock\n"));
     EXPECT_TRUE(std::regex_search(r.out, env)) << r.out;
     EXPECT_THAT(r.out, HasSubstr(p + "unterminated\n"));
     EXPECT_THAT(r.err, HasSubstr(p + "oops\n"));
@@ -73,8 +88,11 @@ TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
       dir, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(r.elapsed, absl::Seconds(10));
-  EXPECT_THAT(r.err, HasSubstr("troikarun: rank 2 exited with code 1; stopping the other 3"));
-  EXPECT_THAT(r.err, HasSubstr("troikarun: job failed: rank 2 exited with code 1\n"));
+  EXPECT_THAT(r.err, HasSubstr("troika-agent: rank 2 exited with code 1; stopping the other 3"));
+  EXPECT_THAT(r.err, HasSubstr("troika-agent: job aborted: rank 2 on "));
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("troikarun: job failed: rank 2 on \\S+ exited with code 1\n")))
+      << r.err;
   std::vector<pid_t> pids = ReadRankPids(dir, 4);
   ASSERT_EQ(pids.size(), 4u);
   for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
@@ -91,7 +109,7 @@ TEST(TroikarunTest, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
       dir, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
   EXPECT_LT(r.elapsed, absl::Seconds(10));
-  EXPECT_THAT(r.err, HasSubstr("troikarun: rank 0 was killed by signal 9 (Killed)"));
+  EXPECT_THAT(r.err, HasSubstr("troika-agent: rank 0 was killed by signal 9 (Killed)"));
   EXPECT_THAT(r.err, HasSubstr("sent SIGKILL to ranks 1, 2 (still running 1s after"));
   for (pid_t pid : ReadRankPids(dir, 3)) EXPECT_TRUE(ProcessGone(pid)) << pid;
 }
@@ -107,7 +125,9 @@ TEST(TroikarunTest, FailingRankStopsRanksBlockedInTroika) {
       dir, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_LT(r.elapsed, absl::Seconds(10));
-  EXPECT_THAT(r.err, HasSubstr("troikarun: job failed: rank 2 exited with code 3"));
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("troikarun: job failed: rank 2 on \\S+ exited with code 3\n")))
+      << r.err;
   for (pid_t pid : ReadRankPids(dir, 4)) EXPECT_TRUE(ProcessGone(pid)) << pid;
 }
 
@@ -139,7 +159,9 @@ TEST(TroikarunTest, CommandNotFoundIsAClearError) {
       RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 -- troika-no-such-program --flag"),
                dir, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 127);
-  EXPECT_EQ(r.err, "troikarun: rank 0: command 'troika-no-such-program' not found in PATH\n");
+  EXPECT_THAT(r.err, HasSubstr("troika-agent: rank 0: command 'troika-no-such-program' not "
+                               "found in PATH\n"));
+  EXPECT_THAT(r.err, HasSubstr("troikarun: job failed: agent 0 exited with code 127\n"));
 }
 
 TEST(TroikarunTest, UsageErrorsExitTwoWithAMessage) {
@@ -159,8 +181,9 @@ TEST(TroikarunTest, HelpDescribesEveryOptionAndExitsZero) {
   CommandResult r =
       RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " --help"), dir, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* text : {"-np N", "--coordinator HOST:PORT", "--job NAME", "--grace_period",
-                           "--log_level", "TROIKA_LOCAL_RANK", "Exit status", "127"}) {
+  for (const char* text : {"-np N", "--nproc-per-node P", "--coordinator HOST:PORT", "--job NAME",
+                           "--grace_period", "--log_level", "troika-agent", "TROIKA_LOCAL_RANK",
+                           "TROIKA_DEVICE", "Exit status", "127"}) {
     EXPECT_THAT(r.out, HasSubstr(text));
   }
 }

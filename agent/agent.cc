@@ -1,0 +1,348 @@
+#include "agent/agent.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/agent_service.h"
+#include "agent/command_line.h"
+#include "agent/node_relay.h"
+#include "agent/upstream.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+
+namespace troika::agent {
+namespace {
+
+// Once told of an abort, ranks get this long (at most the grace period) to exit on their own,
+// with their own error message, before SIGTERM.
+constexpr absl::Duration kStopNotice = absl::Seconds(1);
+
+int LaunchFailureCode(const absl::Status& status) {
+  if (absl::IsNotFound(status)) return 127;
+  if (absl::IsPermissionDenied(status)) return 126;
+  return 1;
+}
+
+// The coordinator's reason starts "job 'NAME' aborted: "; the summary says that already.
+std::string BareReason(const std::string& reason, const std::string& job) {
+  const std::string prefix = absl::StrCat("job '", job, "' aborted: ");
+  return absl::StartsWith(reason, prefix) ? reason.substr(prefix.size()) : reason;
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, ProcessLauncher& launcher, OutputSink& out, OutputSink& err,
+             int signal_fd)
+    : options_(std::move(options)),
+      launcher_(launcher),
+      out_(out),
+      err_(err),
+      signal_fd_(signal_fd),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+Agent::~Agent() {
+  // Callbacks may reach every object below until the upstream calls and the server are over.
+  server_.reset();
+  if (scheduler_) scheduler_->Stop();
+  upstream_.reset();
+  service_.reset();
+  relay_.reset();
+  scheduler_.reset();
+  supervisor_.reset();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+int Agent::Register() {
+  UpstreamOptions upstream_options;
+  upstream_options.address = options_.coordinator;
+  upstream_options.liveness_timeout = options_.liveness_timeout;
+  auto upstream = Upstream::Create(upstream_options);
+  if (!upstream.ok()) {
+    Say(std::string(upstream.status().message()));
+    return 1;
+  }
+  upstream_ = *std::move(upstream);
+  const int size = options_.nnodes * options_.nproc_per_node;
+  attach_deadline_ = absl::Now() + options_.attach_timeout;
+  upstream_->RegisterNode(options_.job, size, options_.host, options_.nproc_per_node,
+                          options_.node_rank, options_.attach_timeout,
+                          [this](absl::StatusOr<NodeBlock> block) {
+                            {
+                              std::lock_guard<std::mutex> lock(mu_);
+                              registration_ = std::move(block);
+                            }
+                            Wake();
+                          });
+  const int signal =
+      WaitUntil([this] { return registration_.has_value(); }, absl::InfiniteFuture());
+  if (signal > 0) {
+    Say(absl::StrCat("received ", SignalDescription(signal), " while registering"));
+    return 128 + signal;
+  }
+  absl::StatusOr<NodeBlock> block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    block = *registration_;
+  }
+  if (!block.ok()) {
+    Say(std::string(block.status().message()));
+    return 1;
+  }
+  for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
+  TROIKA_LOG(INFO) << "node rank " << block->node_rank << " of job '" << options_.job
+                   << "': " << FormatRanks(ranks_);
+  return 0;
+}
+
+int Agent::Run() {
+  if (int code = Register(); code != 0) return code;
+  const int size = options_.nnodes * options_.nproc_per_node;
+
+  scheduler_ = std::make_unique<Scheduler>();
+  NodeRelayOptions relay_options;
+  relay_options.job = options_.job;
+  relay_options.size = size;
+  relay_options.ranks = ranks_;
+  relay_options.host = options_.host;
+  relay_options.aggregation_window = options_.aggregation_window;
+  relay_ = std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
+  service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size, ranks_}, gate_,
+                                            relay_, *upstream_);
+  if (absl::Status s = StartServer(); !s.ok()) {
+    Say(std::string(s.message()));
+    Teardown();
+    return 1;
+  }
+
+  SupervisorOptions supervisor_options;
+  supervisor_options.name = "troika-agent";
+  supervisor_options.grace_period = options_.grace_period;
+  supervisor_options.stop_delay = std::min(kStopNotice, options_.grace_period);
+  supervisor_options.signal_fd = signal_fd_;
+  supervisor_options.labels = ranks_;
+  supervisor_options.on_exit = [this](int rank, const ExitStatus& exit) {
+    relay_->ProcessExited(rank, exit.code, exit.signal);
+  };
+  supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
+  if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {
+    Say(std::string(s.message()));
+    Teardown();
+    return LaunchFailureCode(s);
+  }
+  upstream_->Attach(
+      options_.job, ranks_, options_.host, options_.attach_timeout,
+      [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+  SupervisorResult result = supervisor_->Run();
+  FinishUpstream(result.signal != 0);
+  const int code = ExitCode(result);
+  Teardown();
+  return code;
+}
+
+absl::Status Agent::StartServer() {
+  socket_path_ = absl::StrCat(options_.socket_dir, "/troika-agent-", getpid(), ".sock");
+  if (socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("the socket path ", socket_path_,
+                                                   " is too long; choose a shorter --socket_dir"));
+  }
+  unlink(socket_path_.c_str());  // left behind by an earlier process with our pid
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort("unix:" + socket_path_, grpc::InsecureServerCredentials(), &bound);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || bound == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", socket_path_,
+                                               " (does --socket_dir exist and is it writable?)"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ProcessSpec> Agent::RankSpecs() const {
+  const std::vector<std::string> base = CurrentEnvironment();
+  std::vector<ProcessSpec> specs;
+  for (int local = 0; local < static_cast<int>(ranks_.size()); ++local) {
+    std::map<std::string, std::string> vars = {
+        {"TROIKA_COORDINATOR", "unix:" + socket_path_},
+        {"TROIKA_JOB", options_.job},
+        {"TROIKA_RANK", std::to_string(ranks_[local])},
+        {"TROIKA_SIZE", std::to_string(options_.nnodes * options_.nproc_per_node)},
+        {"TROIKA_LOCAL_RANK", std::to_string(local)},
+        {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
+        {"TROIKA_DEVICE", std::to_string(local)},
+        {"TROIKA_HOST", options_.host},
+    };
+    if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
+    specs.push_back({options_.command, MergeEnvironment(base, vars)});
+  }
+  return specs;
+}
+
+void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
+  if (memberships.ok()) {
+    const int64_t epoch = memberships->front().epoch;
+    // The upstream Hello is queued before any rank can open a session (they wait in the gate).
+    relay_->Attached(epoch);
+    upstream_->OpenSession(
+        options_.job, ranks_, epoch,
+        [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
+        [this](const absl::Status& s) { OnClosed(s); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      session_open_ = true;
+    }
+  } else {
+    TROIKA_LOG(WARNING) << memberships.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    attach_error_ = std::string(memberships.status().message());
+  }
+  const bool failed = !memberships.ok();
+  gate_.Complete(std::move(memberships));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    attach_settled_ = true;
+  }
+  if (failed) supervisor_->Stop("the node could not attach to the job");
+  Wake();
+}
+
+void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
+  relay_->Deliver(message);
+  if (message->abort_reason.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abort_ == nullptr) abort_ = message;
+  }
+  supervisor_->Stop("the job was aborted");
+  Wake();
+}
+
+void Agent::OnClosed(const absl::Status& status) {
+  std::string lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    session_closed_ = true;
+    if (!close_requested_ && abort_ == nullptr) {
+      lost = status.ok()
+                 ? absl::StrCat("the coordinator at ", options_.coordinator, " ended the session")
+                 : std::string(status.message());
+      lost_ = lost;
+    }
+  }
+  if (!lost.empty()) {
+    // The ranks learn why at once, instead of waiting on a coordinator that is gone.
+    auto abort = std::make_shared<coordinator::DownMessage>();
+    abort->abort_reason = absl::StrCat("lost the coordinator: ", lost);
+    relay_->Deliver(std::move(abort));
+    supervisor_->Stop("lost the coordinator");
+  }
+  Wake();
+}
+
+void Agent::FinishUpstream(bool signalled) {
+  // Whatever the ranks did (goodbyes, exit reports) is queued upstream; it only reaches the
+  // coordinator once the node is attached and its session open. A user who stopped the agent
+  // with a signal does not wait for other nodes to show up.
+  const absl::Time attach_deadline =
+      signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
+  if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
+  bool open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open = session_open_ && !session_closed_;
+    close_requested_ = true;
+  }
+  if (!open) return;
+  upstream_->CloseSession();
+  WaitUntil([this] { return session_closed_; }, absl::Now() + options_.liveness_timeout);
+}
+
+template <typename Predicate>
+int Agent::WaitUntil(Predicate done, absl::Time deadline) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done()) return 0;
+    }
+    int timeout_ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return -1;
+      timeout_ms =
+          static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+    if (poll(fds, signal_fd_ >= 0 ? 2 : 1, timeout_ms) < 0 && errno != EINTR) return -1;
+    uint64_t count;
+    if (fds[0].revents != 0 && read(wake_fd_, &count, sizeof(count)) < 0) {
+      // EAGAIN: another reader took it; the predicate is checked again anyway.
+    }
+    signalfd_siginfo info;
+    if (signal_fd_ >= 0 && fds[1].revents != 0 &&
+        read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      return static_cast<int>(info.ssi_signo);
+    }
+  }
+}
+
+void Agent::Wake() {
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    // EAGAIN only: a wake-up is pending anyway.
+  }
+}
+
+int Agent::ExitCode(const SupervisorResult& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (result.signal != 0) {
+    Say(absl::StrCat("job failed: ", result.Summary()));
+    return result.ExitCode();
+  }
+  if (abort_ != nullptr) {
+    Say(absl::StrCat("job aborted: ", BareReason(abort_->abort_reason, options_.job)));
+    if (!abort_->abort_cause.has_value()) return 1;
+    const int code = abort_->abort_cause->ShellCode();
+    return code >= 1 && code <= 255 ? code : 1;
+  }
+  if (!attach_error_.empty()) {
+    Say(attach_error_);
+    return 1;
+  }
+  if (!lost_.empty()) {
+    Say(absl::StrCat("job aborted: lost the coordinator: ", lost_));
+    return 1;
+  }
+  const int code = result.ExitCode();
+  if (code != 0) Say(absl::StrCat("job failed: ", result.Summary()));
+  return code;
+}
+
+void Agent::Teardown() {
+  if (upstream_) upstream_->Cancel();  // pending key-value calls finish their ranks' calls
+  gate_.Complete(absl::CancelledError("the troika-agent is shutting down"));
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_->Wait();
+  }
+  if (scheduler_) scheduler_->Stop();
+  if (!socket_path_.empty()) unlink(socket_path_.c_str());
+}
+
+void Agent::Say(const std::string& message) {
+  err_.Write(absl::StrCat("troika-agent: ", message, "\n"));
+}
+
+}  // namespace troika::agent

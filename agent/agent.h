@@ -1,0 +1,108 @@
+#pragma once
+// Agent: one node of a job, from registration to exit (the lifecycle is docs/agent.md):
+//   1. RegisterNode upstream: the node's block of ranks;
+//   2. serve the coordinator's protocol to the ranks on a Unix socket (AgentService);
+//   3. start the ranks (Supervisor, on the calling thread until they are all gone);
+//   4. attach all of them upstream in one call, then open the node's one session stream;
+//      the NodeRelay aggregates what the ranks send and fans out what comes down;
+//   5. rank exits go upstream at once; an abort from the coordinator, or the loss of the
+//      coordinator, stops the ranks;
+//   6. once the ranks are gone: finish the upstream session, print one summary line if the
+//      node failed, and return the exit code (see kAgentUsage).
+//
+// Thread contract: one thread calls Run(), once. gRPC threads call the upstream callbacks,
+// which only record what happened, hand messages to the relay and ask the supervisor to stop.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/agent_options.h"
+#include "agent/attach_gate.h"
+#include "agent/line_forwarder.h"
+#include "agent/process_launcher.h"
+#include "agent/supervisor.h"
+#include "agent/upstream.h"
+#include "common/scheduler.h"
+#include "coordinator/session_sink.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace troika::agent {
+
+class AgentService;
+class NodeRelay;
+
+class Agent {
+ public:
+  // `launcher`, `out` and `err` must outlive the agent. `signal_fd`: a signalfd(2) delivering
+  // SIGINT/SIGTERM (forwarded to the ranks), or -1. Not owned.
+  Agent(AgentOptions options, ProcessLauncher& launcher, OutputSink& out, OutputSink& err,
+        int signal_fd);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs the node until its ranks are gone and returns the exit code. Call once.
+  int Run();
+
+ private:
+  // RegisterNode upstream; 0, or the exit code of a failure.
+  int Register();
+  absl::Status StartServer();
+  std::vector<ProcessSpec> RankSpecs() const;
+  void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
+  void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
+  void OnClosed(const absl::Status& status);
+  // After the ranks are gone: lets the attach settle and the session end (bounded).
+  void FinishUpstream(bool signalled);
+  // Waits until `done` holds (checked under mu_): 0; `deadline` passes: -1; or a signal
+  // arrives on signal_fd_: its number.
+  template <typename Predicate>
+  int WaitUntil(Predicate done, absl::Time deadline);
+  void Wake();
+  int ExitCode(const SupervisorResult& result);
+  void Teardown();
+  void Say(const std::string& message);
+
+  // Constant after construction.
+  const AgentOptions options_;
+  ProcessLauncher& launcher_;
+  OutputSink& out_;
+  OutputSink& err_;
+  const int signal_fd_;
+  const int wake_fd_;  // an eventfd: the callbacks wake WaitUntil with it
+
+  // Set up by Run() before any callback can run; torn down by ~Agent.
+  std::vector<int> ranks_;
+  std::string socket_path_;
+  absl::Time attach_deadline_;
+  std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<Upstream> upstream_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<NodeRelay> relay_;
+  AttachGate gate_;
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  std::mutex mu_;
+  // Guarded by mu_.
+  std::optional<absl::StatusOr<NodeBlock>> registration_;  // RegisterNode's answer
+  bool attach_settled_ = false;
+  std::string attach_error_;  // non-empty: the upstream attach failed
+  bool session_open_ = false;
+  bool session_closed_ = false;
+  bool close_requested_ = false;
+  std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
+  std::string lost_;  // non-empty: the upstream session ended unexpectedly, and why
+};
+
+}  // namespace troika::agent

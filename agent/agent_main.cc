@@ -1,0 +1,66 @@
+// troika-agent: one node of a Troika job. Parses the command line and wires objects; the
+// behaviour lives in Agent (agent.h). See kAgentUsage.
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/agent_options.h"
+#include "agent/line_forwarder.h"
+#include "agent/posix_process_launcher.h"
+#include "common/logging.h"
+#include "common/signals.h"
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so that every thread (gRPC's included) inherits the mask; the
+  // signals are read from a signalfd and forwarded to the ranks.
+  troika::BlockTerminationSignals();
+  // A closed stdout must not kill the agent (and with it the ranks' supervision).
+  signal(SIGPIPE, SIG_IGN);
+  const pid_t parent = getppid();
+
+  auto options = troika::agent::ParseAgentArgs(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options.ok()) {
+    std::fprintf(stderr, "troika-agent: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::fputs(troika::agent::kAgentUsage, stdout);
+    return 0;
+  }
+  troika::LogSeverity severity;
+  if (!troika::ParseLogSeverity(options->log_level, &severity)) {
+    std::fprintf(stderr, "troika-agent: unknown --log_level '%s' (see troika-agent --help)\n",
+                 options->log_level.c_str());
+    return 2;
+  }
+  troika::SetMinLogSeverity(severity);
+  if (options->stop_with_parent) {
+    // Delivered as SIGTERM through the signalfd below, like a stop from the user.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) kill(getpid(), SIGTERM);  // the parent is gone already
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+
+  troika::agent::FdSink out(STDOUT_FILENO);
+  troika::agent::FdSink err(STDERR_FILENO);
+  troika::agent::PosixProcessLauncher launcher;
+  int code;
+  {
+    troika::agent::Agent agent(*std::move(options), launcher, out, err, signal_fd);
+    code = agent.Run();
+  }
+  if (signal_fd >= 0) close(signal_fd);
+  return code;
+}

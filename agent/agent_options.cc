@@ -1,0 +1,187 @@
+#include "agent/agent_options.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/command_line.h"
+
+namespace troika::agent {
+
+const char kAgentUsage[] =
+    R"(troika-agent: the Troika agent of one node: starts the node's ranks of a job, supervises
+them, and relays their control traffic to the coordinator on one stream.
+
+Usage: troika-agent --coordinator=HOST:PORT --job=NAME --nnodes=N --nproc-per-node=P
+                    [options] -- COMMAND [ARGS...]
+
+Options:
+  --coordinator HOST:PORT   the Troika coordinator (unix:PATH too); required
+  --job NAME                the job; every agent of the job gives the same name; required
+  --nnodes N                nodes (agents) in the job; required; the job has N*P ranks
+  --nproc-per-node P        ranks this agent starts (1 to 1024); required
+  --node_rank K             this node's block of ranks, K*P .. K*P+P-1 (0 <= K < N);
+                            default -1: the lowest free block, or the block this host
+                            registered before (agents sharing a host must give K)
+  --host NAME               this node's name, which groups ranks into local ranks;
+                            default: gethostname()
+  --data_host ADDR          the address the ranks give their data-plane peers (sets
+                            TROIKA_DATA_HOST); default: the client library's choice
+  --socket_dir DIR          where the ranks' Unix socket is created; default /tmp
+  --grace_period DURATION   time between SIGTERM and SIGKILL when ranks are stopped; default 5s
+  --liveness_timeout DUR    the coordinator is considered gone when it answers no keepalive
+                            ping for this long; default 10s
+  --aggregation_window DUR  how long a collective waits for the node's other ranks before
+                            what has arrived goes upstream; default 2ms (0: never waits)
+  --attach_timeout DUR      how long to wait for the coordinator and for the other nodes to
+                            attach; default 60s
+  --stop_with_parent BOOL   true: stop the ranks (as on SIGTERM) when the process that started
+                            the agent exits; default false (troikarun sets it)
+  --log_level LEVEL         debug, info, warning or error; default warning
+  -h, --help                print this help and exit
+Durations are written 5s, 500ms, 1m (a plain number means seconds). Options may also be
+written -name=value or --name value, with "-" or "_" inside names. Everything after "--" is
+the rank command, passed on untouched; COMMAND is looked up in PATH unless it contains a "/".
+
+Lifecycle: the agent registers its node with the coordinator (RegisterNode) and gets its block
+of ranks; serves the ranks the coordinator's protocol on a Unix socket; starts the P ranks;
+attaches all of them upstream in one call; and opens ONE session stream for all of them. Each
+collective a tensor needs goes upstream as one request for the node once every local rank has
+submitted it, or, after the aggregation window, as what has arrived.
+
+Each rank runs COMMAND with the agent's environment plus:
+  TROIKA_COORDINATOR  unix:SOCKET_DIR/troika-agent-<pid of the agent>.sock
+  TROIKA_JOB          the job name
+  TROIKA_RANK         the rank, K*P .. K*P+P-1
+  TROIKA_SIZE         N*P
+  TROIKA_LOCAL_RANK   the rank's index on this agent, 0 .. P-1
+  TROIKA_LOCAL_SIZE   P
+  TROIKA_DEVICE       equal to TROIKA_LOCAL_RANK: the local device (GPU) to use
+  TROIKA_HOST         --host
+  TROIKA_DATA_HOST    --data_host, when given
+Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix
+(the global rank), stdout on stdout and stderr on stderr.
+
+Supervision: a rank exiting 0 has left the job (a goodbye goes upstream for it if it did not
+say one). A rank exiting non-zero or killed by a signal is reported to the coordinator at once,
+which aborts the job on every node; its session ending without a goodbye while its process
+lives on is reported after 2 seconds as lost. When the job is aborted (by any node) or the
+coordinator is lost, the agent sends SIGTERM to its ranks, SIGKILL to those still running
+after the grace period, and prints one line: "troika-agent: job aborted: REASON". SIGINT or
+SIGTERM sent to the agent is forwarded to every rank, with the same SIGKILL after the grace
+period; a second one sends SIGKILL at once.
+
+Exit status:
+  0      every rank of this node exited with code 0
+  C      the rank whose exit aborted the job (on any node) exited with code C (1..255)
+  128+S  that rank was killed by signal S, or the agent received signal S first
+  1      the agent failed (cannot register or attach, lost the coordinator), or the job was
+         aborted for another reason
+  2      invalid command line
+  126    COMMAND could not be executed
+  127    COMMAND was not found
+  Otherwise, without word from the coordinator, the exit code of this node's first failing
+  rank (its code, or 128 + its signal).
+
+Example:
+  troika-agent --coordinator=coordinator:7070 --job=resnet --nnodes=2 --nproc-per-node=8 \
+      -- ./train --epochs 90
+)";
+
+namespace {
+
+constexpr char kProgram[] = "troika-agent";
+
+absl::Status ParseInt(const std::string& flag, const std::string& value, int min, int max,
+                      int* out) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n)) {
+    return UsageError(kProgram, absl::StrCat("--", flag, ": '", value, "' is not a number"));
+  }
+  if (n < min || n > max) {
+    return UsageError(
+        kProgram, absl::StrCat("--", flag, " must be between ", min, " and ", max, ", got ", n));
+  }
+  *out = n;
+  return absl::OkStatus();
+}
+
+absl::Status ParseDuration(const std::string& flag, const std::string& value, bool positive,
+                           absl::Duration* out) {
+  absl::StatusOr<absl::Duration> d = ParseDurationFlag(kProgram, flag, value, positive);
+  if (!d.ok()) return d.status();
+  *out = *d;
+  return absl::OkStatus();
+}
+
+absl::Status SetString(const std::string& flag, const std::string& value, std::string* out) {
+  if (value.empty()) return UsageError(kProgram, absl::StrCat("--", flag, " must not be empty"));
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status SetFlag(const std::string& name, const std::string& value, AgentOptions& o) {
+  if (name == "coordinator") {
+    if (!IsCoordinatorAddress(value)) {
+      return UsageError(
+          kProgram,
+          absl::StrCat("--coordinator must be HOST:PORT or unix:PATH, got '", value, "'"));
+    }
+    o.coordinator = value;
+    return absl::OkStatus();
+  }
+  if (name == "job") return SetString(name, value, &o.job);
+  if (name == "nnodes") return ParseInt(name, value, 1, 1 << 16, &o.nnodes);
+  if (name == "nproc_per_node") {
+    return ParseInt("nproc-per-node", value, 1, kMaxRanksPerNode, &o.nproc_per_node);
+  }
+  if (name == "node_rank") return ParseInt(name, value, -1, 1 << 16, &o.node_rank);
+  if (name == "host") return SetString(name, value, &o.host);
+  if (name == "data_host") {
+    o.data_host = value;
+    return absl::OkStatus();
+  }
+  if (name == "socket_dir") return SetString(name, value, &o.socket_dir);
+  if (name == "grace_period") return ParseDuration(name, value, false, &o.grace_period);
+  if (name == "liveness_timeout") return ParseDuration(name, value, true, &o.liveness_timeout);
+  if (name == "aggregation_window") return ParseDuration(name, value, false, &o.aggregation_window);
+  if (name == "attach_timeout") return ParseDuration(name, value, true, &o.attach_timeout);
+  if (name == "stop_with_parent") {
+    if (value != "true" && value != "false") {
+      return UsageError(kProgram, "--stop_with_parent must be true or false");
+    }
+    o.stop_with_parent = value == "true";
+    return absl::OkStatus();
+  }
+  if (name == "log_level") return SetString(name, value, &o.log_level);
+  return UsageError(kProgram, absl::StrCat("unknown option '", name, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args) {
+  AgentOptions options;
+  absl::StatusOr<CommandLine> line =
+      ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
+        return SetFlag(name, v, options);
+      });
+  if (!line.ok()) return line.status();
+  if (line->help) {
+    options.help = true;
+    return options;
+  }
+  options.command = std::move(line->command);
+  if (options.coordinator.empty()) return UsageError(kProgram, "--coordinator is required");
+  if (options.job.empty()) return UsageError(kProgram, "--job is required");
+  if (options.nnodes == 0) return UsageError(kProgram, "--nnodes is required");
+  if (options.nproc_per_node == 0) return UsageError(kProgram, "--nproc-per-node is required");
+  if (options.node_rank >= options.nnodes) {
+    return UsageError(kProgram, absl::StrCat("--node_rank ", options.node_rank,
+                                             " is not below --nnodes ", options.nnodes));
+  }
+  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node > (1 << 16)) {
+    return UsageError(kProgram, "--nnodes x --nproc-per-node must be at most 65536 ranks");
+  }
+  if (options.host.empty()) options.host = HostName();
+  return options;
+}
+
+}  // namespace troika::agent

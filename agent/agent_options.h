@@ -1,0 +1,61 @@
+#pragma once
+// troika-agent's command line (hand-parsed, see command_line.h).
+//
+// Pure functions; thread-safe.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace troika::agent {
+
+struct AgentOptions {
+  // --coordinator HOST:PORT (or unix:PATH). Required.
+  std::string coordinator;
+  // --job NAME. Required; every agent of the job gives the same.
+  std::string job;
+  // --nnodes N: agents (nodes) in the job. Required, >= 1.
+  int nnodes = 0;
+  // --nproc-per-node P: ranks this agent starts. Required, >= 1. The job has N * P ranks.
+  int nproc_per_node = 0;
+  // --node_rank K: which block of ranks (K*P .. K*P+P-1) this node runs. Default -1: the
+  // lowest free block (or this host's block, if the host registered before).
+  int node_rank = -1;
+  // --host NAME: this node's name, used to group ranks into local ranks. Default: gethostname().
+  std::string host;
+  // --data_host ADDR: the address ranks give their data-plane peers (TROIKA_DATA_HOST).
+  // Default empty: the client library's choice.
+  std::string data_host;
+  // --socket_dir DIR: where the ranks' Unix socket goes. Default /tmp.
+  std::string socket_dir = "/tmp";
+  // --grace_period: time between SIGTERM and SIGKILL when ranks are stopped. Default 5 s.
+  absl::Duration grace_period = absl::Seconds(5);
+  // --liveness_timeout: a coordinator silent this long is gone. Default 10 s.
+  absl::Duration liveness_timeout = absl::Seconds(10);
+  // --aggregation_window: how long a tensor waits for the node's other ranks. Default 2 ms.
+  absl::Duration aggregation_window = absl::Milliseconds(2);
+  // --attach_timeout: how long registering and attaching wait for the coordinator and the
+  // other nodes. Default 60 s (the client library's default).
+  absl::Duration attach_timeout = absl::Seconds(60);
+  // --stop_with_parent: stop (as on SIGTERM) when the process that started the agent exits.
+  // Default false; troikarun sets it.
+  bool stop_with_parent = false;
+  // --log_level: debug, info, warning or error. Default "warning".
+  std::string log_level = "warning";
+  // --help / -h: print kAgentUsage and exit 0; nothing else is validated.
+  bool help = false;
+  // The rank command: everything after "--". Not empty.
+  std::vector<std::string> command;
+};
+
+inline constexpr int kMaxRanksPerNode = 1024;
+
+// The complete --help text.
+extern const char kAgentUsage[];
+
+// Parses `args` (argv without argv[0]). INVALID_ARGUMENT with a message naming the problem.
+absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args);
+
+}  // namespace troika::agent

@@ -1,0 +1,132 @@
+#include "agent/agent_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/wire.h"
+#include "coordinator/session_reactor.h"
+
+namespace troika::agent {
+namespace {
+
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
+                                     const absl::Status& status) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+absl::Time Deadline(grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace
+
+AgentService::AgentService(AgentServiceOptions options, AttachGate& gate,
+                           std::shared_ptr<NodeRelay> relay, Upstream& upstream)
+    : options_(std::move(options)), gate_(gate), relay_(std::move(relay)), upstream_(upstream) {}
+
+absl::Status AgentService::CheckJob(const std::string& job) const {
+  if (job == options_.job) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("no job '", job, "' on this troika-agent (its job is '", options_.job, "')"));
+}
+
+grpc::ServerUnaryReactor* AgentService::CreateJob(grpc::CallbackServerContext* context,
+                                                  const v1::CreateJobRequest* request,
+                                                  v1::CreateJobResponse* response) {
+  if (request->job() != options_.job || request->size() != options_.size) {
+    return FinishWith(
+        context, absl::FailedPreconditionError(absl::StrCat(
+                     "this troika-agent runs job '", options_.job, "' of ", options_.size,
+                     " ranks; a rank asked for job '", request->job(), "' of ", request->size(),
+                     " (check TROIKA_JOB and TROIKA_SIZE)")));
+  }
+  response->set_job(options_.job);
+  response->set_size(options_.size);
+  response->set_created(false);
+  return FinishWith(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* context,
+                                               const v1::AttachRequest* request,
+                                               v1::AttachResponse* response) {
+  if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
+  std::vector<int> ranks = {request->rank()};
+  ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
+  for (int rank : ranks) {
+    if (std::find(options_.ranks.begin(), options_.ranks.end(), rank) == options_.ranks.end()) {
+      return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(
+                                     "rank ", rank, " does not run on this node (its ranks: ",
+                                     FormatRanks(options_.ranks), ")")));
+    }
+  }
+  auto* reactor = context->DefaultReactor();
+  gate_.Wait(ranks, [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
+    if (memberships.ok()) {
+      ToWire(memberships->front(), response->mutable_membership());
+      for (size_t i = 1; i < memberships->size(); ++i) {
+        ToWire((*memberships)[i], response->add_more());
+      }
+    }
+    reactor->Finish(ToGrpc(memberships.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::RegisterNode(grpc::CallbackServerContext* context,
+                                                     const v1::RegisterNodeRequest*,
+                                                     v1::RegisterNodeResponse*) {
+  return FinishWith(context, absl::UnimplementedError(
+                                 "RegisterNode goes to the coordinator, not to a troika-agent"));
+}
+
+grpc::ServerBidiReactor<v1::Up, v1::Down>* AgentService::Session(grpc::CallbackServerContext*) {
+  return new coordinator::SessionReactor(
+      [this](
+          const std::string& job) -> absl::StatusOr<std::shared_ptr<coordinator::SessionHandler>> {
+        if (absl::Status s = CheckJob(job); !s.ok()) return s;
+        return std::shared_ptr<coordinator::SessionHandler>(relay_);
+      });
+}
+
+grpc::ServerUnaryReactor* AgentService::KvSet(grpc::CallbackServerContext* context,
+                                              const v1::KvSetRequest* request, v1::KvSetResponse*) {
+  if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
+  auto* reactor = context->DefaultReactor();
+  upstream_.KvSet(
+      *request, Deadline(context),
+      [reactor](const absl::Status& s, v1::KvSetResponse&) { reactor->Finish(ToGrpc(s)); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::KvGet(grpc::CallbackServerContext* context,
+                                              const v1::KvGetRequest* request,
+                                              v1::KvGetResponse* response) {
+  if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
+  auto* reactor = context->DefaultReactor();
+  upstream_.KvGet(*request, Deadline(context),
+                  [reactor, response](const absl::Status& s, v1::KvGetResponse& upstream) {
+                    if (s.ok()) response->Swap(&upstream);
+                    reactor->Finish(ToGrpc(s));
+                  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::KvWait(grpc::CallbackServerContext* context,
+                                               const v1::KvWaitRequest* request,
+                                               v1::KvWaitResponse*) {
+  if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
+  auto* reactor = context->DefaultReactor();
+  upstream_.KvWait(
+      *request, Deadline(context),
+      [reactor](const absl::Status& s, v1::KvWaitResponse&) { reactor->Finish(ToGrpc(s)); });
+  return reactor;
+}
+
+}  // namespace troika::agent

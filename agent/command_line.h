@@ -1,0 +1,57 @@
+#pragma once
+// The hand-parsed command lines of troikarun and troika-agent: parsed by hand rather than with
+// absl flags because everything after "--" is the rank command, passed on untouched, and absl
+// would interpret the command's own "--flags" or reorder positional arguments.
+//
+// Pure functions; thread-safe.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace troika::agent {
+
+// Sets one option from its name (without dashes; "-" inside a name reads as "_", so
+// --nproc-per-node is nproc_per_node) and its value.
+using FlagSetter = std::function<absl::Status(const std::string& name, const std::string& value)>;
+
+struct CommandLine {
+  bool help = false;                 // -h, -help or --help was given (nothing else was parsed)
+  std::vector<std::string> command;  // everything after "--"; not empty unless `help`
+};
+
+// Parses `args` (argv without argv[0]): options "-name value", "--name value", "-name=value"
+// or "--name=value", then "--", then the command. Errors are INVALID_ARGUMENT and end with
+// " (see PROGRAM --help)"; so should the errors `set` returns (use UsageError).
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                             const std::string& program, const FlagSetter& set);
+
+// INVALID_ARGUMENT: `message` + " (see PROGRAM --help)".
+absl::Status UsageError(const std::string& program, const std::string& message);
+
+// A duration such as "5s", "500ms", "1m"; a plain number means seconds. Must be finite and
+// >= 0 (> 0 with `positive`). Errors name `flag`.
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& program,
+                                                 const std::string& flag, const std::string& text,
+                                                 bool positive = false);
+
+// "host:port" ("[v6]:port" too), or "unix:/path".
+bool IsCoordinatorAddress(const std::string& value);
+
+// The environment of rank processes: `base` ("NAME=value" entries, e.g. from environ) with
+// every variable in `overrides` set, replacing an inherited value of the same name.
+std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,
+                                          const std::map<std::string, std::string>& overrides);
+
+// The environment of this process, "NAME=value" entries.
+std::vector<std::string> CurrentEnvironment();
+
+// gethostname(), or "localhost".
+std::string HostName();
+
+}  // namespace troika::agent

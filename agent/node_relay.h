@@ -1,0 +1,131 @@
+#pragma once
+// NodeRelay: the agent's side of its ranks' session streams. It implements the same
+// SessionHandler as a coordinator Job, so the agent serves its ranks with the coordinator's
+// own SessionReactor and a rank cannot tell the two apart.
+//
+//   local sessions ──Submit──▶ Aggregator ──▶ RelayUpstream (the node's ONE upstream stream)
+//   local sessions ◀──Send──── Deliver() ◀─── what the coordinator sends down (fanned out)
+//
+// What the relay tells the coordinator about its ranks:
+//   - Goodbye: a rank said goodbye on its session, or its process exited with code 0 without
+//     saying it (it left, cleanly as far as anyone can tell);
+//   - RankExit: a rank's process exited non-zero or was killed (ProcessExited), at once; or a
+//     rank's session ended without goodbye and no exit report came within
+//     `lost_session_grace` (exit_code -1: "lost its session").
+// A rank's waiting requests always go upstream before its goodbye or exit report.
+//
+// Thread-safe: gRPC threads (sessions), the upstream reader (Deliver), the supervisor thread
+// (ProcessExited) and the scheduler (timers) all call in; one mutex guards the state and is
+// held while calling RelayUpstream and SessionSink::Send, neither of which may block or call
+// back. Create with std::make_shared (timers hold weak references).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "agent/aggregator.h"
+#include "common/clock.h"
+#include "common/messages.h"
+#include "common/scheduler.h"
+#include "coordinator/session_handler.h"
+#include "coordinator/session_sink.h"
+#include "troika/v1/troika.pb.h"
+
+namespace troika::agent {
+
+// What the relay sends on the node's upstream session. Implemented by Upstream (and fakes).
+// Messages go upstream in call order; calls never block.
+class RelayUpstream {
+ public:
+  virtual ~RelayUpstream() = default;
+  virtual void SendRequests(v1::RequestBatch batch) = 0;
+  virtual void SendGoodbye(const std::vector<int>& ranks) = 0;
+  virtual void SendRankExit(const RankExit& exit) = 0;
+};
+
+struct NodeRelayOptions {
+  std::string job;         // the job's name (messages)
+  int size = 0;            // ranks in the job
+  std::vector<int> ranks;  // this node's ranks
+  std::string host;        // this node's host, for exit reports
+  // How long a tensor waits for the other local ranks. Default 2 ms.
+  absl::Duration aggregation_window = absl::Milliseconds(2);
+  // How long a session that ended without goodbye waits for its process's exit report
+  // before the rank is reported lost. Default 2 s.
+  absl::Duration lost_session_grace = absl::Seconds(2);
+};
+
+class NodeRelay : public coordinator::SessionHandler,
+                  public std::enable_shared_from_this<NodeRelay> {
+ public:
+  // `upstream`, `scheduler` and `clock` must outlive the relay's last timer (stop the
+  // scheduler first).
+  NodeRelay(NodeRelayOptions options, RelayUpstream& upstream, Scheduler& scheduler, Clock& clock);
+  ~NodeRelay() override;
+  NodeRelay(const NodeRelay&) = delete;
+  NodeRelay& operator=(const NodeRelay&) = delete;
+
+  // The node's ranks are attached upstream with this epoch: sessions may open (until then
+  // OpenSession fails with UNAVAILABLE).
+  void Attached(int64_t epoch);
+  // What came down the upstream session: for every local session, the same message. After
+  // an abort, sessions that open later get the abort at once and submissions are dropped.
+  void Deliver(std::shared_ptr<const coordinator::DownMessage> message);
+  // The process of `rank` ended; `exit_code`/`signal` as in RankExit.
+  void ProcessExited(int rank, int exit_code, int signal);
+  // Forwards the tensors whose aggregation window ended. Run by a timer; tests may call it.
+  void FlushExpired();
+
+  bool aborted() const;
+  // Requests waiting for aggregation.
+  int waiting() const;
+
+  // SessionHandler. Errors end the local stream: UNAVAILABLE before Attached(),
+  // FAILED_PRECONDITION for another epoch, PERMISSION_DENIED for a rank that is not this
+  // node's or not the session's, ALREADY_EXISTS for a rank with a session (or gone) or a
+  // name submitted twice, INVALID_ARGUMENT for a malformed request.
+  absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
+                           coordinator::SessionSink* sink) override;
+  absl::Status Submit(coordinator::SessionSink* sink, std::vector<TensorRequest> requests) override;
+  absl::Status Goodbye(coordinator::SessionSink* sink, const std::vector<int>& ranks) override;
+  absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
+  void CloseSession(coordinator::SessionSink* sink) override;
+
+ private:
+  struct RankState {
+    coordinator::SessionSink* sink = nullptr;
+    bool had_session = false;
+    bool departed = false;  // its goodbye went upstream
+    bool exited = false;    // its process ended
+    bool reported = false;  // a RankExit went upstream
+    Scheduler::TaskId lost_timer = 0;
+  };
+
+  absl::Status CheckOwnedLocked(coordinator::SessionSink* sink, int rank) const;
+  // Removes `rank` from aggregation, sending what that releases.
+  void RetireLocked(int rank);
+  void SendBatchLocked(v1::RequestBatch& batch);
+  void ArmWindowTimerLocked();
+  void ReportLost(int rank);
+
+  // Constant after construction.
+  const NodeRelayOptions options_;
+  RelayUpstream& upstream_;
+  Scheduler& scheduler_;
+  Clock& clock_;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  int64_t epoch_ = -1;  // -1 until Attached()
+  std::map<int, RankState> ranks_;
+  std::map<coordinator::SessionSink*, std::vector<int>> sessions_;
+  Aggregator aggregator_;
+  std::shared_ptr<const coordinator::DownMessage> abort_;  // set once aborted
+  Scheduler::TaskId window_timer_ = 0;
+  absl::Time window_due_ = absl::InfiniteFuture();
+};
+
+}  // namespace troika::agent

@@ -1,0 +1,318 @@
+#include "agent/upstream.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/wire.h"
+#include "grpcpp/grpcpp.h"
+
+namespace troika::agent {
+namespace {
+
+std::shared_ptr<const coordinator::DownMessage> ToDownMessage(const v1::Down& down) {
+  auto message = std::make_shared<coordinator::DownMessage>();
+  if (down.has_abort()) {
+    message->abort_reason = down.abort().reason();
+    if (message->abort_reason.empty()) message->abort_reason = "the job was aborted";
+    if (down.abort().has_cause()) {
+      const v1::RankExit& c = down.abort().cause();
+      message->abort_cause = RankExit{c.rank(), c.host(), c.exit_code(), c.signal()};
+    }
+  } else {
+    for (const v1::Response& r : down.responses().responses()) {
+      message->responses.push_back(FromWire(r));
+    }
+  }
+  return message;
+}
+
+}  // namespace
+
+// The session stream. Its reactions run on gRPC threads, never inline from a Start* call.
+class Upstream::Session final : public grpc::ClientBidiReactor<v1::Up, v1::Down> {
+ public:
+  Session(Upstream& owner, DownCallback on_down) : owner_(owner), on_down_(std::move(on_down)) {}
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream is over; OnDone says why
+    on_down_(ToDownMessage(down_));
+    StartRead(&down_);
+  }
+  void OnWriteDone(bool ok) override { owner_.OnWriteDone(ok); }
+  void OnDone(const grpc::Status& status) override { owner_.OnSessionDone(status); }
+
+  grpc::ClientContext context;
+  v1::Down down_;
+
+ private:
+  Upstream& owner_;
+  const DownCallback on_down_;
+};
+
+template <typename Request, typename Response>
+struct Upstream::Call {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Create(UpstreamOptions options) {
+  if (options.address.empty()) return absl::InvalidArgumentError("no coordinator address given");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  // Pings every half timeout, each answered within the other half, or the connection dies.
+  const int half_ms =
+      std::max(100, static_cast<int>(absl::ToInt64Milliseconds(options.liveness_timeout) / 2));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, half_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, half_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A coordinator that is still starting is found quickly (RegisterNode waits for it).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  auto channel =
+      grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<Upstream>(new Upstream(std::move(options), std::move(channel)));
+}
+
+Upstream::Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::Coordinator::NewStub(channel_)) {}
+
+Upstream::~Upstream() {
+  Cancel();
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return calls_.empty() && (!session_ || session_done_); });
+}
+
+absl::Status Upstream::Describe(const grpc::Status& status, const std::string& what) const {
+  absl::Status s = FromGrpc(status);
+  if (s.code() == absl::StatusCode::kUnavailable ||
+      (s.code() == absl::StatusCode::kDeadlineExceeded && s.message() == "Deadline Exceeded")) {
+    // gRPC's own transport-level failure, not an answer from the coordinator.
+    return absl::UnavailableError(absl::StrCat(what, ": cannot reach the coordinator at ",
+                                               options_.address, " (", s.message(), ")"));
+  }
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+void Upstream::RegisterNode(const std::string& job, int size, const std::string& host, int nproc,
+                            int node_rank, absl::Duration timeout, RegisterCallback done) {
+  v1::RegisterNodeRequest request;
+  request.set_job(job);
+  request.set_size(size);
+  request.set_host(host);
+  request.set_nproc(nproc);
+  request.set_node_rank(node_rank);
+  StartUnary<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(
+      request, absl::Now() + timeout,
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        context->set_wait_for_ready(true);  // the coordinator may still be starting
+        stub_->async()->RegisterNode(context, req, resp, std::move(callback));
+      },
+      [this, done = std::move(done), what = absl::StrCat("registering with job '", job, "'")](
+          const absl::Status& s, v1::RegisterNodeResponse& response) {
+        if (!s.ok()) return done(Describe(ToGrpc(s), what));
+        done(NodeBlock{response.first_rank(), response.node_rank()});
+      });
+}
+
+template <typename Request, typename Response, typename Start>
+void Upstream::StartUnary(const Request& request, absl::Time deadline, Start start,
+                          UnaryCallback<Response> done) {
+  auto call = std::make_shared<Call<Request, Response>>();
+  call->request = request;
+  if (deadline != absl::InfiniteFuture()) call->context.set_deadline(absl::ToChronoTime(deadline));
+  bool started = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cancelled_) started = calls_.emplace(&call->context, call).second;
+  }
+  if (!started) {
+    done(absl::CancelledError("the agent is shutting down"), call->response);
+    return;
+  }
+  // The callback may run inline, here: no lock is held.
+  start(&call->context, &call->request, &call->response,
+        [this, call, done = std::move(done)](grpc::Status status) {
+          done(FromGrpc(status), call->response);
+          std::lock_guard<std::mutex> lock(mu_);
+          calls_.erase(&call->context);
+          idle_cv_.notify_all();
+        });
+}
+
+void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
+                      const std::string& host, absl::Duration timeout, AttachCallback done) {
+  v1::AttachRequest request;
+  request.set_job(job);
+  request.set_rank(ranks.front());
+  for (size_t i = 1; i < ranks.size(); ++i) request.add_more_ranks(ranks[i]);
+  request.set_host(host);
+  request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  auto describe = [this, what = absl::StrCat("attaching to job '", job, "'")](
+                      const absl::Status& s) { return Describe(ToGrpc(s), what); };
+  StartUnary<v1::AttachRequest, v1::AttachResponse>(
+      request, absl::Now() + timeout + absl::Seconds(5),  // the coordinator times out first
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->Attach(context, req, resp, std::move(callback));
+      },
+      [done = std::move(done), describe](const absl::Status& s, v1::AttachResponse& response) {
+        if (!s.ok()) return done(describe(s));
+        std::vector<Membership> memberships = {FromWire(response.membership())};
+        for (const v1::Membership& m : response.more()) memberships.push_back(FromWire(m));
+        done(std::move(memberships));
+      });
+}
+
+void Upstream::KvSet(const v1::KvSetRequest& request, absl::Time deadline,
+                     UnaryCallback<v1::KvSetResponse> done) {
+  StartUnary<v1::KvSetRequest, v1::KvSetResponse>(
+      request, deadline,
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->KvSet(context, req, resp, std::move(callback));
+      },
+      std::move(done));
+}
+
+void Upstream::KvGet(const v1::KvGetRequest& request, absl::Time deadline,
+                     UnaryCallback<v1::KvGetResponse> done) {
+  StartUnary<v1::KvGetRequest, v1::KvGetResponse>(
+      request, deadline,
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->KvGet(context, req, resp, std::move(callback));
+      },
+      std::move(done));
+}
+
+void Upstream::KvWait(const v1::KvWaitRequest& request, absl::Time deadline,
+                      UnaryCallback<v1::KvWaitResponse> done) {
+  StartUnary<v1::KvWaitRequest, v1::KvWaitResponse>(
+      request, deadline,
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->KvWait(context, req, resp, std::move(callback));
+      },
+      std::move(done));
+}
+
+void Upstream::OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,
+                           DownCallback on_down, ClosedCallback on_closed) {
+  v1::Up hello;
+  hello.mutable_hello()->set_job(job);
+  for (int rank : ranks) hello.mutable_hello()->add_ranks(rank);
+  hello.mutable_hello()->set_epoch(epoch);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TROIKA_CHECK(session_ == nullptr) << "one session per agent";
+    if (!cancelled_) {
+      on_closed_ = std::move(on_closed);
+      session_ = std::make_unique<Session>(*this, std::move(on_down));
+      outbox_.push_front(std::move(hello));
+      // Reactions never run inline from these calls, so the lock may be held.
+      stub_->async()->Session(&session_->context, session_.get());
+      session_->StartRead(&session_->down_);
+      StartNextWriteLocked();
+      session_->StartCall();
+      return;
+    }
+  }
+  if (on_closed) on_closed(absl::CancelledError("the agent is shutting down"));
+}
+
+void Upstream::CloseSession() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closing_ = true;
+  StartNextWriteLocked();
+}
+
+void Upstream::Cancel() {
+  // The references keep the calls alive while they are cancelled.
+  std::vector<std::pair<grpc::ClientContext*, std::shared_ptr<void>>> calls;
+  Session* session = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    calls.assign(calls_.begin(), calls_.end());
+    if (session_ && !session_done_) session = session_.get();  // lives as long as we do
+  }
+  // Without the lock: a unary call's callback may run inline from TryCancel.
+  for (auto& [context, call] : calls) context->TryCancel();
+  if (session != nullptr) session->context.TryCancel();
+}
+
+void Upstream::SendRequests(v1::RequestBatch batch) {
+  v1::Up up;
+  *up.mutable_requests() = std::move(batch);
+  Enqueue(std::move(up));
+}
+
+void Upstream::SendGoodbye(const std::vector<int>& ranks) {
+  v1::Up up;
+  for (int rank : ranks) up.mutable_goodbye()->add_ranks(rank);
+  Enqueue(std::move(up));
+}
+
+void Upstream::SendRankExit(const RankExit& exit) {
+  v1::Up up;
+  v1::RankExit* wire = up.mutable_rank_exit();
+  wire->set_rank(exit.rank);
+  wire->set_host(exit.host);
+  wire->set_exit_code(exit.exit_code);
+  wire->set_signal(exit.signal);
+  Enqueue(std::move(up));
+}
+
+void Upstream::Enqueue(v1::Up up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_ || session_done_ || cancelled_) return;
+  outbox_.push_back(std::move(up));
+  StartNextWriteLocked();
+}
+
+void Upstream::StartNextWriteLocked() {
+  if (!session_ || session_done_ || writing_) return;
+  if (!outbox_.empty()) {
+    writing_ = true;
+    session_->StartWrite(&outbox_.front());
+  } else if (closing_ && !writes_done_) {
+    writes_done_ = true;
+    session_->StartWritesDone();
+  }
+}
+
+void Upstream::OnWriteDone(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  writing_ = false;
+  outbox_.pop_front();
+  if (!ok) {
+    outbox_.clear();  // the stream broke; OnDone follows and says why
+    writes_done_ = true;
+    closing_ = true;  // nothing more is written
+    return;
+  }
+  StartNextWriteLocked();
+}
+
+void Upstream::OnSessionDone(const grpc::Status& status) {
+  ClosedCallback on_closed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_closed = std::move(on_closed_);
+    outbox_.clear();
+    writing_ = false;
+  }
+  if (on_closed) {
+    on_closed(status.ok() ? absl::OkStatus() : Describe(status, "the session stream ended"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  session_done_ = true;
+  idle_cv_.notify_all();
+}
+
+}  // namespace troika::agent

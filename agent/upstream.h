@@ -1,0 +1,136 @@
+#pragma once
+// Upstream: the agent's gRPC client of the coordinator. One channel (with keepalive pings, so
+// a vanished coordinator is noticed within the liveness timeout), carrying:
+//   - RegisterNode (at start-up),
+//   - one Attach of all the node's ranks (asynchronous),
+//   - the node's ONE session stream: Hello with all the node's ranks, then, in call order,
+//     request batches, goodbyes and exit reports; what comes down goes to callbacks,
+//   - the ranks' key-value calls, forwarded asynchronously (no thread waits on them).
+//
+// Thread-safe. Nothing here blocks; callbacks run on gRPC threads (or, for a call that fails
+// at once, on the caller's) and must not block. Messages queued before OpenSession() are sent right
+// after its Hello.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/node_relay.h"
+#include "coordinator/session_sink.h"
+#include "troika/types.h"
+#include "troika/v1/troika.grpc.pb.h"
+
+namespace troika::agent {
+
+struct UpstreamOptions {
+  // The coordinator: host:port or unix:/path. Required.
+  std::string address;
+  // A coordinator that answers no keepalive ping for this long is gone: the session ends
+  // (UNAVAILABLE). Pings go every half of it, each answered within the other half.
+  // Default 10 s.
+  absl::Duration liveness_timeout = absl::Seconds(10);
+  // Largest message sent or received. Default 64 MiB.
+  int max_message_bytes = 64 << 20;
+};
+
+struct NodeBlock {
+  int first_rank = 0;
+  int node_rank = 0;
+};
+
+class Upstream final : public RelayUpstream {
+ public:
+  using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
+  using DownCallback = std::function<void(std::shared_ptr<const coordinator::DownMessage>)>;
+  // How the session ended: OK after CloseSession() was answered; otherwise why.
+  using ClosedCallback = std::function<void(const absl::Status&)>;
+  template <typename Response>
+  using UnaryCallback = std::function<void(const absl::Status&, Response&)>;
+
+  static absl::StatusOr<std::unique_ptr<Upstream>> Create(UpstreamOptions options);
+  // Cancel()s, then waits for every call and the session to end.
+  ~Upstream() override;
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  const std::string& address() const { return options_.address; }
+
+  using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
+
+  // Creates or looks up job `job` of `size` ranks and reserves `nproc` ranks for this node
+  // (block `node_rank`, or any free one if -1); `done` gets the block. Waits up to `timeout`
+  // for the coordinator to be reachable.
+  void RegisterNode(const std::string& job, int size, const std::string& host, int nproc,
+                    int node_rank, absl::Duration timeout, RegisterCallback done);
+  // Attaches all of `ranks` (on `host`) at once; `done` gets their memberships, in order, once
+  // every rank of the job attached, or the error.
+  void Attach(const std::string& job, const std::vector<int>& ranks, const std::string& host,
+              absl::Duration timeout, AttachCallback done);
+  // Opens the session: Hello{job, ranks, epoch}, then what was queued. Call once.
+  void OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,
+                   DownCallback on_down, ClosedCallback on_closed);
+  // Half-closes the session once everything queued is written; the coordinator then ends it
+  // (on_closed with OK). Later messages are dropped.
+  void CloseSession();
+  // Ends the session and every pending call now (CANCELLED); their callbacks still run.
+  void Cancel();
+
+  // RelayUpstream: queued for the session.
+  void SendRequests(v1::RequestBatch batch) override;
+  void SendGoodbye(const std::vector<int>& ranks) override;
+  void SendRankExit(const RankExit& exit) override;
+
+  // A rank's key-value call, forwarded with `deadline`.
+  void KvSet(const v1::KvSetRequest& request, absl::Time deadline,
+             UnaryCallback<v1::KvSetResponse> done);
+  void KvGet(const v1::KvGetRequest& request, absl::Time deadline,
+             UnaryCallback<v1::KvGetResponse> done);
+  void KvWait(const v1::KvWaitRequest& request, absl::Time deadline,
+              UnaryCallback<v1::KvWaitResponse> done);
+
+ private:
+  class Session;
+  template <typename Request, typename Response>
+  struct Call;
+
+  Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  // Starts one asynchronous unary call through `start` and tracks it for Cancel().
+  template <typename Request, typename Response, typename Start>
+  void StartUnary(const Request& request, absl::Time deadline, Start start,
+                  UnaryCallback<Response> done);
+  void Enqueue(v1::Up up);
+  void StartNextWriteLocked();
+  void OnWriteDone(bool ok);
+  void OnSessionDone(const grpc::Status& status);
+  absl::Status Describe(const grpc::Status& status, const std::string& what) const;
+
+  // Constant after construction.
+  const UpstreamOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  // Guarded by mu_.
+  bool cancelled_ = false;
+  // Unary calls in flight, each kept alive by its entry until its callback ran.
+  std::map<grpc::ClientContext*, std::shared_ptr<void>> calls_;
+  std::unique_ptr<Session> session_;  // once OpenSession()
+  bool session_done_ = false;         // its OnDone ran
+  std::deque<v1::Up> outbox_;         // front is being written while writing_
+  bool writing_ = false;
+  bool closing_ = false;      // CloseSession(): half-close once outbox_ is empty
+  bool writes_done_ = false;  // the half-close was started
+  ClosedCallback on_closed_;
+};
+
+}  // namespace troika::agent

@@ -1,0 +1,152 @@
+// troika-control-bench: control-plane traffic per training step as the coordinator sees it —
+// messages and bytes received on session streams — for the example trainer on N ranks over
+// 2 simulated nodes, with ranks talking to the coordinator directly and through one
+// troika-agent per node (aggregation). Real processes, an in-process coordinator.
+//
+// Per-step figures are the difference between a long and a short run divided by the
+// difference in steps, so start-up (attach, data-plane bootstrap, goodbye) cancels out.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/coordinator.h"
+
+ABSL_FLAG(int, np, 8, "ranks in the job");
+ABSL_FLAG(int, nodes, 2, "simulated nodes (hosts); np must be a multiple");
+ABSL_FLAG(int, short_steps, 5, "steps of the short run");
+ABSL_FLAG(int, long_steps, 25, "steps of the long run");
+ABSL_FLAG(std::string, trainer, "", "trainer binary; default: ../examples/troika-example-train");
+ABSL_FLAG(std::string, agent, "", "agent binary; default: ../agent/troika-agent");
+
+extern char** environ;
+
+namespace troika::bench {
+namespace {
+
+std::string BesideMe(const std::string& relative) {
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, n) : std::string(".");
+  return dir.substr(0, dir.rfind('/')) + "/" + relative;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<char*> args, vars;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (char** e = environ; *e != nullptr; ++e) vars.push_back(*e);
+  for (const auto& v : env) vars.push_back(const_cast<char*>(v.c_str()));
+  vars.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  int err = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), vars.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return err == 0 ? pid : -1;
+}
+
+struct Traffic {
+  int64_t messages = 0;
+  int64_t bytes = 0;
+};
+
+Traffic Up(const coordinator::ControlStats& s) { return {s.up_messages.load(), s.up_bytes.load()}; }
+
+// Runs one job of `steps` steps; returns the session traffic the coordinator received.
+Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
+  const int np = absl::GetFlag(FLAGS_np), nodes = absl::GetFlag(FLAGS_nodes);
+  const int per_node = np / nodes;
+  const std::string address = absl::StrCat("127.0.0.1:", c.port());
+  const std::string job = absl::StrCat(agents ? "agents-" : "direct-", run);
+  std::string trainer = absl::GetFlag(FLAGS_trainer);
+  if (trainer.empty()) trainer = BesideMe("../examples/troika-example-train");
+  std::string agent = absl::GetFlag(FLAGS_agent);
+  if (agent.empty()) agent = BesideMe("../agent/troika-agent");
+  const std::string steps_flag = absl::StrCat("--steps=", steps);
+  Traffic before = Up(c.control_stats());
+  std::vector<pid_t> pids;
+  for (int node = 0; node < nodes; ++node) {
+    const std::string host = absl::StrCat("node-", node);
+    if (agents) {
+      pids.push_back(Spawn({agent, "--coordinator=" + address, "--job=" + job,
+                            absl::StrCat("--nnodes=", nodes),
+                            absl::StrCat("--nproc-per-node=", per_node),
+                            absl::StrCat("--node_rank=", node), "--host=" + host,
+                            "--data_host=127.0.0.1", "--",
+                            trainer, steps_flag},
+                           {}));
+      continue;
+    }
+    for (int local = 0; local < per_node; ++local) {
+      pids.push_back(Spawn({trainer, steps_flag},
+                           {"TROIKA_COORDINATOR=" + address, "TROIKA_JOB=" + job,
+                            absl::StrCat("TROIKA_RANK=", node * per_node + local),
+                            absl::StrCat("TROIKA_SIZE=", np), "TROIKA_HOST=" + host,
+                            "TROIKA_DATA_HOST=127.0.0.1"}));
+    }
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "troika-control-bench: a process of job %s failed\n", job.c_str());
+      std::exit(1);
+    }
+  }
+  Traffic after = Up(c.control_stats());
+  return {after.messages - before.messages, after.bytes - before.bytes};
+}
+
+}  // namespace
+}  // namespace troika::bench
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_helpshort_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "bench/control_traffic_main.cc");
+  };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "Control-plane messages and bytes per training step received by the coordinator, with "
+      "and without agent aggregation.\nUsage: troika-control-bench [--np 8] [--nodes 2]");
+  absl::ParseCommandLine(argc, argv);
+  const int np = absl::GetFlag(FLAGS_np), nodes = absl::GetFlag(FLAGS_nodes);
+  if (nodes < 1 || np % nodes != 0) {
+    std::fprintf(stderr, "--np must be a multiple of --nodes\n");
+    return 2;
+  }
+  troika::coordinator::CoordinatorOptions options;
+  options.listen_address = "127.0.0.1:0";
+  auto c = troika::coordinator::Coordinator::Start(options);
+  if (!c.ok()) return 1;
+  const int s1 = absl::GetFlag(FLAGS_short_steps), s2 = absl::GetFlag(FLAGS_long_steps);
+  std::printf("troika-control-bench: %d ranks on %d nodes, example trainer (5 allreduces per "
+              "step), per-step = (run of %d steps - run of %d steps) / %d\n",
+              np, nodes, s2, s1, s2 - s1);
+  std::printf("%-28s %14s %14s\n", "mode", "msgs/step", "bytes/step");
+  int run = 0;
+  for (bool agents : {false, true}) {
+    auto a = troika::bench::RunJob(**c, agents, s1, run++);
+    auto b = troika::bench::RunJob(**c, agents, s2, run++);
+    std::printf("%-28s %14.1f %14.1f\n",
+                agents ? "through agents (1/node)" : "direct (1 stream/rank)",
+                static_cast<double>(b.messages - a.messages) / (s2 - s1),
+                static_cast<double>(b.bytes - a.bytes) / (s2 - s1));
+  }
+  return 0;
+}

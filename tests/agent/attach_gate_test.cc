@@ -1,0 +1,56 @@
+#include "agent/attach_gate.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troika::agent {
+namespace {
+
+std::vector<Membership> NodeMemberships() {
+  std::vector<Membership> out;
+  for (int rank : {2, 3}) {
+    Membership m;
+    m.rank = rank;
+    m.size = 4;
+    m.local_rank = rank - 2;
+    out.push_back(m);
+  }
+  return out;
+}
+
+TEST(AttachGateTest, WaitersGetTheirOwnMembershipsOnceTheNodeAttached) {
+  AttachGate gate;
+  std::vector<int> answered;
+  gate.Wait({3}, [&](absl::StatusOr<std::vector<Membership>> m) {
+    ASSERT_TRUE(m.ok());
+    answered.push_back(m->front().rank);
+  });
+  EXPECT_TRUE(answered.empty()) << "waits for the upstream attach";
+  gate.Complete(NodeMemberships());
+  gate.Wait({2}, [&](absl::StatusOr<std::vector<Membership>> m) {
+    ASSERT_TRUE(m.ok());
+    answered.push_back(m->front().rank);
+    EXPECT_EQ(m->front().local_rank, 0);
+  });
+  EXPECT_THAT(answered, ::testing::ElementsAre(3, 2));
+}
+
+TEST(AttachGateTest, FailedAttachFailsEveryWaiterWithTheSameErrorAndOnlyTheFirstOutcomeCounts) {
+  AttachGate gate;
+  std::vector<absl::Status> errors;
+  auto record = [&](absl::StatusOr<std::vector<Membership>> m) { errors.push_back(m.status()); };
+  gate.Wait({2}, record);
+  gate.Wait({3}, record);
+  gate.Complete(absl::DeadlineExceededError("ranks 0-1 did not attach within 60s"));
+  gate.Complete(NodeMemberships());
+  gate.Wait({2}, record);
+  ASSERT_EQ(errors.size(), 3u);
+  for (const absl::Status& s : errors) {
+    EXPECT_EQ(s, absl::DeadlineExceededError("ranks 0-1 did not attach within 60s"));
+  }
+}
+
+}  // namespace
+}  // namespace troika::agent

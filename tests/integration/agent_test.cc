@@ -1,0 +1,178 @@
+// troika-agent as real processes against an in-process coordinator (and, for liveness, a
+// coordinator process): two agents of two ranks train the weights of one rank; an abort on one
+// node stops the other with the cause's exit code; a vanished coordinator stops the ranks.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "coordinator/coordinator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/launcher_helpers.h"
+
+namespace troika::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class AgentProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeScratchDir("agent");
+    coordinator::CoordinatorOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto started = coordinator::Coordinator::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    coordinator_ = *std::move(started);
+    address_ = absl::StrCat("127.0.0.1:", coordinator_->port());
+  }
+
+  void TearDown() override {
+    for (pid_t pid : agents_) WaitWithTimeout(pid, absl::ZeroDuration());  // kills leftovers
+  }
+
+  // Starts the agent of node `node` ("node-a", "node-b", ...) of a job of 2 nodes x 2 ranks;
+  // its output goes to dir_/agent-<node>.{out,err}.
+  pid_t StartAgent(int node, const std::string& job, const std::string& command,
+                   const std::string& address = "") {
+    const std::string name = absl::StrCat("agent-", node);
+    pid_t pid = StartShell(absl::StrCat(
+        "exec ", AGENT_BINARY, " --coordinator=", address.empty() ? address_ : address,
+        " --job=", job, " --nnodes=2 --nproc-per-node=2 --node_rank=", node, " --host=node-",
+        std::string(1, static_cast<char>('a' + node)),
+        " --data_host=127.0.0.1 --grace_period=2s --liveness_timeout=1s --socket_dir=", dir_,
+        " -- ", command, " >", dir_, "/", name, ".out 2>", dir_, "/", name, ".err"));
+    agents_.push_back(pid);
+    return pid;
+  }
+  std::string Out(int node) { return ReadFile(absl::StrCat(dir_, "/agent-", node, ".out")); }
+  std::string Err(int node) { return ReadFile(absl::StrCat(dir_, "/agent-", node, ".err")); }
+
+  std::string dir_;
+  std::unique_ptr<coordinator::Coordinator> coordinator_;
+  std::string address_;
+  std::vector<pid_t> agents_;
+};
+
+TEST_F(AgentProcessTest, TwoAgentsOfTwoRanksTrainTheWeightsOfOneRank) {
+  constexpr int kSteps = 40;
+  const std::string one_dir = MakeScratchDir("agent-one-rank");
+  CommandResult one =
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 1 -- ", EXAMPLE_TRAIN_BINARY,
+                            " --steps ", kSteps, " --dump_weights ", one_dir, "/weights.txt"),
+               one_dir, absl::Seconds(120));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+
+  const std::string train = absl::StrCat(EXAMPLE_TRAIN_BINARY, " --steps ", kSteps,
+                                         " --dump_weights ", dir_, "/weights.txt");
+  const pid_t a = StartAgent(0, "two-nodes", train);
+  const pid_t b = StartAgent(1, "two-nodes", train);
+  EXPECT_EQ(WaitWithTimeout(a, absl::Seconds(120)), 0) << Err(0);
+  EXPECT_EQ(WaitWithTimeout(b, absl::Seconds(120)), 0) << Err(1);
+  EXPECT_THAT(Out(0), HasSubstr(absl::StrCat("[0] step ", kSteps, " loss")));
+  EXPECT_THAT(Out(1), Not(HasSubstr("step"))) << "only rank 0 reports";
+  EXPECT_THAT(Err(0) + Err(1), Not(HasSubstr("troika-agent:"))) << "nothing went wrong";
+  const std::vector<double> expected = ReadWeights(one_dir + "/weights.txt");
+  ASSERT_FALSE(expected.empty());
+  ExpectSameWeights(expected, ReadWeights(dir_ + "/weights.txt"), "2 agents x 2 ranks");
+}
+
+TEST_F(AgentProcessTest, RanksGetTheAgentsEnvironmentAndItsSocketIsRemovedAtExit) {
+  const std::string script =
+      "'echo $TROIKA_RANK $TROIKA_SIZE $TROIKA_LOCAL_RANK $TROIKA_LOCAL_SIZE $TROIKA_DEVICE "
+      "$TROIKA_JOB $TROIKA_HOST $TROIKA_DATA_HOST $TROIKA_COORDINATOR'";
+  const pid_t a = StartAgent(0, "env", "/bin/sh -c " + script);
+  const pid_t b = StartAgent(1, "env", "/bin/sh -c " + script);
+  ASSERT_EQ(WaitWithTimeout(a, absl::Seconds(30)), 0) << Err(0);
+  ASSERT_EQ(WaitWithTimeout(b, absl::Seconds(30)), 0) << Err(1);
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    const std::regex line(absl::StrCat("\\[", rank, "\\] ", rank, " 4 ", rank % 2, " 2 ", rank % 2,
+                                       " env node-", std::string(1, 'a' + node),
+                                       " 127\\.0\\.0\\.1 unix:(\\S+)\n"));
+    std::smatch match;
+    const std::string out = Out(node);
+    ASSERT_TRUE(std::regex_search(out, match, line)) << out;
+    EXPECT_THAT(match[1].str(), ::testing::StartsWith(dir_ + "/troika-agent-"));
+    EXPECT_NE(access(match[1].str().c_str(), F_OK), 0) << match[1] << " was not removed";
+  }
+}
+
+TEST_F(AgentProcessTest, RankFailingOnOneNodeAbortsTheOtherWithTheSameExitCode) {
+  const std::string script = absl::StrCat(
+      "/bin/sh -c 'echo $$ > ", dir_,
+      "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 3 ]; then sleep 1; exit 5; fi; exec sleep 60'");
+  const absl::Time start = absl::Now();
+  const pid_t a = StartAgent(0, "abort", script);
+  const pid_t b = StartAgent(1, "abort", script);
+  EXPECT_EQ(WaitWithTimeout(a, absl::Seconds(30)), 5) << Err(0);
+  EXPECT_EQ(WaitWithTimeout(b, absl::Seconds(30)), 5) << Err(1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(Err(1), HasSubstr("troika-agent: rank 3 exited with code 5; stopping the other 1"));
+  for (int node : {0, 1}) {
+    EXPECT_THAT(Err(node), HasSubstr("troika-agent: job aborted: rank 3 on node-b exited with "
+                                     "code 5\n"));
+  }
+  std::vector<pid_t> pids = ReadRankPids(dir_, 4);
+  ASSERT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
+TEST_F(AgentProcessTest, UnreachableCoordinatorFailsRegistrationWithAMessage) {
+  CommandResult r = RunShell(absl::StrCat("exec ", AGENT_BINARY,
+                                          " --coordinator=127.0.0.1:1 --job=j --nnodes=1 "
+                                          "--nproc-per-node=1 --attach_timeout=1s -- true"),
+                             dir_, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("troika-agent: registering with job 'j': cannot reach the "
+                               "coordinator at 127.0.0.1:1"));
+}
+
+TEST_F(AgentProcessTest, FrozenCoordinatorIsNoticedWithinTheLivenessTimeoutAndStopsTheRanks) {
+  // A coordinator process that can be frozen (SIGSTOP): no abort, no closed connection; only
+  // unanswered keepalive pings tell the agents.
+  const std::string port_file = dir_ + "/port";
+  const pid_t coordinator = StartShell(absl::StrCat(
+      "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --port_file=", port_file,
+      " --log_level=warning >", dir_, "/coordinator.out 2>", dir_, "/coordinator.err"));
+  int port = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(port_file)), &port) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_GT(port, 0) << ReadFile(dir_ + "/coordinator.err");
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  // Training that would go on for long: rank 0's first loss shows every session is open.
+  const std::string train = absl::StrCat("/bin/sh -c 'echo $$ > ", dir_, "/pid.$TROIKA_RANK; exec ",
+                                         EXAMPLE_TRAIN_BINARY, " --steps 100000000'");
+  const pid_t a = StartAgent(0, "frozen", train, address);
+  const pid_t b = StartAgent(1, "frozen", train, address);
+  while (!absl::StrContains(Out(0), "[0] step 1 loss") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_THAT(Out(0), HasSubstr("[0] step 1 loss")) << Err(0) << Err(1);
+  ASSERT_EQ(kill(coordinator, SIGSTOP), 0);
+  const absl::Time frozen = absl::Now();
+  EXPECT_EQ(WaitWithTimeout(a, absl::Seconds(30)), 1) << Err(0);
+  EXPECT_EQ(WaitWithTimeout(b, absl::Seconds(30)), 1) << Err(1);
+  EXPECT_LT(absl::Now() - frozen, absl::Seconds(8)) << "liveness 1s, grace 2s";
+  for (int node : {0, 1}) EXPECT_THAT(Err(node), HasSubstr("lost the coordinator"));
+  for (pid_t pid : ReadRankPids(dir_, 4)) EXPECT_TRUE(ProcessGone(pid)) << pid;
+  kill(coordinator, SIGKILL);
+  kill(coordinator, SIGCONT);
+  WaitWithTimeout(coordinator, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace troika::testing
