@@ -43,10 +43,10 @@ class FaultTest : public ::testing::Test {
   // Starts troikarun with 2 agents x 2 ranks of the fault rank; waits until every rank has
   // run a few steps.
   void StartJob(const std::string& extra_env = "") {
-    std::string command = absl::StrCat("FAULT_DIR=", dir_, " ", extra_env, " exec ",
-                                       TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 --grace_period 3s -- ",
-                                       FAULT_RANK_BINARY, " >", dir_, "/stdout 2>", dir_,
-                                       "/stderr");
+    std::string command =
+        absl::StrCat("FAULT_DIR=", dir_, " ", extra_env, " exec ", TROIKARUN_BINARY,
+                     " -np 4 --nproc-per-node 2 --grace_period 3s -- ", FAULT_RANK_BINARY, " >",
+                     dir_, "/stdout 2>", dir_, "/stderr");
     troikarun_ = StartShell(command);
   }
 
@@ -131,28 +131,73 @@ TEST_F(FaultTest, KilledAgentFailsTheOtherNodesRanksWithinFiveSeconds) {
   ExpectErrorsOnSurvivors(t0, {0, 1});
 }
 
-TEST(TwoJobsTest, AbortingOneJobLeavesTheOtherUntouched) {
-  // One coordinator process; job "doomed" (2 agents x 2 ranks) aborts when its rank 1 exits
-  // 1, while job "steady" (2 agents x 1 rank) trains to the end at the same time.
-  const std::string dir = MakeScratchDir("twojobs");
-  pid_t coordinator = StartShell(absl::StrCat("exec ", COORDINATOR_BINARY,
-                                              " --listen=127.0.0.1:0 --port_file=", dir,
-                                              "/port >", dir, "/coordinator.log 2>&1"));
+// Starts troika-coordinator with `flags`; returns its pid and sets `address`.
+pid_t StartCoordinator(const std::string& dir, const std::string& flags, std::string* address) {
+  pid_t pid =
+      StartShell(absl::StrCat("exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 ", flags,
+                              " --port_file=", dir, "/port >", dir, "/coordinator.log 2>&1"));
   std::string port;
   for (absl::Time deadline = absl::Now() + absl::Seconds(20);
        port.empty() && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(20))) {
     port = std::string(absl::StripAsciiWhitespace(ReadFile(dir + "/port")));
   }
-  ASSERT_FALSE(port.empty()) << "the coordinator did not start";
-  const std::string address = "127.0.0.1:" + port;
-  pid_t steady = StartShell(absl::StrCat(
-      "exec ", TROIKARUN_BINARY, " --coordinator ", address, " --job steady -np 2 ",
-      "--nproc-per-node 1 -- ", EXAMPLE_TRAIN_BINARY, " --steps 400 >", dir, "/steady.out 2>",
-      dir, "/steady.err"));
-  pid_t doomed = StartShell(absl::StrCat(
-      "FAULT_EXIT_RANK=1 exec ", TROIKARUN_BINARY, " --coordinator ", address,
-      " --job doomed -np 4 --nproc-per-node 2 -- ", FAULT_RANK_BINARY, " >", dir,
-      "/doomed.out 2>", dir, "/doomed.err"));
+  *address = port.empty() ? "" : "127.0.0.1:" + port;
+  return pid;
+}
+
+TEST(LivenessTest, FrozenAgentIsDetectedWithinTheLivenessTimeout) {
+  // A link cut looks like this to the coordinator: the agent's connection stays open but
+  // nothing answers. SIGSTOP freezes the agent of ranks 2-3; the coordinator must notice
+  // within its --liveness_timeout (2 s here) and abort the job for ranks 0-1.
+  const std::string dir = MakeScratchDir("liveness");
+  std::string address;
+  pid_t coordinator = StartCoordinator(dir, "--liveness_timeout=2s", &address);
+  ASSERT_FALSE(address.empty()) << "the coordinator did not start";
+  std::vector<pid_t> agents;
+  for (int node = 0; node < 2; ++node) {
+    agents.push_back(StartShell(absl::StrCat(
+        "FAULT_DIR=", dir, " exec ", AGENT_BINARY, " --coordinator=", address,
+        " --job=frozen --nnodes=2 --nproc-per-node=2 --grace_period=2s --node_rank=", node, " -- ",
+        FAULT_RANK_BINARY, " >", dir, "/agent", node, ".out 2>", dir, "/agent", node, ".err")));
+  }
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (ReadRankPids(dir, 4).size() < 4 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(ReadRankPids(dir, 4).size(), 4u) << ReadFile(dir + "/agent0.err");
+  const int64_t t0 = absl::ToUnixMillis(absl::Now());
+  ASSERT_EQ(kill(agents[1], SIGSTOP), 0);
+  EXPECT_NE(WaitWithTimeout(agents[0], absl::Seconds(15)), 0);
+  std::map<int, int64_t> errors = MarkerTimes(ReadFile(dir + "/agent0.out"), "error-at");
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(errors.count(r)) << "rank " << r << " saw no error\n"
+                                 << ReadFile(dir + "/agent0.out") << ReadFile(dir + "/agent0.err");
+    EXPECT_LE(errors[r] - t0, 5000) << "rank " << r << " learned too late";
+  }
+  EXPECT_THAT(ReadFile(dir + "/agent0.out"), HasSubstr("lost the connection to the coordinator"));
+  kill(agents[1], SIGKILL);
+  kill(agents[1], SIGCONT);
+  WaitWithTimeout(agents[1], absl::Seconds(10));
+  for (pid_t pid : ReadRankPids(dir, 4)) kill(pid, SIGKILL);
+  kill(coordinator, SIGTERM);
+  EXPECT_EQ(WaitWithTimeout(coordinator, absl::Seconds(10)), 0);
+}
+
+TEST(TwoJobsTest, AbortingOneJobLeavesTheOtherUntouched) {
+  // One coordinator process; job "doomed" (2 agents x 2 ranks) aborts when its rank 1 exits
+  // 1, while job "steady" (2 agents x 1 rank) trains to the end at the same time.
+  const std::string dir = MakeScratchDir("twojobs");
+  std::string address;
+  pid_t coordinator = StartCoordinator(dir, "", &address);
+  ASSERT_FALSE(address.empty()) << "the coordinator did not start";
+  pid_t steady = StartShell(absl::StrCat("exec ", TROIKARUN_BINARY, " --coordinator ", address,
+                                         " --job steady -np 2 ", "--nproc-per-node 1 -- ",
+                                         EXAMPLE_TRAIN_BINARY, " --steps 400 >", dir,
+                                         "/steady.out 2>", dir, "/steady.err"));
+  pid_t doomed =
+      StartShell(absl::StrCat("FAULT_EXIT_RANK=1 exec ", TROIKARUN_BINARY, " --coordinator ",
+                              address, " --job doomed -np 4 --nproc-per-node 2 -- ",
+                              FAULT_RANK_BINARY, " >", dir, "/doomed.out 2>", dir, "/doomed.err"));
   EXPECT_EQ(WaitWithTimeout(doomed, absl::Seconds(60)), 1) << ReadFile(dir + "/doomed.err");
   EXPECT_EQ(WaitWithTimeout(steady, absl::Seconds(120)), 0) << ReadFile(dir + "/steady.err");
   EXPECT_THAT(ReadFile(dir + "/steady.out"), HasSubstr("step 400 loss"));

@@ -12,9 +12,9 @@ add_dependencies(launcher_test troikarun troika-agent troika-example-train)
 troika_test(agent_process_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc
   LIBS troika_coordinator absl::strings absl::time TIMEOUT 300)
 target_compile_definitions(agent_process_test PRIVATE
-  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
   EXAMPLE_TRAIN_BINARY="$<TARGET_FILE:troika-example-train>")
 add_dependencies(agent_process_test troika-agent troikarun troika-coordinator troika-example-train)
 
@@ -26,6 +26,7 @@ troika_test(fault_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc
 target_compile_definitions(fault_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
   EXAMPLE_TRAIN_BINARY="$<TARGET_FILE:troika-example-train>"
   FAULT_RANK_BINARY="$<TARGET_FILE:troika-test-fault-rank>")
 add_dependencies(fault_test troikarun troika-agent troika-coordinator troika-example-train
