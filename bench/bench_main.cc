@@ -11,13 +11,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_runner.h"
 #include "bench/byte_size.h"
 #include "bench/report.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
 
@@ -100,13 +99,7 @@ void PrintHeadline(const std::vector<Measurement>& rows, int ranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this file's flags (absl matches only files named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "bench/bench_main.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
+  troika::ShowFlagsOf("bench/bench_main.cc");
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
   troika::LogSeverity severity;

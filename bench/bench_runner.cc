@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "bench/local_store.h"
 #include "common/status_macros.h"
+#include "libclient/transport/memory/in_memory_store.h"
 #include "libclient/transport/transport.h"
 
 namespace troika::bench {
@@ -211,7 +211,7 @@ absl::Status RunBenchmark(const BenchOptions& options, const KindDone& on_kind_d
       per_rank.emplace_back(rows.size(), std::vector<double>(2 * options.repeat, 0.0));
     }
   }
-  LocalStore store;
+  transport::InMemoryStore store;
   RankGroup group(options.ranks);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < options.ranks; ++rank) {

@@ -19,9 +19,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_usage.h"
 #include "coordinator/coordinator.h"
 
 ABSL_FLAG(int, np, 8, "ranks in the job");
@@ -82,21 +81,19 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
   for (int node = 0; node < nodes; ++node) {
     const std::string host = absl::StrCat("node-", node);
     if (agents) {
-      pids.push_back(Spawn({agent, "--coordinator=" + address, "--job=" + job,
-                            absl::StrCat("--nnodes=", nodes),
-                            absl::StrCat("--nproc-per-node=", per_node),
-                            absl::StrCat("--node_rank=", node), "--host=" + host,
-                            "--data_host=127.0.0.1", "--",
-                            trainer, steps_flag},
-                           {}));
+      pids.push_back(Spawn(
+          {agent, "--coordinator=" + address, "--job=" + job, absl::StrCat("--nnodes=", nodes),
+           absl::StrCat("--nproc-per-node=", per_node), absl::StrCat("--node_rank=", node),
+           "--host=" + host, "--data_host=127.0.0.1", "--", trainer, steps_flag},
+          {}));
       continue;
     }
     for (int local = 0; local < per_node; ++local) {
-      pids.push_back(Spawn({trainer, steps_flag},
-                           {"TROIKA_COORDINATOR=" + address, "TROIKA_JOB=" + job,
-                            absl::StrCat("TROIKA_RANK=", node * per_node + local),
-                            absl::StrCat("TROIKA_SIZE=", np), "TROIKA_HOST=" + host,
-                            "TROIKA_DATA_HOST=127.0.0.1"}));
+      pids.push_back(Spawn(
+          {trainer, steps_flag},
+          {"TROIKA_COORDINATOR=" + address, "TROIKA_JOB=" + job,
+           absl::StrCat("TROIKA_RANK=", node * per_node + local), absl::StrCat("TROIKA_SIZE=", np),
+           "TROIKA_HOST=" + host, "TROIKA_DATA_HOST=127.0.0.1"}));
     }
   }
   for (pid_t pid : pids) {
@@ -115,12 +112,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
 }  // namespace troika::bench
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "bench/control_traffic_main.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
+  troika::ShowFlagsOf("bench/control_traffic_main.cc");
   absl::SetProgramUsageMessage(
       "Control-plane messages and bytes per training step received by the coordinator, with "
       "and without agent aggregation.\nUsage: troika-control-bench [--np 8] [--nodes 2]");
@@ -135,9 +127,10 @@ int main(int argc, char** argv) {
   auto c = troika::coordinator::Coordinator::Start(options);
   if (!c.ok()) return 1;
   const int s1 = absl::GetFlag(FLAGS_short_steps), s2 = absl::GetFlag(FLAGS_long_steps);
-  std::printf("troika-control-bench: %d ranks on %d nodes, example trainer (5 allreduces per "
-              "step), per-step = (run of %d steps - run of %d steps) / %d\n",
-              np, nodes, s2, s1, s2 - s1);
+  std::printf(
+      "troika-control-bench: %d ranks on %d nodes, example trainer (5 allreduces per "
+      "step), per-step = (run of %d steps - run of %d steps) / %d\n",
+      np, nodes, s2, s1, s2 - s1);
   std::printf("%-28s %14s %14s\n", "mode", "msgs/step", "bytes/step");
   int run = 0;
   for (bool agents : {false, true}) {

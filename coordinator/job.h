@@ -105,7 +105,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   mutable std::mutex mu_;
   // Guarded by mu_.
   State state_ = State::kAttaching;
-  std::string abort_reason_;  // once kAborted
+  std::string abort_reason_;                         // once kAborted
   std::map<int, std::string> hosts_;                 // attached rank -> host
   std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
   uint64_t next_waiter_ = 1;

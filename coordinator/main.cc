@@ -6,9 +6,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "coordinator/coordinator.h"
@@ -30,13 +29,7 @@ ABSL_FLAG(std::string, port_file, "",
 
 int main(int argc, char** argv) {
   troika::BlockTerminationSignals();
-  // --help lists this file's flags (Abseil matches only files named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "coordinator/main.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
+  troika::ShowFlagsOf("coordinator/main.cc");
   absl::SetProgramUsageMessage(
       "The Troika coordinator: negotiates the collectives of many training jobs.\n"
       "Usage: troika-coordinator [--listen=0.0.0.0:7070] [flags]");

@@ -24,8 +24,7 @@ void SessionReactor::OnReadDone(bool ok) {
   }
   if (stats_) {
     stats_->up_messages.fetch_add(1, std::memory_order_relaxed);
-    stats_->up_bytes.fetch_add(static_cast<int64_t>(up_.ByteSizeLong()),
-                               std::memory_order_relaxed);
+    stats_->up_bytes.fetch_add(static_cast<int64_t>(up_.ByteSizeLong()), std::memory_order_relaxed);
   }
   if (absl::Status status = Handle(up_); !status.ok()) {
     TROIKA_LOG(WARNING) << "session closed: " << status;

@@ -17,10 +17,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_usage.h"
 #include "examples/mlp.h"
 #include "examples/synthetic_data.h"
 #include "troika/troika.h"
@@ -122,13 +121,7 @@ absl::Status Train(const TrainOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this file's flags (absl matches only files named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "examples/train.cc");
-  };
-  usage.contains_help_flags = usage.contains_helpshort_flags;
-  absl::SetFlagsUsageConfig(usage);
+  troika::ShowFlagsOf("examples/train.cc");
   absl::SetProgramUsageMessage(
       "Data-parallel training of a small MLP on synthetic data with Troika.\n"
       "Usage: troikarun -np N -- troika-example-train [--steps 50] [--batch 256] [--lr 0.1] "

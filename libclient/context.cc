@@ -55,9 +55,9 @@ absl::Status ContextImpl::Start(const Options& options) {
     return s;
   }
   auto fail = [this](absl::Status status) { Fail(status); };
-  executor_ = std::make_unique<Executor>(
-      table_, *communicator_, *outputs_,
-      [this](absl::Status status) { return FailFromDataPlane(status); });
+  executor_ =
+      std::make_unique<Executor>(table_, *communicator_, *outputs_,
+                                 [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ = std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, fail);
   executor_->Start();
   controller_->Start();

@@ -24,8 +24,8 @@ TEST(CApiTest, CollectivesAndErrorsThroughTheCAbi) {
     float grad[3] = {1.0f + rank, 2.0f, 3.0f};
     int64_t shape[1] = {3};
     troika_handle* h = nullptr;
-    ASSERT_EQ(troika_allreduce(ctx, "g", grad, grad, TROIKA_FLOAT32, shape, 1, TROIKA_AVERAGE,
-                               1.0, 1.0, &h),
+    ASSERT_EQ(troika_allreduce(ctx, "g", grad, grad, TROIKA_FLOAT32, shape, 1, TROIKA_AVERAGE, 1.0,
+                               1.0, &h),
               0);
     EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
     EXPECT_EQ(troika_handle_poll(h), 1);

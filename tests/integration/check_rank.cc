@@ -18,9 +18,9 @@ int main() {
   const int64_t n = 1 << 18;
   std::vector<float> data(n);
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>((rank + 1) * (i % 7));
-  if (absl::Status s = c.Allreduce("check/allreduce", data.data(), data.data(),
-                                   troika::DataType::kFloat32, {n})
-                           .Wait();
+  if (absl::Status s =
+          c.Allreduce("check/allreduce", data.data(), data.data(), troika::DataType::kFloat32, {n})
+              .Wait();
       !s.ok()) {
     return std::fprintf(stderr, "allreduce: %s\n", s.ToString().c_str()), 1;
   }
@@ -35,8 +35,8 @@ int main() {
 
   // Allgather: rank r contributes r + 1 rows of 3 int64 holding r.
   std::vector<int64_t> rows((rank + 1) * 3, rank);
-  troika::Handle h = c.Allgather("check/allgather", rows.data(), troika::DataType::kInt64,
-                                 {rank + 1, 3});
+  troika::Handle h =
+      c.Allgather("check/allgather", rows.data(), troika::DataType::kInt64, {rank + 1, 3});
   if (absl::Status s = h.Wait(); !s.ok()) {
     return std::fprintf(stderr, "allgather: %s\n", s.ToString().c_str()), 1;
   }

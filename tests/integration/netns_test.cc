@@ -44,12 +44,11 @@ class NetnsTest : public ::testing::Test {
       const std::string veth = absl::StrCat(prefix_, host);
       ASSERT_EQ(Sh(absl::StrCat("ip netns add ", ns)), 0);
       namespaces_.push_back(ns);
-      ASSERT_EQ(Sh(absl::StrCat(
-                    "ip link add ", veth, " netns ", ns, " type veth peer name p", host,
-                    " netns ", br, " && ip -n ", br, " link set p", host, " master br0 up",
-                    " && ip -n ", ns, " addr add 10.231.0.", octet, "/24 dev ", veth,
-                    " && ip -n ", ns, " link set ", veth, " up && ip -n ", ns,
-                    " link set lo up")),
+      ASSERT_EQ(Sh(absl::StrCat("ip link add ", veth, " netns ", ns, " type veth peer name p", host,
+                                " netns ", br, " && ip -n ", br, " link set p", host,
+                                " master br0 up", " && ip -n ", ns, " addr add 10.231.0.", octet,
+                                "/24 dev ", veth, " && ip -n ", ns, " link set ", veth,
+                                " up && ip -n ", ns, " link set lo up")),
                 0)
           << "setting up host " << host;
       ++octet;
@@ -67,8 +66,7 @@ class NetnsTest : public ::testing::Test {
 
   pid_t StartIn(const std::string& host, const std::string& command, const std::string& log) {
     pid_t pid = StartShell(absl::StrCat("exec ip netns exec ", prefix_, "-", host, " ", command,
-                                        " >", dir_, "/", log, ".out 2>", dir_, "/", log,
-                                        ".err"));
+                                        " >", dir_, "/", log, ".out 2>", dir_, "/", log, ".err"));
     pids_.push_back(pid);
     return pid;
   }
@@ -83,13 +81,12 @@ TEST_F(NetnsTest, AllreduceAndAllgatherAcrossTwoHosts) {
   std::vector<pid_t> agents;
   int octet = 2;
   for (const char* host : {"a", "b"}) {
-    agents.push_back(StartIn(
-        host,
-        absl::StrCat(AGENT_BINARY, " --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
-                     " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
-                     " --data_host=10.231.0.", octet,
-                     " -- ", CHECK_RANK_BINARY),
-        absl::StrCat("agent-", host)));
+    agents.push_back(
+        StartIn(host,
+                absl::StrCat(AGENT_BINARY, " --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
+                             " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
+                             " --data_host=10.231.0.", octet, " -- ", CHECK_RANK_BINARY),
+                absl::StrCat("agent-", host)));
     ++octet;
   }
   std::string all;

@@ -9,7 +9,7 @@
 
 #include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
-#include "tests/libclient/transport/in_memory_store.h"
+#include "libclient/transport/memory/in_memory_store.h"
 
 namespace troika::transport {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
-// InMemoryStore: a Store held in the memory of one process, for tests whose ranks are
-// threads. Header-only.
+// InMemoryStore: a Store held in the memory of one process, for ranks that are threads of
+// it (tests, troika-bench's raw Gloo baseline). Header-only.
 //
 // Thread contract: thread-safe. Get() and Wait() block (std::condition_variable, which
 // ThreadSanitizer understands) until the keys exist or the timeout passes.
