@@ -104,7 +104,11 @@ absl::Status ContextImpl::Shutdown() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
-  absl::Status failure = table_.status();
+  absl::Status failure;
+  {
+    std::lock_guard<std::mutex> fail_lock(fail_mu_);
+    failure = failure_;
+  }
   table_.Close(absl::CancelledError("this rank has shut down"));
   if (controller_) controller_->Shutdown(absl::Seconds(5));
   if (executor_) executor_->Stop();

@@ -132,7 +132,9 @@ class Context {
   Handle Barrier();
 
   // Leaves the job: pending operations fail, later ones fail at once, and the other ranks'
-  // operations that need this rank fail with a message naming it. Idempotent.
+  // operations that need this rank fail with a message naming it. Returns the error that had
+  // failed this context (an abort, a lost coordinator, a data-plane failure), if one did.
+  // Idempotent: later calls return OK.
   absl::Status Shutdown();
 
  private:
