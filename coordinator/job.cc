@@ -46,20 +46,24 @@ const char* JobStateName(Job::State state) {
   return "unknown";
 }
 
-Job::Job(std::string name, int size, NegotiatorOptions options, Scheduler& scheduler, Clock& clock,
+Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
          std::function<void()> on_done)
     : name_(std::move(name)),
       size_(size),
       scheduler_(scheduler),
       clock_(clock),
       on_done_(std::move(on_done)),
+      straggler_margin_(options.straggler_margin),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
-      negotiator_(size, options) {}
+      negotiator_(size, options.negotiator),
+      stall_inspector_(options.stall),
+      straggler_stats_(size) {}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
+  if (stall_timer_) scheduler_.Cancel(stall_timer_);
   FailAttachWaitersLocked(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
 }
 
@@ -218,7 +222,14 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
     }
     if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
   }
+  RecordArrivalsLocked();
   FlushLocked();
+  // A tensor that became pending now can be reported no sooner than this; the timer re-arms
+  // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
+  if (stall_timer_ == 0 && negotiator_.has_pending()) {
+    const absl::Duration first = stall_inspector_.FirstDeadline();
+    if (first != absl::InfiniteDuration()) ArmStallTimerLocked(now + first);
+  }
   return absl::OkStatus();
 }
 
@@ -312,6 +323,87 @@ void Job::ArmTimerLocked(absl::Time due) {
     job->flush_due_ = absl::InfiniteFuture();
     job->FlushLocked();
   });
+}
+
+void Job::InspectStalls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  InspectStallsLocked();
+  MaybeDoneLocked();
+}
+
+void Job::InspectStallsLocked() {
+  if (state_ != State::kRunning) return;
+  const std::vector<PendingTensor> pending = negotiator_.Pending();
+  const StallReport report = stall_inspector_.Inspect(pending, clock_.Now());
+  const StallOptions& options = stall_inspector_.options();
+  if (!report.past_shutdown.empty()) {
+    AbortLocked(absl::StrCat(FormatStalls(name_, report.past_shutdown, options.shutdown_time),
+                             " (--stall_shutdown_time)"));
+    return;
+  }
+  if (!report.newly_stalled.empty()) {
+    TROIKA_LOG(WARNING) << FormatStalls(name_, report.newly_stalled, options.warning_time)
+                        << ". The ranks may have diverged (different tensors or order), or be "
+                           "hung or much slower.";
+  }
+  const absl::Time next = stall_inspector_.NextCheck(pending);
+  if (next != absl::InfiniteFuture()) ArmStallTimerLocked(next);
+}
+
+void Job::ArmStallTimerLocked(absl::Time due) {
+  if (stall_timer_ != 0) scheduler_.Cancel(stall_timer_);
+  std::weak_ptr<Job> weak = weak_from_this();
+  // Real-time scheduler, possibly fake clock: only the offset from now matters (see
+  // ArmTimerLocked). A timer that finds nothing pending does not re-arm, so an idle job wakes
+  // at most once more.
+  stall_timer_ = scheduler_.RunAfter(due - clock_.Now(), [weak] {
+    auto job = weak.lock();
+    if (!job) return;
+    std::lock_guard<std::mutex> lock(job->mu_);
+    job->stall_timer_ = 0;
+    job->InspectStallsLocked();
+    job->MaybeDoneLocked();
+  });
+}
+
+void Job::RecordArrivalsLocked() {
+  for (const std::vector<absl::Time>& arrivals : negotiator_.TakeArrivals()) {
+    straggler_stats_.OnReady(arrivals);
+  }
+  // Checked every few dozen tensors and logged at most every 30 s, so a training step never
+  // pays for it and the log does not flood.
+  constexpr int64_t kCheckEvery = 64;
+  constexpr absl::Duration kLogEvery = absl::Seconds(30);
+  if (straggler_stats_.tensors() - straggler_checked_at_ < kCheckEvery) return;
+  straggler_checked_at_ = straggler_stats_.tensors();
+  const absl::Time now = clock_.Now();
+  if (now - straggler_logged_at_ < kLogEvery) return;
+  std::vector<int> stragglers = straggler_stats_.Stragglers(straggler_margin_);
+  if (stragglers == logged_stragglers_) return;
+  straggler_logged_at_ = now;
+  if (stragglers.empty()) {
+    TROIKA_LOG(INFO) << "job '" << name_ << "': no straggling ranks any more";
+  } else {
+    const coordinator::StragglerSnapshot snapshot = straggler_stats_.Snapshot();
+    std::string detail;
+    for (int r : stragglers) {
+      const RankLateness& l = snapshot.ranks[r];
+      absl::StrAppend(&detail, detail.empty() ? "" : "; ", "rank ", r, " last for ",
+                      l.window_last_count, " of ", snapshot.window_size, " recent tensors, by ",
+                      absl::FormatDuration(l.window_last_lateness), " on average; mean lateness ",
+                      absl::FormatDuration(l.mean_lateness), ", max ",
+                      absl::FormatDuration(l.max_lateness));
+    }
+    TROIKA_LOG(WARNING) << "job '" << name_ << "': " << FormatRanks(stragglers)
+                        << " straggling (--straggler_margin "
+                        << absl::FormatDuration(straggler_margin_) << "): " << detail;
+  }
+  logged_stragglers_ = std::move(stragglers);
+}
+
+StragglerSnapshot Job::StragglerSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return straggler_stats_.Snapshot();
 }
 
 void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {

@@ -28,8 +28,20 @@
 #include "coordinator/negotiator.h"
 #include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
+#include "coordinator/stall_inspector.h"
+#include "coordinator/straggler_stats.h"
 
 namespace troika::coordinator {
+
+struct JobOptions {
+  NegotiatorOptions negotiator;
+  // When a tensor stalls (some ranks submitted it, others not) is warned about or aborts the
+  // job. Defaults: warn after 60 s, never abort.
+  StallOptions stall;
+  // A rank last to submit most tensors is logged as a straggler once its mean lateness
+  // reaches this. Default 10 ms.
+  absl::Duration straggler_margin = absl::Milliseconds(10);
+};
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
  public:
@@ -37,7 +49,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
 
   // `on_done` runs (on the scheduler's thread) once the job becomes done.
-  Job(std::string name, int size, NegotiatorOptions options, Scheduler& scheduler, Clock& clock,
+  Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
       std::function<void()> on_done);
   ~Job();
   Job(const Job&) = delete;
@@ -71,6 +83,14 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Sends `reason` to every session; pending and later work fails. Idempotent.
   void Abort(const std::string& reason);
 
+  // Inspects pending tensors for stalls at the clock's now: logs newly stalled tensors, and
+  // aborts the job when one is past the stall shutdown time. A scheduler timer calls this
+  // while tensors are pending; tests with a fake clock call it by hand.
+  void InspectStalls();
+
+  // Per-rank lateness of the tensors negotiated so far, for display.
+  coordinator::StragglerSnapshot StragglerSnapshot() const;
+
   State state() const;
   bool done() const;
   // Why the job was aborted (without the "job 'x' aborted: " prefix); empty unless aborted.
@@ -89,6 +109,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void AbortLocked(const std::string& reason, std::optional<RankExit> cause = std::nullopt);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
+  void InspectStallsLocked();
+  void ArmStallTimerLocked(absl::Time due);
+  void RecordArrivalsLocked();
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   void MaybeDoneLocked();
   bool DoneLocked() const;
@@ -100,6 +123,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
+  const absl::Duration straggler_margin_;
   KvStore kv_;  // thread-safe on its own
 
   mutable std::mutex mu_;
@@ -118,6 +142,12 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;
+  StallInspector stall_inspector_;
+  Scheduler::TaskId stall_timer_ = 0;
+  StragglerStats straggler_stats_;
+  std::vector<int> logged_stragglers_;  // the set last logged
+  absl::Time straggler_logged_at_ = absl::InfinitePast();
+  int64_t straggler_checked_at_ = 0;  // straggler_stats_.tensors() when last checked
 };
 
 const char* JobStateName(Job::State state);

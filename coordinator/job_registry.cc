@@ -32,7 +32,11 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   }
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
-  auto job = std::make_shared<Job>(name, size, options_.negotiator, scheduler_, clock_,
+  JobOptions job_options;
+  job_options.negotiator = options_.negotiator;
+  job_options.stall = options_.stall;
+  job_options.straggler_margin = options_.straggler_margin;
+  auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
   *holder = job;
   jobs_[name] = job;

@@ -21,6 +21,10 @@ namespace troika::coordinator {
 
 struct JobRegistryOptions {
   NegotiatorOptions negotiator;
+  // Stall warning and shutdown times for every job; see JobOptions.
+  StallOptions stall;
+  // See JobOptions. Default 10 ms.
+  absl::Duration straggler_margin = absl::Milliseconds(10);
   // Most ranks one job may have. Default 65536.
   int max_job_size = 65536;
   // A created job nobody attached to is dropped after this long. Default 10 min.

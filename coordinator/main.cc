@@ -21,6 +21,12 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),
           "cap on attach and key-value waits; the default for requests without a timeout");
 ABSL_FLAG(absl::Duration, liveness_timeout, absl::Seconds(10),
           "a peer that answers no keepalive for this long is gone; its jobs are aborted");
+ABSL_FLAG(absl::Duration, stall_warning_time, absl::Seconds(60),
+          "warn (once) about a tensor some ranks submitted and others not for this long; 0: off");
+ABSL_FLAG(absl::Duration, stall_shutdown_time, absl::ZeroDuration(),
+          "abort the job when a tensor stays stalled for this long; 0: never");
+ABSL_FLAG(absl::Duration, straggler_margin, absl::Milliseconds(10),
+          "log a rank as a straggler when it is last for most tensors and late by this on average");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
@@ -49,6 +55,9 @@ int main(int argc, char** argv) {
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
   options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
   options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  options.registry.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
+  options.registry.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
+  options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
 
   auto coordinator = troika::coordinator::Coordinator::Start(options);

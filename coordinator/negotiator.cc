@@ -31,6 +31,7 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
   if (inserted) {
     partial.by_rank.resize(size_);
     partial.present.assign(size_, false);
+    partial.arrival.resize(size_);
     partial.first_arrival = now;
   } else if (partial.present[rank]) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " submitted '", request.name,
@@ -38,6 +39,7 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
   }
   partial.by_rank[rank] = std::move(request);
   partial.present[rank] = true;
+  partial.arrival[rank] = now;
   ++partial.count;
   if (!departed_.empty()) {
     FailWithDepartedRanks(it->first, now);
@@ -56,6 +58,7 @@ void Negotiator::MakeReady(Partial partial, absl::Time now) {
   ready.bytes = partial.by_rank.front().ByteSize();
   ready.ready_at = now;
   ready_.push_back(std::move(ready));
+  arrivals_.push_back(std::move(partial.arrival));
 }
 
 void Negotiator::FailWithDepartedRanks(const std::string& name, absl::Time now) {

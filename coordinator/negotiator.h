@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +57,13 @@ class Negotiator {
   std::vector<Response> Poll(absl::Time now, absl::Time* next_poll);
 
   std::vector<PendingTensor> Pending() const;
+  bool has_pending() const { return !pending_.empty(); }
+
+  // Arrival times, by rank, of every tensor that became ready (all ranks submitted) since the
+  // last call, in the order they became ready. The owner drains this after Submit() to feed
+  // its straggler statistics; tensors failed for departed ranks are not included.
+  std::vector<std::vector<absl::Time>> TakeArrivals() { return std::exchange(arrivals_, {}); }
+
   bool idle() const { return pending_.empty() && ready_.empty(); }
   const NegotiatorOptions& options() const { return options_; }
   void set_options(const NegotiatorOptions& options) { options_ = options; }
@@ -64,6 +72,7 @@ class Negotiator {
   struct Partial {
     std::vector<TensorRequest> by_rank;  // by rank; present[r] says which are real
     std::vector<bool> present;
+    std::vector<absl::Time> arrival;  // by rank, where present
     int count = 0;
     absl::Time first_arrival;
   };
@@ -82,7 +91,8 @@ class Negotiator {
   NegotiatorOptions options_;
   std::map<std::string, Partial> pending_;
   std::deque<Ready> ready_;
-  std::map<int, std::string> departed_;  // rank -> why
+  std::map<int, std::string> departed_;            // rank -> why
+  std::vector<std::vector<absl::Time>> arrivals_;  // see TakeArrivals()
 };
 
 }  // namespace troika::coordinator

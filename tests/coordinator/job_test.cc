@@ -28,9 +28,8 @@ class FakeSink : public SessionSink {
 
 class JobTest : public ::testing::Test {
  protected:
-  std::shared_ptr<Job> MakeJob(int size) {
-    NegotiatorOptions options;
-    options.cycle_time = absl::ZeroDuration();
+  std::shared_ptr<Job> MakeJob(int size, JobOptions options = {}) {
+    options.negotiator.cycle_time = absl::ZeroDuration();
     return std::make_shared<Job>("train", size, options, scheduler_, clock_,
                                  [this] { done_count_++; });
   }
@@ -180,6 +179,63 @@ TEST_F(JobTest, ReportedRankExitAbortsJobWithTheReason) {
   ASSERT_EQ(node.messages().size(), 1u);
   EXPECT_THAT(node.messages()[0].abort_reason,
               HasSubstr("rank 1 on host-a was killed by signal 9 (Killed)"));
+}
+
+TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
+  JobOptions options;
+  options.stall.warning_time = absl::Seconds(60);
+  options.stall.shutdown_time = absl::Seconds(300);
+  auto job = MakeJob(3, options);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink s0, s1, s2;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "grad/a")}).ok());
+
+  clock_.Advance(absl::Seconds(100));
+  job->InspectStalls();  // only a warning
+  EXPECT_EQ(job->state(), Job::State::kRunning);
+
+  clock_.Advance(absl::Seconds(201));
+  job->InspectStalls();
+  ASSERT_EQ(job->state(), Job::State::kAborted);
+  EXPECT_THAT(job->abort_reason(), HasSubstr("'grad/a' (waiting 5m1s) is missing ranks 0, 2"));
+  ASSERT_FALSE(s0.messages().empty());
+  EXPECT_THAT(s0.messages().back().abort_reason, HasSubstr("stalled for more than 5m"));
+}
+
+TEST_F(JobTest, CompletedTensorNeverCountsAsStalled) {
+  JobOptions options;
+  options.stall.shutdown_time = absl::Seconds(1);
+  auto job = MakeJob(2, options);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
+  clock_.Advance(absl::Milliseconds(30));
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
+  clock_.Advance(absl::Seconds(10));
+  job->InspectStalls();
+  EXPECT_EQ(job->state(), Job::State::kRunning);
+}
+
+TEST_F(JobTest, StragglerSnapshotRecordsLatenessOfReadyTensors) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
+  clock_.Advance(absl::Milliseconds(30));
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
+  StragglerSnapshot snapshot = job->StragglerSnapshot();
+  EXPECT_EQ(snapshot.tensors, 1);
+  ASSERT_EQ(snapshot.ranks.size(), 2u);
+  EXPECT_EQ(snapshot.ranks[1].mean_lateness, absl::Milliseconds(30));
+  EXPECT_EQ(snapshot.ranks[1].last_count, 1);
+  EXPECT_EQ(snapshot.ranks[0].mean_lateness, absl::ZeroDuration());
 }
 
 }  // namespace

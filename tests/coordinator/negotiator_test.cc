@@ -52,6 +52,17 @@ TEST(NegotiatorTest, TensorIsReadyOnlyWhenEveryRankSubmitted) {
   EXPECT_TRUE(n.idle());
 }
 
+TEST(NegotiatorTest, ReadyTensorExposesEachRanksArrivalTimeOnce) {
+  Negotiator n(3, NoHold());
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0 + absl::Milliseconds(5)).ok());
+  EXPECT_THAT(n.TakeArrivals(), IsEmpty());  // not ready yet
+  ASSERT_TRUE(n.Submit(Allreduce(2, "a"), kT0 + absl::Milliseconds(9)).ok());
+  EXPECT_THAT(n.TakeArrivals(), ElementsAre(ElementsAre(kT0 + absl::Milliseconds(5), kT0,
+                                                        kT0 + absl::Milliseconds(9))));
+  EXPECT_THAT(n.TakeArrivals(), IsEmpty());
+}
+
 TEST(NegotiatorTest, OrderIsTheOrderTensorsBecameReady) {
   Negotiator n(2, NoHold());
   TensorRequest b0 = Allreduce(0, "b"), a0 = Allreduce(0, "a");
