@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/wire.h"
 #include "coordinator/session_reactor.h"
@@ -16,6 +17,49 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpc(status));
   return reactor;
+}
+
+int64_t ToMillis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+void ToWire(const JobInfo& info, v1::JobDescription* out) {
+  out->set_name(info.name);
+  out->set_size(info.size);
+  out->set_state(info.state);
+  out->set_epoch(info.epoch);
+  out->set_abort_reason(info.abort_reason);
+  out->set_age_ms(ToMillis(info.age));
+  for (const RankInfo& r : info.ranks) {
+    v1::RankDescription* rank = out->add_ranks();
+    rank->set_rank(r.rank);
+    rank->set_host(r.host);
+    rank->set_attached(r.attached);
+    rank->set_local_rank(r.local_rank);
+    rank->set_cross_rank(r.cross_rank);
+    rank->set_connected(r.connected);
+    rank->set_departed(r.departed);
+  }
+  for (const PendingTensorInfo& p : info.pending) {
+    v1::PendingTensorDescription* pending = out->add_pending();
+    pending->set_name(p.name);
+    pending->set_waiting_ms(ToMillis(p.waiting));
+    pending->mutable_missing_ranks()->Add(p.missing_ranks.begin(), p.missing_ranks.end());
+  }
+  v1::StragglerDescription* stragglers = out->mutable_stragglers();
+  stragglers->set_tensors(info.stragglers.tensors);
+  stragglers->set_window_size(info.stragglers.window_size);
+  for (const RankLateness& l : info.stragglers.ranks) {
+    v1::RankLatenessDescription* rank = stragglers->add_ranks();
+    rank->set_rank(l.rank);
+    rank->set_tensors(l.count);
+    rank->set_mean_lateness_ms(absl::ToDoubleMilliseconds(l.mean_lateness));
+    rank->set_max_lateness_ms(absl::ToDoubleMilliseconds(l.max_lateness));
+    rank->set_last_count(l.last_count);
+    rank->set_window_last_count(l.window_last_count);
+    rank->set_window_last_lateness_ms(absl::ToDoubleMilliseconds(l.window_last_lateness));
+  }
+  out->mutable_negotiation()->set_fusion_threshold_bytes(info.negotiation.fusion_threshold_bytes);
+  out->mutable_negotiation()->set_cycle_time_ms(
+      absl::ToDoubleMilliseconds(info.negotiation.cycle_time));
 }
 
 }  // namespace
@@ -116,6 +160,49 @@ grpc::ServerUnaryReactor* CoordinatorService::KvWait(grpc::CallbackServerContext
   (*job)->kv().Wait(keys, WaitFor(request->timeout_ms()),
                     [reactor](absl::Status status) { reactor->Finish(ToGrpc(status)); });
   return reactor;
+}
+
+// TODO(security issue): the admin RPCs below will require admin credentials; check them here
+// before anything is read or changed.
+
+grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* context,
+                                                       const v1::ListJobsRequest* request,
+                                                       v1::ListJobsResponse* response) {
+  for (const std::shared_ptr<Job>& job : registry_.Jobs()) {
+    const JobInfo info = job->Describe();
+    v1::JobSummary* summary = response->add_jobs();
+    summary->set_name(info.name);
+    summary->set_size(info.size);
+    summary->set_state(info.state);
+    summary->set_attached_ranks(info.attached_ranks());
+    summary->set_pending_tensors(static_cast<int32_t>(info.pending.size()));
+    summary->set_age_ms(ToMillis(info.age));
+  }
+  return FinishWith(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::DescribeJob(grpc::CallbackServerContext* context,
+                                                          const v1::DescribeJobRequest* request,
+                                                          v1::JobDescription* response) {
+  auto job = registry_.Find(request->job());
+  if (!job.ok()) return FinishWith(context, job.status());
+  ToWire((*job)->Describe(), response);
+  return FinishWith(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* context,
+                                                        const v1::CancelJobRequest* request,
+                                                        v1::CancelJobResponse* response) {
+  auto job = registry_.Find(request->job());
+  if (!job.ok()) return FinishWith(context, job.status());
+  const std::string reason = request->reason().empty() ? "no reason given" : request->reason();
+  const Job::State state = (*job)->state();
+  if (state == Job::State::kFinished || state == Job::State::kAborted) {
+    return FinishWith(context, absl::FailedPreconditionError(absl::StrCat(
+                                   "job '", (*job)->name(), "' is already ", JobStateName(state))));
+  }
+  (*job)->Abort("cancelled by troikactl: " + reason);
+  return FinishWith(context, absl::OkStatus());
 }
 
 }  // namespace troika::coordinator

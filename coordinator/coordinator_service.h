@@ -45,6 +45,17 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                    const v1::KvWaitRequest* request,
                                    v1::KvWaitResponse* response) override;
 
+  // Administration (troikactl): answered at once from Job::Describe() snapshots, or Abort().
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* DescribeJob(grpc::CallbackServerContext* context,
+                                        const v1::DescribeJobRequest* request,
+                                        v1::JobDescription* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* request,
+                                      v1::CancelJobResponse* response) override;
+
  private:
   absl::Duration WaitFor(int64_t timeout_ms) const;
 

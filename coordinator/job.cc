@@ -53,6 +53,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       scheduler_(scheduler),
       clock_(clock),
       on_done_(std::move(on_done)),
+      created_at_(clock.Now()),
       straggler_margin_(options.straggler_margin),
       kv_(scheduler),
       session_of_rank_(size, nullptr),

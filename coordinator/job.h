@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
+#include "coordinator/job_info.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/session_handler.h"
@@ -91,6 +92,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Per-rank lateness of the tensors negotiated so far, for display.
   coordinator::StragglerSnapshot StragglerSnapshot() const;
 
+  // A consistent snapshot of the job for operators (troikactl), taken under the job lock at
+  // the clock's now. Defined in job_info.cc.
+  JobInfo Describe() const;
+
   State state() const;
   bool done() const;
   // Why the job was aborted (without the "job 'x' aborted: " prefix); empty unless aborted.
@@ -123,6 +128,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
+  const absl::Time created_at_;
   const absl::Duration straggler_margin_;
   KvStore kv_;  // thread-safe on its own
 

@@ -238,5 +238,56 @@ TEST_F(JobTest, StragglerSnapshotRecordsLatenessOfReadyTensors) {
   EXPECT_EQ(snapshot.ranks[0].mean_lateness, absl::ZeroDuration());
 }
 
+TEST_F(JobTest, DescribeShowsRanksPendingTensorsWithMissingRanksAndAge) {
+  auto job = MakeJob(3);
+  clock_.Advance(absl::Seconds(5));
+  JobInfo before = job->Describe();
+  EXPECT_EQ(before.state, "attaching");
+  EXPECT_EQ(before.attached_ranks(), 0);
+  EXPECT_EQ(before.age, absl::Seconds(5));
+  ASSERT_EQ(before.ranks.size(), 3u);
+  EXPECT_EQ(before.ranks[2].local_rank, -1);
+
+  AttachAll(*job, {"a", "a", "b"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "grad/a")}).ok());
+  clock_.Advance(absl::Seconds(2));
+
+  JobInfo info = job->Describe();
+  EXPECT_EQ(info.name, "train");
+  EXPECT_EQ(info.size, 3);
+  EXPECT_EQ(info.state, "running");
+  EXPECT_EQ(info.epoch, 1);
+  EXPECT_EQ(info.attached_ranks(), 3);
+  EXPECT_EQ(info.ranks[2].host, "b");
+  EXPECT_EQ(info.ranks[1].local_rank, 1);
+  EXPECT_EQ(info.ranks[2].cross_rank, 1);
+  EXPECT_TRUE(info.ranks[1].connected);
+  EXPECT_FALSE(info.ranks[2].connected);
+  EXPECT_FALSE(info.ranks[0].departed);
+  ASSERT_EQ(info.pending.size(), 1u);
+  EXPECT_EQ(info.pending[0].name, "grad/a");
+  EXPECT_EQ(info.pending[0].waiting, absl::Seconds(2));
+  EXPECT_THAT(info.pending[0].missing_ranks, ::testing::ElementsAre(0, 2));
+  EXPECT_EQ(info.negotiation.cycle_time, absl::ZeroDuration());
+  EXPECT_EQ(info.stragglers.ranks.size(), 3u);
+}
+
+TEST_F(JobTest, DescribeAfterAbortGivesTheReasonAndDepartedRanks) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &s0).ok());
+  ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());
+  job->Abort("cancelled by troikactl: test");
+  JobInfo info = job->Describe();
+  EXPECT_TRUE(info.ranks[0].departed);
+  EXPECT_FALSE(info.ranks[1].departed);
+  EXPECT_EQ(info.state, "aborted");
+  EXPECT_EQ(info.abort_reason, "cancelled by troikactl: test");
+}
+
 }  // namespace
 }  // namespace troika::coordinator

@@ -1,0 +1,101 @@
+#include "coordinator/admin_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "troika/v1/troika.grpc.pb.h"
+
+namespace troika::coordinator {
+namespace {
+
+JobInfo FromWire(const v1::JobDescription& in) {
+  JobInfo info;
+  info.name = in.name();
+  info.size = in.size();
+  info.state = in.state();
+  info.epoch = in.epoch();
+  info.abort_reason = in.abort_reason();
+  info.age = absl::Milliseconds(in.age_ms());
+  for (const v1::RankDescription& r : in.ranks()) {
+    info.ranks.push_back({r.rank(), r.host(), r.attached(), r.local_rank(), r.cross_rank(),
+                          r.connected(), r.departed()});
+  }
+  for (const v1::PendingTensorDescription& p : in.pending()) {
+    info.pending.push_back({p.name(), absl::Milliseconds(p.waiting_ms()),
+                            std::vector<int>(p.missing_ranks().begin(), p.missing_ranks().end())});
+  }
+  info.stragglers.tensors = in.stragglers().tensors();
+  info.stragglers.window_size = in.stragglers().window_size();
+  for (const v1::RankLatenessDescription& l : in.stragglers().ranks()) {
+    RankLateness& out = info.stragglers.ranks.emplace_back();
+    out.rank = l.rank();
+    out.count = l.tensors();
+    out.mean_lateness = absl::Milliseconds(l.mean_lateness_ms());
+    out.max_lateness = absl::Milliseconds(l.max_lateness_ms());
+    out.last_count = l.last_count();
+    out.window_last_count = l.window_last_count();
+    out.window_last_lateness = absl::Milliseconds(l.window_last_lateness_ms());
+  }
+  info.negotiation.fusion_threshold_bytes = in.negotiation().fusion_threshold_bytes();
+  info.negotiation.cycle_time = absl::Milliseconds(in.negotiation().cycle_time_ms());
+  return info;
+}
+
+}  // namespace
+
+struct AdminClient::Stub {
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+};
+
+AdminClient::AdminClient(const std::string& address, absl::Duration timeout)
+    : timeout_(timeout), stub_(std::make_unique<Stub>()) {
+  stub_->stub =
+      v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+AdminClient::~AdminClient() = default;
+
+namespace {
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+}  // namespace
+
+absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout_);
+  v1::ListJobsResponse response;
+  absl::Status status = FromGrpc(stub_->stub->ListJobs(&context, {}, &response));
+  if (!status.ok()) return status;
+  std::vector<JobSummary> jobs;
+  for (const v1::JobSummary& j : response.jobs()) {
+    jobs.push_back({j.name(), j.size(), j.state(), j.attached_ranks(), j.pending_tensors(),
+                    absl::Milliseconds(j.age_ms())});
+  }
+  return jobs;
+}
+
+absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout_);
+  v1::DescribeJobRequest request;
+  request.set_job(job);
+  v1::JobDescription response;
+  absl::Status status = FromGrpc(stub_->stub->DescribeJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return FromWire(response);
+}
+
+absl::Status AdminClient::CancelJob(const std::string& job, const std::string& reason) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout_);
+  v1::CancelJobRequest request;
+  request.set_job(job);
+  request.set_reason(reason);
+  v1::CancelJobResponse response;
+  return FromGrpc(stub_->stub->CancelJob(&context, request, &response));
+}
+
+}  // namespace troika::coordinator

@@ -1,0 +1,38 @@
+#pragma once
+// AdminClient: the gRPC adapter behind troikactl — the coordinator's admin RPCs (ListJobs,
+// DescribeJob, CancelJob) as blocking calls returning plain structs (coordinator/job_info.h).
+// Errors are the coordinator's own statuses (NOT_FOUND "no job named 'x' ..."), or
+// UNAVAILABLE / DEADLINE_EXCEEDED when it cannot be reached within the timeout.
+//
+// Thread-safe (a gRPC stub); each call blocks its caller for at most the timeout.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/job_info.h"
+
+namespace troika::coordinator {
+
+class AdminClient {
+ public:
+  // `address`: host:port of the coordinator. Connects lazily; never fails here.
+  AdminClient(const std::string& address, absl::Duration timeout = absl::Seconds(10));
+  ~AdminClient();
+  AdminClient(const AdminClient&) = delete;
+  AdminClient& operator=(const AdminClient&) = delete;
+
+  absl::StatusOr<std::vector<JobSummary>> ListJobs();
+  absl::StatusOr<JobInfo> DescribeJob(const std::string& job);
+  // Aborts `job` with "cancelled by troikactl: <reason>".
+  absl::Status CancelJob(const std::string& job, const std::string& reason);
+
+ private:
+  struct Stub;
+  const absl::Duration timeout_;
+  std::unique_ptr<Stub> stub_;
+};
+
+}  // namespace troika::coordinator

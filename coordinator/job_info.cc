@@ -1,0 +1,40 @@
+// Job::Describe(): the operator's snapshot of one job (see JobInfo in job.h).
+
+#include "coordinator/job.h"
+
+namespace troika::coordinator {
+
+JobInfo Job::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = clock_.Now();
+  JobInfo info;
+  info.name = name_;
+  info.size = size_;
+  info.state = JobStateName(state_);
+  info.epoch = epoch_;
+  info.abort_reason = abort_reason_;
+  info.age = now - created_at_;
+  info.ranks.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    RankInfo& rank = info.ranks[r];
+    rank.rank = r;
+    if (auto it = hosts_.find(r); it != hosts_.end()) {
+      rank.host = it->second;
+      rank.attached = true;
+    }
+    if (r < static_cast<int>(memberships_.size())) {
+      rank.local_rank = memberships_[r].local_rank;
+      rank.cross_rank = memberships_[r].cross_rank;
+    }
+    rank.connected = session_of_rank_[r] != nullptr;
+    rank.departed = departed_.count(r) > 0;
+  }
+  for (const PendingTensor& tensor : negotiator_.Pending()) {
+    info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
+  }
+  info.stragglers = straggler_stats_.Snapshot();
+  info.negotiation = negotiator_.options();
+  return info;
+}
+
+}  // namespace troika::coordinator

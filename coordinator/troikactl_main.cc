@@ -1,0 +1,110 @@
+// troikactl: the operator CLI of a Troika coordinator. Lists jobs, shows one job (ranks,
+// pending tensors and the ranks they wait for, stragglers), and cancels a job.
+//
+// Exit codes: 0 ok, 1 the RPC failed (its message is printed), 2 usage error.
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/flags_usage.h"
+#include "coordinator/admin_client.h"
+#include "coordinator/admin_format.h"
+
+namespace {
+
+std::string DefaultCoordinator() {
+  const char* env = std::getenv("TROIKA_COORDINATOR");
+  return env != nullptr && *env != '\0' ? env : "127.0.0.1:7070";
+}
+
+constexpr char kUsage[] =
+    "Inspect and control the jobs of a Troika coordinator.\n"
+    "Usage:\n"
+    "  troikactl [--coordinator=HOST:PORT] list\n"
+    "  troikactl [--coordinator=HOST:PORT] show JOB\n"
+    "  troikactl [--coordinator=HOST:PORT] cancel JOB [--reason=TEXT]\n"
+    "--coordinator defaults to $TROIKA_COORDINATOR, else 127.0.0.1:7070.";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "troikactl: %s\n%s\n", message.c_str(), kUsage);
+  return 2;
+}
+
+// Abseil exits 1 on an unknown flag; troikactl reports usage errors with 2, so it checks
+// first.
+std::string FirstUnknownFlag(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "-")) continue;
+    absl::ConsumePrefix(&arg, "-");
+    absl::string_view name = arg.substr(0, arg.find('='));
+    if (absl::FindCommandLineFlag(name) != nullptr) continue;
+    // Abseil's own: --help and friends, --version, --flagfile, --fromenv, --undefok...
+    if (absl::StartsWith(name, "help") || name == "version" || name == "only_check_args" ||
+        name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
+      continue;
+    }
+    if (absl::ConsumePrefix(&name, "no") && absl::FindCommandLineFlag(name) != nullptr) continue;
+    return std::string(argv[i]);
+  }
+  return "";
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "troikactl: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, coordinator, DefaultCoordinator(),
+          "host:port of the coordinator (default: $TROIKA_COORDINATOR, else 127.0.0.1:7070)");
+ABSL_FLAG(std::string, reason, "", "for cancel: why, sent to every rank with the abort");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "give up on the coordinator after this");
+
+int main(int argc, char** argv) {
+  troika::ShowFlagsOf("coordinator/troikactl_main.cc");
+  absl::SetProgramUsageMessage(kUsage);
+  if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
+    return UsageError(absl::StrCat("unknown flag ", unknown));
+  }
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return UsageError("no command given");
+  const std::string command = args[1];
+  const size_t operands = args.size() - 2;
+
+  troika::coordinator::AdminClient client(absl::GetFlag(FLAGS_coordinator),
+                                          absl::GetFlag(FLAGS_timeout));
+  if (command == "list") {
+    if (operands != 0) return UsageError("list takes no arguments");
+    auto jobs = client.ListJobs();
+    if (!jobs.ok()) return Fail(jobs.status());
+    std::fputs(troika::coordinator::FormatJobList(*jobs).c_str(), stdout);
+    return 0;
+  }
+  if (command == "show") {
+    if (operands != 1) return UsageError("show takes one job name");
+    auto info = client.DescribeJob(args[2]);
+    if (!info.ok()) return Fail(info.status());
+    std::fputs(troika::coordinator::FormatJobInfo(*info).c_str(), stdout);
+    return 0;
+  }
+  if (command == "cancel") {
+    if (operands != 1) return UsageError("cancel takes one job name");
+    absl::Status status = client.CancelJob(args[2], absl::GetFlag(FLAGS_reason));
+    if (!status.ok()) return Fail(status);
+    std::printf("job '%s' cancelled\n", args[2]);
+    return 0;
+  }
+  return UsageError(absl::StrCat("unknown command '", command, "'"));
+}
