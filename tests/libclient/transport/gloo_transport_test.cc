@@ -9,8 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "tests/libclient/transport/collective_checks.h"
 #include "libclient/transport/memory/in_memory_store.h"
+#include "tests/libclient/transport/collective_checks.h"
 
 // Ranks are threads of this process connected over 127.0.0.1 through an InMemoryStore.
 

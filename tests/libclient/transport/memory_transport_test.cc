@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "libclient/transport/memory/in_memory_store.h"
 #include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
-#include "libclient/transport/memory/in_memory_store.h"
 
 namespace troika::transport {
 namespace {
