@@ -171,6 +171,15 @@ absl::Status NodeRelay::ReportExit(SessionSink* sink, const RankExit& exit) {
   return absl::OkStatus();
 }
 
+absl::Status NodeRelay::ReportWaitState(SessionSink* sink, const WaitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckOwnedLocked(sink, state.rank); !s.ok()) return s;
+  const RankState& rank = ranks_[state.rank];
+  if (abort_ != nullptr || rank.departed || rank.reported) return absl::OkStatus();
+  upstream_.SendWaitState(state);
+  return absl::OkStatus();
+}
+
 void NodeRelay::CloseSession(SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(sink);

@@ -11,7 +11,8 @@
 //     saying it (it left, cleanly as far as anyone can tell);
 //   - RankExit: a rank's process exited non-zero or was killed (ProcessExited), at once; or a
 //     rank's session ended without goodbye and no exit report came within
-//     `lost_session_grace` (exit_code -1: "lost its session").
+//     `lost_session_grace` (exit_code -1: "lost its session");
+//   - WaitState: forwarded unchanged, at once (not aggregated), while the rank is live.
 // A rank's waiting requests always go upstream before its goodbye or exit report.
 //
 // Thread-safe: gRPC threads (sessions), the upstream reader (Deliver), the supervisor thread
@@ -44,6 +45,7 @@ class RelayUpstream {
   virtual void SendRequests(v1::RequestBatch batch) = 0;
   virtual void SendGoodbye(const std::vector<int>& ranks) = 0;
   virtual void SendRankExit(const RankExit& exit) = 0;
+  virtual void SendWaitState(const WaitState& state) = 0;
 };
 
 struct NodeRelayOptions {
@@ -92,6 +94,7 @@ class NodeRelay : public coordinator::SessionHandler,
   absl::Status Submit(coordinator::SessionSink* sink, std::vector<TensorRequest> requests) override;
   absl::Status Goodbye(coordinator::SessionSink* sink, const std::vector<int>& ranks) override;
   absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
+  absl::Status ReportWaitState(coordinator::SessionSink* sink, const WaitState& state) override;
   void CloseSession(coordinator::SessionSink* sink) override;
 
  private:

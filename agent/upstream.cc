@@ -258,6 +258,12 @@ void Upstream::SendGoodbye(const std::vector<int>& ranks) {
   Enqueue(std::move(up));
 }
 
+void Upstream::SendWaitState(const WaitState& state) {
+  v1::Up up;
+  ToWire(state, up.mutable_wait_state());
+  Enqueue(std::move(up));
+}
+
 void Upstream::SendRankExit(const RankExit& exit) {
   v1::Up up;
   v1::RankExit* wire = up.mutable_rank_exit();

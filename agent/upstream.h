@@ -4,7 +4,7 @@
 //   - RegisterNode (at start-up),
 //   - one Attach of all the node's ranks (asynchronous),
 //   - the node's ONE session stream: Hello with all the node's ranks, then, in call order,
-//     request batches, goodbyes and exit reports; what comes down goes to callbacks,
+//     request batches, goodbyes, exit reports and wait states; what comes down goes to callbacks,
 //   - the ranks' key-value calls, forwarded asynchronously (no thread waits on them).
 //
 // Thread-safe. Nothing here blocks; callbacks run on gRPC threads (or, for a call that fails
@@ -87,6 +87,7 @@ class Upstream final : public RelayUpstream {
   void SendRequests(v1::RequestBatch batch) override;
   void SendGoodbye(const std::vector<int>& ranks) override;
   void SendRankExit(const RankExit& exit) override;
+  void SendWaitState(const WaitState& state) override;
 
   // A rank's key-value call, forwarded with `deadline`.
   void KvSet(const v1::KvSetRequest& request, absl::Time deadline,

@@ -61,6 +61,13 @@ struct RankExit {
   int ShellCode() const { return signal != 0 ? 128 + signal : exit_code; }
 };
 
+// A rank's application threads are blocked waiting for these ops (sorted, distinct names);
+// empty: no longer blocked.
+struct WaitState {
+  int rank = 0;
+  std::vector<std::string> waiting_for;
+};
+
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",
 // "rank 2 on host-a lost its session without leaving the job" (exit_code -1).
 std::string DescribeRankExit(const RankExit& exit);

@@ -130,6 +130,19 @@ Response FromWire(const v1::Response& in) {
   return out;
 }
 
+void ToWire(const WaitState& in, v1::WaitState* out) {
+  out->set_rank(in.rank);
+  out->clear_waiting_for();
+  for (const std::string& name : in.waiting_for) out->add_waiting_for(name);
+}
+
+WaitState FromWire(const v1::WaitState& in) {
+  WaitState out;
+  out.rank = in.rank();
+  out.waiting_for.assign(in.waiting_for().begin(), in.waiting_for().end());
+  return out;
+}
+
 void ToWire(const Membership& in, v1::Membership* out) {
   out->set_rank(in.rank);
   out->set_size(in.size);

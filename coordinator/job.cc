@@ -55,6 +55,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       on_done_(std::move(on_done)),
       created_at_(clock.Now()),
       straggler_margin_(options.straggler_margin),
+      deadlock_detection_(options.deadlock_detection),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
@@ -225,6 +226,8 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
   }
   RecordArrivalsLocked();
   FlushLocked();
+  CheckDeadlockLocked();
+  if (state_ == State::kAborted) return absl::OkStatus();
   // A tensor that became pending now can be reported no sooner than this; the timer re-arms
   // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
   if (stall_timer_ == 0 && negotiator_.has_pending()) {
@@ -242,12 +245,14 @@ absl::Status Job::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
     }
     departed_.insert(r);
     negotiator_.RemoveRank(r, "has shut down");
+    deadlock_detector_.Forget(r);
   }
   if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
     state_ = State::kFinished;
     TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
   }
   FlushLocked();
+  CheckDeadlockLocked();
   return absl::OkStatus();
 }
 
@@ -260,6 +265,29 @@ absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
   if (departed_.count(exit.rank)) return absl::OkStatus();  // it had left cleanly
   AbortLocked(DescribeRankExit(exit), exit);
   return absl::OkStatus();
+}
+
+absl::Status Job::ReportWaitState(SessionSink* sink, const WaitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state.rank < 0 || state.rank >= size_ || session_of_rank_[state.rank] != sink) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("wait state for rank ", state.rank, ", which the session does not own"));
+  }
+  if (state_ != State::kRunning || departed_.count(state.rank)) return absl::OkStatus();
+  deadlock_detector_.Update(state.rank, state.waiting_for);
+  CheckDeadlockLocked();
+  return absl::OkStatus();
+}
+
+void Job::CheckDeadlockLocked() {
+  if (!deadlock_detection_ || state_ != State::kRunning || !deadlock_detector_.any_waiting() ||
+      !deadlock_detector_.AllBlocked(departed_, size_)) {
+    return;
+  }
+  if (std::optional<std::string> deadlock =
+          deadlock_detector_.Check(negotiator_.Pending(), departed_, size_)) {
+    AbortLocked(*deadlock);
+  }
 }
 
 void Job::CloseSession(SessionSink* sink) {

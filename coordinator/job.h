@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
+#include "coordinator/deadlock_detector.h"
 #include "coordinator/job_info.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
@@ -42,6 +43,9 @@ struct JobOptions {
   // A rank last to submit most tensors is logged as a straggler once its mean lateness
   // reaches this. Default 10 ms.
   absl::Duration straggler_margin = absl::Milliseconds(10);
+  // Abort the job at once when every live rank reports being blocked on tensors that are
+  // pending (see DeadlockDetector). Default true.
+  bool deadlock_detection = true;
 };
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
@@ -79,6 +83,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests) override;
   absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) override;
   absl::Status ReportExit(SessionSink* sink, const RankExit& exit) override;
+  // Records what the rank waits for and aborts the job if that completes a deadlock.
+  absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) override;
   void CloseSession(SessionSink* sink) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
@@ -117,6 +123,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void InspectStallsLocked();
   void ArmStallTimerLocked(absl::Time due);
   void RecordArrivalsLocked();
+  // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
+  // rank is blocked.
+  void CheckDeadlockLocked();
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   void MaybeDoneLocked();
   bool DoneLocked() const;
@@ -130,6 +139,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const std::function<void()> on_done_;
   const absl::Time created_at_;
   const absl::Duration straggler_margin_;
+  const bool deadlock_detection_;
   KvStore kv_;  // thread-safe on its own
 
   mutable std::mutex mu_;
@@ -149,6 +159,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;
   StallInspector stall_inspector_;
+  DeadlockDetector deadlock_detector_;
   Scheduler::TaskId stall_timer_ = 0;
   StragglerStats straggler_stats_;
   std::vector<int> logged_stragglers_;  // the set last logged

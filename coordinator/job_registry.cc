@@ -36,6 +36,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   job_options.negotiator = options_.negotiator;
   job_options.stall = options_.stall;
   job_options.straggler_margin = options_.straggler_margin;
+  job_options.deadlock_detection = options_.deadlock_detection;
   auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
   *holder = job;

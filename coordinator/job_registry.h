@@ -25,6 +25,8 @@ struct JobRegistryOptions {
   StallOptions stall;
   // See JobOptions. Default 10 ms.
   absl::Duration straggler_margin = absl::Milliseconds(10);
+  // See JobOptions. Default true.
+  bool deadlock_detection = true;
   // Most ranks one job may have. Default 65536.
   int max_job_size = 65536;
   // A created job nobody attached to is dropped after this long. Default 10 min.

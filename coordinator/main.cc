@@ -27,6 +27,9 @@ ABSL_FLAG(absl::Duration, stall_shutdown_time, absl::ZeroDuration(),
           "abort the job when a tensor stays stalled for this long; 0: never");
 ABSL_FLAG(absl::Duration, straggler_margin, absl::Milliseconds(10),
           "log a rank as a straggler when it is last for most tensors and late by this on average");
+ABSL_FLAG(bool, deadlock_detection, true,
+          "abort a job at once when every live rank is blocked waiting for tensors that other "
+          "ranks never submit");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   options.registry.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
   options.registry.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
   options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
+  options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
 
   auto coordinator = troika::coordinator::Coordinator::Start(options);

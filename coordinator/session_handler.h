@@ -23,6 +23,9 @@ class SessionHandler {
   // The session's `ranks` leave cleanly.
   virtual absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) = 0;
   virtual absl::Status ReportExit(SessionSink* sink, const RankExit& exit) = 0;
+  // The session's rank `state.rank` is blocked waiting for `state.waiting_for` (empty: no
+  // longer blocked).
+  virtual absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) = 0;
   // The stream is over. No Send() reaches `sink` after this returns.
   virtual void CloseSession(SessionSink* sink) = 0;
 };

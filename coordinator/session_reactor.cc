@@ -65,6 +65,8 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
       const v1::RankExit& e = up.rank_exit();
       return handler_->ReportExit(this, {e.rank(), e.host(), e.exit_code(), e.signal()});
     }
+    case v1::Up::kWaitState:
+      return handler_->ReportWaitState(this, FromWire(up.wait_state()));
     default:
       return absl::InvalidArgumentError("empty session message");
   }

@@ -59,6 +59,10 @@ absl::Status ContextImpl::Start(const Options& options) {
       std::make_unique<Executor>(table_, *communicator_, *outputs_,
                                  [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ = std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, fail);
+  waits_ = std::make_shared<WaitTracker>(membership_.rank,
+                                         [controller = controller_.get()](WaitState state) {
+                                           controller->SendWaitState(std::move(state));
+                                         });
   executor_->Start();
   controller_->Start();
   return absl::OkStatus();
@@ -91,6 +95,8 @@ absl::Status ContextImpl::FailFromDataPlane(const absl::Status& status) {
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
   request.rank = membership_.rank;
   auto state = std::make_shared<OpState>();
+  state->name = request.name;
+  state->tracker = waits_;
   absl::Status status = CheckRequest(request, membership_.size);
   if (status.ok()) {
     Entry entry{std::move(request), in, out, state};
@@ -104,6 +110,7 @@ absl::Status ContextImpl::Shutdown() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
+  if (waits_) waits_->Detach();  // the controller stops sending
   absl::Status failure;
   {
     std::lock_guard<std::mutex> fail_lock(fail_mu_);

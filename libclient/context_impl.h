@@ -17,6 +17,7 @@
 #include "libclient/output_pool.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/transport.h"
+#include "libclient/wait_tracker.h"
 #include "troika/troika.h"
 
 namespace troika::internal {
@@ -53,6 +54,8 @@ class ContextImpl {
   std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Controller> controller_;
+  // What this rank's threads are blocked on; the op states hold weak references.
+  std::shared_ptr<WaitTracker> waits_;
   std::atomic<uint64_t> barriers_{0};
   std::mutex fail_mu_;
   std::condition_variable fail_cv_;

@@ -33,20 +33,32 @@ absl::Status Controller::Submit(Entry entry) {
   return absl::OkStatus();
 }
 
+void Controller::SendWaitState(WaitState state) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_sending_) return;
+    wait_states_.emplace_back(outbox_.size(), std::move(state));
+  }
+  cv_.notify_one();
+}
+
 void Controller::SendLoop() {
   std::vector<TensorRequest> batch;
+  std::vector<std::pair<size_t, WaitState>> waits;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_sending_ || !outbox_.empty(); });
+      cv_.wait(lock, [&] { return stop_sending_ || !outbox_.empty() || !wait_states_.empty(); });
       if (stop_sending_) break;
       batch.swap(outbox_);
+      waits.swap(wait_states_);
     }
-    if (absl::Status s = channel_.Send(batch); !s.ok()) {
+    if (absl::Status s = SendBatch(batch, waits); !s.ok()) {
       // The receiver reports why the stream ended; nothing more can be sent.
       break;
     }
     batch.clear();
+    waits.clear();
   }
   bool goodbye;
   {
@@ -54,6 +66,23 @@ void Controller::SendLoop() {
     goodbye = shutting_down_;
   }
   if (goodbye) channel_.Goodbye({rank_}).IgnoreError();
+}
+
+absl::Status Controller::SendBatch(const std::vector<TensorRequest>& batch,
+                                   const std::vector<std::pair<size_t, WaitState>>& waits) {
+  if (waits.empty()) return channel_.Send(batch);  // the steady state: one message
+  size_t sent = 0;
+  auto send_until = [&](size_t end) {
+    if (end <= sent) return absl::OkStatus();
+    std::vector<TensorRequest> part(batch.begin() + sent, batch.begin() + end);
+    sent = end;
+    return channel_.Send(part);
+  };
+  for (const auto& [position, state] : waits) {
+    if (absl::Status s = send_until(position); !s.ok()) return s;
+    if (absl::Status s = channel_.SendWaitState(state); !s.ok()) return s;
+  }
+  return send_until(batch.size());
 }
 
 void Controller::ReceiveLoop() {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,12 +35,18 @@ class Controller {
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down.
   absl::Status Submit(Entry entry);
+  // Queues `state` for the coordinator, after the requests submitted before it (and before
+  // later ones). Dropped once sending stopped. Never blocks; any thread.
+  void SendWaitState(WaitState state);
   // Says goodbye, waits up to `grace` for the coordinator to end the stream, then stops both
   // threads. Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
   void SendLoop();
+  // Sends `batch`, with each wait state in `waits` before the request at its position.
+  absl::Status SendBatch(const std::vector<TensorRequest>& batch,
+                         const std::vector<std::pair<size_t, WaitState>>& waits);
   void ReceiveLoop();
 
   const int rank_;
@@ -51,9 +58,11 @@ class Controller {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TensorRequest> outbox_;  // guarded by mu_
-  bool stop_sending_ = false;          // guarded by mu_
-  bool stream_closed_ = false;         // guarded by mu_
-  bool shutting_down_ = false;         // guarded by mu_
+  // Guarded by mu_: wait states to send, each with the outbox_ position it goes before.
+  std::vector<std::pair<size_t, WaitState>> wait_states_;
+  bool stop_sending_ = false;   // guarded by mu_
+  bool stream_closed_ = false;  // guarded by mu_
+  bool shutting_down_ = false;  // guarded by mu_
   std::thread sender_;
   std::thread receiver_;
 };

@@ -153,6 +153,12 @@ absl::Status GrpcControlChannel::Send(const std::vector<TensorRequest>& requests
   return Write(up);
 }
 
+absl::Status GrpcControlChannel::SendWaitState(const WaitState& state) {
+  v1::Up up;
+  ToWire(state, up.mutable_wait_state());
+  return Write(up);
+}
+
 absl::Status GrpcControlChannel::Goodbye(const std::vector<int>& ranks) {
   v1::Up up;
   for (int r : ranks) up.mutable_goodbye()->add_ranks(r);

@@ -23,6 +23,7 @@ class GrpcControlChannel final : public ControlChannel {
   absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
                            int64_t epoch) override;
   absl::Status Send(const std::vector<TensorRequest>& requests) override;
+  absl::Status SendWaitState(const WaitState& state) override;
   absl::Status Goodbye(const std::vector<int>& ranks) override;
   SessionEvent Receive() override;
   void Cancel() override;

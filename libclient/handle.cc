@@ -1,7 +1,10 @@
 // Handle and OpState: completion of one operation.
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 #include "libclient/op_state.h"
+#include "libclient/wait_tracker.h"
 #include "troika/troika.h"
 
 namespace troika {
@@ -24,6 +27,38 @@ uint8_t* OpState::SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes) {
   return output.get();
 }
 
+namespace {
+
+// Waits until `state` is done (true) or `deadline` passes (false). A wait still going after
+// kBlockedAfter registers with the op's wait tracker until it ends.
+bool WaitUntil(OpState& state, absl::Time deadline) {
+  auto done = [&] { return state.done; };
+  std::unique_lock<std::mutex> lock(state.mu);
+  const absl::Time now = absl::Now();
+  const absl::Time blocked_at = std::min(deadline, now + kBlockedAfter);
+  if (state.cv.wait_for(lock, absl::ToChronoNanoseconds(blocked_at - now), done)) return true;
+  if (blocked_at == deadline) return false;
+  std::shared_ptr<WaitTracker> tracker = state.tracker.lock();
+  uint64_t token = 0;
+  if (tracker) {
+    lock.unlock();  // the tracker's sink takes other locks; never under an op's
+    token = tracker->Blocked(state.name);
+    lock.lock();
+  }
+  bool finished = true;
+  if (deadline == absl::InfiniteFuture()) {
+    state.cv.wait(lock, done);
+  } else {
+    finished = state.cv.wait_for(
+        lock, absl::ToChronoNanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())),
+        done);
+  }
+  lock.unlock();
+  if (tracker) tracker->Unblocked(token);
+  return finished;
+}
+
+}  // namespace
 }  // namespace internal
 
 namespace {
@@ -38,18 +73,17 @@ bool Handle::Poll() const {
 
 absl::Status Handle::Wait() const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
+  internal::WaitUntil(*state_, absl::InfiniteFuture());
+  std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
 }
 
 absl::Status Handle::WaitFor(absl::Duration timeout) const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                           [&] { return state_->done; })) {
+  if (!internal::WaitUntil(*state_, absl::Now() + timeout)) {
     return absl::DeadlineExceededError("operation still in progress");
   }
+  std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
 }
 

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/messages.h"
 
 namespace troika::internal {
+
+class WaitTracker;
 
 // Thread-safe. Completed exactly once; later Complete() calls are ignored.
 struct OpState {
@@ -29,6 +32,10 @@ struct OpState {
   size_t output_bytes = 0;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
+  // Set before the handle is returned; constant after. A waiter blocked for longer than
+  // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
+  std::string name;
+  std::weak_ptr<WaitTracker> tracker;
 };
 
 // One operation submitted on this rank and not yet executed.

@@ -37,6 +37,11 @@ class FakeUpstream : public RelayUpstream {
     for (int r : ranks) text += " " + std::to_string(r);
     Record(text);
   }
+  void SendWaitState(const WaitState& state) override {
+    std::string text = "waits " + std::to_string(state.rank);
+    for (const std::string& name : state.waiting_for) text += " " + name;
+    Record(text);
+  }
   void SendRankExit(const RankExit& exit) override {
     Record("exit " + std::to_string(exit.rank) + " code " + std::to_string(exit.exit_code) +
            " signal " + std::to_string(exit.signal) + " on " + exit.host);
@@ -178,6 +183,19 @@ TEST_F(NodeRelayTest, GoodbyeGoesUpstreamAfterTheRanksWaitingRequests) {
   relay->CloseSession(&sink2_);
   relay->ProcessExited(2, 0, 0);
   EXPECT_EQ(upstream_.sent().size(), 3u) << "nothing more for a rank that left cleanly";
+}
+
+TEST_F(NodeRelayTest, WaitStateGoesUpstreamAtOnceUnchangedForOwnedLiveRanks) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  ASSERT_TRUE(relay->ReportWaitState(&sink2_, {2, {"a", "b"}}).ok());
+  ASSERT_TRUE(relay->ReportWaitState(&sink2_, {2, {}}).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("waits 2 a b", "waits 2"));
+  EXPECT_EQ(relay->ReportWaitState(&sink2_, {3, {"a"}}).code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(relay->Goodbye(&sink3_, {3}).ok());
+  ASSERT_TRUE(relay->ReportWaitState(&sink3_, {3, {"a"}}).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("waits 2 a b", "waits 2", "goodbye 3"));
 }
 
 TEST_F(NodeRelayTest, FailingProcessIsReportedAtOnceWithItsExitStatus) {

@@ -14,6 +14,7 @@
 
 #include "absl/time/clock.h"
 #include "agent/posix_process_launcher.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -241,7 +242,9 @@ TEST_F(SupervisorTest, LabelsNameAndPrefixTheProcesses) {
   options.on_exit = [&](int rank, const ExitStatus& exit) { exits.emplace_back(rank, exit.code); };
   SupervisorResult result =
       RunRanks(2, "echo out $RANK; if [ $RANK = 1 ]; then sleep 0.2; exit 6; fi", options);
-  EXPECT_EQ(out_.text(), "[4] out 0\n[5] out 1\n");
+  // Two processes write concurrently: each line is whole and labelled, in either order.
+  EXPECT_THAT(absl::StrSplit(out_.text(), '\n', absl::SkipEmpty()),
+              ::testing::UnorderedElementsAre("[4] out 0", "[5] out 1"));
   EXPECT_THAT(err_.text(), HasSubstr("troika-agent: rank 5 exited with code 6\n"));
   EXPECT_EQ(result.Summary(), "rank 5 exited with code 6");
   EXPECT_THAT(exits, ElementsAre(std::pair<int, int>{4, 0}, std::pair<int, int>{5, 6}))

@@ -71,5 +71,15 @@ TEST(WireTest, MalformedCompactedRequestIsRejected) {
   EXPECT_EQ(AppendFromWire(wire, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(WireTest, WaitStateRoundTrips) {
+  v1::WaitState wire;
+  ToWire(WaitState{3, {"grad/a", "grad/b"}}, &wire);
+  WaitState back = FromWire(wire);
+  EXPECT_EQ(back.rank, 3);
+  EXPECT_EQ(back.waiting_for, (std::vector<std::string>{"grad/a", "grad/b"}));
+  ToWire(WaitState{1, {}}, &wire);
+  EXPECT_TRUE(FromWire(wire).waiting_for.empty());
+}
+
 }  // namespace
 }  // namespace troika

@@ -205,6 +205,58 @@ TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
   EXPECT_THAT(s0.messages().back().abort_reason, HasSubstr("stalled for more than 5m"));
 }
 
+TEST_F(JobTest, EveryRankBlockedOnPendingTensorsAbortsJobAtOnce) {
+  auto job = MakeJob(3);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink s0, s1, s2;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  EXPECT_EQ(job->ReportWaitState(&s0, {1, {"a"}}).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "a")}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s1, {1, {"a"}}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s2, {2, {"b"}}).ok());
+  EXPECT_EQ(job->state(), Job::State::kRunning) << "'b' was never submitted: not pending yet";
+  ASSERT_TRUE(job->Submit(&s2, {Request(2, "b")}).ok());
+  ASSERT_EQ(job->state(), Job::State::kAborted);
+  EXPECT_EQ(job->abort_reason(), "deadlock: rank 2 waits for 'b'; ranks 0-1 wait for 'a'");
+  ASSERT_FALSE(s1.messages().empty());
+  EXPECT_THAT(s1.messages().back().abort_reason, HasSubstr("deadlock"));
+}
+
+TEST_F(JobTest, BlockedRanksAreNoDeadlockWhenDetectionIsOff) {
+  JobOptions options;
+  options.deadlock_detection = false;
+  auto job = MakeJob(2, options);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "b")}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s1, {1, {"b"}}).ok());
+  EXPECT_EQ(job->state(), Job::State::kRunning);
+}
+
+TEST_F(JobTest, RankThatReportsItIsNoLongerBlockedPreventsTheAbort) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
+  ASSERT_TRUE(job->Submit(&s1, {Request(1, "b")}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s0, {0, {}}).ok());
+  ASSERT_TRUE(job->ReportWaitState(&s1, {1, {"b"}}).ok());
+  EXPECT_EQ(job->state(), Job::State::kRunning) << "rank 0 is no longer blocked";
+  ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+}
+
 TEST_F(JobTest, CompletedTensorNeverCountsAsStalled) {
   JobOptions options;
   options.stall.shutdown_time = absl::Seconds(1);

@@ -1,0 +1,63 @@
+#include "coordinator/deadlock_detector.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/messages.h"
+
+namespace troika::coordinator {
+
+void DeadlockDetector::Update(int rank, std::vector<std::string> waiting_for) {
+  if (waiting_for.empty()) {
+    waits_.erase(rank);
+    return;
+  }
+  std::sort(waiting_for.begin(), waiting_for.end());
+  waiting_for.erase(std::unique(waiting_for.begin(), waiting_for.end()), waiting_for.end());
+  waits_[rank] = std::move(waiting_for);
+}
+
+bool DeadlockDetector::AllBlocked(const std::set<int>& departed, int size) const {
+  bool any_live = false;
+  for (int r = 0; r < size; ++r) {
+    if (departed.count(r)) continue;
+    any_live = true;
+    if (!waits_.count(r)) return false;
+  }
+  return any_live;
+}
+
+std::optional<std::string> DeadlockDetector::Check(const std::vector<PendingTensor>& pending,
+                                                   const std::set<int>& departed, int size) const {
+  if (!AllBlocked(departed, size)) return std::nullopt;
+  std::set<std::string> pending_names;
+  for (const PendingTensor& p : pending) pending_names.insert(p.name);
+  // Wait set -> the live ranks blocked on exactly it.
+  std::map<std::vector<std::string>, std::vector<int>> groups;
+  for (const auto& [rank, names] : waits_) {
+    if (rank < 0 || rank >= size || departed.count(rank)) continue;
+    for (const std::string& name : names) {
+      if (!pending_names.count(name)) return std::nullopt;  // negotiated: it will complete
+    }
+    groups[names].push_back(rank);
+  }
+  std::vector<std::pair<const std::vector<std::string>*, const std::vector<int>*>> order;
+  for (const auto& [names, ranks] : groups) order.emplace_back(&names, &ranks);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.second->size() != b.second->size()) return a.second->size() < b.second->size();
+    return a.second->front() < b.second->front();
+  });
+  std::string message = "deadlock: ";
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& [names, ranks] = order[i];
+    absl::StrAppend(&message, i == 0 ? "" : "; ", FormatRanks(*ranks),
+                    ranks->size() == 1 ? " waits for " : " wait for ");
+    for (size_t j = 0; j < names->size(); ++j) {
+      absl::StrAppend(&message, j == 0 ? "" : ", ", "'", (*names)[j], "'");
+    }
+  }
+  return message;
+}
+
+}  // namespace troika::coordinator
