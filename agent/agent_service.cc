@@ -68,12 +68,7 @@ grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* cont
   }
   auto* reactor = context->DefaultReactor();
   gate_.Wait(ranks, [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
-    if (memberships.ok()) {
-      ToWire(memberships->front(), response->mutable_membership());
-      for (size_t i = 1; i < memberships->size(); ++i) {
-        ToWire((*memberships)[i], response->add_more());
-      }
-    }
+    if (memberships.ok()) ToWire(*memberships, response);
     reactor->Finish(ToGrpc(memberships.status()));
   });
   return reactor;

@@ -153,6 +153,11 @@ void ToWire(const Membership& in, v1::Membership* out) {
   out->set_epoch(in.epoch);
 }
 
+void ToWire(const std::vector<Membership>& in, v1::AttachResponse* out) {
+  ToWire(in.front(), out->mutable_membership());
+  for (size_t i = 1; i < in.size(); ++i) ToWire(in[i], out->add_more());
+}
+
 Membership FromWire(const v1::Membership& in) {
   Membership out;
   out.rank = in.rank();

@@ -24,6 +24,9 @@ Response FromWire(const v1::Response& in);
 void ToWire(const WaitState& in, v1::WaitState* out);
 WaitState FromWire(const v1::WaitState& in);
 void ToWire(const Membership& in, v1::Membership* out);
+// An attach's memberships, in the order of its ranks: the first in `membership`, the rest in
+// `more` (non-empty `in`).
+void ToWire(const std::vector<Membership>& in, v1::AttachResponse* out);
 Membership FromWire(const v1::Membership& in);
 
 }  // namespace troika

@@ -91,12 +91,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
   (*job)->Attach(ranks, request->host(), WaitFor(request->timeout_ms()),
                  [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
-                   if (memberships.ok()) {
-                     ToWire(memberships->front(), response->mutable_membership());
-                     for (size_t i = 1; i < memberships->size(); ++i) {
-                       ToWire((*memberships)[i], response->add_more());
-                     }
-                   }
+                   if (memberships.ok()) ToWire(*memberships, response);
                    reactor->Finish(ToGrpc(memberships.status()));
                  });
   return reactor;

@@ -24,8 +24,8 @@ struct SessionEvent {
 };
 
 // Thread contract: Join/OpenSession before anything else; then Send and Goodbye from one
-// thread (the sender), SendWaitState from that thread too, Receive from one other thread (the receiver), Cancel and store() from
-// any thread.
+// thread (the sender), SendWaitState from that thread too, Receive from one other thread (the
+// receiver), Cancel and store() from any thread.
 class ControlChannel {
  public:
   virtual ~ControlChannel() = default;
