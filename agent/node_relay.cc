@@ -45,6 +45,14 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
       state.lost_timer = 0;
     }
   }
+  for (const Response& response : message->responses) {
+    if (response.ids_known) continue;
+    for (size_t i = 0; i < response.cache_ids.size() && i < response.names.size(); ++i) {
+      cache_names_[response.cache_ids[i]] = response.names[i];
+    }
+  }
+  for (int32_t id : message->evicted_cache_ids) cache_names_.erase(id);
+  // Each rank picks its own cache misses out of the message.
   for (auto& [sink, ranks] : sessions_) sink->Send(message);
 }
 
@@ -132,9 +140,16 @@ absl::Status NodeRelay::CheckOwnedLocked(SessionSink* sink, int rank) const {
 absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_ != nullptr) return absl::OkStatus();  // the session was told why
-  for (const TensorRequest& request : requests) {
+  for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
     if (absl::Status s = CheckRequest(request, options_.size); !s.ok()) return s;
+    if (request.cache_id != 0) {
+      // Only the aggregation key: an id alone goes upstream. An id the relay does not know
+      // (it ended meanwhile) gets a key of its own; the coordinator answers with a miss.
+      auto name = cache_names_.find(request.cache_id);
+      request.name = name != cache_names_.end() ? name->second
+                                                : absl::StrCat("\x01" "cache-id/", request.cache_id);
+    }
   }
   v1::RequestBatch batch;
   if (absl::Status s = aggregator_.Add(std::move(requests), clock_.Now(), &batch); !s.ok()) {

@@ -19,6 +19,9 @@
 // (ProcessExited) and the scheduler (timers) all call in; one mutex guards the state and is
 // held while calling RelayUpstream and SessionSink::Send, neither of which may block or call
 // back. Create with std::make_shared (timers hold weak references).
+//
+// Requests sent as response-cache ids are aggregated under the tensor name the relay learned
+// from the responses that announced the id, and go upstream compacted as one id request.
 
 #include <map>
 #include <memory>
@@ -127,6 +130,9 @@ class NodeRelay : public coordinator::SessionHandler,
   std::map<coordinator::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;
   std::shared_ptr<const coordinator::DownMessage> abort_;  // set once aborted
+  // Tensor names of the cache ids the coordinator announced, so requests sent as ids
+  // aggregate with the others of their tensor.
+  std::map<int32_t, std::string> cache_names_;
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();
 };

@@ -12,21 +12,8 @@
 namespace troika::agent {
 namespace {
 
-std::shared_ptr<const coordinator::DownMessage> ToDownMessage(const v1::Down& down) {
-  auto message = std::make_shared<coordinator::DownMessage>();
-  if (down.has_abort()) {
-    message->abort_reason = down.abort().reason();
-    if (message->abort_reason.empty()) message->abort_reason = "the job was aborted";
-    if (down.abort().has_cause()) {
-      const v1::RankExit& c = down.abort().cause();
-      message->abort_cause = RankExit{c.rank(), c.host(), c.exit_code(), c.signal()};
-    }
-  } else {
-    for (const v1::Response& r : down.responses().responses()) {
-      message->responses.push_back(FromWire(r));
-    }
-  }
-  return message;
+std::shared_ptr<const DownMessage> ToDownMessage(const v1::Down& down) {
+  return std::make_shared<const DownMessage>(FromWire(down));
 }
 
 }  // namespace

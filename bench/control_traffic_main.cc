@@ -1,7 +1,8 @@
 // troika-control-bench: control-plane traffic per training step as the coordinator sees it —
 // messages and bytes received on session streams — for the example trainer on N ranks over
 // 2 simulated nodes, with ranks talking to the coordinator directly and through one
-// troika-agent per node (aggregation). Real processes, an in-process coordinator.
+// troika-agent per node (aggregation), each with the response cache on (1024 entries, the
+// default) and off. Real processes, an in-process coordinator per cache setting.
 //
 // Per-step figures are the difference between a long and a short run divided by the
 // difference in steps, so start-up (attach, data-plane bootstrap, goodbye) cancels out.
@@ -61,11 +62,19 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 struct Traffic {
   int64_t messages = 0;
   int64_t bytes = 0;
+  int64_t down_bytes = 0;
+
+  Traffic operator-(const Traffic& o) const {
+    return {messages - o.messages, bytes - o.bytes, down_bytes - o.down_bytes};
+  }
 };
 
-Traffic Up(const coordinator::ControlStats& s) { return {s.up_messages.load(), s.up_bytes.load()}; }
+Traffic Seen(const coordinator::ControlStats& s) {
+  return {s.up_messages.load(), s.up_bytes.load(), s.down_bytes.load()};
+}
 
-// Runs one job of `steps` steps; returns the session traffic the coordinator received.
+// Runs one job of `steps` steps; returns the session traffic the coordinator received (and
+// sent: down_bytes).
 Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
   const int np = absl::GetFlag(FLAGS_np), nodes = absl::GetFlag(FLAGS_nodes);
   const int per_node = np / nodes;
@@ -76,7 +85,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
   std::string agent = absl::GetFlag(FLAGS_agent);
   if (agent.empty()) agent = BesideMe("../agent/troika-agent");
   const std::string steps_flag = absl::StrCat("--steps=", steps);
-  Traffic before = Up(c.control_stats());
+  Traffic before = Seen(c.control_stats());
   std::vector<pid_t> pids;
   for (int node = 0; node < nodes; ++node) {
     const std::string host = absl::StrCat("node-", node);
@@ -104,8 +113,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
       std::exit(1);
     }
   }
-  Traffic after = Up(c.control_stats());
-  return {after.messages - before.messages, after.bytes - before.bytes};
+  return Seen(c.control_stats()) - before;
 }
 
 }  // namespace
@@ -122,24 +130,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--np must be a multiple of --nodes\n");
     return 2;
   }
-  troika::coordinator::CoordinatorOptions options;
-  options.listen_address = "127.0.0.1:0";
-  auto c = troika::coordinator::Coordinator::Start(options);
-  if (!c.ok()) return 1;
   const int s1 = absl::GetFlag(FLAGS_short_steps), s2 = absl::GetFlag(FLAGS_long_steps);
   std::printf(
       "troika-control-bench: %d ranks on %d nodes, example trainer (5 allreduces per "
       "step), per-step = (run of %d steps - run of %d steps) / %d\n",
       np, nodes, s2, s1, s2 - s1);
-  std::printf("%-28s %14s %14s\n", "mode", "msgs/step", "bytes/step");
+  std::printf("%-36s %12s %14s %16s\n", "mode", "up msgs/step", "up bytes/step", "down bytes/step");
   int run = 0;
-  for (bool agents : {false, true}) {
-    auto a = troika::bench::RunJob(**c, agents, s1, run++);
-    auto b = troika::bench::RunJob(**c, agents, s2, run++);
-    std::printf("%-28s %14.1f %14.1f\n",
-                agents ? "through agents (1/node)" : "direct (1 stream/rank)",
-                static_cast<double>(b.messages - a.messages) / (s2 - s1),
-                static_cast<double>(b.bytes - a.bytes) / (s2 - s1));
+  for (int capacity : {1024, 0}) {
+    troika::coordinator::CoordinatorOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.registry.negotiator.cache_capacity = capacity;
+    auto c = troika::coordinator::Coordinator::Start(options);
+    if (!c.ok()) return 1;
+    for (bool agents : {false, true}) {
+      auto a = troika::bench::RunJob(**c, agents, s1, run++);
+      auto b = troika::bench::RunJob(**c, agents, s2, run++);
+      const troika::bench::Traffic d = b - a;
+      const std::string mode = absl::StrCat(agents ? "through agents (1/node)" : "direct (1/rank)",
+                                            capacity > 0 ? ", cache on" : ", cache off");
+      std::printf(
+          "%-36s %12.1f %14.1f %16.1f\n", mode.c_str(), static_cast<double>(d.messages) / (s2 - s1),
+          static_cast<double>(d.bytes) / (s2 - s1), static_cast<double>(d.down_bytes) / (s2 - s1));
+    }
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 // generated code (common/wire.h converts).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,13 @@ struct TensorRequest {
   int root = 0;
   DeviceClass device = DeviceClass::kCpu;
   std::vector<int64_t> splits;  // alltoall only; empty: even split of dim 0
+  // Non-zero on the wire only: the request is the one this rank last submitted under this
+  // response-cache id, and only `rank` and the id were sent (the coordinator resolves it).
+  int32_t cache_id = 0;
 
   // Bytes of the tensor this request describes.
   int64_t ByteSize() const;
+  bool operator==(const TensorRequest&) const = default;
 };
 
 // One unit of work, executed by every rank in the same order.
@@ -46,8 +51,20 @@ struct Response {
   std::vector<int64_t> splits;
   // Non-empty: every named tensor failed on every rank with this message.
   std::string error;
+  // Response cache: empty, or the cache id of each tensor, parallel to `names`.
+  std::vector<int32_t> cache_ids;
+  // Every id in cache_ids was announced in an earlier response, so the wire carries the ids
+  // alone and receivers restore `names` from them.
+  bool ids_known = false;
 
   bool is_error() const { return !error.empty(); }
+};
+
+// The coordinator could not resolve a request sent as `cache_id` alone (the id was evicted
+// meanwhile): `rank` sends it again in full.
+struct CacheMiss {
+  int rank = 0;
+  int32_t cache_id = 0;
 };
 
 // A rank's process ended without leaving its job cleanly (reported by its agent).
@@ -66,6 +83,18 @@ struct RankExit {
 struct WaitState {
   int rank = 0;
   std::vector<std::string> waiting_for;
+};
+
+// One message down a session stream: responses to execute in order (with the cache ids that
+// stop being valid after them and requests to send again), or an abort.
+struct DownMessage {
+  std::vector<Response> responses;
+  // Cache ids that are invalid once `responses` are applied (evicted by the coordinator).
+  std::vector<int32_t> evicted_cache_ids;
+  // Requests to send again in full. A coordinator sends each only to its rank's session.
+  std::vector<CacheMiss> misses;
+  std::string abort_reason;             // non-empty: the job was aborted; nothing follows
+  std::optional<RankExit> abort_cause;  // the rank exit that aborted the job, if one did
 };
 
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",

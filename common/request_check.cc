@@ -17,6 +17,13 @@ absl::Status Invalid(const TensorRequest& r, const std::string& what) {
 }  // namespace
 
 absl::Status CheckRequest(const TensorRequest& r, int size) {
+  if (r.cache_id != 0) {  // the rest is checked once the coordinator resolves the id
+    if (r.rank < 0 || r.rank >= size) {
+      return absl::InvalidArgumentError(absl::StrCat("a request sent as cache id ", r.cache_id,
+                                                     " names rank ", r.rank, ", out of range"));
+    }
+    return absl::OkStatus();
+  }
   if (r.name.empty()) return absl::InvalidArgumentError("a tensor name must not be empty");
   if (r.rank < 0 || r.rank >= size) {
     return Invalid(r, absl::StrCat("rank out of range [0, ", size, ")"));

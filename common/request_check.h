@@ -8,7 +8,8 @@
 
 namespace troika {
 
-// INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the job.
+// INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the job. A
+// request sent as a cache id is only checked for its rank.
 absl::Status CheckRequest(const TensorRequest& request, int size);
 
 }  // namespace troika

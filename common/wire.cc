@@ -12,6 +12,10 @@ static_assert(static_cast<int>(DeviceClass::kGpu) == v1::GPU);
 
 void ToWire(const TensorRequest& in, v1::Request* out) {
   out->set_rank(in.rank);
+  if (in.cache_id != 0) {  // the id stands for everything else
+    out->set_cache_id(in.cache_id);
+    return;
+  }
   out->set_name(in.name);
   out->set_type(static_cast<v1::CollectiveType>(in.type));
   out->set_dtype(static_cast<v1::DataType>(in.dtype));
@@ -37,6 +41,7 @@ TensorRequest FromWire(const v1::Request& in) {
   out.root = in.root();
   out.device = static_cast<DeviceClass>(in.device());
   out.splits.assign(in.splits().begin(), in.splits().end());
+  out.cache_id = in.cache_id();
   return out;
 }
 
@@ -81,8 +86,8 @@ bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out)
     bool same = r.name == first.name && r.type == first.type && r.dtype == first.dtype &&
                 r.reduce_op == first.reduce_op && r.prescale == first.prescale &&
                 r.postscale == first.postscale && r.root == first.root &&
-                r.device == first.device && r.splits.empty() != explicit_splits &&
-                r.shape.size() == first.shape.size();
+                r.device == first.device && r.cache_id == first.cache_id &&
+                r.splits.empty() != explicit_splits && r.shape.size() == first.shape.size();
     for (size_t d = dim0_free ? 1 : 0; same && d < r.shape.size(); ++d) {
       same = r.shape[d] == first.shape[d];
     }
@@ -102,7 +107,9 @@ bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out)
 
 void ToWire(const Response& in, v1::Response* out) {
   out->set_type(static_cast<v1::CollectiveType>(in.type));
-  for (const std::string& name : in.names) out->add_names(name);
+  if (!in.ids_known) {  // else receivers restore the names from the ids
+    for (const std::string& name : in.names) out->add_names(name);
+  }
   out->set_dtype(static_cast<v1::DataType>(in.dtype));
   out->set_reduce_op(static_cast<v1::ReduceOp>(in.reduce_op));
   out->set_prescale(in.prescale);
@@ -112,6 +119,7 @@ void ToWire(const Response& in, v1::Response* out) {
   out->mutable_sizes()->Assign(in.sizes.begin(), in.sizes.end());
   out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
   out->set_error(in.error);
+  out->mutable_cache_ids()->Assign(in.cache_ids.begin(), in.cache_ids.end());
 }
 
 Response FromWire(const v1::Response& in) {
@@ -127,6 +135,51 @@ Response FromWire(const v1::Response& in) {
   out.sizes.assign(in.sizes().begin(), in.sizes().end());
   out.splits.assign(in.splits().begin(), in.splits().end());
   out.error = in.error();
+  out.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
+  out.ids_known = !out.cache_ids.empty() && out.names.empty();
+  return out;
+}
+
+void ToWire(const DownMessage& in, v1::Down* out) {
+  if (!in.abort_reason.empty()) {
+    out->mutable_abort()->set_reason(in.abort_reason);
+    if (const auto& cause = in.abort_cause) {
+      v1::RankExit* wire = out->mutable_abort()->mutable_cause();
+      wire->set_rank(cause->rank);
+      wire->set_host(cause->host);
+      wire->set_exit_code(cause->exit_code);
+      wire->set_signal(cause->signal);
+    }
+    return;
+  }
+  v1::ResponseBatch* batch = out->mutable_responses();
+  for (const Response& r : in.responses) ToWire(r, batch->add_responses());
+  batch->mutable_evicted_cache_ids()->Assign(in.evicted_cache_ids.begin(),
+                                             in.evicted_cache_ids.end());
+  for (const CacheMiss& miss : in.misses) {
+    v1::CacheMiss* wire = batch->add_misses();
+    wire->set_rank(miss.rank);
+    wire->set_cache_id(miss.cache_id);
+  }
+}
+
+DownMessage FromWire(const v1::Down& in) {
+  DownMessage out;
+  if (in.has_abort()) {
+    out.abort_reason = in.abort().reason();
+    if (out.abort_reason.empty()) out.abort_reason = "the job was aborted";
+    if (in.abort().has_cause()) {
+      const v1::RankExit& c = in.abort().cause();
+      out.abort_cause = RankExit{c.rank(), c.host(), c.exit_code(), c.signal()};
+    }
+    return out;
+  }
+  for (const v1::Response& r : in.responses().responses()) out.responses.push_back(FromWire(r));
+  out.evicted_cache_ids.assign(in.responses().evicted_cache_ids().begin(),
+                               in.responses().evicted_cache_ids().end());
+  for (const v1::CacheMiss& miss : in.responses().misses()) {
+    out.misses.push_back({miss.rank(), miss.cache_id()});
+  }
   return out;
 }
 

@@ -21,6 +21,10 @@ absl::Status AppendFromWire(const v1::Request& in, std::vector<TensorRequest>* o
 bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out);
 void ToWire(const Response& in, v1::Response* out);
 Response FromWire(const v1::Response& in);
+void ToWire(const DownMessage& in, v1::Down* out);
+// An abort without a reason gets a generic one, so abort_reason is non-empty exactly for
+// aborts.
+DownMessage FromWire(const v1::Down& in);
 void ToWire(const WaitState& in, v1::WaitState* out);
 WaitState FromWire(const v1::WaitState& in);
 void ToWire(const Membership& in, v1::Membership* out);

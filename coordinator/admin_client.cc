@@ -38,6 +38,8 @@ JobInfo FromWire(const v1::JobDescription& in) {
     out.window_last_count = l.window_last_count();
     out.window_last_lateness = absl::Milliseconds(l.window_last_lateness_ms());
   }
+  info.cache = {in.cache().capacity(), in.cache().entries(),   in.cache().hits(),
+                in.cache().misses(),   in.cache().evictions(), in.cache().resends()};
   info.negotiation.fusion_threshold_bytes = in.negotiation().fusion_threshold_bytes();
   info.negotiation.cycle_time = absl::Milliseconds(in.negotiation().cycle_time_ms());
   return info;

@@ -70,6 +70,16 @@ std::string FormatJobSection(const JobInfo& info) {
   }
   absl::StrAppend(&out, "Fusion threshold: ", Bytes(info.negotiation.fusion_threshold_bytes), "\n",
                   "Cycle time:      ", Millis(info.negotiation.cycle_time), "\n");
+  const CacheStats& c = info.cache;
+  if (c.capacity == 0) {
+    absl::StrAppend(&out, "Response cache:  off\n");
+  } else {
+    const int64_t ready = c.hits + c.misses;
+    absl::StrAppend(&out, "Response cache:  ", c.entries, "/", c.capacity, " entries, ", c.hits,
+                    " hits, ", c.misses, " misses",
+                    ready > 0 ? absl::StrFormat(" (%.1f%% hits)", 100.0 * c.hits / ready) : "",
+                    ", ", c.evictions, " evictions, ", c.resends, " resends\n");
+  }
   return out;
 }
 

@@ -57,6 +57,13 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
     rank->set_window_last_count(l.window_last_count);
     rank->set_window_last_lateness_ms(absl::ToDoubleMilliseconds(l.window_last_lateness));
   }
+  v1::CacheDescription* cache = out->mutable_cache();
+  cache->set_capacity(info.cache.capacity);
+  cache->set_entries(info.cache.entries);
+  cache->set_hits(info.cache.hits);
+  cache->set_misses(info.cache.misses);
+  cache->set_evictions(info.cache.evictions);
+  cache->set_resends(info.cache.resends);
   out->mutable_negotiation()->set_fusion_threshold_bytes(info.negotiation.fusion_threshold_bytes);
   out->mutable_negotiation()->set_cycle_time_ms(
       absl::ToDoubleMilliseconds(info.negotiation.cycle_time));

@@ -217,13 +217,19 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kAborted) return absl::OkStatus();  // the session was told why
   absl::Time now = clock_.Now();
+  auto misses = std::make_shared<DownMessage>();
   for (TensorRequest& request : requests) {
     if (request.rank < 0 || request.rank >= size_ || session_of_rank_[request.rank] != sink) {
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
     }
+    if (request.cache_id != 0 && !negotiator_.ResolveCached(&request)) {
+      misses->misses.push_back({request.rank, request.cache_id});
+      continue;
+    }
     if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
   }
+  if (!misses->misses.empty()) sink->Send(std::move(misses));
   RecordArrivalsLocked();
   FlushLocked();
   CheckDeadlockLocked();
@@ -332,6 +338,8 @@ void Job::FlushLocked() {
   if (!responses.empty()) {
     auto down = std::make_shared<DownMessage>();
     down->responses = std::move(responses);
+    // Every id ends while making some tensor ready, so it goes with that tensor's response.
+    down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
     BroadcastLocked(std::move(down));
   }
   if (next != absl::InfiniteFuture()) ArmTimerLocked(next);

@@ -34,6 +34,7 @@ JobInfo Job::Describe() const {
   }
   info.stragglers = straggler_stats_.Snapshot();
   info.negotiation = negotiator_.options();
+  info.cache = negotiator_.cache_stats();
   return info;
 }
 

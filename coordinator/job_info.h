@@ -1,7 +1,7 @@
 #pragma once
 // JobInfo: an operator's snapshot of one job (Job::Describe() on the coordinator, the admin
 // client's view of DescribeJob on troikactl's side). Plain data, safe to keep and read
-// without the job. Later sections (timeline, autotune, response cache) are added as fields.
+// without the job.
 //
 // Thread contract: a value type; no locking of its own.
 
@@ -43,6 +43,7 @@ struct JobInfo {
   std::vector<PendingTensorInfo> pending;  // by name
   StragglerSnapshot stragglers;
   NegotiatorOptions negotiation;
+  CacheStats cache;
 
   int attached_ranks() const {
     return static_cast<int>(

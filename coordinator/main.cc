@@ -17,6 +17,8 @@ ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,
           "largest fused allreduce in bytes; 0 disables fusion");
 ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
           "longest time a ready allreduce is held back to fuse with others still arriving");
+ABSL_FLAG(int, cache_capacity, 1024,
+          "response-cache entries per job: repeated requests travel as small ids; 0 disables");
 ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),
           "cap on attach and key-value waits; the default for requests without a timeout");
 ABSL_FLAG(absl::Duration, liveness_timeout, absl::Seconds(10),
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
   options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
   options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  options.registry.negotiator.cache_capacity = absl::GetFlag(FLAGS_cache_capacity);
   options.registry.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
   options.registry.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
   options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);

@@ -21,9 +21,20 @@ bool IsAllreduce(const Response& r) {
 
 }  // namespace
 
-Negotiator::Negotiator(int size, NegotiatorOptions options) : size_(size), options_(options) {}
+Negotiator::Negotiator(int size, NegotiatorOptions options)
+    : size_(size), options_(options), cache_(options.cache_capacity) {}
+
+bool Negotiator::ResolveCached(TensorRequest* request) {
+  const TensorRequest* cached = cache_.Resolve(request->cache_id, request->rank);
+  if (cached == nullptr) return false;
+  *request = *cached;
+  return true;
+}
 
 absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
+  if (request.cache_id != 0) {
+    return absl::InvalidArgumentError("a request sent as a cache id must be resolved first");
+  }
   if (absl::Status s = CheckRequest(request, size_); !s.ok()) return s;
   const int rank = request.rank;
   auto [it, inserted] = pending_.try_emplace(request.name);
@@ -57,6 +68,12 @@ void Negotiator::MakeReady(Partial partial, absl::Time now) {
   ready.response = Agree(partial.by_rank);
   ready.bytes = partial.by_rank.front().ByteSize();
   ready.ready_at = now;
+  if (ready.response.is_error()) {
+    cache_.Erase(ready.response.names.front());
+  } else if (ResponseCache::Assignment a = cache_.Put(partial.by_rank); a.id != 0) {
+    ready.response.cache_ids = {a.id};
+    ready.response.ids_known = a.hit;
+  }
   ready_.push_back(std::move(ready));
   arrivals_.push_back(std::move(partial.arrival));
 }
@@ -132,7 +149,16 @@ std::vector<Response> Negotiator::Fuse() {
       if (bytes + ready_[j].bytes > options_.fusion_threshold_bytes) continue;
       taken[j] = true;
       bytes += ready_[j].bytes;
-      response.names.push_back(std::move(ready_[j].response.names.front()));
+      Response& other = ready_[j].response;
+      response.names.push_back(std::move(other.names.front()));
+      // Ids travel only if every fused tensor has one (see Response::cache_ids).
+      if (!response.cache_ids.empty() && !other.cache_ids.empty()) {
+        response.cache_ids.push_back(other.cache_ids.front());
+        response.ids_known = response.ids_known && other.ids_known;
+      } else {
+        response.cache_ids.clear();
+        response.ids_known = false;
+      }
     }
     out.push_back(std::move(response));
   }

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
+#include "coordinator/response_cache.h"
 
 namespace troika::coordinator {
 
@@ -31,6 +32,8 @@ struct NegotiatorOptions {
   // Longest time a ready allreduce is held back to fuse with others. 0: never held.
   // Default 1 ms.
   absl::Duration cycle_time = absl::Milliseconds(1);
+  // Response-cache entries (ResponseCache). 0 disables the cache. Default 1024.
+  int cache_capacity = 1024;
 };
 
 // A tensor some ranks have submitted and others not yet.
@@ -44,8 +47,12 @@ class Negotiator {
  public:
   Negotiator(int size, NegotiatorOptions options);
 
+  // Replaces a request sent as a cache id alone by the request it stands for. False if the
+  // id ended (the rank must send the request in full: a CacheMiss).
+  bool ResolveCached(TensorRequest* request);
+
   // Records one rank's request, arrived at `now`. Fails (and changes nothing) if the request
-  // is malformed or the rank already has a tensor of that name in flight.
+  // is malformed, still a cache id, or the rank already has a tensor of that name in flight.
   absl::Status Submit(TensorRequest request, absl::Time now);
 
   // Marks `rank` as gone for good: every pending tensor, and every tensor submitted later,
@@ -64,8 +71,15 @@ class Negotiator {
   // its straggler statistics; tensors failed for departed ranks are not included.
   std::vector<std::vector<absl::Time>> TakeArrivals() { return std::exchange(arrivals_, {}); }
 
+  // Cache ids that ended since the last call. Send them with the responses of the same Poll
+  // (ranks apply them after those responses).
+  std::vector<int32_t> TakeEndedCacheIds() { return cache_.TakeEnded(); }
+  CacheStats cache_stats() const { return cache_.stats(); }
+
   bool idle() const { return pending_.empty() && ready_.empty(); }
   const NegotiatorOptions& options() const { return options_; }
+  // Fusion threshold and cycle time take effect at the next Poll; the cache keeps the
+  // capacity it was created with.
   void set_options(const NegotiatorOptions& options) { options_ = options; }
 
  private:
@@ -93,6 +107,7 @@ class Negotiator {
   std::deque<Ready> ready_;
   std::map<int, std::string> departed_;            // rank -> why
   std::vector<std::vector<absl::Time>> arrivals_;  // see TakeArrivals()
+  ResponseCache cache_;
 };
 
 }  // namespace troika::coordinator

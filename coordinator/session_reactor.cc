@@ -74,19 +74,7 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
 
 void SessionReactor::Send(std::shared_ptr<const DownMessage> message) {
   v1::Down down;
-  if (!message->abort_reason.empty()) {
-    down.mutable_abort()->set_reason(message->abort_reason);
-    if (const auto& cause = message->abort_cause) {
-      v1::RankExit* wire = down.mutable_abort()->mutable_cause();
-      wire->set_rank(cause->rank);
-      wire->set_host(cause->host);
-      wire->set_exit_code(cause->exit_code);
-      wire->set_signal(cause->signal);
-    }
-  } else {
-    auto* batch = down.mutable_responses();
-    for (const Response& r : message->responses) ToWire(r, batch->add_responses());
-  }
+  ToWire(*message, &down);
   if (stats_) {
     stats_->down_messages.fetch_add(1, std::memory_order_relaxed);
     stats_->down_bytes.fetch_add(static_cast<int64_t>(down.ByteSizeLong()),

@@ -11,11 +11,7 @@
 
 namespace troika::coordinator {
 
-struct DownMessage {
-  std::vector<Response> responses;
-  std::string abort_reason;             // non-empty: the job was aborted; nothing follows
-  std::optional<RankExit> abort_cause;  // the rank exit that aborted the job, if one did
-};
+using troika::DownMessage;
 
 class SessionSink {
  public:

@@ -18,7 +18,7 @@ namespace troika::internal {
 struct SessionEvent {
   enum class Kind { kResponses, kAbort, kClosed };
   Kind kind = Kind::kClosed;
-  std::vector<Response> responses;  // kResponses
+  DownMessage down;  // kResponses: responses, evicted cache ids and cache misses
   // kAbort: why the job was aborted. kClosed: how the stream ended (OK: cleanly).
   absl::Status status;
 };

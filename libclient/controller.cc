@@ -68,8 +68,9 @@ void Controller::SendLoop() {
   if (goodbye) channel_.Goodbye({rank_}).IgnoreError();
 }
 
-absl::Status Controller::SendBatch(const std::vector<TensorRequest>& batch,
+absl::Status Controller::SendBatch(std::vector<TensorRequest>& batch,
                                    const std::vector<std::pair<size_t, WaitState>>& waits) {
+  for (TensorRequest& request : batch) request = cache_.Compress(request);
   if (waits.empty()) return channel_.Send(batch);  // the steady state: one message
   size_t sent = 0;
   auto send_until = [&](size_t end) {
@@ -89,9 +90,23 @@ void Controller::ReceiveLoop() {
   for (;;) {
     SessionEvent event = channel_.Receive();
     switch (event.kind) {
-      case SessionEvent::Kind::kResponses:
-        executor_.Enqueue(std::move(event.responses));
+      case SessionEvent::Kind::kResponses: {
+        std::vector<TensorRequest> resend;
+        if (absl::Status s = cache_.Apply(rank_, event.down, &resend); !s.ok()) {
+          on_failure_(s);
+          channel_.Cancel();
+          continue;
+        }
+        if (!event.down.responses.empty()) executor_.Enqueue(std::move(event.down.responses));
+        if (!resend.empty()) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            outbox_.insert(outbox_.end(), resend.begin(), resend.end());
+          }
+          cv_.notify_one();
+        }
         continue;
+      }
       case SessionEvent::Kind::kAbort:
         on_failure_(event.status);
         channel_.Cancel();

@@ -2,7 +2,8 @@
 // Controller: owns this rank's session with the coordinator. User threads submit operations;
 // its sender thread batches their requests into as few messages as possible; its receiver
 // thread hands the ordered responses to the executor and turns an abort, or a lost stream,
-// into the failure of every pending and later operation.
+// into the failure of every pending and later operation. Requests the coordinator has cached
+// go up as their cache ids (RequestCache).
 //
 // Thread contract: Submit() from any thread; Start() and Shutdown() once each, from the
 // owner; the channel's Send/Goodbye belong to the sender thread, Receive to the receiver.
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "libclient/control_channel.h"
 #include "libclient/executor.h"
+#include "libclient/request_cache.h"
 #include "libclient/tensor_table.h"
 
 namespace troika::internal {
@@ -44,8 +46,9 @@ class Controller {
 
  private:
   void SendLoop();
-  // Sends `batch`, with each wait state in `waits` before the request at its position.
-  absl::Status SendBatch(const std::vector<TensorRequest>& batch,
+  // Sends `batch` (compressing cached requests in place), with each wait state in `waits`
+  // before the request at its position.
+  absl::Status SendBatch(std::vector<TensorRequest>& batch,
                          const std::vector<std::pair<size_t, WaitState>>& waits);
   void ReceiveLoop();
 
@@ -54,6 +57,7 @@ class Controller {
   TensorTable& table_;
   Executor& executor_;
   const std::function<void(absl::Status)> on_failure_;
+  RequestCache cache_;  // thread-safe
 
   std::mutex mu_;
   std::condition_variable cv_;

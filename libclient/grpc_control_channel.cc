@@ -181,9 +181,7 @@ SessionEvent GrpcControlChannel::Receive() {
       event.status = absl::AbortedError(down.abort().reason());
     } else {
       event.kind = SessionEvent::Kind::kResponses;
-      for (const v1::Response& r : down.responses().responses()) {
-        event.responses.push_back(FromWire(r));
-      }
+      event.down = FromWire(down);
     }
     return event;
   }

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git iproute2
+  python3  # tests: checks that written timelines are valid JSON
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   prometheus-cpp-dev civetweb libcivetweb-dev libssl-dev

@@ -24,7 +24,7 @@ class FakeUpstream : public RelayUpstream {
   void SendRequests(v1::RequestBatch batch) override {
     std::string text = "requests";
     for (const v1::Request& r : batch.requests()) {
-      text += " " + r.name() + ":";
+      text += " " + (r.cache_id() ? "#" + std::to_string(r.cache_id()) : r.name()) + ":";
       if (r.ranks().empty()) text += std::to_string(r.rank());
       for (int i = 0; i < r.ranks_size(); ++i) {
         text += (i ? "," : "") + std::to_string(r.ranks(i));
@@ -133,6 +133,59 @@ TEST_F(NodeRelayTest, TensorOfEveryLocalRankGoesUpstreamAsOneRequest) {
   EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
   ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "grad")}).ok());
   EXPECT_THAT(upstream_.sent(), ElementsAre("requests grad:2,3"));
+}
+
+TensorRequest Cached(int rank, int32_t id) {
+  TensorRequest r;
+  r.rank = rank;
+  r.cache_id = id;
+  return r;
+}
+
+// The coordinator announces cache id 7 for "grad".
+void AnnounceGrad(NodeRelay& relay) {
+  auto down = std::make_shared<DownMessage>();
+  Response response;
+  response.names = {"grad"};
+  response.cache_ids = {7};
+  down->responses.push_back(response);
+  relay.Deliver(down);
+}
+
+TEST_F(NodeRelayTest, CachedRequestsOfEveryLocalRankGoUpstreamAsOneIdRequest) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
+  EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Cached(3, 7)}).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2,3"));
+}
+
+TEST_F(NodeRelayTest, IdAndFullRequestOfOneTensorAggregateButGoUpSeparately) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "grad")}).ok());  // rank 3's request changed
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2 grad:3"));
+}
+
+TEST_F(NodeRelayTest, EndedIdIsNotAggregatedByName) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  auto evict = std::make_shared<DownMessage>();
+  evict->evicted_cache_ids = {7};
+  relay->Deliver(evict);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "grad")}).ok());
+  // Two tensors as far as the relay knows, each waiting for the other local rank; the
+  // coordinator will answer the id with a miss.
+  EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
+  clock_.Advance(absl::Hours(1));
+  relay->FlushExpired();
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2 grad:3"));
 }
 
 TEST_F(NodeRelayTest, WhatArrivedGoesUpstreamWhenTheWindowEnds) {

@@ -1,0 +1,67 @@
+#include "coordinator/response_cache.h"
+
+#include <utility>
+
+namespace troika::coordinator {
+
+ResponseCache::ResponseCache(int capacity) : capacity_(capacity < 0 ? 0 : capacity) {
+  stats_.capacity = capacity_;
+}
+
+const TensorRequest* ResponseCache::Resolve(int32_t id, int rank) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || rank < 0 || rank >= static_cast<int>(it->second.by_rank.size())) {
+    ++stats_.resends;
+    return nullptr;
+  }
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return &it->second.by_rank[rank];
+}
+
+ResponseCache::Assignment ResponseCache::Put(const std::vector<TensorRequest>& by_rank) {
+  if (capacity_ == 0 || by_rank.empty() || by_rank.front().type == CollectiveType::kBarrier) {
+    return {};
+  }
+  const std::string& name = by_rank.front().name;
+  if (auto named = ids_.find(name); named != ids_.end()) {
+    Entry& entry = entries_.at(named->second);
+    if (entry.by_rank == by_rank) {
+      ++stats_.hits;
+      lru_.splice(lru_.begin(), lru_, entry.lru);
+      return {named->second, true};
+    }
+    End(named->second);  // changed: a new id replaces it
+  }
+  ++stats_.misses;
+  while (static_cast<int>(entries_.size()) >= capacity_) {
+    ++stats_.evictions;
+    End(lru_.back());
+  }
+  const int32_t id = next_id_++;
+  lru_.push_front(id);
+  entries_.emplace(id, Entry{name, by_rank, lru_.begin()});
+  ids_[name] = id;
+  return {id, false};
+}
+
+void ResponseCache::Erase(const std::string& name) {
+  if (auto it = ids_.find(name); it != ids_.end()) End(it->second);
+}
+
+void ResponseCache::End(int32_t id) {
+  auto it = entries_.find(id);
+  ids_.erase(it->second.name);
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+  ended_.push_back(id);
+}
+
+std::vector<int32_t> ResponseCache::TakeEnded() { return std::exchange(ended_, {}); }
+
+CacheStats ResponseCache::stats() const {
+  CacheStats out = stats_;
+  out.entries = static_cast<int>(entries_.size());
+  return out;
+}
+
+}  // namespace troika::coordinator
