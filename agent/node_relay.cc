@@ -148,7 +148,10 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
       // (it ended meanwhile) gets a key of its own; the coordinator answers with a miss.
       auto name = cache_names_.find(request.cache_id);
       request.name = name != cache_names_.end() ? name->second
-                                                : absl::StrCat("\x01" "cache-id/", request.cache_id);
+                                                : absl::StrCat(
+                                                      "\x01"
+                                                      "cache-id/",
+                                                      request.cache_id);
     }
   }
   v1::RequestBatch batch;
@@ -192,6 +195,15 @@ absl::Status NodeRelay::ReportWaitState(SessionSink* sink, const WaitState& stat
   const RankState& rank = ranks_[state.rank];
   if (abort_ != nullptr || rank.departed || rank.reported) return absl::OkStatus();
   upstream_.SendWaitState(state);
+  return absl::OkStatus();
+}
+
+absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = CheckOwnedLocked(sink, report.rank); !s.ok()) return s;
+  const RankState& rank = ranks_[report.rank];
+  if (abort_ != nullptr || rank.departed || rank.reported) return absl::OkStatus();
+  upstream_.SendExecReport(report);
   return absl::OkStatus();
 }
 

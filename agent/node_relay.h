@@ -12,7 +12,8 @@
 //   - RankExit: a rank's process exited non-zero or was killed (ProcessExited), at once; or a
 //     rank's session ended without goodbye and no exit report came within
 //     `lost_session_grace` (exit_code -1: "lost its session");
-//   - WaitState: forwarded unchanged, at once (not aggregated), while the rank is live.
+//   - WaitState and ExecReport: forwarded unchanged, at once (not aggregated), while the rank
+//     is live.
 // A rank's waiting requests always go upstream before its goodbye or exit report.
 //
 // Thread-safe: gRPC threads (sessions), the upstream reader (Deliver), the supervisor thread
@@ -49,6 +50,7 @@ class RelayUpstream {
   virtual void SendGoodbye(const std::vector<int>& ranks) = 0;
   virtual void SendRankExit(const RankExit& exit) = 0;
   virtual void SendWaitState(const WaitState& state) = 0;
+  virtual void SendExecReport(const ExecReport& report) = 0;
 };
 
 struct NodeRelayOptions {
@@ -98,6 +100,7 @@ class NodeRelay : public coordinator::SessionHandler,
   absl::Status Goodbye(coordinator::SessionSink* sink, const std::vector<int>& ranks) override;
   absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
   absl::Status ReportWaitState(coordinator::SessionSink* sink, const WaitState& state) override;
+  absl::Status ReportExec(coordinator::SessionSink* sink, const ExecReport& report) override;
   void CloseSession(coordinator::SessionSink* sink) override;
 
  private:

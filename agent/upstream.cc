@@ -251,6 +251,12 @@ void Upstream::SendWaitState(const WaitState& state) {
   Enqueue(std::move(up));
 }
 
+void Upstream::SendExecReport(const ExecReport& report) {
+  v1::Up up;
+  ToWire(report, up.mutable_exec_report());
+  Enqueue(std::move(up));
+}
+
 void Upstream::SendRankExit(const RankExit& exit) {
   v1::Up up;
   v1::RankExit* wire = up.mutable_rank_exit();

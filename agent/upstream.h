@@ -88,6 +88,7 @@ class Upstream final : public RelayUpstream {
   void SendGoodbye(const std::vector<int>& ranks) override;
   void SendRankExit(const RankExit& exit) override;
   void SendWaitState(const WaitState& state) override;
+  void SendExecReport(const ExecReport& report) override;
 
   // A rank's key-value call, forwarded with `deadline`.
   void KvSet(const v1::KvSetRequest& request, absl::Time deadline,

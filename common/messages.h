@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/types.h"
 
 namespace troika {
+
+// The reserved name of every rank's Context::Join request (type kJoin).
+inline constexpr char kJoinTensorName[] = "troika/join";
 
 // One collective submitted by one rank.
 struct TensorRequest {
@@ -28,6 +32,9 @@ struct TensorRequest {
   // Non-zero on the wire only: the request is the one this rank last submitted under this
   // response-cache id, and only `rank` and the id were sent (the coordinator resolves it).
   int32_t cache_id = 0;
+  // Grouped operations: the group's name (empty: not grouped) and its number of tensors.
+  std::string group;
+  int group_size = 0;
 
   // Bytes of the tensor this request describes.
   int64_t ByteSize() const;
@@ -56,6 +63,10 @@ struct Response {
   // Every id in cache_ids was announced in an earlier response, so the wire carries the ids
   // alone and receivers restore `names` from them.
   bool ids_known = false;
+  // Ranks that had joined (Context::Join) when this response was made, ascending; they take
+  // part without a tensor of their own, using `elements` (per name) for its size.
+  std::vector<int> joined_ranks;
+  std::vector<int64_t> elements;
 
   bool is_error() const { return !error.empty(); }
 };
@@ -85,6 +96,31 @@ struct WaitState {
   std::vector<std::string> waiting_for;
 };
 
+// What the coordinator wants a rank to report about its execution.
+struct ClientSettings {
+  int report_interval_ms = 0;  // 0: no ExecReport
+  bool report_phases = false;  // include execution phases (a timeline is being written)
+  bool operator==(const ClientSettings&) const = default;
+};
+
+enum class PhaseKind { kQueue = 0, kCopyIn = 1, kCollective = 2, kCopyOut = 3 };
+
+// One execution phase of one response on a rank, on that rank's clock.
+struct PhaseSpan {
+  PhaseKind kind = PhaseKind::kQueue;
+  absl::Time start;
+  absl::Time end;
+  std::vector<std::string> names;
+};
+
+// A rank's report about its execution (ClientSettings).
+struct ExecReport {
+  int rank = 0;
+  absl::Time sent_at;           // the rank's clock
+  int64_t allreduce_bytes = 0;  // completed since the session opened
+  std::vector<PhaseSpan> phases;
+};
+
 // One message down a session stream: responses to execute in order (with the cache ids that
 // stop being valid after them and requests to send again), or an abort.
 struct DownMessage {
@@ -93,8 +129,9 @@ struct DownMessage {
   std::vector<int32_t> evicted_cache_ids;
   // Requests to send again in full. A coordinator sends each only to its rank's session.
   std::vector<CacheMiss> misses;
-  std::string abort_reason;             // non-empty: the job was aborted; nothing follows
-  std::optional<RankExit> abort_cause;  // the rank exit that aborted the job, if one did
+  std::optional<ClientSettings> settings;  // present: replaces the settings in force
+  std::string abort_reason;                // non-empty: the job was aborted; nothing follows
+  std::optional<RankExit> abort_cause;     // the rank exit that aborted the job, if one did
 };
 
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",

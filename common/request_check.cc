@@ -28,7 +28,15 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
   if (r.rank < 0 || r.rank >= size) {
     return Invalid(r, absl::StrCat("rank out of range [0, ", size, ")"));
   }
-  if (!ValidEnum(static_cast<int>(r.type), 6)) return Invalid(r, "unknown collective type");
+  if (!ValidEnum(static_cast<int>(r.type), 7)) return Invalid(r, "unknown collective type");
+  if ((r.type == CollectiveType::kJoin) != (r.name == kJoinTensorName)) {
+    return Invalid(r, absl::StrCat("the name '", kJoinTensorName,
+                                   "' is reserved for Context::Join, and a join must carry it"));
+  }
+  if (r.group.empty() ? r.group_size != 0 : r.group_size < 1) {
+    return Invalid(r, absl::StrCat("group '", r.group, "' with group size ", r.group_size,
+                                   " (a grouped tensor needs a group name and a size >= 1)"));
+  }
   if (!ValidEnum(static_cast<int>(r.dtype), kNumDataTypes)) return Invalid(r, "unknown dtype");
   if (!ValidEnum(static_cast<int>(r.reduce_op), 5)) return Invalid(r, "unknown reduce op");
   if (!ValidEnum(static_cast<int>(r.device), 2)) return Invalid(r, "unknown device class");
@@ -83,6 +91,11 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
       break;
     }
     case CollectiveType::kBarrier:
+      break;
+    case CollectiveType::kJoin:
+      if (!r.shape.empty() || !r.group.empty()) {
+        return Invalid(r, "a join carries no shape and no group");
+      }
       break;
   }
   return absl::OkStatus();

@@ -75,6 +75,8 @@ const char* CollectiveName(CollectiveType type) {
       return "reducescatter";
     case CollectiveType::kBarrier:
       return "barrier";
+    case CollectiveType::kJoin:
+      return "join";
   }
   return "unknown";
 }

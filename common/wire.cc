@@ -7,7 +7,7 @@ namespace troika {
 static_assert(static_cast<int>(DataType::kFloat64) == v1::FLOAT64);
 static_assert(static_cast<int>(DataType::kBFloat16) == v1::BFLOAT16);
 static_assert(static_cast<int>(ReduceOp::kProduct) == v1::PRODUCT);
-static_assert(static_cast<int>(CollectiveType::kBarrier) == v1::BARRIER);
+static_assert(static_cast<int>(CollectiveType::kJoin) == v1::JOIN);
 static_assert(static_cast<int>(DeviceClass::kGpu) == v1::GPU);
 
 void ToWire(const TensorRequest& in, v1::Request* out) {
@@ -26,6 +26,8 @@ void ToWire(const TensorRequest& in, v1::Request* out) {
   out->set_root(in.root);
   out->set_device(static_cast<v1::DeviceClass>(in.device));
   out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
+  out->set_group(in.group);
+  out->set_group_size(in.group_size);
 }
 
 TensorRequest FromWire(const v1::Request& in) {
@@ -42,6 +44,8 @@ TensorRequest FromWire(const v1::Request& in) {
   out.device = static_cast<DeviceClass>(in.device());
   out.splits.assign(in.splits().begin(), in.splits().end());
   out.cache_id = in.cache_id();
+  out.group = in.group();
+  out.group_size = in.group_size();
   return out;
 }
 
@@ -87,6 +91,7 @@ bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out)
                 r.reduce_op == first.reduce_op && r.prescale == first.prescale &&
                 r.postscale == first.postscale && r.root == first.root &&
                 r.device == first.device && r.cache_id == first.cache_id &&
+                r.group == first.group && r.group_size == first.group_size &&
                 r.splits.empty() != explicit_splits && r.shape.size() == first.shape.size();
     for (size_t d = dim0_free ? 1 : 0; same && d < r.shape.size(); ++d) {
       same = r.shape[d] == first.shape[d];
@@ -120,6 +125,8 @@ void ToWire(const Response& in, v1::Response* out) {
   out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
   out->set_error(in.error);
   out->mutable_cache_ids()->Assign(in.cache_ids.begin(), in.cache_ids.end());
+  out->mutable_joined_ranks()->Assign(in.joined_ranks.begin(), in.joined_ranks.end());
+  out->mutable_elements()->Assign(in.elements.begin(), in.elements.end());
 }
 
 Response FromWire(const v1::Response& in) {
@@ -137,6 +144,8 @@ Response FromWire(const v1::Response& in) {
   out.error = in.error();
   out.cache_ids.assign(in.cache_ids().begin(), in.cache_ids().end());
   out.ids_known = !out.cache_ids.empty() && out.names.empty();
+  out.joined_ranks.assign(in.joined_ranks().begin(), in.joined_ranks().end());
+  out.elements.assign(in.elements().begin(), in.elements().end());
   return out;
 }
 
@@ -161,6 +170,10 @@ void ToWire(const DownMessage& in, v1::Down* out) {
     wire->set_rank(miss.rank);
     wire->set_cache_id(miss.cache_id);
   }
+  if (in.settings) {
+    batch->mutable_settings()->set_report_interval_ms(in.settings->report_interval_ms);
+    batch->mutable_settings()->set_report_phases(in.settings->report_phases);
+  }
 }
 
 DownMessage FromWire(const v1::Down& in) {
@@ -179,6 +192,41 @@ DownMessage FromWire(const v1::Down& in) {
                                in.responses().evicted_cache_ids().end());
   for (const v1::CacheMiss& miss : in.responses().misses()) {
     out.misses.push_back({miss.rank(), miss.cache_id()});
+  }
+  if (in.responses().has_settings()) {
+    const v1::ClientSettings& settings = in.responses().settings();
+    out.settings = ClientSettings{settings.report_interval_ms(), settings.report_phases()};
+  }
+  return out;
+}
+
+void ToWire(const ExecReport& in, v1::ExecReport* out) {
+  out->set_rank(in.rank);
+  out->set_sent_at_us(absl::ToUnixMicros(in.sent_at));
+  out->set_allreduce_bytes(in.allreduce_bytes);
+  for (const PhaseSpan& phase : in.phases) {
+    v1::PhaseSpan* wire = out->add_phases();
+    wire->set_kind(static_cast<v1::PhaseSpan::Kind>(phase.kind));
+    wire->set_start_us(absl::ToUnixMicros(phase.start));
+    wire->set_end_us(absl::ToUnixMicros(phase.end));
+    for (const std::string& name : phase.names) wire->add_names(name);
+  }
+}
+
+ExecReport FromWire(const v1::ExecReport& in) {
+  ExecReport out;
+  out.rank = in.rank();
+  out.sent_at = absl::FromUnixMicros(in.sent_at_us());
+  out.allreduce_bytes = in.allreduce_bytes();
+  for (const v1::PhaseSpan& wire : in.phases()) {
+    PhaseSpan phase;
+    // Unknown kinds from a newer peer read as the queue phase rather than out-of-range.
+    phase.kind = wire.kind() >= 0 && wire.kind() <= 3 ? static_cast<PhaseKind>(wire.kind())
+                                                      : PhaseKind::kQueue;
+    phase.start = absl::FromUnixMicros(wire.start_us());
+    phase.end = absl::FromUnixMicros(wire.end_us());
+    phase.names.assign(wire.names().begin(), wire.names().end());
+    out.phases.push_back(std::move(phase));
   }
   return out;
 }

@@ -25,6 +25,8 @@ void ToWire(const DownMessage& in, v1::Down* out);
 // An abort without a reason gets a generic one, so abort_reason is non-empty exactly for
 // aborts.
 DownMessage FromWire(const v1::Down& in);
+void ToWire(const ExecReport& in, v1::ExecReport* out);
+ExecReport FromWire(const v1::ExecReport& in);
 void ToWire(const WaitState& in, v1::WaitState* out);
 WaitState FromWire(const v1::WaitState& in);
 void ToWire(const Membership& in, v1::Membership* out);

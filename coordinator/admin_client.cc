@@ -10,6 +10,14 @@
 namespace troika::coordinator {
 namespace {
 
+TuningParams FromWire(const v1::NegotiationOptionsDescription& in) {
+  return {in.fusion_threshold_bytes(), absl::Milliseconds(in.cycle_time_ms())};
+}
+
+TimelineInfo FromWire(const v1::TimelineDescription& in) {
+  return {in.active(), in.path(), in.bytes_written(), in.truncated()};
+}
+
 JobInfo FromWire(const v1::JobDescription& in) {
   JobInfo info;
   info.name = in.name();
@@ -40,8 +48,14 @@ JobInfo FromWire(const v1::JobDescription& in) {
   }
   info.cache = {in.cache().capacity(), in.cache().entries(),   in.cache().hits(),
                 in.cache().misses(),   in.cache().evictions(), in.cache().resends()};
-  info.negotiation.fusion_threshold_bytes = in.negotiation().fusion_threshold_bytes();
-  info.negotiation.cycle_time = absl::Milliseconds(in.negotiation().cycle_time_ms());
+  const TuningParams negotiation = FromWire(in.negotiation());
+  info.negotiation.fusion_threshold_bytes = negotiation.fusion_threshold_bytes;
+  info.negotiation.cycle_time = negotiation.cycle_time;
+  const v1::AutotuneDescription& a = in.autotune();
+  info.autotune = {a.enabled(),        a.done(),        a.warmup_left(),
+                   a.evaluations(),    a.max_samples(), FromWire(a.current()),
+                   FromWire(a.best()), a.best_score()};
+  info.timeline = FromWire(in.timeline());
   return info;
 }
 
@@ -98,6 +112,31 @@ absl::Status AdminClient::CancelJob(const std::string& job, const std::string& r
   request.set_reason(reason);
   v1::CancelJobResponse response;
   return FromGrpc(stub_->stub->CancelJob(&context, request, &response));
+}
+
+absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
+                                                       const std::string& file, int64_t max_bytes) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout_);
+  v1::StartTimelineRequest request;
+  request.set_job(job);
+  request.set_file(file);
+  request.set_max_bytes(max_bytes);
+  v1::StartTimelineResponse response;
+  absl::Status status = FromGrpc(stub_->stub->StartTimeline(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.path();
+}
+
+absl::StatusOr<TimelineInfo> AdminClient::StopTimeline(const std::string& job) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout_);
+  v1::StopTimelineRequest request;
+  request.set_job(job);
+  v1::TimelineDescription response;
+  absl::Status status = FromGrpc(stub_->stub->StopTimeline(&context, request, &response));
+  if (!status.ok()) return status;
+  return FromWire(response);
 }
 
 }  // namespace troika::coordinator

@@ -28,6 +28,11 @@ class AdminClient {
   absl::StatusOr<JobInfo> DescribeJob(const std::string& job);
   // Aborts `job` with "cancelled by troikactl: <reason>".
   absl::Status CancelJob(const std::string& job, const std::string& reason);
+  // Starts writing `job`'s timeline to `file` in the coordinator's --timeline_dir; returns the
+  // path on the coordinator. `max_bytes` 0: the coordinator's default cap.
+  absl::StatusOr<std::string> StartTimeline(const std::string& job, const std::string& file,
+                                            int64_t max_bytes);
+  absl::StatusOr<TimelineInfo> StopTimeline(const std::string& job);
 
  private:
   struct Stub;

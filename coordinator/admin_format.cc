@@ -119,10 +119,43 @@ std::string FormatStragglersSection(const JobInfo& info) {
                       FormatTable(rows));
 }
 
+std::string FormatTelemetrySection(const JobInfo& info) {
+  const AutotuneInfo& a = info.autotune;
+  auto params = [](const TuningParams& p) {
+    return absl::StrCat("fusion ", Bytes(p.fusion_threshold_bytes), ", cycle ",
+                        Millis(p.cycle_time));
+  };
+  std::string out = "Autotune:        ";
+  if (!a.enabled) {
+    absl::StrAppend(&out, "off\n");
+  } else {
+    absl::StrAppend(&out,
+                    a.done              ? "done"
+                    : a.warmup_left > 0 ? "warming up"
+                                        : "tuning",
+                    ", ", a.evaluations, "/", a.max_samples, " configurations; now ",
+                    params(a.current));
+    if (a.evaluations > 0) {
+      absl::StrAppend(&out, "; best ", params(a.best), " at ",
+                      absl::StrFormat("%.1f MB/s", a.best_score / 1e6));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  const TimelineInfo& t = info.timeline;
+  absl::StrAppend(&out, "Timeline:        ",
+                  t.path.empty() ? "off"
+                                 : absl::StrCat(t.active ? "writing " : "last written to ", t.path,
+                                                " (", Bytes(t.bytes_written),
+                                                t.truncated ? ", truncated at its cap" : "", ")"),
+                  "\n");
+  return out;
+}
+
 std::string FormatJobInfo(const JobInfo& info) {
-  return absl::StrJoin({FormatJobSection(info), FormatRanksSection(info),
-                        FormatPendingSection(info), FormatStragglersSection(info)},
-                       "\n");
+  return absl::StrJoin(
+      {absl::StrCat(FormatJobSection(info), FormatTelemetrySection(info)), FormatRanksSection(info),
+       FormatPendingSection(info), FormatStragglersSection(info)},
+      "\n");
 }
 
 }  // namespace troika::coordinator

@@ -24,5 +24,7 @@ std::string FormatJobSection(const JobInfo& info);
 std::string FormatRanksSection(const JobInfo& info);
 std::string FormatPendingSection(const JobInfo& info);
 std::string FormatStragglersSection(const JobInfo& info);
+// Autotune progress and timeline state; one line each.
+std::string FormatTelemetrySection(const JobInfo& info);
 
 }  // namespace troika::coordinator

@@ -55,6 +55,11 @@ std::optional<std::string> FirstDisagreement(const std::vector<TensorRequest>& b
   CollectiveType type = by_rank.front().type;
   std::vector<std::pair<std::string, Field>> fields = {
       {"operations", [](const TensorRequest& r) { return std::string(CollectiveName(r.type)); }},
+      {"groups",
+       [](const TensorRequest& r) {
+         return r.group.empty() ? std::string("no group")
+                                : absl::StrCat("group '", r.group, "' of ", r.group_size);
+       }},
       {"device classes",
        [](const TensorRequest& r) {
          return std::string(r.device == DeviceClass::kGpu ? "gpu" : "cpu");

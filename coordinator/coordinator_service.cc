@@ -21,6 +21,18 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
 
 int64_t ToMillis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
+void ToWire(const TuningParams& in, v1::NegotiationOptionsDescription* out) {
+  out->set_fusion_threshold_bytes(in.fusion_threshold_bytes);
+  out->set_cycle_time_ms(absl::ToDoubleMilliseconds(in.cycle_time));
+}
+
+void ToWire(const TimelineInfo& in, v1::TimelineDescription* out) {
+  out->set_active(in.active);
+  out->set_path(in.path);
+  out->set_bytes_written(in.bytes_written);
+  out->set_truncated(in.truncated);
+}
+
 void ToWire(const JobInfo& info, v1::JobDescription* out) {
   out->set_name(info.name);
   out->set_size(info.size);
@@ -64,9 +76,19 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
   cache->set_misses(info.cache.misses);
   cache->set_evictions(info.cache.evictions);
   cache->set_resends(info.cache.resends);
-  out->mutable_negotiation()->set_fusion_threshold_bytes(info.negotiation.fusion_threshold_bytes);
-  out->mutable_negotiation()->set_cycle_time_ms(
-      absl::ToDoubleMilliseconds(info.negotiation.cycle_time));
+  ToWire(TuningParams{info.negotiation.fusion_threshold_bytes, info.negotiation.cycle_time},
+         out->mutable_negotiation());
+  const AutotuneInfo& a = info.autotune;
+  v1::AutotuneDescription* autotune = out->mutable_autotune();
+  autotune->set_enabled(a.enabled);
+  autotune->set_done(a.done);
+  autotune->set_warmup_left(a.warmup_left);
+  autotune->set_evaluations(a.evaluations);
+  autotune->set_max_samples(a.max_samples);
+  ToWire(a.current, autotune->mutable_current());
+  ToWire(a.best, autotune->mutable_best());
+  autotune->set_best_score(a.best_score);
+  ToWire(info.timeline, out->mutable_timeline());
 }
 
 }  // namespace
@@ -205,6 +227,37 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
   }
   (*job)->Abort("cancelled by troikactl: " + reason);
   return FinishWith(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::StartTimeline(grpc::CallbackServerContext* context,
+                                                            const v1::StartTimelineRequest* request,
+                                                            v1::StartTimelineResponse* response) {
+  const std::string& file = request->file();
+  // A client picks a name, never a place: nothing outside --timeline_dir is written.
+  if (file.empty() || file.find('/') != std::string::npos || file[0] == '.') {
+    return FinishWith(context, absl::InvalidArgumentError(absl::StrCat(
+                                   "timeline file '", file,
+                                   "' must be a plain file name (no '/', not starting with '.')")));
+  }
+  auto job = registry_.Find(request->job());
+  if (!job.ok()) return FinishWith(context, job.status());
+  constexpr int64_t kDefaultMaxBytes = int64_t{1} << 30;
+  const std::string path = absl::StrCat(options_.timeline_dir, "/", file);
+  // Opening the file (a few hundred bytes of header) is the only disk work on this thread.
+  absl::Status status = (*job)->StartTimeline(
+      path, request->max_bytes() > 0 ? request->max_bytes() : kDefaultMaxBytes);
+  if (status.ok()) response->set_path(path);
+  return FinishWith(context, status);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::StopTimeline(grpc::CallbackServerContext* context,
+                                                           const v1::StopTimelineRequest* request,
+                                                           v1::TimelineDescription* response) {
+  auto job = registry_.Find(request->job());
+  if (!job.ok()) return FinishWith(context, job.status());
+  absl::StatusOr<TimelineInfo> info = (*job)->StopTimeline();
+  if (info.ok()) ToWire(*info, response);
+  return FinishWith(context, info.status());
 }
 
 }  // namespace troika::coordinator

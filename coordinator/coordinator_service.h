@@ -16,6 +16,9 @@ struct ServiceOptions {
   // Attach and key-value waits are capped at this; a request without a timeout gets it.
   // Default 5 min.
   absl::Duration max_wait = absl::Minutes(5);
+  // Where StartTimeline writes (a client names only the file). Default: the working
+  // directory.
+  std::string timeline_dir = ".";
 };
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
@@ -55,6 +58,12 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::CancelJobResponse* response) override;
+  grpc::ServerUnaryReactor* StartTimeline(grpc::CallbackServerContext* context,
+                                          const v1::StartTimelineRequest* request,
+                                          v1::StartTimelineResponse* response) override;
+  grpc::ServerUnaryReactor* StopTimeline(grpc::CallbackServerContext* context,
+                                         const v1::StopTimelineRequest* request,
+                                         v1::TimelineDescription* response) override;
 
  private:
   absl::Duration WaitFor(int64_t timeout_ms) const;

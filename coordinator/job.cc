@@ -60,7 +60,9 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
       stall_inspector_(options.stall),
-      straggler_stats_(size) {}
+      straggler_stats_(size),
+      telemetry_(name_, size, std::move(options.autotune), options.negotiator),
+      settings_(telemetry_.settings()) {}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -210,6 +212,11 @@ absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, Sess
   }
   for (int r : ranks) session_of_rank_[r] = sink;
   sessions_[sink] = ranks;
+  if (!(settings_ == ClientSettings{})) {
+    auto down = std::make_shared<DownMessage>();
+    down->settings = settings_;
+    sink->Send(std::move(down));
+  }
   return absl::OkStatus();
 }
 
@@ -230,7 +237,7 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
     if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
   }
   if (!misses->misses.empty()) sink->Send(std::move(misses));
-  RecordArrivalsLocked();
+  RecordReadyLocked();
   FlushLocked();
   CheckDeadlockLocked();
   if (state_ == State::kAborted) return absl::OkStatus();
@@ -283,6 +290,44 @@ absl::Status Job::ReportWaitState(SessionSink* sink, const WaitState& state) {
   deadlock_detector_.Update(state.rank, state.waiting_for);
   CheckDeadlockLocked();
   return absl::OkStatus();
+}
+
+absl::Status Job::ReportExec(SessionSink* sink, const ExecReport& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report.rank < 0 || report.rank >= size_ || session_of_rank_[report.rank] != sink) {
+    return absl::PermissionDeniedError(absl::StrCat("execution report for rank ", report.rank,
+                                                    ", which the session does not own"));
+  }
+  telemetry_.OnReport(report, clock_.Now());
+  return absl::OkStatus();
+}
+
+absl::Status Job::StartTimeline(const std::string& path, int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kFinished || state_ == State::kAborted) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_)));
+  }
+  if (absl::Status s = telemetry_.StartTimeline(path, max_bytes, clock_.Now()); !s.ok()) return s;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': writing a timeline to " << path;
+  SyncSettingsLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TimelineInfo> Job::StopTimeline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<TimelineInfo> info = telemetry_.StopTimeline();
+  SyncSettingsLocked();
+  return info;
+}
+
+void Job::SyncSettingsLocked() {
+  const ClientSettings settings = telemetry_.settings();
+  if (settings == settings_) return;
+  settings_ = settings;
+  auto down = std::make_shared<DownMessage>();
+  down->settings = settings;
+  BroadcastLocked(std::move(down));
 }
 
 void Job::CheckDeadlockLocked() {
@@ -403,9 +448,15 @@ void Job::ArmStallTimerLocked(absl::Time due) {
   });
 }
 
-void Job::RecordArrivalsLocked() {
-  for (const std::vector<absl::Time>& arrivals : negotiator_.TakeArrivals()) {
-    straggler_stats_.OnReady(arrivals);
+void Job::RecordReadyLocked() {
+  const std::vector<ReadyRecord> records = negotiator_.TakeReadyRecords();
+  for (const ReadyRecord& record : records) straggler_stats_.OnReady(record.arrivals);
+  if (std::optional<TuningParams> tuned = telemetry_.OnReady(records, clock_.Now())) {
+    NegotiatorOptions options = negotiator_.options();
+    options.fusion_threshold_bytes = tuned->fusion_threshold_bytes;
+    options.cycle_time = tuned->cycle_time;
+    negotiator_.set_options(options);
+    SyncSettingsLocked();  // tuning may have ended
   }
   // Checked every few dozen tensors and logged at most every 30 s, so a training step never
   // pays for it and the log does not flood.

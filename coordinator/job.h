@@ -26,6 +26,7 @@
 #include "common/scheduler.h"
 #include "coordinator/deadlock_detector.h"
 #include "coordinator/job_info.h"
+#include "coordinator/job_telemetry.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/session_handler.h"
@@ -46,6 +47,8 @@ struct JobOptions {
   // Abort the job at once when every live rank reports being blocked on tensors that are
   // pending (see DeadlockDetector). Default true.
   bool deadlock_detection = true;
+  // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
+  std::optional<AutotuneConfig> autotune;
 };
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
@@ -85,6 +88,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Status ReportExit(SessionSink* sink, const RankExit& exit) override;
   // Records what the rank waits for and aborts the job if that completes a deadlock.
   absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) override;
+  // Feeds the timeline and the autotuner.
+  absl::Status ReportExec(SessionSink* sink, const ExecReport& report) override;
   void CloseSession(SessionSink* sink) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
@@ -94,6 +99,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // aborts the job when one is past the stall shutdown time. A scheduler timer calls this
   // while tensors are pending; tests with a fake clock call it by hand.
   void InspectStalls();
+
+  // Writes a Chrome-trace timeline of the job to `path` (JobTelemetry) until StopTimeline.
+  // The ranks are told to report their execution phases meanwhile.
+  absl::Status StartTimeline(const std::string& path, int64_t max_bytes);
+  absl::StatusOr<TimelineInfo> StopTimeline();
 
   // Per-rank lateness of the tensors negotiated so far, for display.
   coordinator::StragglerSnapshot StragglerSnapshot() const;
@@ -122,7 +132,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
   void ArmStallTimerLocked(absl::Time due);
-  void RecordArrivalsLocked();
+  // Feeds the tensors that became ready to the straggler statistics and the telemetry, and
+  // applies parameters the autotuner chose.
+  void RecordReadyLocked();
+  // Sends the telemetry's ClientSettings to every session if they changed.
+  void SyncSettingsLocked();
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.
   void CheckDeadlockLocked();
@@ -165,6 +179,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::vector<int> logged_stragglers_;  // the set last logged
   absl::Time straggler_logged_at_ = absl::InfinitePast();
   int64_t straggler_checked_at_ = 0;  // straggler_stats_.tensors() when last checked
+  JobTelemetry telemetry_;
+  ClientSettings settings_;  // what the sessions were last sent
 };
 
 const char* JobStateName(Job::State state);

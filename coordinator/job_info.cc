@@ -35,6 +35,8 @@ JobInfo Job::Describe() const {
   info.stragglers = straggler_stats_.Snapshot();
   info.negotiation = negotiator_.options();
   info.cache = negotiator_.cache_stats();
+  info.autotune = telemetry_.autotune_info();
+  info.timeline = telemetry_.timeline_info();
   return info;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "coordinator/job_telemetry.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/straggler_stats.h"
 
@@ -44,6 +45,8 @@ struct JobInfo {
   StragglerSnapshot stragglers;
   NegotiatorOptions negotiation;
   CacheStats cache;
+  AutotuneInfo autotune;
+  TimelineInfo timeline;
 
   int attached_ranks() const {
     return static_cast<int>(

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
@@ -37,6 +38,22 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   job_options.stall = options_.stall;
   job_options.straggler_margin = options_.straggler_margin;
   job_options.deadlock_detection = options_.deadlock_detection;
+  if (options_.autotune) {
+    AutotuneConfig& autotune = job_options.autotune.emplace();
+    autotune.options = *options_.autotune;
+    if (!options_.autotune_dir.empty()) {
+      std::string file = name;
+      for (char& c : file) {
+        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' &&
+            c != '_') {
+          c = '_';
+        }
+      }
+      const std::string base = absl::StrCat(options_.autotune_dir, "/", file, "-autotune");
+      autotune.csv_path = base + ".csv";
+      autotune.params_path = base + ".params";
+    }
+  }
   auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
   *holder = job;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct JobRegistryOptions {
   absl::Duration straggler_margin = absl::Milliseconds(10);
   // See JobOptions. Default true.
   bool deadlock_detection = true;
+  // Autotune every job (see JobOptions). Default: off.
+  std::optional<AutotuneOptions> autotune;
+  // Where each tuned job writes <job>-autotune.csv and <job>-autotune.params (the job name
+  // with anything but [A-Za-z0-9._-] replaced by '_'). Empty: no files. Default: empty.
+  std::string autotune_dir;
   // Most ranks one job may have. Default 65536.
   int max_job_size = 65536;
   // A created job nobody attached to is dropped after this long. Default 10 min.

@@ -34,6 +34,21 @@ ABSL_FLAG(bool, deadlock_detection, true,
           "ranks never submit");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
+ABSL_FLAG(std::string, timeline_dir, ".",
+          "directory where `troikactl timeline start` writes timelines (clients name only a file)");
+ABSL_FLAG(bool, autotune, false,
+          "tune fusion threshold and cycle time of every job by Bayesian optimisation "
+          "(docs/autotune.md)");
+ABSL_FLAG(int, autotune_warmup_samples, 3, "autotune: samples discarded at the start");
+ABSL_FLAG(int, autotune_steps_per_sample, 10, "autotune: training steps per sample");
+ABSL_FLAG(int, autotune_max_samples, 20, "autotune: configurations evaluated (the budget)");
+ABSL_FLAG(std::string, autotune_dir, "",
+          "autotune: where each job writes <job>-autotune.csv (one row per configuration) and "
+          "<job>-autotune.params (the best); empty: no files");
+ABSL_FLAG(std::string, autotune_params_in, "",
+          "start every job from the fusion threshold and cycle time in this .params file "
+          "(written by an earlier --autotune run); overrides --fusion_threshold_bytes and "
+          "--cycle_time");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound port is written to this file once serving (useful with port 0)");
@@ -66,6 +81,35 @@ int main(int argc, char** argv) {
   options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
   options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
+  options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
+  if (absl::GetFlag(FLAGS_cache_capacity) < 0) {
+    std::fprintf(stderr, "--cache_capacity must be >= 0\n");
+    return 2;
+  }
+  if (std::string path = absl::GetFlag(FLAGS_autotune_params_in); !path.empty()) {
+    absl::StatusOr<troika::coordinator::TuningParams> params =
+        troika::coordinator::LoadTuningParams(path);
+    if (!params.ok()) {
+      std::fprintf(stderr, "--autotune_params_in: %s\n",
+                   std::string(params.status().message()).c_str());
+      return 2;
+    }
+    options.registry.negotiator.fusion_threshold_bytes = params->fusion_threshold_bytes;
+    options.registry.negotiator.cycle_time = params->cycle_time;
+  }
+  if (absl::GetFlag(FLAGS_autotune)) {
+    troika::coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
+    autotune.warmup_samples = absl::GetFlag(FLAGS_autotune_warmup_samples);
+    autotune.steps_per_sample = absl::GetFlag(FLAGS_autotune_steps_per_sample);
+    autotune.max_samples = absl::GetFlag(FLAGS_autotune_max_samples);
+    if (autotune.steps_per_sample < 1 || autotune.warmup_samples < 0 || autotune.max_samples < 1) {
+      std::fprintf(stderr,
+                   "--autotune_steps_per_sample and --autotune_max_samples must be >= 1, "
+                   "--autotune_warmup_samples >= 0\n");
+      return 2;
+    }
+    options.registry.autotune_dir = absl::GetFlag(FLAGS_autotune_dir);
+  }
 
   auto coordinator = troika::coordinator::Coordinator::Start(options);
   if (!coordinator.ok()) {

@@ -1,5 +1,7 @@
 #include "coordinator/negotiator.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,11 +14,36 @@ namespace {
 bool Fusible(const Response& a, const Response& b) {
   return a.type == CollectiveType::kAllreduce && b.type == CollectiveType::kAllreduce &&
          !a.is_error() && !b.is_error() && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device;
+         a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device &&
+         a.joined_ranks == b.joined_ranks;
 }
 
 bool IsAllreduce(const Response& r) {
   return r.type == CollectiveType::kAllreduce && !r.is_error();
+}
+
+int64_t Elements(const TensorRequest& r) {
+  int64_t n = 1;
+  for (int64_t d : r.shape) n *= d;
+  return n;
+}
+
+// Why `r` cannot run while `joined` (ranks that joined without submitting it) sit out, or "".
+std::string JoinedError(const TensorRequest& r, const std::vector<int>& joined) {
+  const std::string ranks =
+      absl::StrCat(FormatRanks(joined), joined.size() == 1 ? " has" : " have");
+  switch (r.type) {
+    case CollectiveType::kAllreduce:
+    case CollectiveType::kBarrier:
+      return "";
+    case CollectiveType::kBroadcast:
+      if (std::find(joined.begin(), joined.end(), r.root) == joined.end()) return "";
+      return absl::StrCat("broadcast '", r.name, "' cannot run: its root, rank ", r.root,
+                          ", has joined (Context::Join) and sends nothing");
+    default:
+      return absl::StrCat(CollectiveName(r.type), " '", r.name, "' cannot run while ", ranks,
+                          " joined (Context::Join); it needs a tensor from every rank");
+  }
 }
 
 }  // namespace
@@ -44,10 +71,16 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
     partial.present.assign(size_, false);
     partial.arrival.resize(size_);
     partial.first_arrival = now;
+    partial.group = request.group;
+    partial.group_size = request.group_size;
+    if (!request.group.empty() && departed_.empty()) {
+      groups_.Register(request.group, request.group_size, request.name);
+    }
   } else if (partial.present[rank]) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " submitted '", request.name,
                                                  "' again while it is still in flight"));
   }
+  const bool join = request.type == CollectiveType::kJoin;
   partial.by_rank[rank] = std::move(request);
   partial.present[rank] = true;
   partial.arrival[rank] = now;
@@ -55,7 +88,9 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
   if (!departed_.empty()) {
     FailWithDepartedRanks(it->first, now);
     pending_.erase(it);
-  } else if (partial.count == size_) {
+  } else if (join) {
+    OnJoin(it, rank, now);
+  } else if (Complete(partial)) {
     Partial done = std::move(partial);
     pending_.erase(it);
     MakeReady(std::move(done), now);
@@ -63,19 +98,91 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
   return absl::OkStatus();
 }
 
+bool Negotiator::Joined(int rank) const {
+  auto join = pending_.find(kJoinTensorName);
+  return join != pending_.end() && join->second.present[rank];
+}
+
+bool Negotiator::Complete(const Partial& partial) const {
+  for (int r = 0; r < size_; ++r) {
+    if (!partial.present[r] && !Joined(r)) return false;
+  }
+  return true;
+}
+
+void Negotiator::OnJoin(std::map<std::string, Partial>::iterator join, int rank, absl::Time now) {
+  if (join->second.count == size_) {
+    pending_.erase(join);  // join state resets: a later epoch can join again
+    Ready ready;
+    ready.response.type = CollectiveType::kJoin;
+    ready.response.dtype = DataType::kUint8;
+    ready.response.names = {kJoinTensorName};
+    ready.response.root = rank;  // the last rank to join
+    ready.ready_at = now;
+    ready_.push_back(std::move(ready));
+    return;
+  }
+  // Tensors that waited only for this rank are ready now, in the order they were first
+  // submitted (ties by name, so the order is deterministic).
+  std::vector<std::map<std::string, Partial>::iterator> now_ready;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it != join && Complete(it->second)) now_ready.push_back(it);
+  }
+  std::stable_sort(now_ready.begin(), now_ready.end(), [](const auto& a, const auto& b) {
+    return a->second.first_arrival < b->second.first_arrival;
+  });
+  for (auto it : now_ready) {
+    Partial done = std::move(it->second);
+    pending_.erase(it);
+    MakeReady(std::move(done), now);
+  }
+}
+
 void Negotiator::MakeReady(Partial partial, absl::Time now) {
+  // Ranks that joined without submitting take no part in agreement.
+  std::vector<TensorRequest> submitted;
+  std::vector<int> joined;
+  for (int r = 0; r < size_; ++r) {
+    if (partial.present[r]) {
+      submitted.push_back(partial.by_rank[r]);
+    } else {
+      joined.push_back(r);
+    }
+  }
+  const TensorRequest& first = submitted.front();
   Ready ready;
-  ready.response = Agree(partial.by_rank);
-  ready.bytes = partial.by_rank.front().ByteSize();
+  ready.response = Agree(submitted);
+  ready.bytes = first.ByteSize();
   ready.ready_at = now;
+  if (!joined.empty() && !ready.response.is_error()) {
+    ready.response.error = JoinedError(first, joined);
+    ready.response.joined_ranks = joined;
+    ready.response.elements = {Elements(first)};
+  }
   if (ready.response.is_error()) {
     cache_.Erase(ready.response.names.front());
+  } else if (!joined.empty()) {
+    // Not cached: a joined rank has no request of its own to record under an id.
   } else if (ResponseCache::Assignment a = cache_.Put(partial.by_rank); a.id != 0) {
     ready.response.cache_ids = {a.id};
     ready.response.ids_known = a.hit;
   }
-  ready_.push_back(std::move(ready));
-  arrivals_.push_back(std::move(partial.arrival));
+  if (joined.empty()) {  // straggler statistics need every rank's arrival
+    ready_records_.push_back(
+        {first.name, first.type, now, std::move(partial.arrival), ready.response.ids_known});
+  }
+  Enqueue(partial, std::move(ready));
+}
+
+void Negotiator::Enqueue(const Partial& partial, Ready ready) {
+  if (partial.group.empty()) {
+    ready_.push_back(std::move(ready));
+    return;
+  }
+  for (Ready& r : groups_.Add(partial.group, partial.group_size, std::move(ready))) {
+    r.from_group = true;
+    ready_.push_back(std::move(r));
+  }
 }
 
 void Negotiator::FailWithDepartedRanks(const std::string& name, absl::Time now) {
@@ -97,6 +204,9 @@ void Negotiator::RemoveRank(int rank, const std::string& why) {
   departed_[rank] = why;
   for (const auto& [name, partial] : pending_) FailWithDepartedRanks(name, partial.first_arrival);
   pending_.clear();
+  for (const Ready& held : groups_.TakeAll()) {
+    FailWithDepartedRanks(held.response.names.front(), held.ready_at);
+  }
 }
 
 bool Negotiator::ShouldHold(absl::Time now, absl::Time* due) const {
@@ -104,9 +214,11 @@ bool Negotiator::ShouldHold(absl::Time now, absl::Time* due) const {
     return false;
   }
   // Only an allreduce can gain from waiting, and only for allreduces still being submitted.
+  // A complete group waited long enough.
   const Ready* oldest = nullptr;
   int64_t ready_bytes = 0;
   for (const Ready& r : ready_) {
+    if (r.from_group) return false;
     if (!IsAllreduce(r.response)) continue;
     if (oldest == nullptr) oldest = &r;
     ready_bytes += r.bytes;
@@ -151,6 +263,8 @@ std::vector<Response> Negotiator::Fuse() {
       bytes += ready_[j].bytes;
       Response& other = ready_[j].response;
       response.names.push_back(std::move(other.names.front()));
+      response.elements.insert(response.elements.end(), other.elements.begin(),
+                               other.elements.end());
       // Ids travel only if every fused tensor has one (see Response::cache_ids).
       if (!response.cache_ids.empty() && !other.cache_ids.empty()) {
         response.cache_ids.push_back(other.cache_ids.front());
@@ -168,12 +282,21 @@ std::vector<Response> Negotiator::Fuse() {
 
 std::vector<PendingTensor> Negotiator::Pending() const {
   std::vector<PendingTensor> out;
+  std::map<std::string, std::set<int>> group_missing;
   for (const auto& [name, partial] : pending_) {
+    if (name == kJoinTensorName) continue;
     PendingTensor p{name, partial.first_arrival, {}};
     for (int r = 0; r < size_; ++r) {
-      if (!partial.present[r]) p.missing_ranks.push_back(r);
+      if (!partial.present[r] && !Joined(r)) p.missing_ranks.push_back(r);
+    }
+    if (!partial.group.empty()) {
+      group_missing[partial.group].insert(p.missing_ranks.begin(), p.missing_ranks.end());
     }
     out.push_back(std::move(p));
+  }
+  for (const HeldTensor& held : groups_.Held()) {
+    const std::set<int>& missing = group_missing[held.group];
+    out.push_back({held.name, held.since, std::vector<int>(missing.begin(), missing.end())});
   }
   return out;
 }

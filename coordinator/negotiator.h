@@ -10,6 +10,14 @@
 // the cycle time so they can join the same fused response; when nothing is partially
 // submitted, holding could only add latency, so the queue is flushed at once.
 //
+// Groups (Request.group): a ready grouped tensor is held (GroupTable) until every tensor of
+// its group is ready; then the group joins the queue contiguously and is never held back.
+// Join (type kJoin, name kJoinTensorName): a joined rank counts as having submitted every
+// tensor, so a tensor is ready once every rank that has not joined submitted it; such
+// responses list the joined ranks and each tensor's element count. Allgather, alltoall,
+// reducescatter, and broadcast from a joined root fail instead. Once every rank joined, one
+// kJoin response (root: the last rank to join) completes the joins and join state resets.
+//
 // Thread contract: not thread-safe; the owning Job serialises every call.
 
 #include <cstdint>
@@ -22,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
+#include "coordinator/group_table.h"
 #include "coordinator/response_cache.h"
 
 namespace troika::coordinator {
@@ -34,6 +43,16 @@ struct NegotiatorOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   // Response-cache entries (ResponseCache). 0 disables the cache. Default 1024.
   int cache_capacity = 1024;
+};
+
+// A tensor that became ready: when each rank submitted it, for straggler statistics and the
+// timeline.
+struct ReadyRecord {
+  std::string name;
+  CollectiveType type = CollectiveType::kAllreduce;
+  absl::Time ready_at;
+  std::vector<absl::Time> arrivals;  // by rank
+  bool cached = false;               // a response-cache hit
 };
 
 // A tensor some ranks have submitted and others not yet.
@@ -63,20 +82,23 @@ class Negotiator {
   // due, or InfiniteFuture() if nothing is held.
   std::vector<Response> Poll(absl::Time now, absl::Time* next_poll);
 
+  // Tensors some ranks submitted and others (not joined) not yet, and grouped tensors held
+  // for the rest of their group (missing: the ranks their group's pending tensors miss).
+  // Joins waiting for the other ranks are not pending: waiting for them is the point.
   std::vector<PendingTensor> Pending() const;
-  bool has_pending() const { return !pending_.empty(); }
+  bool has_pending() const { return !pending_.empty() || !groups_.empty(); }
 
-  // Arrival times, by rank, of every tensor that became ready (all ranks submitted) since the
-  // last call, in the order they became ready. The owner drains this after Submit() to feed
-  // its straggler statistics; tensors failed for departed ranks are not included.
-  std::vector<std::vector<absl::Time>> TakeArrivals() { return std::exchange(arrivals_, {}); }
+  // Every tensor that became ready (all ranks submitted) since the last call, in the order
+  // they became ready. The owner drains this after Submit() to feed its straggler statistics
+  // and timeline; tensors failed for departed ranks are not included.
+  std::vector<ReadyRecord> TakeReadyRecords() { return std::exchange(ready_records_, {}); }
 
   // Cache ids that ended since the last call. Send them with the responses of the same Poll
   // (ranks apply them after those responses).
   std::vector<int32_t> TakeEndedCacheIds() { return cache_.TakeEnded(); }
   CacheStats cache_stats() const { return cache_.stats(); }
 
-  bool idle() const { return pending_.empty() && ready_.empty(); }
+  bool idle() const { return pending_.empty() && ready_.empty() && groups_.empty(); }
   const NegotiatorOptions& options() const { return options_; }
   // Fusion threshold and cycle time take effect at the next Poll; the cache keeps the
   // capacity it was created with.
@@ -89,14 +111,21 @@ class Negotiator {
     std::vector<absl::Time> arrival;  // by rank, where present
     int count = 0;
     absl::Time first_arrival;
+    std::string group;  // as the first submission said; "" if not grouped
+    int group_size = 0;
   };
-  struct Ready {
-    Response response;
-    int64_t bytes = 0;
-    absl::Time ready_at;
-  };
+  using Ready = ReadyTensor;
 
+  // Whether `rank` has joined (Context::Join) and not every rank has yet.
+  bool Joined(int rank) const;
+  // Every rank submitted `partial` or has joined.
+  bool Complete(const Partial& partial) const;
+  // A join arrived (the join partial is `join`): completes the joins, or releases the tensors
+  // that no longer wait for anyone.
+  void OnJoin(std::map<std::string, Partial>::iterator join, int rank, absl::Time now);
   void MakeReady(Partial partial, absl::Time now);
+  // Queues `ready`, or holds it in its group.
+  void Enqueue(const Partial& partial, Ready ready);
   void FailWithDepartedRanks(const std::string& name, absl::Time now);
   bool ShouldHold(absl::Time now, absl::Time* due) const;
   std::vector<Response> Fuse();
@@ -105,8 +134,9 @@ class Negotiator {
   NegotiatorOptions options_;
   std::map<std::string, Partial> pending_;
   std::deque<Ready> ready_;
-  std::map<int, std::string> departed_;            // rank -> why
-  std::vector<std::vector<absl::Time>> arrivals_;  // see TakeArrivals()
+  GroupTable groups_;
+  std::map<int, std::string> departed_;     // rank -> why
+  std::vector<ReadyRecord> ready_records_;  // see TakeReadyRecords()
   ResponseCache cache_;
 };
 

@@ -26,6 +26,8 @@ class SessionHandler {
   // The session's rank `state.rank` is blocked waiting for `state.waiting_for` (empty: no
   // longer blocked).
   virtual absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) = 0;
+  // The session's rank `report.rank` reports its execution (ClientSettings asked for it).
+  virtual absl::Status ReportExec(SessionSink* sink, const ExecReport& report) = 0;
   // The stream is over. No Send() reaches `sink` after this returns.
   virtual void CloseSession(SessionSink* sink) = 0;
 };

@@ -67,6 +67,8 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
     }
     case v1::Up::kWaitState:
       return handler_->ReportWaitState(this, FromWire(up.wait_state()));
+    case v1::Up::kExecReport:
+      return handler_->ReportExec(this, FromWire(up.exec_report()));
     default:
       return absl::InvalidArgumentError("empty session message");
   }

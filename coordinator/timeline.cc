@@ -159,15 +159,15 @@ bool Known(absl::Time t) { return t != absl::InfinitePast() && t != absl::Infini
 
 }  // namespace
 
-std::string_view ExecPhaseName(ExecPhase phase) {
+std::string_view ExecPhaseName(PhaseKind phase) {
   switch (phase) {
-    case ExecPhase::kQueue:
+    case PhaseKind::kQueue:
       return "queue";
-    case ExecPhase::kCopyIn:
+    case PhaseKind::kCopyIn:
       return "copy_in";
-    case ExecPhase::kCollective:
+    case PhaseKind::kCollective:
       return "collective";
-    case ExecPhase::kCopyOut:
+    case PhaseKind::kCopyOut:
       return "copy_out";
   }
   return "unknown";
@@ -261,7 +261,7 @@ void Timeline::Negotiation(const std::string& tensor, std::string_view op, absl:
   Commit(start);
 }
 
-void Timeline::RankPhase(int rank, ExecPhase phase, absl::Time start, absl::Time end,
+void Timeline::RankPhase(int rank, PhaseKind phase, absl::Time start, absl::Time end,
                          const std::vector<std::string>& tensors) {
   if (!writable() || rank < 0 || rank >= size_) return;
   event_.clear();
@@ -300,7 +300,7 @@ int Timeline::TensorTid(const std::string& tensor) {
   return tid;
 }
 
-int Timeline::PhaseTid(int rank, ExecPhase phase, int64_t start_ns, int64_t end_ns) {
+int Timeline::PhaseTid(int rank, PhaseKind phase, int64_t start_ns, int64_t end_ns) {
   // Complete events on one thread must nest; responses queued behind each other overlap, so
   // an overlapping phase goes to the first lane free at its start.
   const int p = static_cast<int>(phase);

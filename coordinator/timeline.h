@@ -37,20 +37,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/messages.h"
 
 namespace troika::coordinator {
 
-// What a rank's executor was doing; reported by the clients.
-enum class ExecPhase {
-  kQueue,       // the response waited for the executor
-  kCopyIn,      // inputs packed into the fusion buffer
-  kCollective,  // the data-plane call
-  kCopyOut,     // outputs unpacked
-};
+// What a rank's executor was doing (common/messages.h PhaseKind), reported by the clients.
 inline constexpr int kNumExecPhases = 4;
 
 // "queue", "copy_in", "collective", "copy_out".
-std::string_view ExecPhaseName(ExecPhase phase);
+std::string_view ExecPhaseName(PhaseKind phase);
 
 class Timeline {
  public:
@@ -85,7 +80,7 @@ class Timeline {
   // One execution phase of rank `rank` from `start` to `end`, covering `tensors` (a fused
   // response covers many): named after the phase, args {"tensors": "a,b,c" (cut to about
   // kMaxTensorsArg bytes, then " (+N more)"), "count": N}. A rank outside [0, size) is ignored.
-  void RankPhase(int rank, ExecPhase phase, absl::Time start, absl::Time end,
+  void RankPhase(int rank, PhaseKind phase, absl::Time start, absl::Time end,
                  const std::vector<std::string>& tensors);
 
   // Writes the closing bytes, flushes and closes the file. Returns the first write error (the
@@ -108,7 +103,7 @@ class Timeline {
   // The tensor's thread in the negotiation process; appends its name event to event_ if new.
   int TensorTid(const std::string& tensor);
   // The rank's thread for a phase over [start_ns, end_ns); appends its name event if new.
-  int PhaseTid(int rank, ExecPhase phase, int64_t start_ns, int64_t end_ns);
+  int PhaseTid(int rank, PhaseKind phase, int64_t start_ns, int64_t end_ns);
   // Writes event_ (events, each starting with ",\n") if it fits under the cap; else writes
   // the truncation marker at `ts_ns` (once) and drops it and everything after.
   void Commit(int64_t ts_ns);

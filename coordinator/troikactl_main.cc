@@ -32,6 +32,9 @@ constexpr char kUsage[] =
     "  troikactl [--coordinator=HOST:PORT] list\n"
     "  troikactl [--coordinator=HOST:PORT] show JOB\n"
     "  troikactl [--coordinator=HOST:PORT] cancel JOB [--reason=TEXT]\n"
+    "  troikactl [--coordinator=HOST:PORT] timeline start JOB FILE [--max_bytes=N]\n"
+    "  troikactl [--coordinator=HOST:PORT] timeline stop JOB\n"
+    "Timelines are Chrome traces written by the coordinator into its --timeline_dir.\n"
     "--coordinator defaults to $TROIKA_COORDINATOR, else 127.0.0.1:7070.";
 
 int UsageError(const std::string& message) {
@@ -70,6 +73,9 @@ int Fail(const absl::Status& status) {
 ABSL_FLAG(std::string, coordinator, DefaultCoordinator(),
           "host:port of the coordinator (default: $TROIKA_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(std::string, reason, "", "for cancel: why, sent to every rank with the abort");
+ABSL_FLAG(int64_t, max_bytes, 0,
+          "for timeline start: size cap of the file in bytes (0: the coordinator's default, "
+          "1 GiB)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "give up on the coordinator after this");
 
 int main(int argc, char** argv) {
@@ -105,6 +111,25 @@ int main(int argc, char** argv) {
     if (!status.ok()) return Fail(status);
     std::printf("job '%s' cancelled\n", args[2]);
     return 0;
+  }
+  if (command == "timeline") {
+    const std::string action = operands >= 1 ? args[2] : "";
+    if (action == "start" && operands == 3) {
+      auto path = client.StartTimeline(args[3], args[4], absl::GetFlag(FLAGS_max_bytes));
+      if (!path.ok()) return Fail(path.status());
+      std::printf("job '%s': writing a timeline to %s on the coordinator\n", args[3],
+                  path->c_str());
+      return 0;
+    }
+    if (action == "stop" && operands == 2) {
+      auto info = client.StopTimeline(args[3]);
+      if (!info.ok()) return Fail(info.status());
+      std::printf("job '%s': timeline %s written, %lld bytes%s\n", args[3], info->path.c_str(),
+                  static_cast<long long>(info->bytes_written),
+                  info->truncated ? " (truncated at its size cap)" : "");
+      return 0;
+    }
+    return UsageError("timeline takes: start JOB FILE, or stop JOB");
   }
   return UsageError(absl::StrCat("unknown command '", command, "'"));
 }

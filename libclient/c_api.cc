@@ -119,6 +119,29 @@ int troika_barrier(troika_context* ctx, troika_handle** handle) {
   return Wrap(ctx->context->Barrier(), handle);
 }
 
+int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, const char** names,
+                             const void** ins, void** outs, const int* dtypes,
+                             const int64_t** shapes, const int* ndims, int op, double prescale,
+                             double postscale, troika_handle** handles) {
+  std::vector<troika::GroupTensor> tensors;
+  for (int i = 0; i < n; ++i) {
+    tensors.push_back({names[i], ins[i], outs[i], static_cast<troika::DataType>(dtypes[i]),
+                       Shape(shapes[i], ndims[i])});
+  }
+  std::vector<troika::Handle> out = ctx->context->GroupedAllreduce(
+      group != nullptr ? group : "", tensors, ReduceOptions(op, prescale, postscale));
+  for (int i = 0; i < n; ++i) Wrap(std::move(out[i]), &handles[i]);
+  return 0;
+}
+
+int troika_join(troika_context* ctx, troika_handle** handle) {
+  return Wrap(ctx->context->Join(), handle);
+}
+
+int troika_handle_joined_last_rank(const troika_handle* handle) {
+  return handle->handle.joined_last_rank();
+}
+
 int troika_handle_poll(const troika_handle* handle) { return handle->handle.Poll() ? 1 : 0; }
 int troika_handle_wait(troika_handle* handle) { return Report(handle->handle.Wait()); }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "libclient/transport/reduce.h"
 
 namespace troika::internal {
@@ -11,9 +12,11 @@ namespace {
 // Averaging is a sum followed by a 1/size post-scale.
 ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 
-// The post-reduction step: averaging, then the post-scale.
+// The post-reduction step: averaging over the ranks that contributed (joined ranks add
+// zeros, not data), then the post-scale.
 void Finish(const Response& r, int size, void* data, size_t count) {
-  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, size);
+  const int contributors = size - static_cast<int>(r.joined_ranks.size());
+  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, contributors);
   transport::Scale(data, count, r.dtype, r.postscale);
 }
 
@@ -48,6 +51,10 @@ absl::Status CollectiveRunner::Run(const Response& response, const std::vector<E
       return Reducescatter(response, *entries[0]);
     case CollectiveType::kBarrier:
       return comm_.Barrier();
+    case CollectiveType::kJoin:
+      // Every rank has joined; nothing moves on the data plane.
+      entries[0]->state->joined_last_rank = response.root;
+      return absl::OkStatus();
   }
   return absl::InternalError("unknown collective type in response");
 }
@@ -56,16 +63,19 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
                                          const std::vector<Entry*>& entries) {
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
-  if (entries.size() == 1) {
+  if (entries.size() == 1 && entries[0]->out != nullptr) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = *entries[0];
     const size_t bytes = Bytes(e.request);
     if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
     transport::Scale(e.out, bytes / element, dtype, response.prescale);
+    marks_.copied_in = absl::Now();
     if (absl::Status s = comm_.Allreduce(e.out, bytes / element, dtype, WireOp(response.reduce_op));
         !s.ok()) {
       return s;
     }
+    marks_.reduced = absl::Now();
+    marks_.allreduce_bytes = static_cast<int64_t>(bytes);
     Finish(response, comm_.size(), e.out, bytes / element);
     return absl::OkStatus();
   }
@@ -75,19 +85,26 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
   size_t offset = 0;
   for (const Entry* e : entries) {
     const size_t bytes = Bytes(e->request);
-    if (bytes > 0) std::memcpy(buffer + offset, e->in, bytes);
+    if (bytes > 0 && e->in == nullptr) {
+      std::memset(buffer + offset, 0, bytes);  // a joined rank's stand-in
+    } else if (bytes > 0) {
+      std::memcpy(buffer + offset, e->in, bytes);
+    }
     transport::Scale(buffer + offset, bytes / element, dtype, response.prescale);
     offset += bytes;
   }
+  marks_.copied_in = absl::Now();
   if (absl::Status s = comm_.Allreduce(buffer, total / element, dtype, WireOp(response.reduce_op));
       !s.ok()) {
     return s;
   }
+  marks_.reduced = absl::Now();
+  marks_.allreduce_bytes = static_cast<int64_t>(total);
   offset = 0;
   for (Entry* e : entries) {
     const size_t bytes = Bytes(e->request);
     Finish(response, comm_.size(), buffer + offset, bytes / element);
-    if (bytes > 0) std::memcpy(e->out, buffer + offset, bytes);
+    if (bytes > 0 && e->out != nullptr) std::memcpy(e->out, buffer + offset, bytes);
     offset += bytes;
   }
   return absl::OkStatus();
@@ -111,7 +128,9 @@ absl::Status CollectiveRunner::Broadcast(const Response& response, Entry& e) {
   if (comm_.rank() == response.root && e.out != e.in && bytes > 0) {
     std::memcpy(e.out, e.in, bytes);
   }
-  return comm_.Broadcast(e.out, bytes, response.root);
+  // A joined rank (never the root) receives into scratch space and discards it.
+  void* out = e.out != nullptr ? e.out : fusion_.Reserve(bytes);
+  return comm_.Broadcast(out, bytes, response.root);
 }
 
 absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "common/messages.h"
 #include "libclient/fusion_buffer.h"
 #include "libclient/op_state.h"
@@ -25,6 +26,16 @@ class CollectiveRunner {
   // complete the handles. A non-OK status is a data-plane failure.
   absl::Status Run(const Response& response, const std::vector<Entry*>& entries);
 
+  // What the last Run did, for ExecReports: when the fused input was in place and when the
+  // collective ended (InfinitePast: not an allreduce), and the bytes it allreduced.
+  struct Marks {
+    absl::Time copied_in = absl::InfinitePast();
+    absl::Time reduced = absl::InfinitePast();
+    int64_t allreduce_bytes = 0;
+  };
+  const Marks& marks() const { return marks_; }
+  void ResetMarks() { marks_ = {}; }
+
  private:
   absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries);
   absl::Status Allgather(const Response& response, Entry& entry);
@@ -40,6 +51,7 @@ class CollectiveRunner {
   transport::Communicator& comm_;
   OutputPool& outputs_;
   FusionBuffer fusion_;
+  Marks marks_;
 };
 
 }  // namespace troika::internal

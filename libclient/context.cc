@@ -56,9 +56,10 @@ absl::Status ContextImpl::Start(const Options& options) {
   }
   auto fail = [this](absl::Status status) { Fail(status); };
   executor_ =
-      std::make_unique<Executor>(table_, *communicator_, *outputs_,
+      std::make_unique<Executor>(table_, *communicator_, *outputs_, stats_,
                                  [this](absl::Status status) { return FailFromDataPlane(status); });
-  controller_ = std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, fail);
+  controller_ =
+      std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, stats_, fail);
   waits_ = std::make_shared<WaitTracker>(membership_.rank,
                                          [controller = controller_.get()](WaitState state) {
                                            controller->SendWaitState(std::move(state));
@@ -92,18 +93,57 @@ absl::Status ContextImpl::FailFromDataPlane(const absl::Status& status) {
   return failure_;
 }
 
+std::shared_ptr<OpState> ContextImpl::NewState(const std::string& name) const {
+  auto state = std::make_shared<OpState>();
+  state->name = name;
+  state->tracker = waits_;
+  return state;
+}
+
+absl::Status ContextImpl::CheckNotJoined() const {
+  std::lock_guard<std::mutex> lock(join_mu_);
+  if (join_ == nullptr) return absl::OkStatus();
+  std::lock_guard<std::mutex> state_lock(join_->mu);
+  if (join_->done) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "rank has joined (Context::Join); it submits nothing until every rank joined");
+}
+
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
   request.rank = membership_.rank;
-  auto state = std::make_shared<OpState>();
-  state->name = request.name;
-  state->tracker = waits_;
+  auto state = NewState(request.name);
+  const bool join = request.type == CollectiveType::kJoin;
   absl::Status status = CheckRequest(request, membership_.size);
+  if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
     Entry entry{std::move(request), in, out, state};
     status = controller_->Submit(std::move(entry));
   }
-  if (!status.ok()) state->Complete(status);
+  if (!status.ok()) {
+    state->Complete(status);
+  } else if (join) {
+    std::lock_guard<std::mutex> lock(join_mu_);
+    join_ = state;
+  }
   return Handle(state);
+}
+
+std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries) {
+  std::vector<Handle> handles;
+  absl::Status status = CheckNotJoined();
+  for (Entry& e : entries) {
+    e.request.rank = membership_.rank;
+    e.state = NewState(e.request.name);
+    handles.push_back(Handle(e.state));
+    if (status.ok()) status = CheckRequest(e.request, membership_.size);
+  }
+  std::vector<std::shared_ptr<OpState>> states;
+  for (const Entry& e : entries) states.push_back(e.state);
+  if (status.ok()) status = controller_->SubmitAll(std::move(entries));
+  if (!status.ok()) {
+    for (auto& state : states) state->Complete(status);
+  }
+  return handles;
 }
 
 absl::Status ContextImpl::Shutdown() {
@@ -194,6 +234,27 @@ Handle Context::Barrier() {
   return impl_->Submit(
       Request(impl_->NextBarrierName(), CollectiveType::kBarrier, DataType::kUint8, {0}), nullptr,
       nullptr);
+}
+
+std::vector<Handle> Context::GroupedAllreduce(const std::string& group,
+                                              const std::vector<GroupTensor>& tensors,
+                                              AllreduceOptions options) {
+  std::vector<internal::Entry> entries;
+  for (const GroupTensor& t : tensors) {
+    TensorRequest r = Request(t.name, CollectiveType::kAllreduce, t.dtype, t.shape);
+    r.reduce_op = options.op;
+    r.prescale = options.prescale;
+    r.postscale = options.postscale;
+    r.group = group;
+    r.group_size = static_cast<int>(tensors.size());
+    entries.push_back({std::move(r), t.in, t.out, nullptr});
+  }
+  return impl_->SubmitGroup(std::move(entries));
+}
+
+Handle Context::Join() {
+  return impl_->Submit(Request(kJoinTensorName, CollectiveType::kJoin, DataType::kUint8, {}),
+                       nullptr, nullptr);
 }
 
 absl::Status Context::Shutdown() { return impl_->Shutdown(); }

@@ -13,6 +13,7 @@
 
 #include "libclient/control_channel.h"
 #include "libclient/controller.h"
+#include "libclient/exec_stats.h"
 #include "libclient/executor.h"
 #include "libclient/output_pool.h"
 #include "libclient/tensor_table.h"
@@ -32,6 +33,9 @@ class ContextImpl {
   const Membership& membership() const { return membership_; }
   // Checks `request` and submits it; the handle of an immediate error is already complete.
   Handle Submit(TensorRequest request, const void* in, void* out);
+  // Checks every request and submits all of them in one batch, or none (every handle then
+  // fails with the first error).
+  std::vector<Handle> SubmitGroup(std::vector<Entry> entries);
   std::string NextBarrierName() { return "troika/barrier/" + std::to_string(barriers_++); }
   absl::Status Shutdown();
 
@@ -44,12 +48,16 @@ class ContextImpl {
   // before the coordinator's abort names it; waits briefly for that reason, fails the
   // context, and returns the status to report.
   absl::Status FailFromDataPlane(const absl::Status& status);
+  std::shared_ptr<OpState> NewState(const std::string& name) const;
+  // FAILED_PRECONDITION while this rank's join (Context::Join) is in flight.
+  absl::Status CheckNotJoined() const;
 
   Membership membership_;
   std::unique_ptr<ControlChannel> channel_;
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Communicator> communicator_;
   TensorTable table_;
+  ExecStats stats_;  // what the executor records for the coordinator
   // Recycled result buffers; shared with the handles that hold them.
   std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
   std::unique_ptr<Executor> executor_;
@@ -57,6 +65,8 @@ class ContextImpl {
   // What this rank's threads are blocked on; the op states hold weak references.
   std::shared_ptr<WaitTracker> waits_;
   std::atomic<uint64_t> barriers_{0};
+  mutable std::mutex join_mu_;
+  std::shared_ptr<OpState> join_;  // guarded by join_mu_; the latest join, done or not
   std::mutex fail_mu_;
   std::condition_variable fail_cv_;
   absl::Status failure_;  // guarded by fail_mu_; the first failure

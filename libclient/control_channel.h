@@ -24,8 +24,8 @@ struct SessionEvent {
 };
 
 // Thread contract: Join/OpenSession before anything else; then Send and Goodbye from one
-// thread (the sender), SendWaitState from that thread too, Receive from one other thread (the
-// receiver), Cancel and store() from any thread.
+// thread (the sender), SendWaitState and SendExecReport from that thread too, Receive from one
+// other thread (the receiver), Cancel and store() from any thread.
 class ControlChannel {
  public:
   virtual ~ControlChannel() = default;
@@ -38,6 +38,8 @@ class ControlChannel {
   virtual absl::Status Send(const std::vector<TensorRequest>& requests) = 0;
   // Tells the coordinator what this rank is blocked waiting for (empty: no longer blocked).
   virtual absl::Status SendWaitState(const WaitState& state) = 0;
+  // Reports this rank's execution (see ExecStats).
+  virtual absl::Status SendExecReport(const ExecReport& report) = 0;
   // Announces that `ranks` leave, and half-closes the stream.
   virtual absl::Status Goodbye(const std::vector<int>& ranks) = 0;
   // Blocks for the next event; after kClosed, every call returns kClosed.

@@ -7,11 +7,12 @@
 namespace troika::internal {
 
 Controller::Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
-                       std::function<void(absl::Status)> on_failure)
+                       ExecStats& stats, std::function<void(absl::Status)> on_failure)
     : rank_(rank),
       channel_(channel),
       table_(table),
       executor_(executor),
+      stats_(stats),
       on_failure_(std::move(on_failure)) {}
 
 Controller::~Controller() { Shutdown(absl::ZeroDuration()); }
@@ -33,6 +34,25 @@ absl::Status Controller::Submit(Entry entry) {
   return absl::OkStatus();
 }
 
+absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
+  std::vector<TensorRequest> requests;
+  for (Entry& entry : entries) {
+    TensorRequest request = entry.request;
+    if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) {
+      for (const TensorRequest& inserted : requests) table_.Take(inserted.name);
+      return s;
+    }
+    requests.push_back(std::move(request));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outbox_.insert(outbox_.end(), std::make_move_iterator(requests.begin()),
+                   std::make_move_iterator(requests.end()));
+  }
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
 void Controller::SendWaitState(WaitState state) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -45,18 +65,35 @@ void Controller::SendWaitState(WaitState state) {
 void Controller::SendLoop() {
   std::vector<TensorRequest> batch;
   std::vector<std::pair<size_t, WaitState>> waits;
+  absl::Time next_report = absl::InfiniteFuture();
   for (;;) {
+    bool report_due = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_sending_ || !outbox_.empty() || !wait_states_.empty(); });
+      auto wake = [&] {
+        return stop_sending_ || settings_changed_ || !outbox_.empty() || !wait_states_.empty();
+      };
+      const int interval_ms = stats_.settings().report_interval_ms;
+      if (interval_ms > 0) {
+        if (next_report == absl::InfiniteFuture()) {
+          next_report = absl::Now() + absl::Milliseconds(interval_ms);
+        }
+        cv_.wait_until(lock, absl::ToChronoTime(next_report), wake);
+        report_due = absl::Now() >= next_report;
+        if (report_due) next_report = absl::Now() + absl::Milliseconds(interval_ms);
+      } else {
+        next_report = absl::InfiniteFuture();
+        cv_.wait(lock, wake);
+      }
+      settings_changed_ = false;
       if (stop_sending_) break;
       batch.swap(outbox_);
       waits.swap(wait_states_);
     }
-    if (absl::Status s = SendBatch(batch, waits); !s.ok()) {
-      // The receiver reports why the stream ended; nothing more can be sent.
-      break;
-    }
+    absl::Status sent = batch.empty() && waits.empty() ? absl::OkStatus() : SendBatch(batch, waits);
+    if (sent.ok() && report_due) sent = SendReport();
+    // On failure the receiver reports why the stream ended; nothing more can be sent.
+    if (!sent.ok()) break;
     batch.clear();
     waits.clear();
   }
@@ -65,7 +102,17 @@ void Controller::SendLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     goodbye = shutting_down_;
   }
-  if (goodbye) channel_.Goodbye({rank_}).IgnoreError();
+  if (goodbye) {
+    // The last steps' phases and bytes, so a timeline covers the whole run.
+    if (stats_.settings().report_interval_ms > 0) SendReport().IgnoreError();
+    channel_.Goodbye({rank_}).IgnoreError();
+  }
+}
+
+absl::Status Controller::SendReport() {
+  ExecReport report;
+  if (!stats_.Take(rank_, absl::Now(), &report)) return absl::OkStatus();
+  return channel_.SendExecReport(report);
 }
 
 absl::Status Controller::SendBatch(std::vector<TensorRequest>& batch,
@@ -96,6 +143,14 @@ void Controller::ReceiveLoop() {
           on_failure_(s);
           channel_.Cancel();
           continue;
+        }
+        if (event.down.settings) {
+          stats_.set_settings(*event.down.settings);
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            settings_changed_ = true;
+          }
+          cv_.notify_one();
         }
         if (!event.down.responses.empty()) executor_.Enqueue(std::move(event.down.responses));
         if (!resend.empty()) {

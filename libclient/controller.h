@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "libclient/control_channel.h"
+#include "libclient/exec_stats.h"
 #include "libclient/executor.h"
 #include "libclient/request_cache.h"
 #include "libclient/tensor_table.h"
@@ -27,8 +28,10 @@ class Controller {
  public:
   // `on_failure` runs once when the session fails (abort, lost stream): the owner fails the
   // context (closing the table, aborting the executor).
+  // `stats`: what the executor records, reported as ExecReports while the coordinator's
+  // ClientSettings ask for them.
   Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
-             std::function<void(absl::Status)> on_failure);
+             ExecStats& stats, std::function<void(absl::Status)> on_failure);
   ~Controller();
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
@@ -37,6 +40,9 @@ class Controller {
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down.
   absl::Status Submit(Entry entry);
+  // Submits every entry or none (the first error; entries already recorded are withdrawn),
+  // with their requests queued together so they leave in one batch.
+  absl::Status SubmitAll(std::vector<Entry> entries);
   // Queues `state` for the coordinator, after the requests submitted before it (and before
   // later ones). Dropped once sending stopped. Never blocks; any thread.
   void SendWaitState(WaitState state);
@@ -51,11 +57,14 @@ class Controller {
   absl::Status SendBatch(std::vector<TensorRequest>& batch,
                          const std::vector<std::pair<size_t, WaitState>>& waits);
   void ReceiveLoop();
+  // Sends an ExecReport if anything changed since the last one.
+  absl::Status SendReport();
 
   const int rank_;
   ControlChannel& channel_;
   TensorTable& table_;
   Executor& executor_;
+  ExecStats& stats_;
   const std::function<void(absl::Status)> on_failure_;
   RequestCache cache_;  // thread-safe
 
@@ -64,9 +73,10 @@ class Controller {
   std::vector<TensorRequest> outbox_;  // guarded by mu_
   // Guarded by mu_: wait states to send, each with the outbox_ position it goes before.
   std::vector<std::pair<size_t, WaitState>> wait_states_;
-  bool stop_sending_ = false;   // guarded by mu_
-  bool stream_closed_ = false;  // guarded by mu_
-  bool shutting_down_ = false;  // guarded by mu_
+  bool stop_sending_ = false;      // guarded by mu_
+  bool stream_closed_ = false;     // guarded by mu_
+  bool shutting_down_ = false;     // guarded by mu_
+  bool settings_changed_ = false;  // guarded by mu_
   std::thread sender_;
   std::thread receiver_;
 };

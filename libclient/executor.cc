@@ -1,14 +1,20 @@
 #include "libclient/executor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace troika::internal {
 
 Executor::Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
-                   std::function<absl::Status(absl::Status)> on_failure)
-    : table_(table), comm_(comm), on_failure_(std::move(on_failure)), runner_(comm, outputs) {}
+                   ExecStats& stats, std::function<absl::Status(absl::Status)> on_failure)
+    : table_(table),
+      comm_(comm),
+      stats_(stats),
+      on_failure_(std::move(on_failure)),
+      runner_(comm, outputs) {}
 
 Executor::~Executor() { Stop(); }
 
@@ -20,7 +26,8 @@ void Executor::Enqueue(std::vector<Response> responses) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;
-    for (Response& r : responses) queue_.push_back(std::move(r));
+    const absl::Time now = absl::Now();
+    for (Response& r : responses) queue_.push_back({std::move(r), now});
   }
   cv_.notify_one();
 }
@@ -46,16 +53,34 @@ void Executor::Stop() {
 
 void Executor::Loop() {
   for (;;) {
-    Response response;
+    Queued queued;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return aborted_ || stopping_ || !queue_.empty(); });
       if (aborted_ || queue_.empty()) return;
-      response = std::move(queue_.front());
+      queued = std::move(queue_.front());
       queue_.pop_front();
     }
-    Execute(response);
+    const absl::Time start = absl::Now();
+    runner_.ResetMarks();
+    Execute(queued.response);
+    Record(queued, start);
   }
+}
+
+void Executor::Record(const Queued& queued, absl::Time start) {
+  const CollectiveRunner::Marks& marks = runner_.marks();
+  stats_.AddAllreduceBytes(marks.allreduce_bytes);
+  if (!stats_.phases_on() || queued.response.is_error()) return;
+  const absl::Time end = absl::Now();
+  // Ops without a fusion buffer spend all their time in the collective.
+  const absl::Time copied_in = marks.copied_in == absl::InfinitePast() ? start : marks.copied_in;
+  const absl::Time reduced = marks.reduced == absl::InfinitePast() ? end : marks.reduced;
+  const std::vector<std::string>& names = queued.response.names;
+  stats_.AddPhase({PhaseKind::kQueue, queued.arrived, start, names});
+  if (copied_in > start) stats_.AddPhase({PhaseKind::kCopyIn, start, copied_in, names});
+  stats_.AddPhase({PhaseKind::kCollective, copied_in, reduced, names});
+  if (end > reduced) stats_.AddPhase({PhaseKind::kCopyOut, reduced, end, names});
 }
 
 void Executor::Execute(const Response& response) {
@@ -70,15 +95,25 @@ void Executor::Execute(const Response& response) {
   }
   std::vector<Entry> entries;
   entries.reserve(response.names.size());
-  for (const std::string& name : response.names) {
+  const bool joined = std::find(response.joined_ranks.begin(), response.joined_ranks.end(),
+                                comm_.rank()) != response.joined_ranks.end();
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    const std::string& name = response.names[i];
     std::optional<Entry> entry = table_.Take(name);
+    if (!entry && joined) {
+      entries.push_back(JoinedStandIn(response, i));
+      continue;
+    }
     if (!entry) {
       // Every rank submitted it, so it is ours unless the table was closed under us.
       absl::Status closed = table_.status();
-      for (Entry& e : entries) e.state->Complete(closed);
+      for (Entry& e : entries) {
+        if (e.state) e.state->Complete(closed);
+      }
       if (closed.ok()) {
         on_failure_(absl::InternalError(absl::StrCat("the coordinator scheduled '", name,
-                                                     "', which this rank has not submitted")));
+                                                     "', which this rank has not submitted")))
+            .IgnoreError();  // the context fails; nothing here is waiting for the status
       }
       return;
     }
@@ -88,7 +123,18 @@ void Executor::Execute(const Response& response) {
   for (Entry& e : entries) pointers.push_back(&e);
   absl::Status status = runner_.Run(response, pointers);
   if (!status.ok()) status = on_failure_(status);
-  for (Entry& e : entries) e.state->Complete(status);
+  for (Entry& e : entries) {
+    if (e.state) e.state->Complete(status);
+  }
+}
+
+Entry Executor::JoinedStandIn(const Response& response, size_t i) {
+  Entry e;  // no input: zeros; no output, no state: the result is discarded
+  e.request.name = response.names[i];
+  e.request.type = response.type;
+  e.request.dtype = response.dtype;
+  e.request.shape = {i < response.elements.size() ? response.elements[i] : 0};
+  return e;
 }
 
 }  // namespace troika::internal

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "common/messages.h"
 #include "libclient/collective_runner.h"
+#include "libclient/exec_stats.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/communicator.h"
 
@@ -26,7 +27,8 @@ class Executor {
   // `on_failure` is called (on the executor thread) when the data plane fails; the owner
   // fails the whole context and returns the status the failed operation reports (the job's
   // abort reason when one arrives, rather than the transport's "connection reset").
-  Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
+  // `stats` receives allreduced bytes and, when asked for, each response's phases.
+  Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs, ExecStats& stats,
            std::function<absl::Status(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;
@@ -40,19 +42,30 @@ class Executor {
   void Stop();
 
  private:
+  struct Queued {
+    Response response;
+    absl::Time arrived;  // when Enqueue() got it: the queue phase starts here
+  };
+
   void Loop();
   void Execute(const Response& response);
+  // This rank has joined (Context::Join) and did not submit response.names[i]: an entry that
+  // takes part with zeros and discards the result.
+  static Entry JoinedStandIn(const Response& response, size_t i);
+  // Records what executing `queued` from `start` to now did (bytes, phases) in stats_.
+  void Record(const Queued& queued, absl::Time start);
 
   TensorTable& table_;
   transport::Communicator& comm_;
+  ExecStats& stats_;
   const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Response> queue_;  // guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
-  bool aborted_ = false;        // guarded by mu_
+  std::deque<Queued> queue_;  // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  bool aborted_ = false;      // guarded by mu_
   std::thread thread_;
 };
 

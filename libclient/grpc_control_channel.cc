@@ -159,6 +159,12 @@ absl::Status GrpcControlChannel::SendWaitState(const WaitState& state) {
   return Write(up);
 }
 
+absl::Status GrpcControlChannel::SendExecReport(const ExecReport& report) {
+  v1::Up up;
+  ToWire(report, up.mutable_exec_report());
+  return Write(up);
+}
+
 absl::Status GrpcControlChannel::Goodbye(const std::vector<int>& ranks) {
   v1::Up up;
   for (int r : ranks) up.mutable_goodbye()->add_ranks(r);

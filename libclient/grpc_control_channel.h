@@ -24,6 +24,7 @@ class GrpcControlChannel final : public ControlChannel {
                            int64_t epoch) override;
   absl::Status Send(const std::vector<TensorRequest>& requests) override;
   absl::Status SendWaitState(const WaitState& state) override;
+  absl::Status SendExecReport(const ExecReport& report) override;
   absl::Status Goodbye(const std::vector<int>& ranks) override;
   SessionEvent Receive() override;
   void Cancel() override;

@@ -95,5 +95,6 @@ const std::vector<int64_t>& Handle::output_shape() const {
 const std::vector<int64_t>& Handle::received_splits() const {
   return state_ ? state_->received_splits : kEmpty;
 }
+int Handle::joined_last_rank() const { return state_ ? state_->joined_last_rank : -1; }
 
 }  // namespace troika

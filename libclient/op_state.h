@@ -32,13 +32,16 @@ struct OpState {
   size_t output_bytes = 0;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
+  int joined_last_rank = -1;  // a completed join: the last rank to join
   // Set before the handle is returned; constant after. A waiter blocked for longer than
   // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
   std::string name;
   std::weak_ptr<WaitTracker> tracker;
 };
 
-// One operation submitted on this rank and not yet executed.
+// One operation submitted on this rank and not yet executed — or, on a rank that has joined
+// (Context::Join), a stand-in for a tensor it did not submit: no input (it contributes
+// zeros), no output and no state (the result is discarded).
 struct Entry {
   TensorRequest request;
   const void* in = nullptr;  // caller-owned input

@@ -42,6 +42,10 @@ class FakeUpstream : public RelayUpstream {
     for (const std::string& name : state.waiting_for) text += " " + name;
     Record(text);
   }
+  void SendExecReport(const ExecReport& report) override {
+    Record("report " + std::to_string(report.rank) + " bytes " +
+           std::to_string(report.allreduce_bytes));
+  }
   void SendRankExit(const RankExit& exit) override {
     Record("exit " + std::to_string(exit.rank) + " code " + std::to_string(exit.exit_code) +
            " signal " + std::to_string(exit.signal) + " on " + exit.host);

@@ -56,11 +56,16 @@ TEST(NegotiatorTest, ReadyTensorExposesEachRanksArrivalTimeOnce) {
   Negotiator n(3, NoHold());
   ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
   ASSERT_TRUE(n.Submit(Allreduce(0, "a"), kT0 + absl::Milliseconds(5)).ok());
-  EXPECT_THAT(n.TakeArrivals(), IsEmpty());  // not ready yet
+  EXPECT_THAT(n.TakeReadyRecords(), IsEmpty());  // not ready yet
   ASSERT_TRUE(n.Submit(Allreduce(2, "a"), kT0 + absl::Milliseconds(9)).ok());
-  EXPECT_THAT(n.TakeArrivals(), ElementsAre(ElementsAre(kT0 + absl::Milliseconds(5), kT0,
-                                                        kT0 + absl::Milliseconds(9))));
-  EXPECT_THAT(n.TakeArrivals(), IsEmpty());
+  std::vector<ReadyRecord> ready = n.TakeReadyRecords();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].name, "a");
+  EXPECT_EQ(ready[0].ready_at, kT0 + absl::Milliseconds(9));
+  EXPECT_FALSE(ready[0].cached);
+  EXPECT_THAT(ready[0].arrivals,
+              ElementsAre(kT0 + absl::Milliseconds(5), kT0, kT0 + absl::Milliseconds(9)));
+  EXPECT_THAT(n.TakeReadyRecords(), IsEmpty());
 }
 
 TEST(NegotiatorTest, OrderIsTheOrderTensorsBecameReady) {

@@ -186,10 +186,10 @@ TEST_F(TimelineTest, TimestampsAreMicrosecondsSinceOriginClampedAtZero) {
   const std::string path = TracePath("timestamps");
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 1);
   ASSERT_NE(timeline, nullptr);
-  timeline->RankPhase(0, ExecPhase::kCopyIn, At(-5000), At(2000), {"x"});
-  timeline->RankPhase(0, ExecPhase::kCollective, kOrigin + absl::Nanoseconds(1500),
+  timeline->RankPhase(0, PhaseKind::kCopyIn, At(-5000), At(2000), {"x"});
+  timeline->RankPhase(0, PhaseKind::kCollective, kOrigin + absl::Nanoseconds(1500),
                       kOrigin + absl::Nanoseconds(3001), {"x"});
-  timeline->RankPhase(0, ExecPhase::kCopyOut, At(9000), At(8000), {"x"});  // ends before start
+  timeline->RankPhase(0, PhaseKind::kCopyOut, At(9000), At(8000), {"x"});  // ends before start
   ASSERT_TRUE(timeline->Close().ok());
 
   const std::vector<std::string> events = Events(path);
@@ -215,7 +215,7 @@ TEST_F(TimelineTest, NamesAreEscapedAndInvalidUtf8IsReplaced) {
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 1);
   ASSERT_NE(timeline, nullptr);
   timeline->Negotiation(name, "allreduce", At(0), At(1), {At(0)}, false);
-  timeline->RankPhase(0, ExecPhase::kQueue, At(0), At(1), {name, "plain"});
+  timeline->RankPhase(0, PhaseKind::kQueue, At(0), At(1), {name, "plain"});
   ASSERT_TRUE(timeline->Close().ok());
 
   const std::string escaped = "\"a\\\"b\\\\c\\n\\u0001\\t\\ufffd\xc3\xa9/\\ufffd\\ufffd\\ufffd\"";
@@ -237,13 +237,13 @@ TEST_F(TimelineTest, OverlappingPhasesOfOneRankGoToSeparateLanes) {
   const std::string path = TracePath("lanes");
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 2);
   ASSERT_NE(timeline, nullptr);
-  timeline->RankPhase(1, ExecPhase::kQueue, At(0), At(10), {"a"});
-  timeline->RankPhase(1, ExecPhase::kQueue, At(5), At(15), {"b"});   // overlaps: lane 2
-  timeline->RankPhase(1, ExecPhase::kQueue, At(12), At(20), {"c"});  // lane 1 is free again
-  timeline->RankPhase(0, ExecPhase::kQueue, At(6), At(7), {"d"});    // another rank: own lanes
+  timeline->RankPhase(1, PhaseKind::kQueue, At(0), At(10), {"a"});
+  timeline->RankPhase(1, PhaseKind::kQueue, At(5), At(15), {"b"});   // overlaps: lane 2
+  timeline->RankPhase(1, PhaseKind::kQueue, At(12), At(20), {"c"});  // lane 1 is free again
+  timeline->RankPhase(0, PhaseKind::kQueue, At(6), At(7), {"d"});    // another rank: own lanes
   const int64_t before = timeline->bytes_written();
-  timeline->RankPhase(2, ExecPhase::kQueue, At(0), At(1), {"e"});   // no such rank
-  timeline->RankPhase(-1, ExecPhase::kQueue, At(0), At(1), {"e"});  // no such rank
+  timeline->RankPhase(2, PhaseKind::kQueue, At(0), At(1), {"e"});   // no such rank
+  timeline->RankPhase(-1, PhaseKind::kQueue, At(0), At(1), {"e"});  // no such rank
   EXPECT_EQ(timeline->bytes_written(), before);
   ASSERT_TRUE(timeline->Close().ok());
 
@@ -268,8 +268,8 @@ TEST_F(TimelineTest, LongTensorListsAreCut) {
   for (int i = 0; i < 100; ++i) many.push_back(absl::StrCat("tensor/", 100 + i));  // 10 bytes
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 1);
   ASSERT_NE(timeline, nullptr);
-  timeline->RankPhase(0, ExecPhase::kCollective, At(0), At(1), many);
-  timeline->RankPhase(0, ExecPhase::kCollective, At(2), At(3), {std::string(1000, 'x'), "y"});
+  timeline->RankPhase(0, PhaseKind::kCollective, At(0), At(1), many);
+  timeline->RankPhase(0, PhaseKind::kCollective, At(2), At(3), {std::string(1000, 'x'), "y"});
   ASSERT_TRUE(timeline->Close().ok());
 
   const std::vector<std::string> events = Events(path);
@@ -297,7 +297,7 @@ TEST_F(TimelineTest, SizeCapDropsLaterEventsAndKeepsTheFileValid) {
   EXPECT_GT(i, 2);  // some negotiations fit
   const int64_t at_cap = timeline->bytes_written();
   timeline->Negotiation("late", "allreduce", At(0), At(1), arrivals, false);
-  timeline->RankPhase(0, ExecPhase::kQueue, At(0), At(1), {"late"});
+  timeline->RankPhase(0, PhaseKind::kQueue, At(0), At(1), {"late"});
   EXPECT_EQ(timeline->bytes_written(), at_cap);
   ASSERT_TRUE(timeline->Close().ok());
   EXPECT_LE(timeline->bytes_written(), kCap);
@@ -341,13 +341,13 @@ TEST_F(TimelineTest, CloseIsIdempotentAndLaterEventsAreIgnored) {
   const std::string path = TracePath("close");
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 1);
   ASSERT_NE(timeline, nullptr);
-  timeline->RankPhase(0, ExecPhase::kQueue, At(0), At(1), {"a"});
+  timeline->RankPhase(0, PhaseKind::kQueue, At(0), At(1), {"a"});
   ASSERT_TRUE(timeline->Close().ok());
   const std::string closed = ReadFile(path);
   const int64_t bytes = timeline->bytes_written();
   EXPECT_EQ(static_cast<int64_t>(closed.size()), bytes);
   EXPECT_TRUE(timeline->Close().ok());
-  timeline->RankPhase(0, ExecPhase::kQueue, At(2), At(3), {"b"});
+  timeline->RankPhase(0, PhaseKind::kQueue, At(2), At(3), {"b"});
   timeline.reset();  // the destructor must not write either
   EXPECT_EQ(ReadFile(path), closed);
   EXPECT_EQ(Events(path).size(), 7u);  // 2 processes x (name, sort), thread (name, sort), phase
@@ -381,7 +381,7 @@ TEST_F(TimelineTest, WriteErrorIsReportedByClose) {
   absl::StatusOr<std::unique_ptr<Timeline>> timeline =
       Timeline::Open("/dev/full", "job-1", 2, 1 << 20, kOrigin);
   ASSERT_TRUE(timeline.ok()) << timeline.status();  // stdio buffers the header
-  (*timeline)->RankPhase(0, ExecPhase::kQueue, At(0), At(1), {"a"});
+  (*timeline)->RankPhase(0, PhaseKind::kQueue, At(0), At(1), {"a"});
   const absl::Status status = (*timeline)->Close();
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("'/dev/full'"));
@@ -394,8 +394,8 @@ TEST_F(TimelineTest, MixedTraceLoadsWithPython) {
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 2);
   ASSERT_NE(timeline, nullptr);
   timeline->Negotiation("w", "allreduce", At(10), At(30), {At(10), At(30)}, false);
-  timeline->RankPhase(0, ExecPhase::kQueue, At(30), At(40), {"w"});
-  timeline->RankPhase(1, ExecPhase::kCopyOut, At(50), At(60), {"w"});
+  timeline->RankPhase(0, PhaseKind::kQueue, At(30), At(40), {"w"});
+  timeline->RankPhase(1, PhaseKind::kCopyOut, At(50), At(60), {"w"});
   ASSERT_TRUE(timeline->Close().ok());
   EXPECT_THAT(Events(path), Not(Contains(HasSubstr("\"name\":\"timeline truncated"))));
 

@@ -23,10 +23,11 @@ inline void OnEveryRank(int size, const std::function<void(int)>& fn) {
 
 class TestCluster {
  public:
-  explicit TestCluster(coordinator::NegotiatorOptions negotiator = {}) {
-    coordinator::CoordinatorOptions options;
+  explicit TestCluster(coordinator::NegotiatorOptions negotiator = {})
+      : TestCluster(WithNegotiator(negotiator)) {}
+  // Any listen address in `options` is replaced by loopback port 0.
+  explicit TestCluster(coordinator::CoordinatorOptions options) {
     options.listen_address = "127.0.0.1:0";
-    options.registry.negotiator = negotiator;
     auto c = coordinator::Coordinator::Start(options);
     EXPECT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
@@ -62,6 +63,12 @@ class TestCluster {
   }
 
  private:
+  static coordinator::CoordinatorOptions WithNegotiator(coordinator::NegotiatorOptions n) {
+    coordinator::CoordinatorOptions options;
+    options.registry.negotiator = n;
+    return options;
+  }
+
   std::unique_ptr<coordinator::Coordinator> coordinator_;
 };
 

@@ -72,6 +72,15 @@ int troika_reducescatter(troika_context* ctx, const char* name, const void* in, 
                          const int64_t* shape, int ndim, int op, double prescale, double postscale,
                          troika_handle** handle);
 int troika_barrier(troika_context* ctx, troika_handle** handle);
+/* Context::GroupedAllreduce over n tensors: tensor i is names[i], ins[i], outs[i], dtypes[i],
+ * shapes[i] (ndims[i] dims). Writes n handles to handles[] (each freed on its own). */
+int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, const char** names,
+                             const void** ins, void** outs, const int* dtypes,
+                             const int64_t** shapes, const int* ndims, int op, double prescale,
+                             double postscale, troika_handle** handles);
+/* Context::Join: this rank is out of data. After the handle's wait succeeds,
+ * troika_handle_joined_last_rank gives the last rank to join. */
+int troika_join(troika_context* ctx, troika_handle** handle);
 
 /* 1 if done, 0 if not. */
 int troika_handle_poll(const troika_handle* handle);
@@ -83,6 +92,8 @@ const void* troika_handle_output(const troika_handle* handle, size_t* bytes);
 int troika_handle_output_shape(const troika_handle* handle, int64_t* dims, int max_dims);
 /* Alltoall: writes up to max rows-received-per-rank; returns the count. */
 int troika_handle_received_splits(const troika_handle* handle, int64_t* splits, int max);
+/* A completed join: the last rank to join; -1 for any other handle. */
+int troika_handle_joined_last_rank(const troika_handle* handle);
 void troika_handle_free(troika_handle* handle);
 
 #ifdef __cplusplus

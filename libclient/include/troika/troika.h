@@ -66,6 +66,15 @@ struct AllreduceOptions {
   double postscale = 1.0;  // applied to the result (after averaging)
 };
 
+// One tensor of a grouped allreduce (Context::GroupedAllreduce); as Allreduce's arguments.
+struct GroupTensor {
+  std::string name;
+  const void* in = nullptr;
+  void* out = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+};
+
 // The completion of one operation. Cheap to copy; copies share the operation.
 class Handle {
  public:
@@ -84,6 +93,8 @@ class Handle {
   const std::vector<int64_t>& output_shape() const;
   // Alltoall: rows received from each rank.
   const std::vector<int64_t>& received_splits() const;
+  // After a successful Wait() on Context::Join(): the last rank to join; -1 otherwise.
+  int joined_last_rank() const;
 
  private:
   friend class internal::ContextImpl;
@@ -130,6 +141,24 @@ class Context {
                        std::vector<int64_t> shape, AllreduceOptions options = {});
   // Completes once every rank has reached the barrier.
   Handle Barrier();
+
+  // Allreduces `tensors` as one group named `group`: the coordinator schedules none of them
+  // until every rank submitted all of them, then runs them together (fused as far as the
+  // fusion threshold allows). Every rank must submit the same group: same name, same tensor
+  // names. The group name may be reused once its handles completed. If any tensor is invalid
+  // here, none is submitted and every handle fails with that error.
+  std::vector<Handle> GroupedAllreduce(const std::string& group,
+                                       const std::vector<GroupTensor>& tensors,
+                                       AllreduceOptions options = {});
+
+  // This rank is out of data (uneven inputs). Until every rank has joined, this rank submits
+  // nothing (submissions fail at once) while its library keeps taking part in the other
+  // ranks' work: allreduces proceed without waiting for it — it contributes zeros, and
+  // kAverage divides by the ranks that contributed — and barriers include it. Allgather,
+  // alltoall, reducescatter, and broadcast from this rank fail on the other ranks while it is
+  // joined. The handle completes once every rank has joined; joined_last_rank() then names
+  // the last rank to join. Afterwards the job goes on as before (a next epoch may join again).
+  Handle Join();
 
   // Leaves the job: pending operations fail, later ones fail at once, and the other ranks'
   // operations that need this rank fail with a message naming it. Returns the error that had

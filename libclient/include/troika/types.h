@@ -34,6 +34,7 @@ enum class CollectiveType : int {
   kAlltoall = 3,
   kReducescatter = 4,
   kBarrier = 5,
+  kJoin = 6,  // Context::Join: this rank is out of data
 };
 
 enum class DeviceClass : int {

@@ -1,0 +1,38 @@
+#include "libclient/exec_stats.h"
+
+#include <utility>
+
+namespace troika::internal {
+
+void ExecStats::set_settings(const ClientSettings& settings) {
+  std::lock_guard<std::mutex> lock(mu_);
+  settings_ = settings;
+  phases_on_.store(settings.report_phases && settings.report_interval_ms > 0,
+                   std::memory_order_relaxed);
+  if (!phases_on_.load(std::memory_order_relaxed)) phases_.clear();
+}
+
+ClientSettings ExecStats::settings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return settings_;
+}
+
+void ExecStats::AddPhase(PhaseSpan phase) {
+  if (!phases_on()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (phases_.size() < kMaxPendingPhases) phases_.push_back(std::move(phase));
+}
+
+bool ExecStats::Take(int rank, absl::Time now, ExecReport* report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t bytes = allreduce_bytes_.load(std::memory_order_relaxed);
+  if (bytes == reported_bytes_ && phases_.empty()) return false;
+  reported_bytes_ = bytes;
+  report->rank = rank;
+  report->sent_at = now;
+  report->allreduce_bytes = bytes;
+  report->phases = std::exchange(phases_, {});
+  return true;
+}
+
+}  // namespace troika::internal
