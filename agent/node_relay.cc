@@ -52,6 +52,7 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
     }
   }
   for (int32_t id : message->evicted_cache_ids) cache_names_.erase(id);
+  if (message->settings) settings_ = message->settings;
   // Each rank picks its own cache misses out of the message.
   for (auto& [sink, ranks] : sessions_) sink->Send(message);
 }
@@ -124,7 +125,13 @@ absl::Status NodeRelay::OpenSession(const std::vector<int>& ranks, int64_t epoch
     ranks_[rank].had_session = true;
   }
   sessions_[sink] = ranks;
-  if (abort_ != nullptr) sink->Send(abort_);
+  if (abort_ != nullptr) {
+    sink->Send(abort_);
+  } else if (settings_) {
+    auto settings = std::make_shared<DownMessage>();
+    settings->settings = settings_;
+    sink->Send(std::move(settings));
+  }
   return absl::OkStatus();
 }
 

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,8 @@ class NodeRelay : public coordinator::SessionHandler,
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;
+  // The coordinator's latest ClientSettings, for sessions that open after they came.
+  std::optional<ClientSettings> settings_;
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();
 };

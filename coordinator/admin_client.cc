@@ -36,6 +36,8 @@ JobInfo FromWire(const v1::JobDescription& in) {
   }
   info.stragglers.tensors = in.stragglers().tensors();
   info.stragglers.window_size = in.stragglers().window_size();
+  info.stragglers.straggling.assign(in.stragglers().straggling().begin(),
+                                    in.stragglers().straggling().end());
   for (const v1::RankLatenessDescription& l : in.stragglers().ranks()) {
     RankLateness& out = info.stragglers.ranks.emplace_back();
     out.rank = l.rank();

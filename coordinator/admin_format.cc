@@ -115,8 +115,9 @@ std::string FormatStragglersSection(const JobInfo& info) {
                     absl::StrCat(l.window_last_count, "/", s.window_size),
                     Millis(l.window_last_lateness)});
   }
-  return absl::StrCat("Stragglers (", s.tensors, " tensors, window of ", s.window_size, "):\n",
-                      FormatTable(rows));
+  return absl::StrCat("Stragglers (", s.tensors, " tensors, window of ", s.window_size,
+                      "): ", s.straggling.empty() ? "none" : FormatRanks(s.straggling),
+                      s.straggling.empty() ? "" : " straggling", "\n", FormatTable(rows));
 }
 
 std::string FormatTelemetrySection(const JobInfo& info) {

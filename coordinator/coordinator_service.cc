@@ -59,6 +59,8 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
   v1::StragglerDescription* stragglers = out->mutable_stragglers();
   stragglers->set_tensors(info.stragglers.tensors);
   stragglers->set_window_size(info.stragglers.window_size);
+  stragglers->mutable_straggling()->Add(info.stragglers.straggling.begin(),
+                                        info.stragglers.straggling.end());
   for (const RankLateness& l : info.stragglers.ranks) {
     v1::RankLatenessDescription* rank = stragglers->add_ranks();
     rank->set_rank(l.rank);

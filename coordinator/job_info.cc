@@ -33,6 +33,7 @@ JobInfo Job::Describe() const {
     info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
   }
   info.stragglers = straggler_stats_.Snapshot();
+  info.stragglers.straggling = straggler_stats_.Stragglers(straggler_margin_);
   info.negotiation = negotiator_.options();
   info.cache = negotiator_.cache_stats();
   info.autotune = telemetry_.autotune_info();

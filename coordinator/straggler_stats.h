@@ -34,6 +34,9 @@ struct StragglerSnapshot {
   int64_t tensors = 0;              // tensors seen over all time
   int64_t window_size = 0;          // tensors in the recent window
   std::vector<RankLateness> ranks;  // by rank
+  // Ranks the job judges straggling (Stragglers() with its --straggler_margin); set by
+  // Job::Describe.
+  std::vector<int> straggling;
 };
 
 class StragglerStats {

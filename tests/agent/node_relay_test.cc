@@ -255,6 +255,32 @@ TEST_F(NodeRelayTest, WaitStateGoesUpstreamAtOnceUnchangedForOwnedLiveRanks) {
   EXPECT_THAT(upstream_.sent(), ElementsAre("waits 2 a b", "waits 2", "goodbye 3"));
 }
 
+TEST_F(NodeRelayTest, ExecReportGoesUpstreamAtOnceUnchangedForOwnedLiveRanks) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  ExecReport report;
+  report.rank = 2;
+  report.allreduce_bytes = 4096;
+  ASSERT_TRUE(relay->ReportExec(&sink2_, report).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("report 2 bytes 4096"));
+  report.rank = 3;
+  EXPECT_EQ(relay->ReportExec(&sink2_, report).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(relay->Goodbye(&sink3_, {3}).ok());
+  ASSERT_TRUE(relay->ReportExec(&sink3_, report).ok());  // after its goodbye: dropped
+  EXPECT_THAT(upstream_.sent(), ElementsAre("report 2 bytes 4096", "goodbye 3"));
+}
+
+TEST_F(NodeRelayTest, SessionOpeningLaterGetsTheCoordinatorsLatestSettings) {
+  auto relay = MakeRelay();
+  auto down = std::make_shared<DownMessage>();
+  down->settings = ClientSettings{50, true};
+  relay->Deliver(down);  // before any local session
+  ASSERT_TRUE(relay->OpenSession({2}, 1, &sink2_).ok());
+  ASSERT_EQ(sink2_.messages().size(), 1u);
+  ASSERT_TRUE(sink2_.messages()[0]->settings.has_value());
+  EXPECT_EQ(*sink2_.messages()[0]->settings, (ClientSettings{50, true}));
+}
+
 TEST_F(NodeRelayTest, FailingProcessIsReportedAtOnceWithItsExitStatus) {
   auto relay = MakeRelay();
   OpenBoth(*relay);

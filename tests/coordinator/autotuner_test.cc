@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/synthetic_workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,16 +26,8 @@ AutotuneOptions Options(int warmup, int budget) {
   return options;
 }
 
-// A synthetic workload, in allreduced bytes per second: throughput peaks at a fusion threshold
-// of 6 MiB (too small: per-response overhead; too large: no overlap with backprop), falls off
-// as a Gaussian in log2(fusion) with a 1.25-octave width, prefers a ~2 ms cycle time mildly,
-// and carries 1% deterministic "measurement noise".
-double Workload(const TuningParams& p) {
-  const double u = std::log2(static_cast<double>(p.fusion_threshold_bytes) / (6.0 * kMiB));
-  const double v = std::log2(absl::ToDoubleMilliseconds(p.cycle_time) / 2.0);
-  const double clean = (8e9 * std::exp(-u * u / (2 * 1.25 * 1.25)) + 0.5e9) * (1 - 0.01 * v * v);
-  return clean * (1 + 0.01 * std::sin(12.9898 * u + 78.233 * v));
-}
+// The synthetic workload of troika-autotune-bench (bench/synthetic_workload.h).
+double Workload(const TuningParams& p) { return bench::SyntheticWorkload(p); }
 
 TEST(AutotunerTest, WarmupSamplesDoNotCountOrChangeParameters) {
   Autotuner tuner(Options(/*warmup=*/3, /*budget=*/5), kStart);
@@ -124,16 +117,8 @@ TEST(AutotunerTest, DeterministicGivenSeedAndScores) {
 }
 
 TEST(AutotunerTest, ReachesTheGridSweepOptimumWithFewerEvaluations) {
-  // The grid sweep: 12 fusion thresholds (64 KiB .. 128 MiB, doubling) x 3 cycle times.
-  double grid_best = 0;
   int grid_evaluations = 0;
-  for (int i = 0; i < 12; ++i) {
-    for (absl::Duration cycle :
-         {absl::Microseconds(500), absl::Milliseconds(2), absl::Milliseconds(8)}) {
-      grid_best = std::max(grid_best, Workload(TuningParams{(int64_t{64} << 10) << i, cycle}));
-      ++grid_evaluations;
-    }
-  }
+  const double grid_best = bench::SyntheticGridBest(&grid_evaluations);
   Autotuner tuner(Options(/*warmup=*/3, /*budget=*/15), kStart);
   int samples = 0;
   while (!tuner.done()) {

@@ -87,6 +87,28 @@ TEST_F(AgentProcessTest, TwoAgentsOfTwoRanksTrainTheWeightsOfOneRank) {
   ExpectSameWeights(expected, ReadWeights(dir_ + "/weights.txt"), "2 agents x 2 ranks");
 }
 
+TEST_F(AgentProcessTest, AutotuningThroughAgentsFinishesAndSavesTheBest) {
+  // Settings reach ranks through their agents and reports come back through them.
+  coordinator::CoordinatorOptions options;
+  options.listen_address = "127.0.0.1:0";
+  coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
+  autotune.warmup_samples = 1;
+  autotune.steps_per_sample = 3;
+  autotune.max_samples = 3;
+  options.registry.autotune_dir = dir_;
+  auto tuned = coordinator::Coordinator::Start(options);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*tuned)->port());
+  const std::string train = absl::StrCat(EXAMPLE_TRAIN_BINARY, " --steps 400");
+  const pid_t a = StartAgent(0, "tuned", train, address);
+  const pid_t b = StartAgent(1, "tuned", train, address);
+  EXPECT_EQ(WaitWithTimeout(a, absl::Seconds(120)), 0) << Err(0);
+  EXPECT_EQ(WaitWithTimeout(b, absl::Seconds(120)), 0) << Err(1);
+  const std::string params = ReadFile(dir_ + "/tuned-autotune.params");
+  EXPECT_THAT(params, HasSubstr("fusion_threshold_bytes=")) << "tuning did not finish";
+  EXPECT_THAT(ReadFile(dir_ + "/tuned-autotune.csv"), HasSubstr("score"));
+}
+
 TEST_F(AgentProcessTest, RanksGetTheAgentsEnvironmentAndItsSocketIsRemovedAtExit) {
   const std::string script =
       "'echo $TROIKA_RANK $TROIKA_SIZE $TROIKA_LOCAL_RANK $TROIKA_LOCAL_SIZE $TROIKA_DEVICE "

@@ -146,6 +146,24 @@ TEST(TelemetryTest, TroikactlStopsATimelineAndRefusesPathsOutsideTheTimelineDir)
   for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
 }
 
+TEST(TelemetryTest, RankSleeping50MsBeforeEachAllreduceIsTheStragglerInTroikactl) {
+  TestCluster cluster;
+  auto contexts = cluster.Join("slow", kRanks);
+  OnEveryRank(kRanks, [&](int rank) {
+    for (int step = 0; step < 12; ++step) {
+      if (rank == 2) absl::SleepFor(absl::Milliseconds(50));
+      float x = 1;
+      ASSERT_TRUE(contexts[rank]->Allreduce("grad", &x, &x, DataType::kFloat32, {1}).Wait().ok());
+    }
+  });
+  std::string out;
+  ASSERT_EQ(Troikactl(cluster, "show slow", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("Stragglers (12 tensors, window of 12): rank 2 straggling")) << out;
+  // Rank 2's row: last for every tensor of the window.
+  EXPECT_THAT(out, ::testing::ContainsRegex("\n2 +12 +[0-9.]+ms +[0-9.]+ms +12 +12/12 ")) << out;
+  for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
+}
+
 TEST(TelemetryTest, AutotunerRunsItsBudgetOnALiveJobAndSavesTheBest) {
   coordinator::CoordinatorOptions options;
   coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
