@@ -23,17 +23,20 @@ using ::testing::HasSubstr;
 
 constexpr int kRanks = 4;
 
-// Runs troikactl against `cluster`; returns its exit code, output in `output`.
-int Troikactl(TestCluster& cluster, const std::string& args, std::string* output) {
-  std::string command =
-      absl::StrCat(TROIKACTL_BINARY, " --coordinator=", cluster.address(), " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
+// Runs `command` in a shell; returns its exit code, stdout and stderr in `output`.
+int Run(const std::string& command, std::string* output) {
+  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
   if (pipe == nullptr) return -1;
   char buffer[4096];
   size_t n;
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
   int status = pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int Troikactl(TestCluster& cluster, const std::string& args, std::string* output) {
+  return Run(absl::StrCat(TROIKACTL_BINARY, " --coordinator=", cluster.address(), " ", args),
+             output);
 }
 
 // `steps` steps of three allreduces on every rank, checking the sums.
@@ -50,6 +53,14 @@ void Steps(std::vector<std::unique_ptr<Context>>& contexts, int steps) {
       ASSERT_EQ(b[2], 2 * kRanks);
     }
   });
+}
+
+// Runs Python `script` with `args`.
+int RunPython(const std::string& script, const std::string& args, std::string* output) {
+  static int scripts = 0;
+  const std::string path = absl::StrCat(::testing::TempDir(), "/check_", scripts++, ".py");
+  std::ofstream(path) << script;
+  return Run(absl::StrCat("python3 ", path, " ", args), output);
 }
 
 void WaitUntilReleased(TestCluster& cluster, const std::string& job) {
@@ -106,16 +117,59 @@ TEST(TelemetryTest, TimelineHasArrivalTicksForCachedStepsAndEveryRanksPhases) {
   for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
   WaitUntilReleased(cluster, "job");
 
-  const std::string path = ::testing::TempDir() + "/trace.json";
-  std::ofstream(::testing::TempDir() + "/check_trace.py") << kCheckTrace;
-  const std::string command = absl::StrCat("python3 ", ::testing::TempDir(), "/check_trace.py ",
-                                           path, " ", kRanks, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  char buffer[4096];
-  std::string report(buffer, fread(buffer, 1, sizeof(buffer), pipe));
-  EXPECT_EQ(pclose(pipe), 0) << report;
+  std::string report;
+  EXPECT_EQ(
+      RunPython(kCheckTrace, absl::StrCat(::testing::TempDir(), "/trace.json ", kRanks), &report),
+      0)
+      << report;
   std::printf("%s", report.c_str());
+}
+
+// Whether a trace shows, on every rank, one collective covering all `count` tensors.
+constexpr char kCheckFused[] = R"(
+import json, sys
+path, size, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+events = json.load(open(path))["traceEvents"]
+bad = []
+for rank in range(size):
+    fused = [e for e in events if e.get("pid") == rank + 2 and e.get("name") == "collective"
+             and e["args"]["count"] == count]
+    if len(fused) != 1:
+        bad.append("rank %d: %d collectives of %d tensors" % (rank, len(fused), count))
+print("\n".join(bad) or "ok")
+sys.exit(1 if bad else 0)
+)";
+
+TEST(TelemetryTest, GroupedAllreduceOfFiftyTensorsRunsAsOneFusedCollective) {
+  if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
+  constexpr int kTensors = 50;
+  coordinator::CoordinatorOptions options;
+  options.service.timeline_dir = ::testing::TempDir();
+  TestCluster cluster(options);
+  auto contexts = cluster.Join("grouped", kRanks);
+  std::string out;
+  ASSERT_EQ(Troikactl(cluster, "timeline start grouped grouped.json", &out), 0) << out;
+  OnEveryRank(kRanks, [&](int rank) {
+    std::vector<std::vector<float>> data(kTensors);
+    std::vector<GroupTensor> tensors;
+    for (int i = 0; i < kTensors; ++i) {
+      data[i].assign(i + 1, static_cast<float>(rank));
+      tensors.push_back(
+          {absl::StrCat("grad/", i), data[i].data(), data[i].data(), DataType::kFloat32, {i + 1}});
+    }
+    for (Handle& h : contexts[rank]->GroupedAllreduce("step", tensors)) {
+      ASSERT_TRUE(h.Wait().ok());
+    }
+    for (int i = 0; i < kTensors; ++i) ASSERT_EQ(data[i][i], 6.0f);  // 0 + 1 + 2 + 3
+  });
+  for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
+  WaitUntilReleased(cluster, "grouped");
+  std::string report;
+  EXPECT_EQ(RunPython(kCheckFused,
+                      absl::StrCat(::testing::TempDir(), "/grouped.json ", kRanks, " ", kTensors),
+                      &report),
+            0)
+      << report;
 }
 
 TEST(TelemetryTest, TroikactlStopsATimelineAndRefusesPathsOutsideTheTimelineDir) {
