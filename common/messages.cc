@@ -20,6 +20,11 @@ std::string DescribeRankExit(const RankExit& exit) {
   return absl::StrCat(who, " exited with code ", exit.exit_code);
 }
 
+std::string ProcessSetTensorName(int process_set, const std::string& name) {
+  if (process_set == 0) return name;
+  return absl::StrCat(name, " (process set ", process_set, ")");
+}
+
 std::string FormatRanks(const std::vector<int>& ranks) {
   if (ranks.empty()) return "no ranks";
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";

@@ -15,6 +15,10 @@ namespace troika {
 
 // The reserved name of every rank's Context::Join request (type kJoin).
 inline constexpr char kJoinTensorName[] = "troika/join";
+// Reserved name prefixes of Context::AddProcessSet / RemoveProcessSet: set-0 barriers that
+// the coordinator interprets (docs/protocol.md, Process sets).
+inline constexpr char kAddProcessSetPrefix[] = "troika/process_set/add/";
+inline constexpr char kRemoveProcessSetPrefix[] = "troika/process_set/remove/";
 
 // One collective submitted by one rank.
 struct TensorRequest {
@@ -35,6 +39,11 @@ struct TensorRequest {
   // Grouped operations: the group's name (empty: not grouped) and its number of tensors.
   std::string group;
   int group_size = 0;
+  // The process set negotiating this request (0: the whole job). `rank` is the global rank
+  // on the wire; the coordinator hands its set's negotiator the position in the set.
+  int process_set = 0;
+  // AddProcessSet: the new set's global ranks; RemoveProcessSet: {id}. Empty otherwise.
+  std::vector<int> process_set_ranks;
 
   // Bytes of the tensor this request describes.
   int64_t ByteSize() const;
@@ -67,6 +76,8 @@ struct Response {
   // part without a tensor of their own, using `elements` (per name) for its size.
   std::vector<int> joined_ranks;
   std::vector<int64_t> elements;
+  // The process set it runs in (0: the whole job); ranks outside the set skip it.
+  int process_set = 0;
 
   bool is_error() const { return !error.empty(); }
 };
@@ -137,6 +148,10 @@ struct DownMessage {
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",
 // "rank 2 on host-a lost its session without leaving the job" (exit_code -1).
 std::string DescribeRankExit(const RankExit& exit);
+
+// How a tensor of `process_set` is named in wait states, stall and deadlock reports:
+// `name` itself in set 0, else "name (process set 2)".
+std::string ProcessSetTensorName(int process_set, const std::string& name);
 
 // "rank 3", "ranks 0-2", "ranks 0, 2, 5-7". `ranks` sorted ascending.
 std::string FormatRanks(const std::vector<int>& ranks);

@@ -28,6 +28,9 @@ void ToWire(const TensorRequest& in, v1::Request* out) {
   out->mutable_splits()->Assign(in.splits.begin(), in.splits.end());
   out->set_group(in.group);
   out->set_group_size(in.group_size);
+  out->set_process_set(in.process_set);
+  out->mutable_process_set_ranks()->Assign(in.process_set_ranks.begin(),
+                                           in.process_set_ranks.end());
 }
 
 TensorRequest FromWire(const v1::Request& in) {
@@ -46,6 +49,8 @@ TensorRequest FromWire(const v1::Request& in) {
   out.cache_id = in.cache_id();
   out.group = in.group();
   out.group_size = in.group_size();
+  out.process_set = in.process_set();
+  out.process_set_ranks.assign(in.process_set_ranks().begin(), in.process_set_ranks().end());
   return out;
 }
 
@@ -92,6 +97,8 @@ bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out)
                 r.postscale == first.postscale && r.root == first.root &&
                 r.device == first.device && r.cache_id == first.cache_id &&
                 r.group == first.group && r.group_size == first.group_size &&
+                r.process_set == first.process_set &&
+                r.process_set_ranks == first.process_set_ranks &&
                 r.splits.empty() != explicit_splits && r.shape.size() == first.shape.size();
     for (size_t d = dim0_free ? 1 : 0; same && d < r.shape.size(); ++d) {
       same = r.shape[d] == first.shape[d];
@@ -127,6 +134,7 @@ void ToWire(const Response& in, v1::Response* out) {
   out->mutable_cache_ids()->Assign(in.cache_ids.begin(), in.cache_ids.end());
   out->mutable_joined_ranks()->Assign(in.joined_ranks.begin(), in.joined_ranks.end());
   out->mutable_elements()->Assign(in.elements.begin(), in.elements.end());
+  out->set_process_set(in.process_set);
 }
 
 Response FromWire(const v1::Response& in) {
@@ -146,6 +154,7 @@ Response FromWire(const v1::Response& in) {
   out.ids_known = !out.cache_ids.empty() && out.names.empty();
   out.joined_ranks.assign(in.joined_ranks().begin(), in.joined_ranks().end());
   out.elements.assign(in.elements().begin(), in.elements().end());
+  out.process_set = in.process_set();
   return out;
 }
 

@@ -59,6 +59,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       kv_(scheduler),
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
+      process_sets_(size, options.negotiator),
       stall_inspector_(options.stall),
       straggler_stats_(size),
       telemetry_(name_, size, std::move(options.autotune), options.negotiator),
@@ -230,20 +231,30 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
     }
+    if (request.process_set != 0) {
+      std::optional<Response> rejected;
+      if (absl::Status s = process_sets_.Submit(std::move(request), now, &rejected); !s.ok()) {
+        return s;
+      }
+      // Only the submitting rank has this tensor; the others ignore a failed name they lack.
+      if (rejected) misses->responses.push_back(*std::move(rejected));
+      continue;
+    }
     if (request.cache_id != 0 && !negotiator_.ResolveCached(&request)) {
       misses->misses.push_back({request.rank, request.cache_id});
       continue;
     }
+    if (ProcessSets::IsControl(request)) process_sets_.Record(request);
     if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
   }
-  if (!misses->misses.empty()) sink->Send(std::move(misses));
+  if (!misses->misses.empty() || !misses->responses.empty()) sink->Send(std::move(misses));
   RecordReadyLocked();
   FlushLocked();
   CheckDeadlockLocked();
   if (state_ == State::kAborted) return absl::OkStatus();
   // A tensor that became pending now can be reported no sooner than this; the timer re-arms
   // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
-  if (stall_timer_ == 0 && negotiator_.has_pending()) {
+  if (stall_timer_ == 0 && (negotiator_.has_pending() || process_sets_.has_pending())) {
     const absl::Duration first = stall_inspector_.FirstDeadline();
     if (first != absl::InfiniteDuration()) ArmStallTimerLocked(now + first);
   }
@@ -258,6 +269,7 @@ absl::Status Job::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
     }
     departed_.insert(r);
     negotiator_.RemoveRank(r, "has shut down");
+    process_sets_.RemoveRank(r, "has shut down");
     deadlock_detector_.Forget(r);
   }
   if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
@@ -336,9 +348,15 @@ void Job::CheckDeadlockLocked() {
     return;
   }
   if (std::optional<std::string> deadlock =
-          deadlock_detector_.Check(negotiator_.Pending(), departed_, size_)) {
+          deadlock_detector_.Check(PendingLocked(), departed_, size_)) {
     AbortLocked(*deadlock);
   }
+}
+
+std::vector<PendingTensor> Job::PendingLocked() const {
+  std::vector<PendingTensor> pending = negotiator_.Pending();
+  for (PendingTensor& tensor : process_sets_.Pending()) pending.push_back(std::move(tensor));
+  return pending;
 }
 
 void Job::CloseSession(SessionSink* sink) {
@@ -378,8 +396,15 @@ void Job::AbortLocked(const std::string& reason, std::optional<RankExit> cause) 
 }
 
 void Job::FlushLocked() {
-  absl::Time next;
-  std::vector<Response> responses = negotiator_.Poll(clock_.Now(), &next);
+  const absl::Time now = clock_.Now();
+  absl::Time next, sets_next;
+  // Other sets first: a set removed by a set-0 response below has had its last responses.
+  std::vector<Response> responses = process_sets_.Poll(now, &sets_next);
+  for (Response& response : negotiator_.Poll(now, &next)) {
+    if (response.names.size() == 1) process_sets_.Apply(&response, departed_, &responses);
+    responses.push_back(std::move(response));
+  }
+  next = std::min(next, sets_next);
   if (!responses.empty()) {
     auto down = std::make_shared<DownMessage>();
     down->responses = std::move(responses);
@@ -415,16 +440,17 @@ void Job::InspectStalls() {
 
 void Job::InspectStallsLocked() {
   if (state_ != State::kRunning) return;
-  const std::vector<PendingTensor> pending = negotiator_.Pending();
+  const std::vector<PendingTensor> pending = PendingLocked();
   const StallReport report = stall_inspector_.Inspect(pending, clock_.Now());
   const StallOptions& options = stall_inspector_.options();
   if (!report.past_shutdown.empty()) {
-    AbortLocked(absl::StrCat(FormatStalls(name_, report.past_shutdown, options.shutdown_time),
+    AbortLocked(absl::StrCat(FormatStalls(report.past_shutdown, options.shutdown_time),
                              " (--stall_shutdown_time)"));
     return;
   }
   if (!report.newly_stalled.empty()) {
-    TROIKA_LOG(WARNING) << FormatStalls(name_, report.newly_stalled, options.warning_time)
+    TROIKA_LOG(WARNING) << "job '" << name_
+                        << "': " << FormatStalls(report.newly_stalled, options.warning_time)
                         << ". The ranks may have diverged (different tensors or order), or be "
                            "hung or much slower.";
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Job: one training job on the coordinator — its membership (attach), its sessions, its
-// negotiator and its key-value store. Isolated from every other job.
+// negotiators (set 0, the whole job, and its process sets) and its key-value store. Isolated
+// from every other job. Responses of every process set go down one stream, in one order.
 //
 // Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
 // said goodbye; kAborted when a session is lost or Abort() is called (every session is sent
@@ -29,6 +30,7 @@
 #include "coordinator/job_telemetry.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
+#include "coordinator/process_sets.h"
 #include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
 #include "coordinator/stall_inspector.h"
@@ -140,6 +142,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.
   void CheckDeadlockLocked();
+  // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending).
+  std::vector<PendingTensor> PendingLocked() const;
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   void MaybeDoneLocked();
   bool DoneLocked() const;
@@ -167,8 +171,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;
-  std::set<int> departed_;  // said goodbye
-  Negotiator negotiator_;
+  std::set<int> departed_;    // said goodbye
+  Negotiator negotiator_;     // process set 0: the whole job
+  ProcessSets process_sets_;  // every other process set
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;

@@ -29,7 +29,7 @@ JobInfo Job::Describe() const {
     rank.connected = session_of_rank_[r] != nullptr;
     rank.departed = departed_.count(r) > 0;
   }
-  for (const PendingTensor& tensor : negotiator_.Pending()) {
+  for (const PendingTensor& tensor : PendingLocked()) {
     info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
   }
   info.stragglers = straggler_stats_.Snapshot();

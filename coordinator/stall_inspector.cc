@@ -71,10 +71,8 @@ absl::Duration StallInspector::FirstDeadline() const {
   return d;
 }
 
-std::string FormatStalls(const std::string& job, const std::vector<StalledTensor>& stalled,
-                         absl::Duration threshold) {
-  std::string out = absl::StrCat("job '", job, "': ", stalled.size(),
-                                 stalled.size() == 1 ? " tensor" : " tensors",
+std::string FormatStalls(const std::vector<StalledTensor>& stalled, absl::Duration threshold) {
+  std::string out = absl::StrCat(stalled.size(), stalled.size() == 1 ? " tensor" : " tensors",
                                  " stalled for more than ", absl::FormatDuration(threshold), ": ");
   for (size_t i = 0; i < stalled.size(); ++i) {
     const StalledTensor& s = stalled[i];

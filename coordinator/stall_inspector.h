@@ -63,9 +63,9 @@ class StallInspector {
   std::map<std::string, absl::Time> warned_;  // name -> first arrival of the reported tensor
 };
 
-// "job 'train': 2 tensors stalled for more than 1m: 'grad/a' (waiting 1m15s) is missing ranks
-// 1, 3; 'grad/b' (waiting 1m2s) is missing rank 2". `threshold`: the limit they passed.
-std::string FormatStalls(const std::string& job, const std::vector<StalledTensor>& stalled,
-                         absl::Duration threshold);
+// "2 tensors stalled for more than 1m: 'grad/a' (waiting 1m15s) is missing ranks 1, 3;
+// 'grad/b' (waiting 1m2s) is missing rank 2". `threshold`: the limit they passed. Callers
+// name the job (a log line) or the abort does ("job 'x' aborted: ...").
+std::string FormatStalls(const std::vector<StalledTensor>& stalled, absl::Duration threshold);
 
 }  // namespace troika::coordinator

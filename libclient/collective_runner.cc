@@ -37,7 +37,9 @@ std::vector<int64_t> WithDim0(const std::vector<int64_t>& shape, int64_t dim0) {
 
 }  // namespace
 
-absl::Status CollectiveRunner::Run(const Response& response, const std::vector<Entry*>& entries) {
+absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response& response,
+                                   const std::vector<Entry*>& entries) {
+  comm_ = &comm;
   switch (response.type) {
     case CollectiveType::kAllreduce:
       return Allreduce(response, entries);
@@ -50,7 +52,7 @@ absl::Status CollectiveRunner::Run(const Response& response, const std::vector<E
     case CollectiveType::kReducescatter:
       return Reducescatter(response, *entries[0]);
     case CollectiveType::kBarrier:
-      return comm_.Barrier();
+      return comm_->Barrier();
     case CollectiveType::kJoin:
       // Every rank has joined; nothing moves on the data plane.
       entries[0]->state->joined_last_rank = response.root;
@@ -70,13 +72,14 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
     if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
     transport::Scale(e.out, bytes / element, dtype, response.prescale);
     marks_.copied_in = absl::Now();
-    if (absl::Status s = comm_.Allreduce(e.out, bytes / element, dtype, WireOp(response.reduce_op));
+    if (absl::Status s =
+            comm_->Allreduce(e.out, bytes / element, dtype, WireOp(response.reduce_op));
         !s.ok()) {
       return s;
     }
     marks_.reduced = absl::Now();
     marks_.allreduce_bytes = static_cast<int64_t>(bytes);
-    Finish(response, comm_.size(), e.out, bytes / element);
+    Finish(response, comm_->size(), e.out, bytes / element);
     return absl::OkStatus();
   }
   size_t total = 0;
@@ -94,7 +97,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
     offset += bytes;
   }
   marks_.copied_in = absl::Now();
-  if (absl::Status s = comm_.Allreduce(buffer, total / element, dtype, WireOp(response.reduce_op));
+  if (absl::Status s = comm_->Allreduce(buffer, total / element, dtype, WireOp(response.reduce_op));
       !s.ok()) {
     return s;
   }
@@ -103,7 +106,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
   offset = 0;
   for (Entry* e : entries) {
     const size_t bytes = Bytes(e->request);
-    Finish(response, comm_.size(), buffer + offset, bytes / element);
+    Finish(response, comm_->size(), buffer + offset, bytes / element);
     if (bytes > 0 && e->out != nullptr) std::memcpy(e->out, buffer + offset, bytes);
     offset += bytes;
   }
@@ -120,21 +123,21 @@ absl::Status CollectiveRunner::Allgather(const Response& response, Entry& e) {
   }
   uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
-  return comm_.Allgatherv(e.in, out, recv);
+  return comm_->Allgatherv(e.in, out, recv);
 }
 
 absl::Status CollectiveRunner::Broadcast(const Response& response, Entry& e) {
   const size_t bytes = Bytes(e.request);
-  if (comm_.rank() == response.root && e.out != e.in && bytes > 0) {
+  if (comm_->rank() == response.root && e.out != e.in && bytes > 0) {
     std::memcpy(e.out, e.in, bytes);
   }
   // A joined rank (never the root) receives into scratch space and discards it.
   void* out = e.out != nullptr ? e.out : fusion_.Reserve(bytes);
-  return comm_.Broadcast(out, bytes, response.root);
+  return comm_->Broadcast(out, bytes, response.root);
 }
 
 absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
-  const int size = comm_.size(), rank = comm_.rank();
+  const int size = comm_->size(), rank = comm_->rank();
   const size_t row = RowBytes(e.request);
   std::vector<size_t> send(size), recv(size);
   int64_t rows = 0;
@@ -148,11 +151,11 @@ absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
   }
   uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
-  return comm_.Alltoallv(e.in, send, out, recv);
+  return comm_->Alltoallv(e.in, send, out, recv);
 }
 
 absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e) {
-  const int size = comm_.size(), rank = comm_.rank();
+  const int size = comm_->size(), rank = comm_->rank();
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
   const size_t row_elements = RowBytes(e.request) / element;
@@ -167,7 +170,7 @@ absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e)
     counts[r] = static_cast<size_t>(response.sizes[r]) * row_elements;
     if (r < rank) before += counts[r];
   }
-  if (absl::Status s = comm_.ReduceScatter(buffer, counts, dtype, WireOp(response.reduce_op));
+  if (absl::Status s = comm_->ReduceScatter(buffer, counts, dtype, WireOp(response.reduce_op));
       !s.ok()) {
     return s;
   }

@@ -19,12 +19,13 @@ namespace troika::internal {
 
 class CollectiveRunner {
  public:
-  CollectiveRunner(transport::Communicator& comm, OutputPool& outputs)
-      : comm_(comm), outputs_(outputs) {}
+  explicit CollectiveRunner(OutputPool& outputs) : outputs_(outputs) {}
 
-  // `entries[i]` is this rank's entry for response.names[i]. Writes outputs; does not
-  // complete the handles. A non-OK status is a data-plane failure.
-  absl::Status Run(const Response& response, const std::vector<Entry*>& entries);
+  // `entries[i]` is this rank's entry for response.names[i]. Runs on `comm`, the
+  // communicator of the response's process set (ranks, roots and averaging are the set's).
+  // Writes outputs; does not complete the handles. A non-OK status is a data-plane failure.
+  absl::Status Run(transport::Communicator& comm, const Response& response,
+                   const std::vector<Entry*>& entries);
 
   // What the last Run did, for ExecReports: when the fused input was in place and when the
   // collective ended (InfinitePast: not an allreduce), and the bytes it allreduced.
@@ -48,7 +49,7 @@ class CollectiveRunner {
     return e.state->SetOutput(outputs_.Acquire(bytes), bytes);
   }
 
-  transport::Communicator& comm_;
+  transport::Communicator* comm_ = nullptr;  // during Run()
   OutputPool& outputs_;
   FusionBuffer fusion_;
   Marks marks_;

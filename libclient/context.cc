@@ -49,15 +49,25 @@ absl::Status ContextImpl::Start(const Options& options) {
         absl::StrCat("connecting the data plane: ", communicator.status().message()));
   }
   communicator_ = *std::move(communicator);
+  data_spec_ = spec;
+  process_sets_ = std::make_unique<ProcessSetTable>(membership_.rank);
 
   if (absl::Status s = channel_->OpenSession(options.job, {membership_.rank}, membership_.epoch);
       !s.ok()) {
     return s;
   }
   auto fail = [this](absl::Status status) { Fail(status); };
-  executor_ =
-      std::make_unique<Executor>(table_, *communicator_, *outputs_, stats_,
-                                 [this](absl::Status status) { return FailFromDataPlane(status); });
+  // A set's communicator: its own store prefix, so its addresses never mix with another's.
+  auto connect = [this](int id, int index, int size) {
+    transport::CommunicatorSpec spec = data_spec_;
+    spec.rank = index;
+    spec.size = size;
+    spec.store_prefix = absl::StrCat("data/", membership_.epoch, "/ps", id, "/");
+    return transport_->Connect(spec, channel_->store());
+  };
+  executor_ = std::make_unique<Executor>(
+      table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_,
+      [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ =
       std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, stats_, fail);
   waits_ = std::make_shared<WaitTracker>(membership_.rank,
@@ -109,11 +119,30 @@ absl::Status ContextImpl::CheckNotJoined() const {
       "rank has joined (Context::Join); it submits nothing until every rank joined");
 }
 
+std::string ContextImpl::NextBarrierName(int process_set) {
+  std::lock_guard<std::mutex> lock(barriers_mu_);
+  return "troika/barrier/" + std::to_string(barriers_[process_set]++);
+}
+
+int ContextImpl::ProcessSetId(const Handle& handle) { return handle.state_->process_set_id; }
+
+absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
+  if (request.process_set == 0) return CheckRequest(request, membership_.size);
+  absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(request.process_set);
+  if (!member.ok()) {
+    return absl::Status(member.status().code(),
+                        absl::StrCat("'", request.name, "': ", member.status().message()));
+  }
+  TensorRequest in_set = request;  // as the set's negotiator sees it
+  in_set.rank = member->first;
+  return CheckRequest(in_set, member->second);
+}
+
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
   request.rank = membership_.rank;
-  auto state = NewState(request.name);
+  auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
-  absl::Status status = CheckRequest(request, membership_.size);
+  absl::Status status = CheckInSet(request);
   if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
     Entry entry{std::move(request), in, out, state};
@@ -133,9 +162,9 @@ std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries) {
   absl::Status status = CheckNotJoined();
   for (Entry& e : entries) {
     e.request.rank = membership_.rank;
-    e.state = NewState(e.request.name);
+    e.state = NewState(ProcessSetTensorName(e.request.process_set, e.request.name));
     handles.push_back(Handle(e.state));
-    if (status.ok()) status = CheckRequest(e.request, membership_.size);
+    if (status.ok()) status = CheckInSet(e.request);
   }
   std::vector<std::shared_ptr<OpState>> states;
   for (const Entry& e : entries) states.push_back(e.state);
@@ -198,26 +227,31 @@ Handle Context::Allreduce(const std::string& name, const void* in, void* out, Da
   r.reduce_op = options.op;
   r.prescale = options.prescale;
   r.postscale = options.postscale;
+  r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, out);
 }
 
 Handle Context::Allgather(const std::string& name, const void* in, DataType dtype,
-                          std::vector<int64_t> shape) {
-  return impl_->Submit(Request(name, CollectiveType::kAllgather, dtype, std::move(shape)), in,
-                       nullptr);
+                          std::vector<int64_t> shape, OpOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kAllgather, dtype, std::move(shape));
+  r.process_set = options.process_set;
+  return impl_->Submit(std::move(r), in, nullptr);
 }
 
 Handle Context::Broadcast(const std::string& name, const void* in, void* out, DataType dtype,
-                          std::vector<int64_t> shape, int root) {
+                          std::vector<int64_t> shape, int root, OpOptions options) {
   TensorRequest r = Request(name, CollectiveType::kBroadcast, dtype, std::move(shape));
   r.root = root;
+  r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, out);
 }
 
 Handle Context::Alltoall(const std::string& name, const void* in, DataType dtype,
-                         std::vector<int64_t> shape, std::vector<int64_t> splits) {
+                         std::vector<int64_t> shape, std::vector<int64_t> splits,
+                         OpOptions options) {
   TensorRequest r = Request(name, CollectiveType::kAlltoall, dtype, std::move(shape));
   r.splits = std::move(splits);
+  r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, nullptr);
 }
 
@@ -227,13 +261,32 @@ Handle Context::Reducescatter(const std::string& name, const void* in, DataType 
   r.reduce_op = options.op;
   r.prescale = options.prescale;
   r.postscale = options.postscale;
+  r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, nullptr);
 }
 
-Handle Context::Barrier() {
-  return impl_->Submit(
-      Request(impl_->NextBarrierName(), CollectiveType::kBarrier, DataType::kUint8, {0}), nullptr,
-      nullptr);
+Handle Context::Barrier(OpOptions options) {
+  TensorRequest r = Request(impl_->NextBarrierName(options.process_set), CollectiveType::kBarrier,
+                            DataType::kUint8, {0});
+  r.process_set = options.process_set;
+  return impl_->Submit(std::move(r), nullptr, nullptr);
+}
+
+absl::StatusOr<int> Context::AddProcessSet(std::vector<int> ranks) {
+  // Checked by the coordinator, not here: every rank then fails alike, none waits forever.
+  TensorRequest r = Request(impl_->NextProcessSetName(kAddProcessSetPrefix),
+                            CollectiveType::kBarrier, DataType::kUint8, {0});
+  r.process_set_ranks = std::move(ranks);
+  Handle handle = impl_->Submit(std::move(r), nullptr, nullptr);
+  if (absl::Status s = handle.Wait(); !s.ok()) return s;
+  return internal::ContextImpl::ProcessSetId(handle);
+}
+
+absl::Status Context::RemoveProcessSet(int id) {
+  TensorRequest r = Request(impl_->NextProcessSetName(kRemoveProcessSetPrefix),
+                            CollectiveType::kBarrier, DataType::kUint8, {0});
+  r.process_set_ranks = {id};
+  return impl_->Submit(std::move(r), nullptr, nullptr).Wait();
 }
 
 std::vector<Handle> Context::GroupedAllreduce(const std::string& group,
@@ -247,6 +300,7 @@ std::vector<Handle> Context::GroupedAllreduce(const std::string& group,
     r.postscale = options.postscale;
     r.group = group;
     r.group_size = static_cast<int>(tensors.size());
+    r.process_set = options.process_set;
     entries.push_back({std::move(r), t.in, t.out, nullptr});
   }
   return impl_->SubmitGroup(std::move(entries));

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -16,6 +17,7 @@
 #include "libclient/exec_stats.h"
 #include "libclient/executor.h"
 #include "libclient/output_pool.h"
+#include "libclient/process_set_table.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/transport.h"
 #include "libclient/wait_tracker.h"
@@ -36,7 +38,15 @@ class ContextImpl {
   // Checks every request and submits all of them in one batch, or none (every handle then
   // fails with the first error).
   std::vector<Handle> SubmitGroup(std::vector<Entry> entries);
-  std::string NextBarrierName() { return "troika/barrier/" + std::to_string(barriers_++); }
+  // A barrier of `process_set`: numbered per set, as every member calls the same barriers.
+  std::string NextBarrierName(int process_set);
+  // The next AddProcessSet (`prefix` kAddProcessSetPrefix) or RemoveProcessSet name; one
+  // sequence for both, as every rank calls them in the same order.
+  std::string NextProcessSetName(const char* prefix) {
+    return prefix + std::to_string(process_set_ops_++);
+  }
+  // The new set's id after a successful AddProcessSet handle.
+  static int ProcessSetId(const Handle& handle);
   absl::Status Shutdown();
 
  private:
@@ -51,11 +61,16 @@ class ContextImpl {
   std::shared_ptr<OpState> NewState(const std::string& name) const;
   // FAILED_PRECONDITION while this rank's join (Context::Join) is in flight.
   absl::Status CheckNotJoined() const;
+  // CheckRequest against the size of the request's process set; FAILED_PRECONDITION if this
+  // rank is not in that set.
+  absl::Status CheckInSet(const TensorRequest& request) const;
 
   Membership membership_;
   std::unique_ptr<ControlChannel> channel_;
   std::unique_ptr<transport::Transport> transport_;
-  std::unique_ptr<transport::Communicator> communicator_;
+  std::unique_ptr<transport::Communicator> communicator_;  // process set 0
+  transport::CommunicatorSpec data_spec_;                  // communicator_'s; the base of the sets'
+  std::unique_ptr<ProcessSetTable> process_sets_;
   TensorTable table_;
   ExecStats stats_;  // what the executor records for the coordinator
   // Recycled result buffers; shared with the handles that hold them.
@@ -64,7 +79,9 @@ class ContextImpl {
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.
   std::shared_ptr<WaitTracker> waits_;
-  std::atomic<uint64_t> barriers_{0};
+  std::mutex barriers_mu_;
+  std::map<int, uint64_t> barriers_;  // by process set; guarded by barriers_mu_
+  std::atomic<uint64_t> process_set_ops_{0};
   mutable std::mutex join_mu_;
   std::shared_ptr<OpState> join_;  // guarded by join_mu_; the latest join, done or not
   std::mutex fail_mu_;

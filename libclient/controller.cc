@@ -39,7 +39,9 @@ absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
   for (Entry& entry : entries) {
     TensorRequest request = entry.request;
     if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) {
-      for (const TensorRequest& inserted : requests) table_.Take(inserted.name);
+      for (const TensorRequest& inserted : requests) {
+        table_.Take(TensorTable::Key(inserted.process_set, inserted.name));
+      }
       return s;
     }
     requests.push_back(std::move(request));

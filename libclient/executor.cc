@@ -3,18 +3,22 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace troika::internal {
 
-Executor::Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs,
-                   ExecStats& stats, std::function<absl::Status(absl::Status)> on_failure)
+Executor::Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
+                   ConnectFn connect, OutputPool& outputs, ExecStats& stats,
+                   std::function<absl::Status(absl::Status)> on_failure)
     : table_(table),
       comm_(comm),
+      sets_(sets),
+      connect_(std::move(connect)),
       stats_(stats),
       on_failure_(std::move(on_failure)),
-      runner_(comm, outputs) {}
+      runner_(outputs) {}
 
 Executor::~Executor() { Stop(); }
 
@@ -39,6 +43,7 @@ void Executor::Abort() {
     queue_.clear();
   }
   comm_.Abort();
+  sets_.AbortAll();
   cv_.notify_one();
 }
 
@@ -87,11 +92,16 @@ void Executor::Execute(const Response& response) {
   if (response.is_error()) {
     // Names this rank never submitted (a departed rank's errors) are simply not here.
     for (const std::string& name : response.names) {
-      if (auto entry = table_.Take(name)) {
+      if (auto entry = table_.Take(TensorTable::Key(response.process_set, name))) {
         entry->state->Complete(absl::FailedPreconditionError(response.error));
       }
     }
     return;
+  }
+  transport::Communicator* comm = &comm_;
+  if (response.process_set != 0) {
+    comm = sets_.communicator(response.process_set);
+    if (comm == nullptr) return;  // not a member: every rank gets every set's responses
   }
   std::vector<Entry> entries;
   entries.reserve(response.names.size());
@@ -99,7 +109,7 @@ void Executor::Execute(const Response& response) {
                                 comm_.rank()) != response.joined_ranks.end();
   for (size_t i = 0; i < response.names.size(); ++i) {
     const std::string& name = response.names[i];
-    std::optional<Entry> entry = table_.Take(name);
+    std::optional<Entry> entry = table_.Take(TensorTable::Key(response.process_set, name));
     if (!entry && joined) {
       entries.push_back(JoinedStandIn(response, i));
       continue;
@@ -121,11 +131,43 @@ void Executor::Execute(const Response& response) {
   }
   std::vector<Entry*> pointers;
   for (Entry& e : entries) pointers.push_back(&e);
-  absl::Status status = runner_.Run(response, pointers);
+  absl::Status status = runner_.Run(*comm, response, pointers);
+  if (status.ok() && response.process_set == 0 && response.type == CollectiveType::kBarrier &&
+      entries.size() == 1) {
+    status = ApplyProcessSetControl(response, entries[0]);
+  }
   if (!status.ok()) status = on_failure_(status);
   for (Entry& e : entries) {
     if (e.state) e.state->Complete(status);
   }
+}
+
+absl::Status Executor::ApplyProcessSetControl(const Response& response, Entry& entry) {
+  const std::string& name = response.names[0];
+  const int id = response.root;
+  if (absl::StartsWith(name, kRemoveProcessSetPrefix)) {
+    sets_.Remove(id);
+    return absl::OkStatus();
+  }
+  if (!absl::StartsWith(name, kAddProcessSetPrefix)) return absl::OkStatus();
+  // Every rank passed the same ranks (the coordinator checked); every member connects here,
+  // at the same point of the stream, so the connection cannot wait on a set-0 collective.
+  const std::vector<int>& ranks = entry.request.process_set_ranks;
+  auto it = std::find(ranks.begin(), ranks.end(), comm_.rank());
+  std::unique_ptr<transport::Communicator> comm;
+  if (it != ranks.end()) {
+    auto connected =
+        connect_(id, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()));
+    if (!connected.ok()) {
+      return absl::Status(
+          connected.status().code(),
+          absl::StrCat("connecting process set ", id, ": ", connected.status().message()));
+    }
+    comm = *std::move(connected);
+  }
+  sets_.Add(id, ranks, std::move(comm));
+  if (entry.state) entry.state->process_set_id = id;
+  return absl::OkStatus();
 }
 
 Entry Executor::JoinedStandIn(const Response& response, size_t i) {

@@ -9,14 +9,17 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/messages.h"
 #include "libclient/collective_runner.h"
 #include "libclient/exec_stats.h"
+#include "libclient/process_set_table.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/communicator.h"
 
@@ -28,7 +31,13 @@ class Executor {
   // fails the whole context and returns the status the failed operation reports (the job's
   // abort reason when one arrives, rather than the transport's "connection reset").
   // `stats` receives allreduced bytes and, when asked for, each response's phases.
-  Executor(TensorTable& table, transport::Communicator& comm, OutputPool& outputs, ExecStats& stats,
+  // `comm`: process set 0's communicator. `sets`: the other process sets; a response of a set
+  // runs on its communicator, and is skipped where this rank is not in it. `connect`
+  // connects this rank's communicator to a new set (id, position in it, its size).
+  using ConnectFn = std::function<absl::StatusOr<std::unique_ptr<transport::Communicator>>(
+      int id, int index, int size)>;
+  Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
+           ConnectFn connect, OutputPool& outputs, ExecStats& stats,
            std::function<absl::Status(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;
@@ -36,7 +45,7 @@ class Executor {
 
   void Start();
   void Enqueue(std::vector<Response> responses);
-  // Unblocks a running transfer (the communicator is aborted) and drops queued responses.
+  // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
   // Runs what is queued unless aborted, then joins the thread. Idempotent.
   void Stop();
@@ -49,6 +58,9 @@ class Executor {
 
   void Loop();
   void Execute(const Response& response);
+  // After an AddProcessSet / RemoveProcessSet barrier (`entry`) succeeded: connects this
+  // rank to the new set, or drops the removed one. A failure is a data-plane failure.
+  absl::Status ApplyProcessSetControl(const Response& response, Entry& entry);
   // This rank has joined (Context::Join) and did not submit response.names[i]: an entry that
   // takes part with zeros and discards the result.
   static Entry JoinedStandIn(const Response& response, size_t i);
@@ -57,6 +69,8 @@ class Executor {
 
   TensorTable& table_;
   transport::Communicator& comm_;
+  ProcessSetTable& sets_;
+  const ConnectFn connect_;
   ExecStats& stats_;
   const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only

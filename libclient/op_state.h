@@ -33,6 +33,7 @@ struct OpState {
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
   int joined_last_rank = -1;  // a completed join: the last rank to join
+  int process_set_id = -1;    // a completed AddProcessSet: the new set's id
   // Set before the handle is returned; constant after. A waiter blocked for longer than
   // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
   std::string name;

@@ -7,6 +7,8 @@
 namespace troika::internal {
 
 TensorRequest RequestCache::Compress(const TensorRequest& request) {
+  // Only set 0 has a response cache, and this cache is keyed by name alone.
+  if (request.process_set != 0) return request;
   std::lock_guard<std::mutex> lock(mu_);
   Sent& sent = in_flight_[request.name];
   sent = {request, 0};
@@ -23,6 +25,7 @@ absl::Status RequestCache::Apply(int rank, DownMessage& message,
                                  std::vector<TensorRequest>* resend) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Response& response : message.responses) {
+    if (response.process_set != 0) continue;  // never cached (Compress)
     if (response.ids_known) {
       for (int32_t id : response.cache_ids) {
         auto name = names_.find(id);

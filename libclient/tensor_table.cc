@@ -4,18 +4,26 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/messages.h"
 
 namespace troika::internal {
+
+std::string TensorTable::Key(int process_set, const std::string& name) {
+  // '\0' cannot start a user's name, so set keys never collide with set-0 names.
+  return process_set == 0 ? name : absl::StrCat(std::string(1, '\0'), process_set, "/", name);
+}
 
 absl::Status TensorTable::Insert(Entry entry) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   const std::string& name = entry.request.name;
-  if (entries_.count(name)) {
+  std::string key = Key(entry.request.process_set, name);
+  if (entries_.count(key)) {
     return absl::AlreadyExistsError(
-        absl::StrCat("'", name, "' is already in flight on this rank; wait for it first"));
+        absl::StrCat("'", ProcessSetTensorName(entry.request.process_set, name),
+                     "' is already in flight on this rank; wait for it first"));
   }
-  entries_.emplace(name, std::move(entry));
+  entries_.emplace(std::move(key), std::move(entry));
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// TensorTable: this rank's operations between submission and execution, by name. A name can
-// be in flight once. Once closed (abort, failure, shutdown) every entry fails and so does
-// every later insert.
+// TensorTable: this rank's operations between submission and execution, by process set and
+// name (Key()). A name can be in flight once per process set. Once closed (abort, failure,
+// shutdown) every entry fails and so does every later insert.
 //
 // Thread-safe: user threads insert, the executor takes, anyone closes.
 
@@ -17,9 +17,13 @@ namespace troika::internal {
 
 class TensorTable {
  public:
-  // ALREADY_EXISTS if the name is in flight; the close status if closed.
+  // The key of tensor `name` of `process_set`: the name itself in set 0.
+  static std::string Key(int process_set, const std::string& name);
+
+  // ALREADY_EXISTS if the name is in flight in its set; the close status if closed.
   absl::Status Insert(Entry entry);
-  std::optional<Entry> Take(const std::string& name);
+  // `key`: Key(process_set, name).
+  std::optional<Entry> Take(const std::string& key);
   // Fails every entry, and every later Insert, with `status`. First call wins.
   void Close(const absl::Status& status);
   // OK while open.

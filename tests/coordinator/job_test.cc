@@ -203,6 +203,9 @@ TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
   EXPECT_THAT(job->abort_reason(), HasSubstr("'grad/a' (waiting 5m1s) is missing ranks 0, 2"));
   ASSERT_FALSE(s0.messages().empty());
   EXPECT_THAT(s0.messages().back().abort_reason, HasSubstr("stalled for more than 5m"));
+  // The job is named once, by the abort.
+  EXPECT_THAT(s0.messages().back().abort_reason,
+              ::testing::StartsWith("job 'train' aborted: 1 tensor stalled"));
 }
 
 TEST_F(JobTest, EveryRankBlockedOnPendingTensorsAbortsJobAtOnce) {

@@ -94,8 +94,8 @@ TEST(StallInspectorTest, NextCheckIsNeverOnceAllReportedAndShutdownIsOff) {
 TEST(StallInspectorTest, MessageNamesEveryTensorItsWaitAndMissingRanks) {
   std::vector<StalledTensor> stalled = {{"grad/a", absl::Seconds(75), {1, 3}},
                                         {"grad/b", absl::Seconds(62), {2}}};
-  EXPECT_EQ(FormatStalls("train", stalled, absl::Seconds(60)),
-            "job 'train': 2 tensors stalled for more than 1m: 'grad/a' (waiting 1m15s) is "
+  EXPECT_EQ(FormatStalls(stalled, absl::Seconds(60)),
+            "2 tensors stalled for more than 1m: 'grad/a' (waiting 1m15s) is "
             "missing ranks 1, 3; 'grad/b' (waiting 1m2s) is missing rank 2");
 }
 

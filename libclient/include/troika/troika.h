@@ -64,6 +64,17 @@ struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   double prescale = 1.0;   // applied to the input before reduction
   double postscale = 1.0;  // applied to the result (after averaging)
+  // The process set (Context::AddProcessSet) to run in; 0: every rank of the job. kAverage
+  // divides by the set's size.
+  int process_set = 0;
+};
+
+// Options of the other operations.
+struct OpOptions {
+  // The process set (Context::AddProcessSet) to run in; 0: every rank of the job. Within a
+  // set, ranks are positions in the set: a broadcast `root` and alltoall `splits` index the
+  // set's ranks in ascending order, not the job's.
+  int process_set = 0;
 };
 
 // One tensor of a grouped allreduce (Context::GroupedAllreduce); as Allreduce's arguments.
@@ -125,22 +136,39 @@ class Context {
   // Concatenates every rank's `in` along dim 0, which may differ per rank; the result is
   // handle-owned.
   Handle Allgather(const std::string& name, const void* in, DataType dtype,
-                   std::vector<int64_t> shape);
+                   std::vector<int64_t> shape, OpOptions options = {});
   // Copies `root`'s `in` to `out` on every rank (`in == out`: in place; `in` is read only on
   // the root).
   Handle Broadcast(const std::string& name, const void* in, void* out, DataType dtype,
-                   std::vector<int64_t> shape, int root);
+                   std::vector<int64_t> shape, int root, OpOptions options = {});
   // Sends splits[j] rows of `in` (consecutively, in rank order) to rank j; empty `splits`:
   // an even split of dim 0. The received rows are handle-owned, with received_splits().
   Handle Alltoall(const std::string& name, const void* in, DataType dtype,
-                  std::vector<int64_t> shape, std::vector<int64_t> splits = {});
+                  std::vector<int64_t> shape, std::vector<int64_t> splits = {},
+                  OpOptions options = {});
   // Reduces `in` across ranks and scatters dim 0: rank r receives rows
   // [offset_r, offset_r + n_r), the first (dim0 % size) ranks one row more. `options.op` is
   // kSum or kAverage. Result handle-owned.
   Handle Reducescatter(const std::string& name, const void* in, DataType dtype,
                        std::vector<int64_t> shape, AllreduceOptions options = {});
-  // Completes once every rank has reached the barrier.
-  Handle Barrier();
+  // Completes once every rank (of `options.process_set`) has reached the barrier.
+  Handle Barrier(OpOptions options = {});
+
+  // Process sets: subsets of the job's ranks with their own negotiation (names are matched
+  // within a set, ordered per set) and their own data-plane communicator, so collectives in
+  // different sets run concurrently. Set 0 is the whole job.
+  //
+  // Adds a set of the job's `ranks` (ascending, distinct, in [0, size())) and returns its id
+  // (> 0). Every rank of the job must call it — members or not — with the same list, in the
+  // same order relative to the other AddProcessSet / RemoveProcessSet calls; it is negotiated
+  // in set 0 like a barrier and blocks until every rank called it (members connect the set's
+  // communicator before it returns). A list that differs between ranks, or is invalid, fails
+  // on every rank with FAILED_PRECONDITION naming what each rank passed. An op submitted to a
+  // set this rank is not in fails at once.
+  absl::StatusOr<int> AddProcessSet(std::vector<int> ranks);
+  // Removes set `id` (every rank of the job calls it, as AddProcessSet): its operations that
+  // are still negotiating fail, later ones fail at once, its communicator is closed.
+  absl::Status RemoveProcessSet(int id);
 
   // Allreduces `tensors` as one group named `group`: the coordinator schedules none of them
   // until every rank submitted all of them, then runs them together (fused as far as the
