@@ -8,6 +8,7 @@
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/negotiator_test_util.h"
 
 namespace troika::coordinator {
 namespace {
@@ -16,7 +17,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::UnixEpoch() + absl::Hours(1);
+using test_util::kT0;
+using test_util::NoHold;
+using test_util::PollNow;
 
 TensorRequest Request(int rank, std::string name, CollectiveType type = CollectiveType::kAllreduce,
                       std::vector<int64_t> shape = {4}) {
@@ -43,17 +46,6 @@ TensorRequest Join(int rank) {
   r.type = CollectiveType::kJoin;
   r.dtype = DataType::kUint8;
   return r;
-}
-
-NegotiatorOptions NoHold() {
-  NegotiatorOptions o;
-  o.cycle_time = absl::ZeroDuration();
-  return o;
-}
-
-std::vector<Response> PollNow(Negotiator& n, absl::Time now = kT0) {
-  absl::Time next;
-  return n.Poll(now, &next);
 }
 
 void SubmitOnRanks(Negotiator& n, const std::vector<int>& ranks,

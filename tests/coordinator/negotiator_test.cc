@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/negotiator_test_util.h"
 
 namespace troika::coordinator {
 namespace {
@@ -13,7 +14,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::UnixEpoch() + absl::Hours(1);
+using test_util::kT0;
+using test_util::NoHold;
+using test_util::PollNow;
 
 TensorRequest Allreduce(int rank, std::string name, std::vector<int64_t> shape = {4},
                         DataType dtype = DataType::kFloat32) {
@@ -24,17 +27,6 @@ TensorRequest Allreduce(int rank, std::string name, std::vector<int64_t> shape =
   r.dtype = dtype;
   r.shape = std::move(shape);
   return r;
-}
-
-NegotiatorOptions NoHold() {
-  NegotiatorOptions o;
-  o.cycle_time = absl::ZeroDuration();
-  return o;
-}
-
-std::vector<Response> PollNow(Negotiator& n, absl::Time now = kT0) {
-  absl::Time next;
-  return n.Poll(now, &next);
 }
 
 TEST(NegotiatorTest, TensorIsReadyOnlyWhenEveryRankSubmitted) {

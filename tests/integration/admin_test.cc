@@ -42,14 +42,7 @@ bool HasPending(const JobInfo& info) { return !info.pending.empty(); }
 
 // Runs troikactl with `args`; returns its exit code and fills `output` (stdout and stderr).
 int RunTroikactl(const std::string& args, std::string* output) {
-  std::string command = absl::StrCat(TROIKACTL_BINARY, " ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return RunCommand(absl::StrCat(TROIKACTL_BINARY, " ", args), output);
 }
 
 class AdminTest : public ::testing::Test {

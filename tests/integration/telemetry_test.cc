@@ -23,20 +23,10 @@ using ::testing::HasSubstr;
 
 constexpr int kRanks = 4;
 
-// Runs `command` in a shell; returns its exit code, stdout and stderr in `output`.
-int Run(const std::string& command, std::string* output) {
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
+// Runs troikactl against `cluster`; returns its exit code, output in `output`.
 int Troikactl(TestCluster& cluster, const std::string& args, std::string* output) {
-  return Run(absl::StrCat(TROIKACTL_BINARY, " --coordinator=", cluster.address(), " ", args),
-             output);
+  return RunCommand(absl::StrCat(TROIKACTL_BINARY, " --coordinator=", cluster.address(), " ", args),
+                    output);
 }
 
 // `steps` steps of three allreduces on every rank, checking the sums.
@@ -60,7 +50,7 @@ int RunPython(const std::string& script, const std::string& args, std::string* o
   static int scripts = 0;
   const std::string path = absl::StrCat(::testing::TempDir(), "/check_", scripts++, ".py");
   std::ofstream(path) << script;
-  return Run(absl::StrCat("python3 ", path, " ", args), output);
+  return RunCommand(absl::StrCat("python3 ", path, " ", args), output);
 }
 
 void WaitUntilReleased(TestCluster& cluster, const std::string& job) {

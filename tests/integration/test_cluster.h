@@ -2,6 +2,9 @@
 // TestCluster: a real coordinator on loopback (port 0) and N ranks as threads, each with its
 // own troika::Context over real Gloo TCP — the whole client and service, in one process.
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +16,18 @@
 #include "troika/troika.h"
 
 namespace troika::testing {
+
+// Runs `command` in a shell; returns its exit code (-1 if it did not exit normally), its
+// stdout and stderr appended to `output`.
+inline int RunCommand(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 // Runs fn(rank) on `size` threads at once and joins them.
 inline void OnEveryRank(int size, const std::function<void(int)>& fn) {
