@@ -1,3 +1,6 @@
+// Job: sessions, negotiation and its flushes, aborts and the job's end. Attaching is in
+// job_attach.cc, self-inspection in job_inspection.cc, Describe() in job_info.cc.
+
 #include "coordinator/job.h"
 
 #include <algorithm>
@@ -7,30 +10,6 @@
 #include "common/logging.h"
 
 namespace troika::coordinator {
-namespace {
-
-// Local ranks: position among the ranks of the same host. Cross ranks: position among the
-// ranks with the same local rank (one per host when hosts are uniform), as in Horovod.
-std::vector<Membership> ComputeMemberships(const std::map<int, std::string>& hosts, int64_t epoch) {
-  const int size = static_cast<int>(hosts.size());
-  std::vector<Membership> out(size);
-  std::map<std::string, int> per_host;
-  for (const auto& [rank, host] : hosts) {
-    out[rank].rank = rank;
-    out[rank].size = size;
-    out[rank].local_rank = per_host[host]++;
-    out[rank].epoch = epoch;
-  }
-  std::map<int, int> per_local_rank;
-  for (const auto& [rank, host] : hosts) {
-    out[rank].local_size = per_host[host];
-    out[rank].cross_rank = per_local_rank[out[rank].local_rank]++;
-  }
-  for (Membership& m : out) m.cross_size = per_local_rank[m.local_rank];
-  return out;
-}
-
-}  // namespace
 
 const char* JobStateName(Job::State state) {
   switch (state) {
@@ -70,128 +49,6 @@ Job::~Job() {
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
   if (stall_timer_) scheduler_.Cancel(stall_timer_);
   FailAttachWaitersLocked(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
-}
-
-void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
-                 AttachCallback done) {
-  std::unique_lock<std::mutex> lock(mu_);
-  absl::Status invalid;
-  if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
-  for (int rank : ranks) {
-    if (rank < 0 || rank >= size_) {
-      invalid = absl::InvalidArgumentError(
-          absl::StrCat("rank ", rank, " is out of range for job '", name_, "' of size ", size_));
-    }
-  }
-  if (invalid.ok() && state_ != State::kAttaching) {
-    if (state_ == State::kRunning) {
-      // Already complete: a repeated attach learns its memberships again.
-      std::vector<Membership> out;
-      for (int rank : ranks) out.push_back(memberships_[rank]);
-      lock.unlock();
-      done(std::move(out));
-      return;
-    }
-    invalid = absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it takes no new ranks"));
-  }
-  if (!invalid.ok()) {
-    lock.unlock();
-    done(invalid);
-    return;
-  }
-  // A rank attaching again voids the attach that was waiting for it.
-  for (auto it = attach_waiters_.begin(); it != attach_waiters_.end();) {
-    const std::vector<int>& old = it->second.ranks;
-    bool overlaps = std::any_of(old.begin(), old.end(), [&](int r) {
-      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
-    });
-    if (!overlaps) {
-      ++it;
-      continue;
-    }
-    scheduler_.Cancel(it->second.timer);
-    // Runs under the lock: callbacks only finish RPCs and never call back into the job.
-    it->second.done(
-        absl::AbortedError(absl::StrCat(FormatRanks(old), " attached again; this attach is void")));
-    it = attach_waiters_.erase(it);
-  }
-  for (int rank : ranks) hosts_[rank] = host;
-  done_reported_ = false;  // a job that looked abandoned has ranks again
-  const uint64_t id = next_waiter_++;
-  std::weak_ptr<Job> weak = weak_from_this();
-  AttachWaiter& waiter = attach_waiters_[id];
-  waiter.ranks = ranks;
-  waiter.done = std::move(done);
-  waiter.timer = scheduler_.RunAfter(timeout, [weak, id, timeout] {
-    if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
-  });
-  if (static_cast<int>(hosts_.size()) == size_) CompleteAttachLocked();
-}
-
-absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, int nproc,
-                                                      int node_rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (nproc < 1 || size_ % nproc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
-                                                   " ranks, which is not a multiple of ", nproc,
-                                                   " processes per node"));
-  }
-  const int nodes = size_ / nproc;
-  if (node_rank < 0) {
-    for (const auto& [n, h] : nodes_) {
-      if (h == host) return std::make_pair(n * nproc, n);  // a restarted agent
-    }
-    node_rank = 0;
-    while (nodes_.count(node_rank)) ++node_rank;
-  }
-  if (node_rank >= nodes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job '", name_, "' has room for ", nodes, " nodes of ", nproc, " ranks; no block left",
-        node_rank < nodes ? "" : absl::StrCat(" for node rank ", node_rank)));
-  }
-  auto [it, inserted] = nodes_.try_emplace(node_rank, host);
-  if (!inserted && it->second != host) {
-    return absl::AlreadyExistsError(absl::StrCat("node rank ", node_rank, " of job '", name_,
-                                                 "' is taken by host '", it->second, "'"));
-  }
-  return std::make_pair(node_rank * nproc, node_rank);
-}
-
-void Job::CompleteAttachLocked() {
-  memberships_ = ComputeMemberships(hosts_, epoch_);
-  state_ = State::kRunning;
-  TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
-  for (auto& [id, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    std::vector<Membership> out;
-    for (int rank : waiter.ranks) out.push_back(memberships_[rank]);
-    waiter.done(std::move(out));
-  }
-  attach_waiters_.clear();
-}
-
-void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!attach_waiters_.count(id) || state_ != State::kAttaching) return;
-  // The first attach to time out ends the attach phase for every rank, with one message.
-  std::vector<int> missing, attached;
-  for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing).push_back(r);
-  std::string message =
-      absl::StrCat("job '", name_, "': ", FormatRanks(missing), " did not attach within ",
-                   absl::FormatDuration(timeout), " (attached: ", FormatRanks(attached), ")");
-  TROIKA_LOG(WARNING) << message;
-  FailAttachWaitersLocked(absl::DeadlineExceededError(message));
-  hosts_.clear();
-  MaybeDoneLocked();
-}
-
-void Job::FailAttachWaitersLocked(const absl::Status& status) {
-  for (auto& [id, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    waiter.done(status);
-  }
-  attach_waiters_.clear();
 }
 
 absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink) {
@@ -342,17 +199,6 @@ void Job::SyncSettingsLocked() {
   BroadcastLocked(std::move(down));
 }
 
-void Job::CheckDeadlockLocked() {
-  if (!deadlock_detection_ || state_ != State::kRunning || !deadlock_detector_.any_waiting() ||
-      !deadlock_detector_.AllBlocked(departed_, size_)) {
-    return;
-  }
-  if (std::optional<std::string> deadlock =
-          deadlock_detector_.Check(PendingLocked(), departed_, size_)) {
-    AbortLocked(*deadlock);
-  }
-}
-
 std::vector<PendingTensor> Job::PendingLocked() const {
   std::vector<PendingTensor> pending = negotiator_.Pending();
   for (PendingTensor& tensor : process_sets_.Pending()) pending.push_back(std::move(tensor));
@@ -430,94 +276,6 @@ void Job::ArmTimerLocked(absl::Time due) {
     job->flush_due_ = absl::InfiniteFuture();
     job->FlushLocked();
   });
-}
-
-void Job::InspectStalls() {
-  std::lock_guard<std::mutex> lock(mu_);
-  InspectStallsLocked();
-  MaybeDoneLocked();
-}
-
-void Job::InspectStallsLocked() {
-  if (state_ != State::kRunning) return;
-  const std::vector<PendingTensor> pending = PendingLocked();
-  const StallReport report = stall_inspector_.Inspect(pending, clock_.Now());
-  const StallOptions& options = stall_inspector_.options();
-  if (!report.past_shutdown.empty()) {
-    AbortLocked(absl::StrCat(FormatStalls(report.past_shutdown, options.shutdown_time),
-                             " (--stall_shutdown_time)"));
-    return;
-  }
-  if (!report.newly_stalled.empty()) {
-    TROIKA_LOG(WARNING) << "job '" << name_
-                        << "': " << FormatStalls(report.newly_stalled, options.warning_time)
-                        << ". The ranks may have diverged (different tensors or order), or be "
-                           "hung or much slower.";
-  }
-  const absl::Time next = stall_inspector_.NextCheck(pending);
-  if (next != absl::InfiniteFuture()) ArmStallTimerLocked(next);
-}
-
-void Job::ArmStallTimerLocked(absl::Time due) {
-  if (stall_timer_ != 0) scheduler_.Cancel(stall_timer_);
-  std::weak_ptr<Job> weak = weak_from_this();
-  // Real-time scheduler, possibly fake clock: only the offset from now matters (see
-  // ArmTimerLocked). A timer that finds nothing pending does not re-arm, so an idle job wakes
-  // at most once more.
-  stall_timer_ = scheduler_.RunAfter(due - clock_.Now(), [weak] {
-    auto job = weak.lock();
-    if (!job) return;
-    std::lock_guard<std::mutex> lock(job->mu_);
-    job->stall_timer_ = 0;
-    job->InspectStallsLocked();
-    job->MaybeDoneLocked();
-  });
-}
-
-void Job::RecordReadyLocked() {
-  const std::vector<ReadyRecord> records = negotiator_.TakeReadyRecords();
-  for (const ReadyRecord& record : records) straggler_stats_.OnReady(record.arrivals);
-  if (std::optional<TuningParams> tuned = telemetry_.OnReady(records, clock_.Now())) {
-    NegotiatorOptions options = negotiator_.options();
-    options.fusion_threshold_bytes = tuned->fusion_threshold_bytes;
-    options.cycle_time = tuned->cycle_time;
-    negotiator_.set_options(options);
-    SyncSettingsLocked();  // tuning may have ended
-  }
-  // Checked every few dozen tensors and logged at most every 30 s, so a training step never
-  // pays for it and the log does not flood.
-  constexpr int64_t kCheckEvery = 64;
-  constexpr absl::Duration kLogEvery = absl::Seconds(30);
-  if (straggler_stats_.tensors() - straggler_checked_at_ < kCheckEvery) return;
-  straggler_checked_at_ = straggler_stats_.tensors();
-  const absl::Time now = clock_.Now();
-  if (now - straggler_logged_at_ < kLogEvery) return;
-  std::vector<int> stragglers = straggler_stats_.Stragglers(straggler_margin_);
-  if (stragglers == logged_stragglers_) return;
-  straggler_logged_at_ = now;
-  if (stragglers.empty()) {
-    TROIKA_LOG(INFO) << "job '" << name_ << "': no straggling ranks any more";
-  } else {
-    const coordinator::StragglerSnapshot snapshot = straggler_stats_.Snapshot();
-    std::string detail;
-    for (int r : stragglers) {
-      const RankLateness& l = snapshot.ranks[r];
-      absl::StrAppend(&detail, detail.empty() ? "" : "; ", "rank ", r, " last for ",
-                      l.window_last_count, " of ", snapshot.window_size, " recent tensors, by ",
-                      absl::FormatDuration(l.window_last_lateness), " on average; mean lateness ",
-                      absl::FormatDuration(l.mean_lateness), ", max ",
-                      absl::FormatDuration(l.max_lateness));
-    }
-    TROIKA_LOG(WARNING) << "job '" << name_ << "': " << FormatRanks(stragglers)
-                        << " straggling (--straggler_margin "
-                        << absl::FormatDuration(straggler_margin_) << "): " << detail;
-  }
-  logged_stragglers_ = std::move(stragglers);
-}
-
-StragglerSnapshot Job::StragglerSnapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return straggler_stats_.Snapshot();
 }
 
 void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {

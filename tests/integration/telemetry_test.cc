@@ -14,6 +14,7 @@
 #include "coordinator/autotuner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/launcher_helpers.h"
 #include "tests/integration/test_cluster.h"
 
 namespace troika::testing {
@@ -22,6 +23,13 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int kRanks = 4;
+
+// This process's own directory for timelines, autotune files and scripts: ctest runs this
+// binary's tests in parallel processes, and other builds may run them at the same time.
+const std::string& Scratch() {
+  static const std::string dir = MakeScratchDir("telemetry");
+  return dir;
+}
 
 // Runs troikactl against `cluster`; returns its exit code, output in `output`.
 int Troikactl(TestCluster& cluster, const std::string& args, std::string* output) {
@@ -47,10 +55,12 @@ void Steps(std::vector<std::unique_ptr<Context>>& contexts, int steps) {
 
 // Runs Python `script` with `args`.
 int RunPython(const std::string& script, const std::string& args, std::string* output) {
-  static int scripts = 0;
-  const std::string path = absl::StrCat(::testing::TempDir(), "/check_", scripts++, ".py");
+  const std::string path = absl::StrCat(
+      Scratch(), "/", ::testing::UnitTest::GetInstance()->current_test_info()->name(), ".py");
   std::ofstream(path) << script;
-  return RunCommand(absl::StrCat("python3 ", path, " ", args), output);
+  const int code = RunCommand(absl::StrCat("python3 ", path, " ", args), output);
+  std::remove(path.c_str());
+  return code;
 }
 
 void WaitUntilReleased(TestCluster& cluster, const std::string& job) {
@@ -91,7 +101,7 @@ sys.exit(1 if problems else 0)
 TEST(TelemetryTest, TimelineHasArrivalTicksForCachedStepsAndEveryRanksPhases) {
   if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
   coordinator::CoordinatorOptions options;
-  options.service.timeline_dir = ::testing::TempDir();
+  options.service.timeline_dir = Scratch();
   TestCluster cluster(options);
   auto contexts = cluster.Join("job", kRanks);
   Steps(contexts, 3);  // the tensors are cached from here on
@@ -108,9 +118,7 @@ TEST(TelemetryTest, TimelineHasArrivalTicksForCachedStepsAndEveryRanksPhases) {
   WaitUntilReleased(cluster, "job");
 
   std::string report;
-  EXPECT_EQ(
-      RunPython(kCheckTrace, absl::StrCat(::testing::TempDir(), "/trace.json ", kRanks), &report),
-      0)
+  EXPECT_EQ(RunPython(kCheckTrace, absl::StrCat(Scratch(), "/trace.json ", kRanks), &report), 0)
       << report;
   std::printf("%s", report.c_str());
 }
@@ -134,7 +142,7 @@ TEST(TelemetryTest, GroupedAllreduceOfFiftyTensorsRunsAsOneFusedCollective) {
   if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
   constexpr int kTensors = 50;
   coordinator::CoordinatorOptions options;
-  options.service.timeline_dir = ::testing::TempDir();
+  options.service.timeline_dir = Scratch();
   TestCluster cluster(options);
   auto contexts = cluster.Join("grouped", kRanks);
   std::string out;
@@ -155,8 +163,7 @@ TEST(TelemetryTest, GroupedAllreduceOfFiftyTensorsRunsAsOneFusedCollective) {
   for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
   WaitUntilReleased(cluster, "grouped");
   std::string report;
-  EXPECT_EQ(RunPython(kCheckFused,
-                      absl::StrCat(::testing::TempDir(), "/grouped.json ", kRanks, " ", kTensors),
+  EXPECT_EQ(RunPython(kCheckFused, absl::StrCat(Scratch(), "/grouped.json ", kRanks, " ", kTensors),
                       &report),
             0)
       << report;
@@ -164,7 +171,7 @@ TEST(TelemetryTest, GroupedAllreduceOfFiftyTensorsRunsAsOneFusedCollective) {
 
 TEST(TelemetryTest, TroikactlStopsATimelineAndRefusesPathsOutsideTheTimelineDir) {
   coordinator::CoordinatorOptions options;
-  options.service.timeline_dir = ::testing::TempDir();
+  options.service.timeline_dir = Scratch();
   TestCluster cluster(options);
   auto contexts = cluster.Join("job", kRanks);
   std::string out;
@@ -180,7 +187,7 @@ TEST(TelemetryTest, TroikactlStopsATimelineAndRefusesPathsOutsideTheTimelineDir)
   out.clear();
   ASSERT_EQ(Troikactl(cluster, "timeline stop job", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("stopped.json written"));
-  std::ifstream file(::testing::TempDir() + "/stopped.json");
+  std::ifstream file(Scratch() + "/stopped.json");
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_THAT(text.str(), ::testing::EndsWith("]}\n"));
@@ -214,7 +221,7 @@ TEST(TelemetryTest, AutotunerRunsItsBudgetOnALiveJobAndSavesTheBest) {
   autotune.warmup_samples = 1;
   autotune.steps_per_sample = 3;
   autotune.max_samples = 4;
-  options.registry.autotune_dir = ::testing::TempDir();
+  options.registry.autotune_dir = Scratch();
   TestCluster cluster(options);
   auto contexts = cluster.Join("tuned", kRanks);
   auto job = cluster.coordinator().registry().Find("tuned");
@@ -242,10 +249,10 @@ TEST(TelemetryTest, AutotunerRunsItsBudgetOnALiveJobAndSavesTheBest) {
   // The best configuration is in force and saved for a later job.
   EXPECT_EQ(info.negotiation.fusion_threshold_bytes, info.autotune.best.fusion_threshold_bytes);
   EXPECT_EQ(info.negotiation.cycle_time, info.autotune.best.cycle_time);
-  auto saved = coordinator::LoadTuningParams(::testing::TempDir() + "/tuned-autotune.params");
+  auto saved = coordinator::LoadTuningParams(Scratch() + "/tuned-autotune.params");
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->fusion_threshold_bytes, info.autotune.best.fusion_threshold_bytes);
-  std::ifstream csv(::testing::TempDir() + "/tuned-autotune.csv");
+  std::ifstream csv(Scratch() + "/tuned-autotune.csv");
   std::vector<std::string> lines;
   for (std::string line; std::getline(csv, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 5u) << "a header and one row per configuration";

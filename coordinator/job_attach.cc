@@ -1,0 +1,159 @@
+// Job: attaching ranks and registering nodes (the membership), until the job runs.
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "coordinator/job.h"
+
+namespace troika::coordinator {
+
+namespace {
+
+// Local ranks: position among the ranks of the same host. Cross ranks: position among the
+// ranks with the same local rank (one per host when hosts are uniform), as in Horovod.
+std::vector<Membership> ComputeMemberships(const std::map<int, std::string>& hosts, int64_t epoch) {
+  const int size = static_cast<int>(hosts.size());
+  std::vector<Membership> out(size);
+  std::map<std::string, int> per_host;
+  for (const auto& [rank, host] : hosts) {
+    out[rank].rank = rank;
+    out[rank].size = size;
+    out[rank].local_rank = per_host[host]++;
+    out[rank].epoch = epoch;
+  }
+  std::map<int, int> per_local_rank;
+  for (const auto& [rank, host] : hosts) {
+    out[rank].local_size = per_host[host];
+    out[rank].cross_rank = per_local_rank[out[rank].local_rank]++;
+  }
+  for (Membership& m : out) m.cross_size = per_local_rank[m.local_rank];
+  return out;
+}
+
+}  // namespace
+
+void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
+                 AttachCallback done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  absl::Status invalid;
+  if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
+  for (int rank : ranks) {
+    if (rank < 0 || rank >= size_) {
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " is out of range for job '", name_, "' of size ", size_));
+    }
+  }
+  if (invalid.ok() && state_ != State::kAttaching) {
+    if (state_ == State::kRunning) {
+      // Already complete: a repeated attach learns its memberships again.
+      std::vector<Membership> out;
+      for (int rank : ranks) out.push_back(memberships_[rank]);
+      lock.unlock();
+      done(std::move(out));
+      return;
+    }
+    invalid = absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it takes no new ranks"));
+  }
+  if (!invalid.ok()) {
+    lock.unlock();
+    done(invalid);
+    return;
+  }
+  // A rank attaching again voids the attach that was waiting for it.
+  for (auto it = attach_waiters_.begin(); it != attach_waiters_.end();) {
+    const std::vector<int>& old = it->second.ranks;
+    bool overlaps = std::any_of(old.begin(), old.end(), [&](int r) {
+      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+    });
+    if (!overlaps) {
+      ++it;
+      continue;
+    }
+    scheduler_.Cancel(it->second.timer);
+    // Runs under the lock: callbacks only finish RPCs and never call back into the job.
+    it->second.done(
+        absl::AbortedError(absl::StrCat(FormatRanks(old), " attached again; this attach is void")));
+    it = attach_waiters_.erase(it);
+  }
+  for (int rank : ranks) hosts_[rank] = host;
+  done_reported_ = false;  // a job that looked abandoned has ranks again
+  const uint64_t id = next_waiter_++;
+  std::weak_ptr<Job> weak = weak_from_this();
+  AttachWaiter& waiter = attach_waiters_[id];
+  waiter.ranks = ranks;
+  waiter.done = std::move(done);
+  waiter.timer = scheduler_.RunAfter(timeout, [weak, id, timeout] {
+    if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
+  });
+  if (static_cast<int>(hosts_.size()) == size_) CompleteAttachLocked();
+}
+
+absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, int nproc,
+                                                      int node_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nproc < 1 || size_ % nproc != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
+                                                   " ranks, which is not a multiple of ", nproc,
+                                                   " processes per node"));
+  }
+  const int nodes = size_ / nproc;
+  if (node_rank < 0) {
+    for (const auto& [n, h] : nodes_) {
+      if (h == host) return std::make_pair(n * nproc, n);  // a restarted agent
+    }
+    node_rank = 0;
+    while (nodes_.count(node_rank)) ++node_rank;
+  }
+  if (node_rank >= nodes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job '", name_, "' has room for ", nodes, " nodes of ", nproc, " ranks; no block left",
+        node_rank < nodes ? "" : absl::StrCat(" for node rank ", node_rank)));
+  }
+  auto [it, inserted] = nodes_.try_emplace(node_rank, host);
+  if (!inserted && it->second != host) {
+    return absl::AlreadyExistsError(absl::StrCat("node rank ", node_rank, " of job '", name_,
+                                                 "' is taken by host '", it->second, "'"));
+  }
+  return std::make_pair(node_rank * nproc, node_rank);
+}
+
+void Job::CompleteAttachLocked() {
+  memberships_ = ComputeMemberships(hosts_, epoch_);
+  state_ = State::kRunning;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
+  for (auto& [id, waiter] : attach_waiters_) {
+    scheduler_.Cancel(waiter.timer);
+    std::vector<Membership> out;
+    for (int rank : waiter.ranks) out.push_back(memberships_[rank]);
+    waiter.done(std::move(out));
+  }
+  attach_waiters_.clear();
+}
+
+void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!attach_waiters_.count(id) || state_ != State::kAttaching) return;
+  // The first attach to time out ends the attach phase for every rank, with one message.
+  std::vector<int> missing, attached;
+  for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing).push_back(r);
+  std::string message =
+      absl::StrCat("job '", name_, "': ", FormatRanks(missing), " did not attach within ",
+                   absl::FormatDuration(timeout), " (attached: ", FormatRanks(attached), ")");
+  TROIKA_LOG(WARNING) << message;
+  FailAttachWaitersLocked(absl::DeadlineExceededError(message));
+  hosts_.clear();
+  MaybeDoneLocked();
+}
+
+void Job::FailAttachWaitersLocked(const absl::Status& status) {
+  for (auto& [id, waiter] : attach_waiters_) {
+    scheduler_.Cancel(waiter.timer);
+    waiter.done(status);
+  }
+  attach_waiters_.clear();
+}
+
+}  // namespace troika::coordinator
