@@ -1,5 +1,6 @@
 #include "coordinator/response_cache.h"
 
+#include <limits>
 #include <utility>
 
 namespace troika::coordinator {
@@ -33,6 +34,9 @@ ResponseCache::Assignment ResponseCache::Put(const std::vector<TensorRequest>& b
     End(named->second);  // changed: a new id replaces it
   }
   ++stats_.misses;
+  // Ids are never reused, so a job that has used up all 2^31 - 1 of them (tensors whose
+  // shapes change every step, for weeks) caches nothing new rather than wrapping around.
+  if (next_id_ == std::numeric_limits<int32_t>::max()) return {};
   while (static_cast<int>(entries_.size()) >= capacity_) {
     ++stats_.evictions;
     End(lru_.back());

@@ -10,7 +10,7 @@
 // replaces it), when its tensor fails agreement, or when it is the least recently used entry
 // and the cache is full. Ended ids are reported (TakeEnded) so ranks stop using them; a rank
 // that sent one before it learned of the end gets a CacheMiss and sends the request in full.
-// Ids are never reused.
+// Ids are never reused; once they run out (2^31 - 1 of them) nothing new is cached.
 //
 // Plain state, no threads, no clock. Not thread-safe (the Negotiator owns it).
 

@@ -31,6 +31,16 @@ DownMessage Announce(std::vector<std::string> names, std::vector<int32_t> ids) {
   return m;
 }
 
+// A down message with one response sent as ids alone (every rank knows them).
+DownMessage KnownIds(std::vector<int32_t> ids) {
+  DownMessage m;
+  Response r;
+  r.cache_ids = std::move(ids);
+  r.ids_known = true;
+  m.responses.push_back(r);
+  return m;
+}
+
 class RequestCacheTest : public ::testing::Test {
  protected:
   // Sends `request` and applies `down`; returns what went up.
@@ -67,18 +77,12 @@ TEST_F(RequestCacheTest, ResponsesWithoutIdsTeachNothing) {
 TEST_F(RequestCacheTest, KnownIdsRestoreNames) {
   RoundTrip(Request("a"), Announce({"a", "b"}, {7, 8}));  // "b" was not ours: not learned
   cache_.Compress(Request("a"));
-  DownMessage down;
-  Response r;
-  r.cache_ids = {7};
-  r.ids_known = true;
-  down.responses.push_back(r);
+  DownMessage down = KnownIds({7});
   std::vector<TensorRequest> resend;
   ASSERT_TRUE(cache_.Apply(1, down, &resend).ok());
   EXPECT_THAT(down.responses[0].names, ElementsAre("a"));
 
-  DownMessage bad;
-  r.cache_ids = {8};
-  bad.responses.push_back(r);
+  DownMessage bad = KnownIds({8});
   absl::Status s = cache_.Apply(1, bad, &resend);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(s.message(), HasSubstr("cache id 8"));
@@ -87,11 +91,7 @@ TEST_F(RequestCacheTest, KnownIdsRestoreNames) {
 TEST_F(RequestCacheTest, EndedIdsAreForgottenAfterTheResponsesOfTheirMessage) {
   RoundTrip(Request("a"), Announce({"a"}, {7}));
   cache_.Compress(Request("a"));
-  DownMessage down;
-  Response r;
-  r.cache_ids = {7};
-  r.ids_known = true;
-  down.responses.push_back(r);
+  DownMessage down = KnownIds({7});
   down.evicted_cache_ids = {7};
   std::vector<TensorRequest> resend;
   ASSERT_TRUE(cache_.Apply(1, down, &resend).ok());  // resolved before being forgotten
