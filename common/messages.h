@@ -124,12 +124,22 @@ struct PhaseSpan {
   std::vector<std::string> names;
 };
 
-// A rank's report about its execution (ClientSettings).
+// One training step of a rank (Context::MarkStep): compute + negotiation_wait +
+// communication == duration. See StepSample in the protocol.
+struct StepSample {
+  absl::Duration duration;
+  absl::Duration compute;
+  absl::Duration negotiation_wait;
+  absl::Duration communication;
+};
+
+// A rank's report about its execution (ClientSettings), and its step samples.
 struct ExecReport {
   int rank = 0;
   absl::Time sent_at;           // the rank's clock
   int64_t allreduce_bytes = 0;  // completed since the session opened
   std::vector<PhaseSpan> phases;
+  std::vector<StepSample> steps;  // ended since the last report
 };
 
 // One message down a session stream: responses to execute in order (with the cache ids that

@@ -220,6 +220,13 @@ void ToWire(const ExecReport& in, v1::ExecReport* out) {
     wire->set_end_us(absl::ToUnixMicros(phase.end));
     for (const std::string& name : phase.names) wire->add_names(name);
   }
+  for (const StepSample& step : in.steps) {
+    v1::StepSample* wire = out->add_steps();
+    wire->set_duration_us(absl::ToInt64Microseconds(step.duration));
+    wire->set_compute_us(absl::ToInt64Microseconds(step.compute));
+    wire->set_negotiation_wait_us(absl::ToInt64Microseconds(step.negotiation_wait));
+    wire->set_communication_us(absl::ToInt64Microseconds(step.communication));
+  }
 }
 
 ExecReport FromWire(const v1::ExecReport& in) {
@@ -236,6 +243,12 @@ ExecReport FromWire(const v1::ExecReport& in) {
     phase.end = absl::FromUnixMicros(wire.end_us());
     phase.names.assign(wire.names().begin(), wire.names().end());
     out.phases.push_back(std::move(phase));
+  }
+  for (const v1::StepSample& wire : in.steps()) {
+    out.steps.push_back(StepSample{absl::Microseconds(wire.duration_us()),
+                                   absl::Microseconds(wire.compute_us()),
+                                   absl::Microseconds(wire.negotiation_wait_us()),
+                                   absl::Microseconds(wire.communication_us())});
   }
   return out;
 }

@@ -142,6 +142,18 @@ int troika_handle_joined_last_rank(const troika_handle* handle) {
   return handle->handle.joined_last_rank();
 }
 
+int troika_mark_step(troika_context* ctx, troika_step_timing* timing) {
+  if (ctx == nullptr) return Report(absl::InvalidArgumentError("troika_mark_step: ctx is NULL"));
+  const troika::StepTiming step = ctx->context->MarkStep();
+  if (timing != nullptr) {
+    timing->total_seconds = absl::ToDoubleSeconds(step.total);
+    timing->compute_seconds = absl::ToDoubleSeconds(step.compute);
+    timing->negotiation_wait_seconds = absl::ToDoubleSeconds(step.negotiation_wait);
+    timing->communication_seconds = absl::ToDoubleSeconds(step.communication);
+  }
+  return 0;
+}
+
 int troika_handle_poll(const troika_handle* handle) { return handle->handle.Poll() ? 1 : 0; }
 int troika_handle_wait(troika_handle* handle) { return Report(handle->handle.Wait()); }
 

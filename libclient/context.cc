@@ -66,7 +66,7 @@ absl::Status ContextImpl::Start(const Options& options) {
     return transport_->Connect(spec, channel_->store());
   };
   executor_ = std::make_unique<Executor>(
-      table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_,
+      table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_, *steps_,
       [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ =
       std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, stats_, fail);
@@ -126,6 +126,18 @@ std::string ContextImpl::NextBarrierName(int process_set) {
 
 int ContextImpl::ProcessSetId(const Handle& handle) { return handle.state_->process_set_id; }
 
+void ContextImpl::StartOp(OpState& state) const {
+  // A submission that then fails completes the state at once: a zero-length op.
+  steps_->OpStarted();
+  state.step_clock = steps_;
+}
+
+StepTiming ContextImpl::Report(const std::optional<StepSample>& step) {
+  if (!step) return StepTiming{};
+  if (stats_.AddStep(*step) && controller_) controller_->StepsQueued();
+  return {step->duration, step->compute, step->negotiation_wait, step->communication};
+}
+
 absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
   if (request.process_set == 0) return CheckRequest(request, membership_.size);
   absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(request.process_set);
@@ -145,6 +157,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
   absl::Status status = CheckInSet(request);
   if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
+    StartOp(*state);
     Entry entry{std::move(request), in, out, state};
     status = controller_->Submit(std::move(entry));
   }
@@ -168,7 +181,10 @@ std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries) {
   }
   std::vector<std::shared_ptr<OpState>> states;
   for (const Entry& e : entries) states.push_back(e.state);
-  if (status.ok()) status = controller_->SubmitAll(std::move(entries));
+  if (status.ok()) {
+    for (auto& state : states) StartOp(*state);
+    status = controller_->SubmitAll(std::move(entries));
+  }
   if (!status.ok()) {
     for (auto& state : states) state->Complete(status);
   }
@@ -312,5 +328,9 @@ Handle Context::Join() {
 }
 
 absl::Status Context::Shutdown() { return impl_->Shutdown(); }
+
+void Context::StartStep() { impl_->StartStep(); }
+StepTiming Context::EndStep() { return impl_->EndStep(); }
+StepTiming Context::MarkStep() { return impl_->MarkStep(); }
 
 }  // namespace troika

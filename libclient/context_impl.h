@@ -18,6 +18,7 @@
 #include "libclient/executor.h"
 #include "libclient/output_pool.h"
 #include "libclient/process_set_table.h"
+#include "libclient/step_clock.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/transport.h"
 #include "libclient/wait_tracker.h"
@@ -47,6 +48,10 @@ class ContextImpl {
   }
   // The new set's id after a successful AddProcessSet handle.
   static int ProcessSetId(const Handle& handle);
+  // Context::StartStep / EndStep / MarkStep: an ended step is also queued for the coordinator.
+  void StartStep() { steps_->StartStep(); }
+  StepTiming EndStep() { return Report(steps_->EndStep()); }
+  StepTiming MarkStep() { return Report(steps_->MarkStep()); }
   absl::Status Shutdown();
 
  private:
@@ -59,6 +64,10 @@ class ContextImpl {
   // context, and returns the status to report.
   absl::Status FailFromDataPlane(const absl::Status& status);
   std::shared_ptr<OpState> NewState(const std::string& name) const;
+  // Counts `state` in flight on steps_ until it completes; before it can complete.
+  void StartOp(OpState& state) const;
+  // Queues `step` (if any) for the coordinator; its timing, zero if none.
+  StepTiming Report(const std::optional<StepSample>& step);
   // FAILED_PRECONDITION while this rank's join (Context::Join) is in flight.
   absl::Status CheckNotJoined() const;
   // CheckRequest against the size of the request's process set; FAILED_PRECONDITION if this
@@ -73,6 +82,9 @@ class ContextImpl {
   std::unique_ptr<ProcessSetTable> process_sets_;
   TensorTable table_;
   ExecStats stats_;  // what the executor records for the coordinator
+  // Splits step time; shared with the op states, which finish their op on it. The real clock:
+  // tests of the split inject a fake one into StepClock itself.
+  std::shared_ptr<StepClock> steps_ = std::make_shared<StepClock>(Clock::Real());
   // Recycled result buffers; shared with the handles that hold them.
   std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
   std::unique_ptr<Executor> executor_;

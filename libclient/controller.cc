@@ -1,5 +1,6 @@
 #include "libclient/controller.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,30 +65,58 @@ void Controller::SendWaitState(WaitState state) {
   cv_.notify_one();
 }
 
+void Controller::StepsQueued() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_sending_) return;  // the last report before goodbye takes them, if any
+    steps_queued_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
+                             absl::Time& next_steps) {
+  auto wake = [&] {
+    return stop_sending_ || settings_changed_ || steps_queued_ || !outbox_.empty() ||
+           !wait_states_.empty();
+  };
+  const int interval_ms = stats_.settings().report_interval_ms;
+  const absl::Time now = absl::Now();
+  if (interval_ms <= 0) {
+    next_report = absl::InfiniteFuture();
+  } else if (next_report == absl::InfiniteFuture()) {
+    next_report = now + absl::Milliseconds(interval_ms);
+  }
+  // Only the first step after a report schedules one; later steps ride along with it.
+  if (steps_queued_ && next_steps == absl::InfiniteFuture()) {
+    next_steps = now + kStepReportInterval;
+  }
+  steps_queued_ = false;
+  const absl::Time deadline = std::min(next_report, next_steps);
+  if (deadline == absl::InfiniteFuture()) {
+    cv_.wait(lock, wake);
+  } else {
+    cv_.wait_until(lock, absl::ToChronoTime(deadline), wake);
+  }
+  settings_changed_ = false;
+  const absl::Time after = absl::Now();
+  if (after < next_report && after < next_steps) return false;
+  // The report takes every pending step, whichever deadline brought it.
+  next_steps = absl::InfiniteFuture();
+  if (after >= next_report) next_report = after + absl::Milliseconds(interval_ms);
+  return true;
+}
+
 void Controller::SendLoop() {
   std::vector<TensorRequest> batch;
   std::vector<std::pair<size_t, WaitState>> waits;
   absl::Time next_report = absl::InfiniteFuture();
+  absl::Time next_steps = absl::InfiniteFuture();
   for (;;) {
     bool report_due = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto wake = [&] {
-        return stop_sending_ || settings_changed_ || !outbox_.empty() || !wait_states_.empty();
-      };
-      const int interval_ms = stats_.settings().report_interval_ms;
-      if (interval_ms > 0) {
-        if (next_report == absl::InfiniteFuture()) {
-          next_report = absl::Now() + absl::Milliseconds(interval_ms);
-        }
-        cv_.wait_until(lock, absl::ToChronoTime(next_report), wake);
-        report_due = absl::Now() >= next_report;
-        if (report_due) next_report = absl::Now() + absl::Milliseconds(interval_ms);
-      } else {
-        next_report = absl::InfiniteFuture();
-        cv_.wait(lock, wake);
-      }
-      settings_changed_ = false;
+      report_due = WaitForWork(lock, next_report, next_steps);
       if (stop_sending_) break;
       batch.swap(outbox_);
       waits.swap(wait_states_);
@@ -105,8 +134,11 @@ void Controller::SendLoop() {
     goodbye = shutting_down_;
   }
   if (goodbye) {
-    // The last steps' phases and bytes, so a timeline covers the whole run.
-    if (stats_.settings().report_interval_ms > 0) SendReport().IgnoreError();
+    // The last steps' phases, bytes and samples, so a timeline and the step histograms cover
+    // the whole run.
+    if (stats_.settings().report_interval_ms > 0 || stats_.steps_pending()) {
+      SendReport().IgnoreError();
+    }
     channel_.Goodbye({rank_}).IgnoreError();
   }
 }

@@ -24,12 +24,16 @@
 
 namespace troika::internal {
 
+// How long an ended step waits, at most, before an ExecReport carries it up.
+inline constexpr absl::Duration kStepReportInterval = absl::Seconds(1);
+
 class Controller {
  public:
   // `on_failure` runs once when the session fails (abort, lost stream): the owner fails the
   // context (closing the table, aborting the executor).
   // `stats`: what the executor records, reported as ExecReports while the coordinator's
-  // ClientSettings ask for them.
+  // ClientSettings ask for them, and the step samples queued there (StepsQueued), reported
+  // within kStepReportInterval and in a last report before goodbye.
   Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
              ExecStats& stats, std::function<void(absl::Status)> on_failure);
   ~Controller();
@@ -46,12 +50,20 @@ class Controller {
   // Queues `state` for the coordinator, after the requests submitted before it (and before
   // later ones). Dropped once sending stopped. Never blocks; any thread.
   void SendWaitState(WaitState state);
+  // The first step sample since the last report was queued in `stats`: a report follows
+  // within kStepReportInterval. Never blocks; any thread.
+  void StepsQueued();
   // Says goodbye, waits up to `grace` for the coordinator to end the stream, then stops both
   // threads. Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
   void SendLoop();
+  // Waits (mu_ held in `lock`) until there is something to send or a report is due; returns
+  // whether one is. `next_report`, `next_steps`: when the periodic report and the report of
+  // pending steps are due (InfiniteFuture: not scheduled); advanced here.
+  bool WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
+                   absl::Time& next_steps);
   // Sends `batch` (compressing cached requests in place), with each wait state in `waits`
   // before the request at its position.
   absl::Status SendBatch(std::vector<TensorRequest>& batch,
@@ -77,6 +89,7 @@ class Controller {
   bool stream_closed_ = false;     // guarded by mu_
   bool shutting_down_ = false;     // guarded by mu_
   bool settings_changed_ = false;  // guarded by mu_
+  bool steps_queued_ = false;      // guarded by mu_; StepsQueued() since the sender looked
   std::thread sender_;
   std::thread receiver_;
 };

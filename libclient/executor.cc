@@ -10,13 +10,14 @@
 namespace troika::internal {
 
 Executor::Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
-                   ConnectFn connect, OutputPool& outputs, ExecStats& stats,
+                   ConnectFn connect, OutputPool& outputs, ExecStats& stats, StepClock& steps,
                    std::function<absl::Status(absl::Status)> on_failure)
     : table_(table),
       comm_(comm),
       sets_(sets),
       connect_(std::move(connect)),
       stats_(stats),
+      steps_(steps),
       on_failure_(std::move(on_failure)),
       runner_(outputs) {}
 
@@ -68,7 +69,9 @@ void Executor::Loop() {
     }
     const absl::Time start = absl::Now();
     runner_.ResetMarks();
+    steps_.ExecBegin();
     Execute(queued.response);
+    steps_.ExecEnd();
     Record(queued, start);
   }
 }

@@ -20,6 +20,7 @@
 #include "libclient/collective_runner.h"
 #include "libclient/exec_stats.h"
 #include "libclient/process_set_table.h"
+#include "libclient/step_clock.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/communicator.h"
 
@@ -31,13 +32,14 @@ class Executor {
   // fails the whole context and returns the status the failed operation reports (the job's
   // abort reason when one arrives, rather than the transport's "connection reset").
   // `stats` receives allreduced bytes and, when asked for, each response's phases.
+  // `steps` is told when the executor works on a response (communication time).
   // `comm`: process set 0's communicator. `sets`: the other process sets; a response of a set
   // runs on its communicator, and is skipped where this rank is not in it. `connect`
   // connects this rank's communicator to a new set (id, position in it, its size).
   using ConnectFn = std::function<absl::StatusOr<std::unique_ptr<transport::Communicator>>(
       int id, int index, int size)>;
   Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
-           ConnectFn connect, OutputPool& outputs, ExecStats& stats,
+           ConnectFn connect, OutputPool& outputs, ExecStats& stats, StepClock& steps,
            std::function<absl::Status(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;
@@ -72,6 +74,7 @@ class Executor {
   ProcessSetTable& sets_;
   const ConnectFn connect_;
   ExecStats& stats_;
+  StepClock& steps_;
   const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only
 

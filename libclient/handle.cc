@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "libclient/op_state.h"
+#include "libclient/step_clock.h"
 #include "libclient/wait_tracker.h"
 #include "troika/troika.h"
 
@@ -18,6 +19,7 @@ bool OpState::Complete(absl::Status s) {
     status = std::move(s);
   }
   cv.notify_all();
+  if (step_clock) step_clock->OpFinished();
   return true;
 }
 

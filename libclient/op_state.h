@@ -14,11 +14,13 @@
 
 namespace troika::internal {
 
+class StepClock;
 class WaitTracker;
 
 // Thread-safe. Completed exactly once; later Complete() calls are ignored.
 struct OpState {
-  // Completes the operation; wakes waiters. Returns false if it was already complete.
+  // Completes the operation; wakes waiters; finishes it on `step_clock` if set. Returns false
+  // if it was already complete.
   bool Complete(absl::Status status);
   // Takes `buffer` (at least `bytes` bytes) as the handle-owned result; returns it.
   uint8_t* SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes);
@@ -38,6 +40,9 @@ struct OpState {
   // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
   std::string name;
   std::weak_ptr<WaitTracker> tracker;
+  // Set (after StepClock::OpStarted) before the operation is submitted, so whatever completes
+  // it sees it; constant after. The one completion calls its OpFinished().
+  std::shared_ptr<StepClock> step_clock;
 };
 
 // One operation submitted on this rank and not yet executed — or, on a rank that has joined

@@ -82,6 +82,21 @@ int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, cons
  * troika_handle_joined_last_rank gives the last rank to join. */
 int troika_join(troika_context* ctx, troika_handle** handle);
 
+/* A step's wall time split as troika::StepTiming, in seconds:
+ * compute + negotiation_wait + communication == total. */
+typedef struct troika_step_timing {
+  double total_seconds;
+  double compute_seconds;
+  double negotiation_wait_seconds;
+  double communication_seconds;
+} troika_step_timing;
+
+/* Context::MarkStep, once per training step: ends the step in progress (queued for the
+ * coordinator) and starts the next. Writes the ended step's timing to *timing unless it is
+ * NULL (all zeros on the first call, which only starts a step). Returns 0, or
+ * INVALID_ARGUMENT (3) if ctx is NULL. Never blocks. */
+int troika_mark_step(troika_context* ctx, troika_step_timing* timing);
+
 /* 1 if done, 0 if not. */
 int troika_handle_poll(const troika_handle* handle);
 /* Blocks until done; returns the operation's status code (message: troika_last_error). */

@@ -86,6 +86,20 @@ struct GroupTensor {
   std::vector<int64_t> shape;
 };
 
+// One training step of this rank (Context::MarkStep), its wall time split by what the rank
+// was doing (docs/metrics.md, "Step timing"): compute + negotiation_wait + communication ==
+// total exactly.
+struct StepTiming {
+  absl::Duration total;
+  // Neither of the others: the application's own work.
+  absl::Duration compute;
+  // Operations were in flight and the data plane idle: waiting for the coordinator's decision
+  // or for slower ranks.
+  absl::Duration negotiation_wait;
+  // The data plane moved bytes (copy in, collective, copy out).
+  absl::Duration communication;
+};
+
 // The completion of one operation. Cheap to copy; copies share the operation.
 class Handle {
  public:
@@ -188,6 +202,22 @@ class Context {
   // the last rank to join. Afterwards the job goes on as before (a next epoch may join again).
   Handle Join();
 
+  // Step timing. Marking the steps' boundaries lets each rank split every step's wall time
+  // (StepTiming) and send it to the coordinator, which keeps every rank's steps in its step
+  // histograms (docs/metrics.md): samples go up about once a second and at Shutdown().
+  // Thread-safe, but there is one step per context, not per thread: mark it from the training
+  // loop, and operations in flight from any thread count toward its negotiation wait.
+  //
+  // The one call per step: ends the step in progress (if any), queues it for the coordinator
+  // and returns its timing, and starts the next one at the same instant. The first call only
+  // starts a step and returns a zero StepTiming. Never blocks.
+  StepTiming MarkStep();
+  // Or bracket each step (see ScopedStep): StartStep() begins a step now, discarding one in
+  // progress; EndStep() ends it, queues it and returns its timing (zero if none was started).
+  // Time between EndStep() and the next StartStep() is in no step.
+  void StartStep();
+  StepTiming EndStep();
+
   // Leaves the job: pending operations fail, later ones fail at once, and the other ranks'
   // operations that need this rank fail with a message naming it. Returns the error that had
   // failed this context (an abort, a lost coordinator, a data-plane failure), if one did.
@@ -198,6 +228,25 @@ class Context {
   explicit Context(std::unique_ptr<internal::ContextImpl> impl);
   friend class internal::ContextImpl;
   std::unique_ptr<internal::ContextImpl> impl_;
+};
+
+// One step as a scope: StartStep() on construction, EndStep() on destruction.
+//
+//   for (...) {
+//     troika::ScopedStep step(ctx);
+//     ... forward, backward, allreduce, update ...
+//   }
+//
+// The context must outlive it. Not copyable.
+class ScopedStep {
+ public:
+  explicit ScopedStep(Context& context) : context_(context) { context_.StartStep(); }
+  ~ScopedStep() { context_.EndStep(); }
+  ScopedStep(const ScopedStep&) = delete;
+  ScopedStep& operator=(const ScopedStep&) = delete;
+
+ private:
+  Context& context_;
 };
 
 }  // namespace troika
