@@ -162,7 +162,8 @@ int Run(const TroikarunOptions& options) {
     // An agent that failed without its ranks' exits aborting the job (it could not start
     // them, or it died): the other agents learn it at once.
     supervisor_options.on_first_failure = [&](int node, const ExitStatus& exit) {
-      embedded_job->Abort(absl::StrCat("agent ", node, " ", exit.ToString()));
+      embedded_job->Abort(coordinator::AbortCause::kRankExit,
+                          absl::StrCat("agent ", node, " ", exit.ToString()));
     };
   }
   FdSink out(STDOUT_FILENO);

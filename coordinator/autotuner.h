@@ -71,6 +71,8 @@ class Autotuner {
   // Best configuration evaluated so far (the start point before any), and its score (0 before).
   const TuningParams& best() const { return best_; }
   double best_score() const { return best_score_; }
+  // The latest evaluated sample's score; 0 before the first.
+  double last_score() const { return scores_.empty() ? 0 : scores_.back(); }
 
   // The evaluation log: the header "sample,fusion_threshold_bytes,cycle_time_ms,
   // score_bytes_per_second,best", then one row per evaluation (1-based `sample`; warm-up

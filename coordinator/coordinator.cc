@@ -3,7 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/metrics_server.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/registry.h"
 
 namespace troika::coordinator {
 
@@ -14,6 +17,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->registry_ = std::make_unique<JobRegistry>(options.registry, *c->scheduler_, clock);
   c->service_ = std::make_unique<CoordinatorService>(*c->registry_, options.service);
   grpc::ServerBuilder builder;
+  // grpc.health.v1.Health on the same port: SERVING until Shutdown().
+  grpc::EnableDefaultHealthCheckService(true);
+  if (!options.metrics_listen.empty()) {
+    c->rpc_registry_ = std::make_shared<prometheus::Registry>();
+    c->rpc_metrics_ = std::make_unique<RpcMetrics>(*c->rpc_registry_);
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
+    factories.push_back(c->rpc_metrics_->MakeInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(factories));
+  }
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
@@ -34,15 +46,47 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   }
   TROIKA_LOG(INFO) << "coordinator listening on " << options.listen_address << " (port " << c->port_
                    << ")";
+  c->serving_ = true;
+  if (!options.metrics_listen.empty()) {
+    if (absl::Status s = c->StartMetrics(options); !s.ok()) return s;
+  }
   return c;
 }
 
-Coordinator::~Coordinator() { Shutdown(absl::ZeroDuration()); }
+absl::Status Coordinator::StartMetrics(const CoordinatorOptions& options) {
+  job_metrics_ = std::make_shared<CoordinatorMetrics>(
+      *registry_, CoordinatorMetricsOptions{options.metrics_max_rank_series,
+                                            options.registry.stall.warning_time});
+  process_metrics_ = MakeProcessCollector();
+  auto server = MetricsServer::Start(options.metrics_listen, [this]() -> absl::Status {
+    if (serving_) return absl::OkStatus();
+    return absl::UnavailableError("the coordinator is shutting down");
+  });
+  if (!server.ok()) return server.status();
+  metrics_server_ = *std::move(server);
+  metrics_server_->Register(job_metrics_);
+  metrics_server_->Register(rpc_registry_);
+  metrics_server_->Register(process_metrics_);
+  TROIKA_LOG(INFO) << "metrics on " << options.metrics_listen << " (port "
+                   << metrics_server_->port() << ")";
+  return absl::OkStatus();
+}
+
+int Coordinator::metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
+Coordinator::~Coordinator() {
+  Shutdown(absl::ZeroDuration());
+  metrics_server_.reset();  // before what its handlers read
+}
 
 void Coordinator::Shutdown(absl::Duration grace) {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_ || !server_) return;
   shut_down_ = true;
+  serving_ = false;
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
   registry_->AbortAll("the coordinator is shutting down");
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   // No timer may fire into a job or the registry while they are destroyed.

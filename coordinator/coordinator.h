@@ -4,18 +4,27 @@
 //
 // Thread-safe.
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/scheduler.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/job_registry.h"
 
 namespace grpc {
 class Server;
 }
+namespace prometheus {
+class Registry;
+}
+namespace troika {
+class MetricsServer;
+class RpcMetrics;
+}  // namespace troika
 
 namespace troika::coordinator {
 
@@ -27,6 +36,11 @@ struct CoordinatorOptions {
   // A peer (agent or rank) that answers no keepalive ping for this long is considered gone:
   // its streams end, which aborts its jobs. Default 10 s.
   absl::Duration liveness_timeout = absl::Seconds(10);
+  // host:port of the HTTP port serving /metrics, /healthz and /readyz (docs/metrics.md); port
+  // 0 picks a free port (see metrics_port()). Default empty: no HTTP port, no RPC metrics.
+  std::string metrics_listen;
+  // Per-rank metric series only for jobs of at most this many ranks. Default 1024.
+  int metrics_max_rank_series = 1024;
   JobRegistryOptions registry;
   ServiceOptions service;
 };
@@ -41,6 +55,8 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   int port() const { return port_; }
+  // The HTTP metrics port; 0 without metrics_listen.
+  int metrics_port() const;
   JobRegistry& registry() { return *registry_; }
   const ControlStats& control_stats() const { return service_->stats(); }
 
@@ -52,12 +68,21 @@ class Coordinator {
 
  private:
   Coordinator() = default;
+  absl::Status StartMetrics(const CoordinatorOptions& options);
 
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<CoordinatorService> service_;
+  // Metrics (only with metrics_listen). Declared before the server: destroyed after it.
+  std::shared_ptr<prometheus::Registry> rpc_registry_;
+  std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::shared_ptr<CoordinatorMetrics> job_metrics_;
+  std::shared_ptr<prometheus::Collectable> process_metrics_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::atomic<bool> serving_{false};  // /readyz
+  // Stopped first: its handlers read everything above.
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // guarded by shutdown_mu_
 };

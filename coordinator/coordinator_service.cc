@@ -227,7 +227,7 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
     return FinishWith(context, absl::FailedPreconditionError(absl::StrCat(
                                    "job '", (*job)->name(), "' is already ", JobStateName(state))));
   }
-  (*job)->Abort("cancelled by troikactl: " + reason);
+  (*job)->Abort(AbortCause::kCancelled, "cancelled by troikactl: " + reason);
   return FinishWith(context, absl::OkStatus());
 }
 

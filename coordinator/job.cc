@@ -11,6 +11,24 @@
 
 namespace troika::coordinator {
 
+const char* AbortCauseName(AbortCause cause) {
+  switch (cause) {
+    case AbortCause::kRankExit:
+      return "rank_exit";
+    case AbortCause::kConnectionLost:
+      return "connection_lost";
+    case AbortCause::kDeadlock:
+      return "deadlock";
+    case AbortCause::kStall:
+      return "stall";
+    case AbortCause::kCancelled:
+      return "cancelled";
+    case AbortCause::kShutdown:
+      return "shutdown";
+  }
+  return "unknown";
+}
+
 const char* JobStateName(Job::State state) {
   switch (state) {
     case Job::State::kAttaching:
@@ -35,6 +53,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       created_at_(clock.Now()),
       straggler_margin_(options.straggler_margin),
       deadlock_detection_(options.deadlock_detection),
+      on_abort_(std::move(options.on_abort)),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
@@ -145,7 +164,7 @@ absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
         absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
   }
   if (departed_.count(exit.rank)) return absl::OkStatus();  // it had left cleanly
-  AbortLocked(DescribeRankExit(exit), exit);
+  AbortLocked(AbortCause::kRankExit, DescribeRankExit(exit), exit);
   return absl::OkStatus();
 }
 
@@ -166,6 +185,10 @@ absl::Status Job::ReportExec(SessionSink* sink, const ExecReport& report) {
   if (report.rank < 0 || report.rank >= size_ || session_of_rank_[report.rank] != sink) {
     return absl::PermissionDeniedError(absl::StrCat("execution report for rank ", report.rank,
                                                     ", which the session does not own"));
+  }
+  if (absl::Status s = metrics_.OnSteps(report.steps); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
   }
   telemetry_.OnReport(report, clock_.Now());
   return absl::OkStatus();
@@ -216,26 +239,28 @@ void Job::CloseSession(SessionSink* sink) {
   }
   sessions_.erase(it);
   if (!lost.empty() && state_ == State::kRunning) {
-    AbortLocked(absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
+    AbortLocked(AbortCause::kConnectionLost,
+                absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
   }
   MaybeDoneLocked();
 }
 
-void Job::Abort(const std::string& reason) {
+void Job::Abort(AbortCause cause, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  AbortLocked(reason);
+  AbortLocked(cause, reason);
   MaybeDoneLocked();
 }
 
-void Job::AbortLocked(const std::string& reason, std::optional<RankExit> cause) {
+void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit) {
   if (state_ == State::kAborted || state_ == State::kFinished) return;
   state_ = State::kAborted;
+  if (on_abort_) on_abort_(cause);
   abort_reason_ = reason;
   std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
   TROIKA_LOG(WARNING) << message;
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
-  down->abort_cause = std::move(cause);
+  down->abort_cause = std::move(exit);
   BroadcastLocked(std::move(down));
   FailAttachWaitersLocked(absl::AbortedError(message));
   kv_.FailWaiters(absl::AbortedError(message));
@@ -245,11 +270,17 @@ void Job::FlushLocked() {
   const absl::Time now = clock_.Now();
   absl::Time next, sets_next;
   // Other sets first: a set removed by a set-0 response below has had its last responses.
-  std::vector<Response> responses = process_sets_.Poll(now, &sets_next);
+  std::vector<ReadyRecord> set_records;
+  std::vector<int64_t> allreduce_bytes;
+  std::vector<Response> responses =
+      process_sets_.Poll(now, &sets_next, &set_records, &allreduce_bytes);
   for (Response& response : negotiator_.Poll(now, &next)) {
     if (response.names.size() == 1) process_sets_.Apply(&response, departed_, &responses);
     responses.push_back(std::move(response));
   }
+  metrics_.OnReady(set_records);
+  for (int64_t bytes : negotiator_.TakeAllreduceResponseBytes()) allreduce_bytes.push_back(bytes);
+  metrics_.OnAllreduceResponses(allreduce_bytes, negotiator_.options().fusion_threshold_bytes);
   next = std::min(next, sets_next);
   if (!responses.empty()) {
     auto down = std::make_shared<DownMessage>();

@@ -27,6 +27,7 @@
 #include "common/scheduler.h"
 #include "coordinator/deadlock_detector.h"
 #include "coordinator/job_info.h"
+#include "coordinator/job_metrics.h"
 #include "coordinator/job_telemetry.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
@@ -37,6 +38,12 @@
 #include "coordinator/straggler_stats.h"
 
 namespace troika::coordinator {
+
+// Why a job was aborted, for metrics (the reason text says more).
+enum class AbortCause { kRankExit, kConnectionLost, kDeadlock, kStall, kCancelled, kShutdown };
+inline constexpr int kNumAbortCauses = 6;
+// "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown".
+const char* AbortCauseName(AbortCause cause);
 
 struct JobOptions {
   NegotiatorOptions negotiator;
@@ -51,6 +58,9 @@ struct JobOptions {
   bool deadlock_detection = true;
   // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
   std::optional<AutotuneConfig> autotune;
+  // Called (under the job's lock: must be quick and take no lock the job may wait for) when
+  // the job is aborted. Default: none.
+  std::function<void(AbortCause)> on_abort;
 };
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
@@ -95,7 +105,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void CloseSession(SessionSink* sink) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
-  void Abort(const std::string& reason);
+  void Abort(AbortCause cause, const std::string& reason);
 
   // Inspects pending tensors for stalls at the clock's now: logs newly stalled tensors, and
   // aborts the job when one is past the stall shutdown time. A scheduler timer calls this
@@ -106,6 +116,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // The ranks are told to report their execution phases meanwhile.
   absl::Status StartTimeline(const std::string& path, int64_t max_bytes);
   absl::StatusOr<TimelineInfo> StopTimeline();
+
+  // The job's accumulated metrics (steps, tensors by collective, fusion fill). Thread-safe.
+  JobMetricsSnapshot MetricsSnapshot() const { return metrics_.Snapshot(); }
 
   // Per-rank lateness of the tensors negotiated so far, for display.
   coordinator::StragglerSnapshot StragglerSnapshot() const;
@@ -129,7 +142,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void CompleteAttachLocked();
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
   void FailAttachWaitersLocked(const absl::Status& status);
-  void AbortLocked(const std::string& reason, std::optional<RankExit> cause = std::nullopt);
+  void AbortLocked(AbortCause cause, const std::string& reason,
+                   std::optional<RankExit> exit = std::nullopt);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
@@ -158,7 +172,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const absl::Time created_at_;
   const absl::Duration straggler_margin_;
   const bool deadlock_detection_;
-  KvStore kv_;  // thread-safe on its own
+  const std::function<void(AbortCause)> on_abort_;
+  KvStore kv_;          // thread-safe on its own
+  JobMetrics metrics_;  // thread-safe on its own
 
   mutable std::mutex mu_;
   // Guarded by mu_.

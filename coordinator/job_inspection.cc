@@ -17,7 +17,7 @@ void Job::CheckDeadlockLocked() {
   }
   if (std::optional<std::string> deadlock =
           deadlock_detector_.Check(PendingLocked(), departed_, size_)) {
-    AbortLocked(*deadlock);
+    AbortLocked(AbortCause::kDeadlock, *deadlock);
   }
 }
 
@@ -33,7 +33,8 @@ void Job::InspectStallsLocked() {
   const StallReport report = stall_inspector_.Inspect(pending, clock_.Now());
   const StallOptions& options = stall_inspector_.options();
   if (!report.past_shutdown.empty()) {
-    AbortLocked(absl::StrCat(FormatStalls(report.past_shutdown, options.shutdown_time),
+    AbortLocked(AbortCause::kStall,
+                absl::StrCat(FormatStalls(report.past_shutdown, options.shutdown_time),
                              " (--stall_shutdown_time)"));
     return;
   }
@@ -66,6 +67,7 @@ void Job::ArmStallTimerLocked(absl::Time due) {
 void Job::RecordReadyLocked() {
   const std::vector<ReadyRecord> records = negotiator_.TakeReadyRecords();
   for (const ReadyRecord& record : records) straggler_stats_.OnReady(record.arrivals);
+  metrics_.OnReady(records);
   if (std::optional<TuningParams> tuned = telemetry_.OnReady(records, clock_.Now())) {
     NegotiatorOptions options = negotiator_.options();
     options.fusion_threshold_bytes = tuned->fusion_threshold_bytes;

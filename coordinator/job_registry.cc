@@ -31,6 +31,10 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     *created = false;
     return it->second;
   }
+  if (static_cast<int>(jobs_.size()) >= options_.max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot create job '", name, "': ", options_.max_jobs, " jobs are running (--max_jobs)"));
+  }
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
   JobOptions job_options;
@@ -38,6 +42,9 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   job_options.stall = options_.stall;
   job_options.straggler_margin = options_.straggler_margin;
   job_options.deadlock_detection = options_.deadlock_detection;
+  job_options.on_abort = [counters = counters_](AbortCause cause) {
+    counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
+  };
   if (options_.autotune) {
     AutotuneConfig& autotune = job_options.autotune.emplace();
     autotune.options = *options_.autotune;
@@ -58,6 +65,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
   *holder = job;
   jobs_[name] = job;
+  counters_->started.fetch_add(1, std::memory_order_relaxed);
   scheduler_.RunAfter(options_.unattached_job_ttl,
                       [this, name, holder] { RemoveIfDone(name, *holder); });
   TROIKA_LOG(INFO) << "job '" << name << "' created with " << size << " ranks";
@@ -82,7 +90,19 @@ std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
 }
 
 void JobRegistry::AbortAll(const std::string& reason) {
-  for (const auto& job : Jobs()) job->Abort(reason);
+  for (const auto& job : Jobs()) job->Abort(AbortCause::kShutdown, reason);
+}
+
+JobRegistryCounts JobRegistry::counts() const {
+  JobRegistryCounts out;
+  out.started = counters_->started.load(std::memory_order_relaxed);
+  out.finished = counters_->finished.load(std::memory_order_relaxed);
+  out.aborted = counters_->aborted.load(std::memory_order_relaxed);
+  out.expired = counters_->expired.load(std::memory_order_relaxed);
+  for (int i = 0; i < kNumAbortCauses; ++i) {
+    out.aborts[i] = counters_->aborts[i].load(std::memory_order_relaxed);
+  }
+  return out;
 }
 
 void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& weak) {
@@ -94,6 +114,16 @@ void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>
     if (it == jobs_.end() || it->second != job || !job->done()) return;
     removed = std::move(it->second);
     jobs_.erase(it);
+  }
+  switch (removed->state()) {
+    case Job::State::kFinished:
+      counters_->finished.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Job::State::kAborted:
+      counters_->aborted.fetch_add(1, std::memory_order_relaxed);
+      break;
+    default:
+      counters_->expired.fetch_add(1, std::memory_order_relaxed);
   }
   TROIKA_LOG(INFO) << "job '" << name << "' released";
   // `removed` is destroyed here, outside the registry's lock.

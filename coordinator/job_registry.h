@@ -5,6 +5,8 @@
 //
 // Thread-safe.
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,8 +37,19 @@ struct JobRegistryOptions {
   std::string autotune_dir;
   // Most ranks one job may have. Default 65536.
   int max_job_size = 65536;
+  // Most jobs held at once (it also bounds the metrics' label cardinality). Default 10000.
+  int max_jobs = 10000;
   // A created job nobody attached to is dropped after this long. Default 10 min.
   absl::Duration unattached_job_ttl = absl::Minutes(10);
+};
+
+// Job counts since the registry was created, for metrics.
+struct JobRegistryCounts {
+  int64_t started = 0;
+  int64_t finished = 0;  // released after every rank said goodbye
+  int64_t aborted = 0;   // released after an abort
+  int64_t expired = 0;   // released without ever running (nobody or not everybody attached)
+  std::array<int64_t, kNumAbortCauses> aborts{};  // by AbortCause, when aborted
 };
 
 class JobRegistry {
@@ -45,18 +58,27 @@ class JobRegistry {
   ~JobRegistry();
 
   // Creates job `name` of `size` ranks, or returns the live job of that name if its size is
-  // the same (`*created` says which). FAILED_PRECONDITION if the sizes differ.
+  // the same (`*created` says which). FAILED_PRECONDITION if the sizes differ;
+  // RESOURCE_EXHAUSTED if max_jobs jobs are held.
   absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created);
   // NOT_FOUND naming the job if there is none.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& name) const;
   std::vector<std::shared_ptr<Job>> Jobs() const;
   // Aborts every live job with `reason` (coordinator shutdown).
   void AbortAll(const std::string& reason);
+  JobRegistryCounts counts() const;
 
  private:
   void RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& job);
 
+  struct Counters {
+    std::atomic<int64_t> started{0}, finished{0}, aborted{0}, expired{0};
+    std::array<std::atomic<int64_t>, kNumAbortCauses> aborts{};
+  };
+
   const JobRegistryOptions options_;
+  // Shared with the jobs' abort callbacks, which may outlive the registry.
+  const std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
   Scheduler& scheduler_;
   Clock& clock_;
   mutable std::mutex mu_;

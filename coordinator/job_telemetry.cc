@@ -154,6 +154,7 @@ AutotuneInfo JobTelemetry::autotune_info() const {
   info.current = autotuner_->current();
   info.best = autotuner_->best();
   info.best_score = autotuner_->best_score();
+  info.last_score = autotuner_->last_score();
   return info;
 }
 

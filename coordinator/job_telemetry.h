@@ -47,6 +47,7 @@ struct AutotuneInfo {
   TuningParams current;
   TuningParams best;
   double best_score = 0;  // bytes per second
+  double last_score = 0;  // the latest evaluated sample's, bytes per second
 };
 
 struct TimelineInfo {

@@ -33,6 +33,11 @@ ABSL_FLAG(bool, deadlock_detection, true,
           "abort a job at once when every live rank is blocked waiting for tensors that other "
           "ranks never submit");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
+ABSL_FLAG(int, max_jobs, 10000, "most jobs held at once; more are refused (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port for HTTP /metrics, /healthz and /readyz (docs/metrics.md); empty: off");
+ABSL_FLAG(int, metrics_max_rank_series, 1024,
+          "export per-rank metric series only for jobs of at most this many ranks");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
 ABSL_FLAG(std::string, timeline_dir, ".",
           "directory where `troikactl timeline start` writes timelines (clients name only a file)");
@@ -73,6 +78,9 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.liveness_timeout = absl::GetFlag(FLAGS_liveness_timeout);
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
+  options.registry.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_max_rank_series = absl::GetFlag(FLAGS_metrics_max_rank_series);
   options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
   options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
   options.registry.negotiator.cache_capacity = absl::GetFlag(FLAGS_cache_capacity);
@@ -82,8 +90,10 @@ int main(int argc, char** argv) {
   options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
-  if (absl::GetFlag(FLAGS_cache_capacity) < 0) {
-    std::fprintf(stderr, "--cache_capacity must be >= 0\n");
+  if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||
+      options.metrics_max_rank_series < 0) {
+    std::fprintf(stderr,
+                 "--cache_capacity and --metrics_max_rank_series must be >= 0, --max_jobs >= 1\n");
     return 2;
   }
   if (std::string path = absl::GetFlag(FLAGS_autotune_params_in); !path.empty()) {

@@ -169,7 +169,8 @@ void Negotiator::MakeReady(Partial partial, absl::Time now) {
   }
   if (joined.empty()) {  // straggler statistics need every rank's arrival
     ready_records_.push_back(
-        {first.name, first.type, now, std::move(partial.arrival), ready.response.ids_known});
+        {first.name, first.type, now, std::move(partial.arrival), ready.response.ids_known,
+         ready.bytes});
   }
   Enqueue(partial, std::move(ready));
 }
@@ -274,6 +275,7 @@ std::vector<Response> Negotiator::Fuse() {
         response.ids_known = false;
       }
     }
+    if (IsAllreduce(response)) allreduce_response_bytes_.push_back(bytes);
     out.push_back(std::move(response));
   }
   ready_.clear();

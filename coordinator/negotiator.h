@@ -53,6 +53,7 @@ struct ReadyRecord {
   absl::Time ready_at;
   std::vector<absl::Time> arrivals;  // by rank
   bool cached = false;               // a response-cache hit
+  int64_t bytes = 0;                 // the tensor's bytes, as the first rank submitted it
 };
 
 // A tensor some ranks have submitted and others not yet.
@@ -92,6 +93,11 @@ class Negotiator {
   // they became ready. The owner drains this after Submit() to feed its straggler statistics
   // and timeline; tensors failed for departed ranks are not included.
   std::vector<ReadyRecord> TakeReadyRecords() { return std::exchange(ready_records_, {}); }
+  // The bytes of every allreduce response Poll() returned since the last call (fused or not),
+  // for the fusion-fill metric.
+  std::vector<int64_t> TakeAllreduceResponseBytes() {
+    return std::exchange(allreduce_response_bytes_, {});
+  }
 
   // Cache ids that ended since the last call. Send them with the responses of the same Poll
   // (ranks apply them after those responses).
@@ -135,8 +141,9 @@ class Negotiator {
   std::map<std::string, Partial> pending_;
   std::deque<Ready> ready_;
   GroupTable groups_;
-  std::map<int, std::string> departed_;     // rank -> why
-  std::vector<ReadyRecord> ready_records_;  // see TakeReadyRecords()
+  std::map<int, std::string> departed_;            // rank -> why
+  std::vector<ReadyRecord> ready_records_;         // see TakeReadyRecords()
+  std::vector<int64_t> allreduce_response_bytes_;  // see TakeAllreduceResponseBytes()
   ResponseCache cache_;
 };
 

@@ -173,7 +173,9 @@ void ProcessSets::RemoveRank(int rank, const std::string& why) {
   }
 }
 
-std::vector<Response> ProcessSets::Poll(absl::Time now, absl::Time* next_poll) {
+std::vector<Response> ProcessSets::Poll(absl::Time now, absl::Time* next_poll,
+                                        std::vector<ReadyRecord>* records,
+                                        std::vector<int64_t>* allreduce_bytes) {
   std::vector<Response> out;
   *next_poll = absl::InfiniteFuture();
   for (auto& [id, set] : sets_) {
@@ -183,7 +185,12 @@ std::vector<Response> ProcessSets::Poll(absl::Time now, absl::Time* next_poll) {
       out.push_back(std::move(r));
     }
     *next_poll = std::min(*next_poll, next);
-    set.negotiator->TakeReadyRecords();  // no straggler statistics for sets (see header)
+    for (ReadyRecord& record : set.negotiator->TakeReadyRecords()) {
+      records->push_back(std::move(record));
+    }
+    for (int64_t bytes : set.negotiator->TakeAllreduceResponseBytes()) {
+      allreduce_bytes->push_back(bytes);
+    }
   }
   return out;
 }

@@ -11,7 +11,7 @@
 // adds or removes the set (docs/protocol.md, Process sets).
 //
 // Limitations: sets other than 0 have no response cache (cache_capacity 0), no join, and no
-// straggler statistics or telemetry.
+// straggler statistics or telemetry; their tensors do count in the job's metrics.
 //
 // Thread contract: not thread-safe; the owning Job serialises every call.
 
@@ -52,8 +52,12 @@ class ProcessSets {
   void RemoveRank(int rank, const std::string& why);
 
   // Every set's due responses, tagged with their set. `next_poll`: the earliest time a held
-  // queue is due (InfiniteFuture if none).
-  std::vector<Response> Poll(absl::Time now, absl::Time* next_poll);
+  // queue is due (InfiniteFuture if none). `records` and `allreduce_bytes` receive what the
+  // sets' negotiators report for metrics (Negotiator::TakeReadyRecords,
+  // TakeAllreduceResponseBytes).
+  std::vector<Response> Poll(absl::Time now, absl::Time* next_poll,
+                             std::vector<ReadyRecord>* records,
+                             std::vector<int64_t>* allreduce_bytes);
 
   // Every set's pending tensors, named by ProcessSetTensorName, missing ranks global.
   std::vector<PendingTensor> Pending() const;

@@ -4,27 +4,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/job_test_util.h"
 
 namespace troika::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
 
-class FakeSink : public SessionSink {
- public:
-  void Send(std::shared_ptr<const DownMessage> message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    messages_.push_back(*message);
-  }
-  std::vector<DownMessage> messages() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return messages_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<DownMessage> messages_;
-};
+using test_util::AttachAll;
+using test_util::FakeSink;
 
 class JobTest : public ::testing::Test {
  protected:
@@ -32,23 +20,6 @@ class JobTest : public ::testing::Test {
     options.negotiator.cycle_time = absl::ZeroDuration();
     return std::make_shared<Job>("train", size, options, scheduler_, clock_,
                                  [this] { done_count_++; });
-  }
-
-  // Attaches every rank with the given hosts and returns their memberships.
-  std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
-    std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
-    for (size_t r = 0; r < hosts.size(); ++r) {
-      job.Attach(
-          {static_cast<int>(r)}, hosts[r], absl::Seconds(30),
-          [&promises, r](absl::StatusOr<std::vector<Membership>> m) { promises[r].set_value(m); });
-    }
-    std::vector<Membership> out;
-    for (auto& p : promises) {
-      absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
-      EXPECT_TRUE(m.ok()) << m.status();
-      out.push_back(m.ok() ? m->front() : Membership{});
-    }
-    return out;
   }
 
   TensorRequest Request(int rank, std::string name) {
@@ -336,7 +307,7 @@ TEST_F(JobTest, DescribeAfterAbortGivesTheReasonAndDepartedRanks) {
   FakeSink s0;
   ASSERT_TRUE(job->OpenSession({0, 1}, 1, &s0).ok());
   ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());
-  job->Abort("cancelled by troikactl: test");
+  job->Abort(AbortCause::kCancelled, "cancelled by troikactl: test");
   JobInfo info = job->Describe();
   EXPECT_TRUE(info.ranks[0].departed);
   EXPECT_FALSE(info.ranks[1].departed);

@@ -64,6 +64,8 @@ class ProcessSetsTest : public ::testing::Test {
     return r.root;
   }
   ProcessSets sets_{kSize, NegotiatorOptions{.cycle_time = absl::ZeroDuration()}};
+  std::vector<ReadyRecord> records_;      // what Poll reports for metrics
+  std::vector<int64_t> allreduce_bytes_;  // ditto
   int n_ = 0;
 };
 
@@ -83,7 +85,7 @@ TEST_F(ProcessSetsTest, SameNameInTwoSetsIsNegotiatedPerSetWithSetPositions) {
   EXPECT_EQ(pending[1].missing_ranks, std::vector<int>{3});
   ASSERT_TRUE(sets_.Submit(Allreduce("g", 3, b), kNow, &rejected).ok());
   absl::Time next;
-  std::vector<Response> responses = sets_.Poll(kNow, &next);
+  std::vector<Response> responses = sets_.Poll(kNow, &next, &records_, &allreduce_bytes_);
   ASSERT_EQ(responses.size(), 1u);
   EXPECT_EQ(responses[0].process_set, b);
   EXPECT_EQ(responses[0].names, std::vector<std::string>{"g"});
@@ -126,7 +128,7 @@ TEST_F(ProcessSetsTest, RemoveFailsPendingTensorsAndDepartedRanksAreNamedGloball
   ASSERT_TRUE(sets_.Submit(Allreduce("g", 3, a), kNow, &rejected).ok());
   sets_.RemoveRank(1, "has shut down");
   absl::Time next;
-  std::vector<Response> responses = sets_.Poll(kNow, &next);
+  std::vector<Response> responses = sets_.Poll(kNow, &next, &records_, &allreduce_bytes_);
   ASSERT_EQ(responses.size(), 1u);
   EXPECT_THAT(responses[0].error, HasSubstr("rank 0 (global rank 1) has shut down"));
   ASSERT_TRUE(sets_.Submit(Allreduce("h", 3, a), kNow, &rejected).ok());

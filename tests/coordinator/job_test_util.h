@@ -1,0 +1,50 @@
+#pragma once
+// Helpers for tests that drive a Job directly: a session sink that keeps what the job sends
+// it, and attaching every rank.
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coordinator/job.h"
+#include "coordinator/session_sink.h"
+#include "gtest/gtest.h"
+
+namespace troika::coordinator::test_util {
+
+class FakeSink : public SessionSink {
+ public:
+  void Send(std::shared_ptr<const DownMessage> message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(*message);
+  }
+  std::vector<DownMessage> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<DownMessage> messages_;
+};
+
+// Attaches rank r on hosts[r], every rank, and returns their memberships.
+inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
+  std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    job.Attach(
+        {static_cast<int>(r)}, hosts[r], absl::Seconds(30),
+        [&promises, r](absl::StatusOr<std::vector<Membership>> m) { promises[r].set_value(m); });
+  }
+  std::vector<Membership> out;
+  for (auto& p : promises) {
+    absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
+    EXPECT_TRUE(m.ok()) << m.status();
+    out.push_back(m.ok() ? m->front() : Membership{});
+  }
+  return out;
+}
+
+}  // namespace troika::coordinator::test_util
