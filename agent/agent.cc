@@ -18,7 +18,9 @@
 #include "agent/node_relay.h"
 #include "agent/upstream.h"
 #include "common/logging.h"
+#include "common/metrics_server.h"
 #include "grpcpp/grpcpp.h"
+#include "prometheus/registry.h"
 
 namespace troika::agent {
 namespace {
@@ -51,6 +53,7 @@ Agent::Agent(AgentOptions options, ProcessLauncher& launcher, OutputSink& out, O
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 Agent::~Agent() {
+  metrics_server_.reset();  // its handlers read the objects below
   // Callbacks may reach every object below until the upstream calls and the server are over.
   server_.reset();
   if (scheduler_) scheduler_->Stop();
@@ -105,6 +108,12 @@ int Agent::Register() {
 }
 
 int Agent::Run() {
+  if (!options_.metrics_listen.empty()) {
+    if (absl::Status s = StartMetrics(); !s.ok()) {
+      Say(std::string(s.message()));
+      return 1;
+    }
+  }
   if (int code = Register(); code != 0) return code;
   const int size = options_.nnodes * options_.nproc_per_node;
 
@@ -115,7 +124,10 @@ int Agent::Run() {
   relay_options.ranks = ranks_;
   relay_options.host = options_.host;
   relay_options.aggregation_window = options_.aggregation_window;
-  relay_ = std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // a metrics scrape may read relay_
+    relay_ = std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
+  }
   service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size, ranks_}, gate_,
                                             relay_, *upstream_);
   if (absl::Status s = StartServer(); !s.ok()) {
@@ -131,6 +143,8 @@ int Agent::Run() {
   supervisor_options.signal_fd = signal_fd_;
   supervisor_options.labels = ranks_;
   supervisor_options.on_exit = [this](int rank, const ExitStatus& exit) {
+    ranks_running_.fetch_sub(1);
+    exits_[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
     relay_->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
@@ -139,6 +153,7 @@ int Agent::Run() {
     Teardown();
     return LaunchFailureCode(s);
   }
+  ranks_running_.fetch_add(static_cast<int>(ranks_.size()));
   upstream_->Attach(
       options_.job, ranks_, options_.host, options_.attach_timeout,
       [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
@@ -162,6 +177,11 @@ absl::Status Agent::StartServer() {
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(service_.get());
+  if (rpc_metrics_) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
+    factories.push_back(rpc_metrics_->MakeInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(factories));
+  }
   server_ = builder.BuildAndStart();
   if (!server_ || bound == 0) {
     server_.reset();
@@ -169,6 +189,43 @@ absl::Status Agent::StartServer() {
                                                " (does --socket_dir exist and is it writable?)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Agent::StartMetrics() {
+  rpc_registry_ = std::make_shared<prometheus::Registry>();
+  rpc_metrics_ = std::make_unique<RpcMetrics>(*rpc_registry_);
+  agent_metrics_ = std::make_shared<AgentMetrics>(options_.job, [this] { return Snapshot(); });
+  process_metrics_ = MakeProcessCollector();
+  auto server = MetricsServer::Start(options_.metrics_listen, [this]() -> absl::Status {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (session_open_ && !session_closed_) return absl::OkStatus();
+    return absl::UnavailableError(session_closed_ ? "the session with the coordinator ended"
+                                                  : "not attached to the job yet");
+  });
+  if (!server.ok()) return server.status();
+  metrics_server_ = *std::move(server);
+  metrics_server_->Register(agent_metrics_);
+  metrics_server_->Register(rpc_registry_);
+  metrics_server_->Register(process_metrics_);
+  TROIKA_LOG(INFO) << "metrics on " << options_.metrics_listen << " (port "
+                   << metrics_server_->port() << ")";
+  return absl::OkStatus();
+}
+
+AgentSnapshot Agent::Snapshot() {
+  AgentSnapshot s;
+  std::shared_ptr<NodeRelay> relay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    relay = relay_;
+    s.upstream_connected = session_open_ && !session_closed_;
+  }
+  if (relay) s.relay = relay->counts();
+  s.ranks_running = ranks_running_.load();
+  s.exits_success = exits_[0].load();
+  s.exits_failure = exits_[1].load();
+  s.exits_signal = exits_[2].load();
+  return s;
 }
 
 std::vector<ProcessSpec> Agent::RankSpecs() const {

@@ -13,6 +13,8 @@
 // Thread contract: one thread calls Run(), once. gRPC threads call the upstream callbacks,
 // which only record what happened, hand messages to the relay and ask the supervisor to stop.
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/agent_metrics.h"
 #include "agent/agent_options.h"
 #include "agent/attach_gate.h"
 #include "agent/line_forwarder.h"
@@ -35,6 +38,13 @@
 namespace grpc {
 class Server;
 }
+namespace prometheus {
+class Registry;
+}
+namespace troika {
+class MetricsServer;
+class RpcMetrics;
+}  // namespace troika
 
 namespace troika::agent {
 
@@ -57,6 +67,9 @@ class Agent {
  private:
   // RegisterNode upstream; 0, or the exit code of a failure.
   int Register();
+  // The HTTP metrics port (--metrics_listen): /metrics, /healthz, /readyz.
+  absl::Status StartMetrics();
+  AgentSnapshot Snapshot();
   absl::Status StartServer();
   std::vector<ProcessSpec> RankSpecs() const;
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
@@ -92,9 +105,17 @@ class Agent {
   AttachGate gate_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Metrics (only with --metrics_listen); the server is stopped first in ~Agent.
+  std::shared_ptr<prometheus::Registry> rpc_registry_;
+  std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::shared_ptr<AgentMetrics> agent_metrics_;
+  std::shared_ptr<prometheus::Collectable> process_metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::atomic<int> ranks_running_{0};
+  std::array<std::atomic<int64_t>, 3> exits_{};  // success, failure, signal
 
   std::mutex mu_;
-  // Guarded by mu_.
+  // Guarded by mu_ (relay_ only while a metrics scrape may read it: set under mu_).
   std::optional<absl::StatusOr<NodeBlock>> registration_;  // RegisterNode's answer
   bool attach_settled_ = false;
   std::string attach_error_;  // non-empty: the upstream attach failed

@@ -33,6 +33,8 @@ Options:
                             what has arrived goes upstream; default 2ms (0: never waits)
   --attach_timeout DUR      how long to wait for the coordinator and for the other nodes to
                             attach; default 60s
+  --metrics_listen HOST:PORT  serve HTTP /metrics, /healthz and /readyz there (docs/metrics.md);
+                            default: off
   --stop_with_parent BOOL   true: stop the ranks (as on SIGTERM) when the process that started
                             the agent exits; default false (troikarun sets it)
   --log_level LEVEL         debug, info, warning or error; default warning
@@ -152,6 +154,17 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
     return absl::OkStatus();
   }
   if (name == "log_level") return SetString(name, value, &o.log_level);
+  if (name == "metrics_listen") {
+    const size_t colon = value.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
+      return UsageError(kProgram,
+                        absl::StrCat("--metrics_listen must be HOST:PORT, got '", value, "'"));
+    }
+    o.metrics_listen = value;
+    return absl::OkStatus();
+  }
   return UsageError(kProgram, absl::StrCat("unknown option '", name, "'"));
 }
 

@@ -42,6 +42,9 @@ struct AgentOptions {
   // --stop_with_parent: stop (as on SIGTERM) when the process that started the agent exits.
   // Default false; troikarun sets it.
   bool stop_with_parent = false;
+  // --metrics_listen HOST:PORT: serve /metrics, /healthz and /readyz over HTTP there (port
+  // 0: any). Default empty: off.
+  std::string metrics_listen;
   // --log_level: debug, info, warning or error. Default "warning".
   std::string log_level = "warning";
   // --help / -h: print kAgentUsage and exit 0; nothing else is validated.

@@ -45,6 +45,7 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
       state.lost_timer = 0;
     }
   }
+  counts_.responses_relayed += static_cast<int64_t>(message->responses.size());
   for (const Response& response : message->responses) {
     if (response.ids_known) continue;
     for (size_t i = 0; i < response.cache_ids.size() && i < response.names.size(); ++i) {
@@ -91,6 +92,11 @@ void NodeRelay::FlushExpired() {
 bool NodeRelay::aborted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return abort_ != nullptr;
+}
+
+RelayCounts NodeRelay::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
 }
 
 int NodeRelay::waiting() const {
@@ -147,6 +153,7 @@ absl::Status NodeRelay::CheckOwnedLocked(SessionSink* sink, int rank) const {
 absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_ != nullptr) return absl::OkStatus();  // the session was told why
+  counts_.requests_received += static_cast<int64_t>(requests.size());
   for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
     if (absl::Status s = CheckRequest(request, options_.size); !s.ok()) return s;
@@ -259,6 +266,7 @@ void NodeRelay::SendBatchLocked(v1::RequestBatch& batch) {
     TROIKA_LOG(DEBUG) << "upstream: " << batch.requests_size() << " requests for " << standing_for
                       << " rank requests";
   }
+  counts_.requests_forwarded += batch.requests_size();
   upstream_.SendRequests(std::move(batch));
 }
 

@@ -54,6 +54,13 @@ class RelayUpstream {
   virtual void SendExecReport(const ExecReport& report) = 0;
 };
 
+// What a relay has passed on since it was created (agent metrics).
+struct RelayCounts {
+  int64_t requests_received = 0;   // tensor requests from local ranks
+  int64_t requests_forwarded = 0;  // requests sent upstream, after aggregation
+  int64_t responses_relayed = 0;   // responses received from the coordinator
+};
+
 struct NodeRelayOptions {
   std::string job;         // the job's name (messages)
   int size = 0;            // ranks in the job
@@ -88,6 +95,7 @@ class NodeRelay : public coordinator::SessionHandler,
   void FlushExpired();
 
   bool aborted() const;
+  RelayCounts counts() const;
   // Requests waiting for aggregation.
   int waiting() const;
 
@@ -130,6 +138,7 @@ class NodeRelay : public coordinator::SessionHandler,
   mutable std::mutex mu_;
   // Guarded by mu_.
   int64_t epoch_ = -1;  // -1 until Attached()
+  RelayCounts counts_;
   std::map<int, RankState> ranks_;
   std::map<coordinator::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;

@@ -122,6 +122,41 @@ void AddSnapshot(const std::string& job, const JobMetricsSnapshot& s, Families& 
   f.Histogram("troika_fusion_fill_ratio", {{"troika_job", job}}, s.fusion_fill);
 }
 
+// Every per-job family for `job`, labelled troika_job.
+void AddJob(const Job& job, const CoordinatorMetricsOptions& options, Families& f) {
+  const JobInfo info = job.Describe();
+  const Labels labels = {{"troika_job", info.name}};
+  f.Gauge("troika_job_ranks", labels, info.size);
+  int alive = 0;
+  for (const RankInfo& rank : info.ranks) alive += rank.connected && !rank.departed;
+  f.Gauge("troika_job_ranks_alive", labels, alive);
+  AddSnapshot(info.name, job.MetricsSnapshot(), f);
+  f.Counter("troika_cache_hits_total", labels, static_cast<double>(info.cache.hits));
+  f.Counter("troika_cache_misses_total", labels, static_cast<double>(info.cache.misses));
+  f.Gauge("troika_fusion_threshold_bytes", labels,
+          static_cast<double>(info.negotiation.fusion_threshold_bytes));
+  f.Gauge("troika_cycle_time_seconds", labels, absl::ToDoubleSeconds(info.negotiation.cycle_time));
+  if (info.autotune.enabled) {
+    f.Counter("troika_autotune_samples_total", labels, info.autotune.evaluations);
+    f.Gauge("troika_autotune_score_bytes_per_second", labels, info.autotune.last_score);
+    f.Gauge("troika_autotune_best_score_bytes_per_second", labels, info.autotune.best_score);
+  }
+  int stalled = 0;
+  for (const PendingTensorInfo& tensor : info.pending) {
+    stalled += options.stall_warning_time > absl::ZeroDuration() &&
+               tensor.waiting >= options.stall_warning_time;
+  }
+  f.Gauge("troika_pending_tensors", labels, static_cast<double>(info.pending.size()));
+  f.Gauge("troika_stalled_tensors", labels, stalled);
+  if (info.size <= options.max_rank_series) {
+    for (const RankLateness& rank : info.stragglers.ranks) {
+      f.Gauge("troika_rank_lateness_seconds",
+              {{"rank", std::to_string(rank.rank)}, {"troika_job", info.name}},
+              absl::ToDoubleSeconds(rank.mean_lateness));
+    }
+  }
+}
+
 }  // namespace
 
 CoordinatorMetrics::CoordinatorMetrics(const JobRegistry& registry,
@@ -133,40 +168,7 @@ std::vector<MetricFamily> CoordinatorMetrics::Collect() const {
   DeclareFamilies(f);
   const std::vector<std::shared_ptr<Job>> jobs = registry_.Jobs();
   AddProcessWide(registry_.counts(), jobs.size(), f);
-  for (const std::shared_ptr<Job>& job : jobs) {
-    const JobInfo info = job->Describe();
-    const Labels labels = {{"troika_job", info.name}};
-    f.Gauge("troika_job_ranks", labels, info.size);
-    int alive = 0;
-    for (const RankInfo& rank : info.ranks) alive += rank.connected && !rank.departed;
-    f.Gauge("troika_job_ranks_alive", labels, alive);
-    AddSnapshot(info.name, job->MetricsSnapshot(), f);
-    f.Counter("troika_cache_hits_total", labels, static_cast<double>(info.cache.hits));
-    f.Counter("troika_cache_misses_total", labels, static_cast<double>(info.cache.misses));
-    f.Gauge("troika_fusion_threshold_bytes", labels,
-            static_cast<double>(info.negotiation.fusion_threshold_bytes));
-    f.Gauge("troika_cycle_time_seconds", labels,
-            absl::ToDoubleSeconds(info.negotiation.cycle_time));
-    if (info.autotune.enabled) {
-      f.Counter("troika_autotune_samples_total", labels, info.autotune.evaluations);
-      f.Gauge("troika_autotune_score_bytes_per_second", labels, info.autotune.last_score);
-      f.Gauge("troika_autotune_best_score_bytes_per_second", labels, info.autotune.best_score);
-    }
-    int stalled = 0;
-    for (const PendingTensorInfo& tensor : info.pending) {
-      stalled += options_.stall_warning_time > absl::ZeroDuration() &&
-                 tensor.waiting >= options_.stall_warning_time;
-    }
-    f.Gauge("troika_pending_tensors", labels, static_cast<double>(info.pending.size()));
-    f.Gauge("troika_stalled_tensors", labels, stalled);
-    if (info.size <= options_.max_rank_series) {
-      for (const RankLateness& rank : info.stragglers.ranks) {
-        f.Gauge("troika_rank_lateness_seconds",
-                {{"rank", std::to_string(rank.rank)}, {"troika_job", info.name}},
-                absl::ToDoubleSeconds(rank.mean_lateness));
-      }
-    }
-  }
+  for (const std::shared_ptr<Job>& job : jobs) AddJob(*job, options_, f);
   return f.Take();
 }
 

@@ -28,6 +28,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
                            "--attach_timeout=2m",
                            "--stop_with_parent=true",
                            "--log_level=info",
+                           "--metrics_listen=0.0.0.0:9091",
                            "--",
                            "./train",
                            "--nnodes",
@@ -48,6 +49,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(o->attach_timeout, absl::Minutes(2));
   EXPECT_TRUE(o->stop_with_parent);
   EXPECT_EQ(o->log_level, "info");
+  EXPECT_EQ(o->metrics_listen, "0.0.0.0:9091");
   EXPECT_EQ(o->command, (std::vector<std::string>{"./train", "--nnodes", "5", "--"}));
 }
 
@@ -66,6 +68,7 @@ TEST(AgentOptionsTest, DefaultsAndUnderscoreSpellings) {
   EXPECT_EQ(o->attach_timeout, absl::Seconds(60));
   EXPECT_FALSE(o->stop_with_parent);
   EXPECT_EQ(o->log_level, "warning");
+  EXPECT_EQ(o->metrics_listen, "");
 }
 
 TEST(AgentOptionsTest, HelpNeedsNothingElseAndDescribesEveryOption) {
@@ -87,6 +90,7 @@ TEST(AgentOptionsTest, HelpNeedsNothingElseAndDescribesEveryOption) {
                            "--attach_timeout",
                            "--stop_with_parent",
                            "--log_level",
+                           "--metrics_listen",
                            "TROIKA_COORDINATOR",
                            "TROIKA_LOCAL_SIZE",
                            "TROIKA_DEVICE",
@@ -121,6 +125,8 @@ TEST(AgentOptionsTest, UsageErrorsNameTheProblem) {
       {with({"--grace_period=soon", "--", "x"}), "not a duration"},
       {with({"--stop_with_parent=yes", "--", "x"}), "true or false"},
       {with({"--bogus=1", "--", "x"}), "unknown option 'bogus'"},
+      {with({"--metrics_listen=9091", "--", "x"}), "--metrics_listen must be HOST:PORT"},
+      {with({"--metrics_listen=:http", "--", "x"}), "--metrics_listen must be HOST:PORT"},
       {with({"./train"}), "the command goes after \"--\""},
       {with({}), "missing \"--\""},
   };

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <string>
 
@@ -187,6 +188,39 @@ TEST_F(CoordinatorMetricsTest, AbortsAreCountedByCause) {
   EXPECT_EQ(aborts.at("reason=deadlock"), 0);
 }
 
+TEST_F(CoordinatorMetricsTest, RankExitAndLostSessionAreCountedAndReleasedJobsEndAborted) {
+  bool created = false;
+  std::shared_ptr<Job> exited = *registry_.CreateJob("exited", 1, &created);
+  std::shared_ptr<Job> lost = *registry_.CreateJob("lost", 2, &created);
+  AttachAll(*exited, {"a"});
+  AttachAll(*lost, {"a", "b"});
+  FakeSink e0, l0, l1;
+  ASSERT_TRUE(exited->OpenSession({0}, 1, &e0).ok());
+  ASSERT_TRUE(lost->OpenSession({0}, 1, &l0).ok());
+  ASSERT_TRUE(lost->OpenSession({1}, 1, &l1).ok());
+  ASSERT_TRUE(exited->ReportExit(&e0, RankExit{.rank = 0, .host = "a", .exit_code = 1}).ok());
+  lost->CloseSession(&l1);
+  exited->CloseSession(&e0);
+  lost->CloseSession(&l0);
+  exited.reset();
+  lost.reset();
+  // Both jobs are done; the registry drops them on the scheduler's thread, in order before a
+  // callback scheduled now.
+  std::promise<void> drained;
+  scheduler_.RunAfter(absl::ZeroDuration(), [&drained] { drained.set_value(); });
+  drained.get_future().wait();
+
+  const auto families = Scrape();
+  const auto aborts = Samples(families, "troika_job_aborts_total");
+  EXPECT_EQ(aborts.at("reason=rank_exit"), 1);
+  EXPECT_EQ(aborts.at("reason=connection_lost"), 1);
+  const auto ended = Samples(families, "troika_jobs_ended_total");
+  EXPECT_EQ(ended.at("outcome=aborted"), 2);
+  EXPECT_EQ(ended.at("outcome=finished"), 0);
+  EXPECT_EQ(Samples(families, "troika_jobs_active")[""], 0);
+  EXPECT_TRUE(Samples(families, "troika_job_ranks").empty());  // series gone with the jobs
+}
+
 TEST_F(CoordinatorMetricsTest, RegistryRefusesJobsBeyondMaxJobs) {
   bool created = false;
   ASSERT_TRUE(registry_.CreateJob("a", 1, &created).ok());
@@ -211,7 +245,8 @@ TEST_F(CoordinatorMetricsTest, ScrapePassesPromtoolCheckMetrics) {
   const int rc = std::system(("promtool check metrics < " + in + " > " + out + " 2>&1").c_str());
   std::ifstream result(out);
   const std::string report((std::istreambuf_iterator<char>(result)), {});
-  ASSERT_NE(WEXITSTATUS(rc), 127) << "promtool is not installed (scripts/setup.sh --test-tools)";
+  ASSERT_NE(WEXITSTATUS(rc), 127)
+      << "promtool is not installed: install the Debian package `prometheus` (/usr/bin/promtool)";
   EXPECT_EQ(WEXITSTATUS(rc), 0) << report << "\n" << text;
   EXPECT_EQ(report, "") << text;
 }

@@ -2,7 +2,10 @@
 // coordinator process): two agents of two ranks train the weights of one rank; an abort on one
 // node stops the other with the cause's exit code; a vanished coordinator stops the ranks.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
@@ -17,6 +20,7 @@
 #include "coordinator/coordinator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/http_get.h"
 #include "tests/integration/launcher_helpers.h"
 
 namespace troika::testing {
@@ -44,14 +48,14 @@ class AgentProcessTest : public ::testing::Test {
   // Starts the agent of node `node` ("node-a", "node-b", ...) of a job of 2 nodes x 2 ranks;
   // its output goes to dir_/agent-<node>.{out,err}.
   pid_t StartAgent(int node, const std::string& job, const std::string& command,
-                   const std::string& address = "") {
+                   const std::string& address = "", const std::string& extra_flags = "") {
     const std::string name = absl::StrCat("agent-", node);
     pid_t pid = StartShell(absl::StrCat(
         "exec ", AGENT_BINARY, " --coordinator=", address.empty() ? address_ : address,
         " --job=", job, " --nnodes=2 --nproc-per-node=2 --node_rank=", node, " --host=node-",
         std::string(1, static_cast<char>('a' + node)),
-        " --data_host=127.0.0.1 --grace_period=2s --liveness_timeout=1s --socket_dir=", dir_,
-        " -- ", command, " >", dir_, "/", name, ".out 2>", dir_, "/", name, ".err"));
+        " --data_host=127.0.0.1 --grace_period=2s --liveness_timeout=1s --socket_dir=", dir_, " ",
+        extra_flags, " -- ", command, " >", dir_, "/", name, ".out 2>", dir_, "/", name, ".err"));
     agents_.push_back(pid);
     return pid;
   }
@@ -107,6 +111,52 @@ TEST_F(AgentProcessTest, AutotuningThroughAgentsFinishesAndSavesTheBest) {
   const std::string params = ReadFile(dir_ + "/tuned-autotune.params");
   EXPECT_THAT(params, HasSubstr("fusion_threshold_bytes=")) << "tuning did not finish";
   EXPECT_THAT(ReadFile(dir_ + "/tuned-autotune.csv"), HasSubstr("score"));
+}
+
+// A port nothing listens on now (bound, then released).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(AgentProcessTest, AgentServesItsNodesMetricsAndIsReadyWhileAttached) {
+  const int port = FreePort();
+  const std::string train = absl::StrCat(EXAMPLE_TRAIN_BINARY, " --steps 400");
+  const pid_t a =
+      StartAgent(0, "watched", train, "", absl::StrCat("--metrics_listen=127.0.0.1:", port));
+  const pid_t b = StartAgent(1, "watched", train);
+  // Scrape while the job runs: ready, ranks running, requests relayed.
+  std::string text;
+  int ready = 0;
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<HttpResponse> r = HttpGet(port, "/readyz");
+    ready = r.ok() ? r->status : 0;
+    absl::StatusOr<HttpResponse> m = HttpGet(port, "/metrics");
+    if (m.ok()) text = m->body;
+    if (ready == 200 &&
+        absl::StrContains(text, "troika_agent_requests_forwarded_total{troika_job=\"watched\"} ") &&
+        !absl::StrContains(text,
+                           "troika_agent_requests_forwarded_total{troika_job=\"watched\"} 0\n")) {
+      break;
+    }
+    usleep(50 * 1000);
+  }
+  EXPECT_EQ(ready, 200);
+  EXPECT_THAT(text, HasSubstr("troika_agent_ranks_running{troika_job=\"watched\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("troika_agent_upstream_connected{troika_job=\"watched\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("troika_streams_connected{method=\"Session\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("process_resident_memory_bytes"));
+  EXPECT_THAT(text,
+              Not(HasSubstr("troika_agent_requests_received_total{troika_job=\"watched\"} 0\n")));
+  EXPECT_EQ(WaitWithTimeout(a, absl::Seconds(120)), 0) << Err(0);
+  EXPECT_EQ(WaitWithTimeout(b, absl::Seconds(120)), 0) << Err(1);
 }
 
 TEST_F(AgentProcessTest, RanksGetTheAgentsEnvironmentAndItsSocketIsRemovedAtExit) {

@@ -48,6 +48,8 @@ int Promtool(const std::string& text, std::string* report) {
   const std::string in = ::testing::TempDir() + "/metrics_test_scrape.txt";
   std::ofstream(in) << text;
   const int rc = RunCommand("promtool check metrics < " + in, report);
+  EXPECT_NE(rc, 127)
+      << "promtool is not installed: install the Debian package `prometheus` (/usr/bin/promtool)";
   return rc;
 }
 
