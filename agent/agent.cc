@@ -20,7 +20,6 @@
 #include "common/logging.h"
 #include "common/metrics_server.h"
 #include "grpcpp/grpcpp.h"
-#include "prometheus/registry.h"
 
 namespace troika::agent {
 namespace {
@@ -53,7 +52,7 @@ Agent::Agent(AgentOptions options, ProcessLauncher& launcher, OutputSink& out, O
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 Agent::~Agent() {
-  metrics_server_.reset();  // its handlers read the objects below
+  if (metrics_) metrics_->StopServing();  // its handlers read the objects below
   // Callbacks may reach every object below until the upstream calls and the server are over.
   server_.reset();
   if (scheduler_) scheduler_->Stop();
@@ -177,9 +176,9 @@ absl::Status Agent::StartServer() {
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(service_.get());
-  if (rpc_metrics_) {
+  if (metrics_) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
-    factories.push_back(rpc_metrics_->MakeInterceptorFactory());
+    factories.push_back(metrics_->MakeInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(factories));
   }
   server_ = builder.BuildAndStart();
@@ -192,24 +191,14 @@ absl::Status Agent::StartServer() {
 }
 
 absl::Status Agent::StartMetrics() {
-  rpc_registry_ = std::make_shared<prometheus::Registry>();
-  rpc_metrics_ = std::make_unique<RpcMetrics>(*rpc_registry_);
-  agent_metrics_ = std::make_shared<AgentMetrics>(options_.job, [this] { return Snapshot(); });
-  process_metrics_ = MakeProcessCollector();
-  auto server = MetricsServer::Start(options_.metrics_listen, [this]() -> absl::Status {
+  metrics_ = std::make_unique<ServiceMetrics>(
+      std::make_shared<AgentMetrics>(options_.job, [this] { return Snapshot(); }));
+  return metrics_->Serve(options_.metrics_listen, [this]() -> absl::Status {
     std::lock_guard<std::mutex> lock(mu_);
     if (session_open_ && !session_closed_) return absl::OkStatus();
     return absl::UnavailableError(session_closed_ ? "the session with the coordinator ended"
                                                   : "not attached to the job yet");
   });
-  if (!server.ok()) return server.status();
-  metrics_server_ = *std::move(server);
-  metrics_server_->Register(agent_metrics_);
-  metrics_server_->Register(rpc_registry_);
-  metrics_server_->Register(process_metrics_);
-  TROIKA_LOG(INFO) << "metrics on " << options_.metrics_listen << " (port "
-                   << metrics_server_->port() << ")";
-  return absl::OkStatus();
 }
 
 AgentSnapshot Agent::Snapshot() {

@@ -38,13 +38,9 @@
 namespace grpc {
 class Server;
 }
-namespace prometheus {
-class Registry;
-}
 namespace troika {
-class MetricsServer;
-class RpcMetrics;
-}  // namespace troika
+class ServiceMetrics;
+}
 
 namespace troika::agent {
 
@@ -104,13 +100,10 @@ class Agent {
   std::shared_ptr<NodeRelay> relay_;
   AttachGate gate_;
   std::unique_ptr<AgentService> service_;
+  // Only with --metrics_listen. Outlives server_ (its RPC interceptor); stops serving first
+  // in ~Agent.
+  std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<grpc::Server> server_;
-  // Metrics (only with --metrics_listen); the server is stopped first in ~Agent.
-  std::shared_ptr<prometheus::Registry> rpc_registry_;
-  std::unique_ptr<RpcMetrics> rpc_metrics_;
-  std::shared_ptr<AgentMetrics> agent_metrics_;
-  std::shared_ptr<prometheus::Collectable> process_metrics_;
-  std::unique_ptr<MetricsServer> metrics_server_;
   std::atomic<int> ranks_running_{0};
   std::array<std::atomic<int64_t>, 3> exits_{};  // success, failure, signal
 

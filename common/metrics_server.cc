@@ -14,6 +14,7 @@
 #include "CivetServer.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/logging.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -311,6 +312,26 @@ RpcMetrics::~RpcMetrics() = default;
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 RpcMetrics::MakeInterceptorFactory() {
   return std::make_unique<RpcInterceptorFactory>(*impl_);
+}
+
+ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Collectable> service)
+    : service_(std::move(service)),
+      process_(MakeProcessCollector()),
+      rpc_registry_(std::make_shared<prometheus::Registry>()),
+      rpc_(*rpc_registry_) {}
+
+ServiceMetrics::~ServiceMetrics() { StopServing(); }
+
+absl::Status ServiceMetrics::Serve(const std::string& listen_address,
+                                   MetricsServer::Readiness readiness) {
+  auto server = MetricsServer::Start(listen_address, std::move(readiness));
+  if (!server.ok()) return server.status();
+  server_ = *std::move(server);
+  server_->Register(service_);
+  server_->Register(rpc_registry_);
+  server_->Register(process_);
+  TROIKA_LOG(INFO) << "metrics on " << listen_address << " (port " << server_->port() << ")";
+  return absl::OkStatus();
 }
 
 }  // namespace troika

@@ -81,4 +81,35 @@ class RpcMetrics {
   std::unique_ptr<Impl> impl_;
 };
 
+// ServiceMetrics: the metrics port of a Troika service (coordinator or agent): its own
+// collectable, the process metrics and its gRPC server's RPC metrics on one MetricsServer.
+// Create it before building the gRPC server (to install MakeInterceptorFactory()); Serve()
+// once scrapes may be answered; StopServing() before anything the collectable or the
+// readiness callback reads goes away. Must outlive the gRPC server.
+//
+// Thread contract: one thread calls Serve() and StopServing(); scrapes run on the server's.
+class ServiceMetrics {
+ public:
+  explicit ServiceMetrics(std::shared_ptr<prometheus::Collectable> service);
+  ~ServiceMetrics();  // StopServing()
+  ServiceMetrics(const ServiceMetrics&) = delete;
+  ServiceMetrics& operator=(const ServiceMetrics&) = delete;
+
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeInterceptorFactory() {
+    return rpc_.MakeInterceptorFactory();
+  }
+  // Starts the HTTP port (MetricsServer::Start's errors) and logs where it listens.
+  absl::Status Serve(const std::string& listen_address, MetricsServer::Readiness readiness);
+  // Stops the HTTP port, waiting for handlers in progress. Idempotent.
+  void StopServing() { server_.reset(); }
+  int port() const { return server_ ? server_->port() : 0; }
+
+ private:
+  const std::shared_ptr<prometheus::Collectable> service_;
+  const std::shared_ptr<prometheus::Collectable> process_;
+  const std::shared_ptr<prometheus::Registry> rpc_registry_;
+  RpcMetrics rpc_;
+  std::unique_ptr<MetricsServer> server_;
+};
+
 }  // namespace troika

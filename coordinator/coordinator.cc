@@ -6,7 +6,6 @@
 #include "common/metrics_server.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "prometheus/registry.h"
 
 namespace troika::coordinator {
 
@@ -20,10 +19,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   // grpc.health.v1.Health on the same port: SERVING until Shutdown().
   grpc::EnableDefaultHealthCheckService(true);
   if (!options.metrics_listen.empty()) {
-    c->rpc_registry_ = std::make_shared<prometheus::Registry>();
-    c->rpc_metrics_ = std::make_unique<RpcMetrics>(*c->rpc_registry_);
+    c->metrics_ = std::make_unique<ServiceMetrics>(std::make_shared<CoordinatorMetrics>(
+        *c->registry_, CoordinatorMetricsOptions{options.metrics_max_rank_series,
+                                                 options.registry.stall.warning_time}));
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
-    factories.push_back(c->rpc_metrics_->MakeInterceptorFactory());
+    factories.push_back(c->metrics_->MakeInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(factories));
   }
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
@@ -47,36 +47,22 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   TROIKA_LOG(INFO) << "coordinator listening on " << options.listen_address << " (port " << c->port_
                    << ")";
   c->serving_ = true;
-  if (!options.metrics_listen.empty()) {
-    if (absl::Status s = c->StartMetrics(options); !s.ok()) return s;
+  if (c->metrics_) {
+    Coordinator* self = c.get();
+    absl::Status s = c->metrics_->Serve(options.metrics_listen, [self]() -> absl::Status {
+      if (self->serving_) return absl::OkStatus();
+      return absl::UnavailableError("the coordinator is shutting down");
+    });
+    if (!s.ok()) return s;
   }
   return c;
 }
 
-absl::Status Coordinator::StartMetrics(const CoordinatorOptions& options) {
-  job_metrics_ = std::make_shared<CoordinatorMetrics>(
-      *registry_, CoordinatorMetricsOptions{options.metrics_max_rank_series,
-                                            options.registry.stall.warning_time});
-  process_metrics_ = MakeProcessCollector();
-  auto server = MetricsServer::Start(options.metrics_listen, [this]() -> absl::Status {
-    if (serving_) return absl::OkStatus();
-    return absl::UnavailableError("the coordinator is shutting down");
-  });
-  if (!server.ok()) return server.status();
-  metrics_server_ = *std::move(server);
-  metrics_server_->Register(job_metrics_);
-  metrics_server_->Register(rpc_registry_);
-  metrics_server_->Register(process_metrics_);
-  TROIKA_LOG(INFO) << "metrics on " << options.metrics_listen << " (port "
-                   << metrics_server_->port() << ")";
-  return absl::OkStatus();
-}
-
-int Coordinator::metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+int Coordinator::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 Coordinator::~Coordinator() {
   Shutdown(absl::ZeroDuration());
-  metrics_server_.reset();  // before what its handlers read
+  if (metrics_) metrics_->StopServing();  // before what its handlers read
 }
 
 void Coordinator::Shutdown(absl::Duration grace) {

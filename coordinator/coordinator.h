@@ -18,13 +18,9 @@
 namespace grpc {
 class Server;
 }
-namespace prometheus {
-class Registry;
-}
 namespace troika {
-class MetricsServer;
-class RpcMetrics;
-}  // namespace troika
+class ServiceMetrics;
+}
 
 namespace troika::coordinator {
 
@@ -68,21 +64,16 @@ class Coordinator {
 
  private:
   Coordinator() = default;
-  absl::Status StartMetrics(const CoordinatorOptions& options);
 
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<CoordinatorService> service_;
-  // Metrics (only with metrics_listen). Declared before the server: destroyed after it.
-  std::shared_ptr<prometheus::Registry> rpc_registry_;
-  std::unique_ptr<RpcMetrics> rpc_metrics_;
-  std::shared_ptr<CoordinatorMetrics> job_metrics_;
-  std::shared_ptr<prometheus::Collectable> process_metrics_;
+  // Only with metrics_listen. Outlives the server (its RPC interceptor); stops serving first
+  // in ~Coordinator.
+  std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::atomic<bool> serving_{false};  // /readyz
-  // Stopped first: its handlers read everything above.
-  std::unique_ptr<MetricsServer> metrics_server_;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // guarded by shutdown_mu_
 };
