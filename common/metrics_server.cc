@@ -1,7 +1,9 @@
 #include "common/metrics_server.h"
 
 #include <dirent.h>
+#include <netdb.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "CivetServer.h"
@@ -32,6 +35,44 @@ void Reply(mg_connection* conn, int status, const char* reason, const char* cont
             "Connection: close\r\n\r\n",
             status, reason, content_type, body.size());
   mg_write(conn, body.data(), body.size());
+}
+
+// Where to connect to reach a server listening on `listen_address` ("host:port"): a wildcard
+// host is reached on loopback.
+std::string LocalHost(const std::string& listen_address) {
+  std::string host = listen_address.substr(0, listen_address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "::1";
+  return host;
+}
+
+// Stops `server`. civetweb's listener thread notices the stop only when its poll() returns,
+// which without traffic takes up to 2 s; connecting to the port (and hanging up at once) wakes
+// it, so shutting down a process is not held up.
+void StopPromptly(CivetServer& server, const std::string& host, int port) {
+  std::atomic<bool> stopped = false;
+  std::thread waker([&stopped, &host, port] {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+    while (!stopped.load()) {
+      const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+      if (fd >= 0) {
+        (void)connect(fd, found->ai_addr, found->ai_addrlen);
+        close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    freeaddrinfo(found);
+  });
+  server.close();  // waits for handlers in progress
+  stopped = true;
+  waker.join();
 }
 
 class FunctionHandler : public CivetHandler {
@@ -75,11 +116,12 @@ class MetricsServer::Impl {
     server_->addHandler("/readyz$", readyz_);
     const std::vector<int> ports = server_->getListeningPorts();
     port_ = ports.empty() ? 0 : ports.front();
+    local_host_ = LocalHost(listen_address);
     return absl::OkStatus();
   }
 
   ~Impl() {
-    if (server_) server_->close();  // waits for handlers in progress
+    if (server_) StopPromptly(*server_, local_host_, port_);
   }
 
   int port() const { return port_; }
@@ -119,6 +161,7 @@ class MetricsServer::Impl {
   FunctionHandler metrics_, healthz_, readyz_;
   std::unique_ptr<CivetServer> server_;
   int port_ = 0;
+  std::string local_host_;  // where port_ is reached from this host
   std::mutex mu_;
   std::vector<std::weak_ptr<prometheus::Collectable>> collectables_;  // guarded by mu_
 };

@@ -19,12 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/support/server_interceptor.h"  // complete: ServiceMetrics returns one inline
 #include "prometheus/collectable.h"
 #include "prometheus/registry.h"
-
-namespace grpc::experimental {
-class ServerInterceptorFactoryInterface;
-}
 
 namespace troika {
 
@@ -60,7 +57,8 @@ std::shared_ptr<prometheus::Collectable> MakeProcessCollector();
 // Metrics of a gRPC server, recorded by an interceptor (install with
 // ServerBuilder::experimental().SetInterceptorCreators):
 //   troika_rpc_duration_seconds{method}   histogram, unary RPCs, call start to status sent
-//   troika_rpcs_total{method,code}        counter, every finished RPC by status code
+//   troika_rpcs_total{method,code}        counter, every finished RPC by the status code the
+//                                         server sent (CANCELLED when it sent none)
 //   troika_streams_connected{method}      gauge, open streaming RPCs
 // `method` is the short method name ("Attach"), so cardinality is the service's method count.
 class RpcMetrics {
