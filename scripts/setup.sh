@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build needs (idempotent), then configures and builds
-# Troika with -j2 into ./build.  Usage: scripts/setup.sh [--no-build]
+# Installs the Debian packages Troika needs (idempotent: skips what is installed), then
+# configures and builds it with -j2 into ./build.
+#
+# Usage: scripts/setup.sh [--no-build | --runtime | --test-tools]
+#   (none)        build packages, then build
+#   --no-build    build packages only
+#   --runtime     only the shared libraries the installed binaries need (the container
+#                 image's runtime stage; deploy/docker/Dockerfile); no build
+#   --test-tools  build packages and what the test suite runs besides the build (promtool
+#                 and a Prometheus server, yamllint, kubectl, and build/venv with
+#                 kubernetes-validate), then build
 set -euo pipefail
 
 PACKAGES=(
@@ -10,9 +19,32 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   prometheus-cpp-dev civetweb libcivetweb-dev libssl-dev
 )
+# The packages holding every shared library of the installed binaries and libtroika beyond
+# those of debian:12-slim (tests/deploy checks this list against ldd of the build).
+RUNTIME_PACKAGES=(
+  libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libre2-9 libc-ares2 libssl3
+  libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
+  libprometheus-cpp-core1.0 libcivetweb1
+)
+TEST_PACKAGES=(prometheus yamllint python3-venv)
+KUBERNETES_VALIDATE_VERSION=1.37.0
+
+mode=${1:-}
+case "$mode" in
+  "") wanted=("${PACKAGES[@]}") ;;
+  --no-build) wanted=("${PACKAGES[@]}") ;;
+  --runtime) wanted=("${RUNTIME_PACKAGES[@]}") ;;
+  --test-tools)
+    wanted=("${PACKAGES[@]}" "${TEST_PACKAGES[@]}")
+    # Debian's kubectl (kubernetes-client) only where there is none: other kubectl packages
+    # conflict with it.
+    command -v kubectl >/dev/null || wanted+=(kubernetes-client)
+    ;;
+  *) echo "usage: $0 [--no-build | --runtime | --test-tools]" >&2; exit 2 ;;
+esac
 
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -22,8 +54,16 @@ if ((${#missing[@]})); then
   apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-[[ "${1:-}" == "--no-build" ]] && exit 0
+[[ "$mode" == "--runtime" || "$mode" == "--no-build" ]] && exit 0
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [[ "$mode" == "--test-tools" ]]; then
+  venv="$root/build/venv"
+  if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETES_VALIDATE_VERSION"; then
+    echo "setup: creating $venv with kubernetes-validate $KUBERNETES_VALIDATE_VERSION"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml
+  fi
+fi
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${TROIKA_BUILD_TYPE:-RelWithDebInfo}"
 cmake --build "$root/build" -j2

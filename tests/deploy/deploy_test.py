@@ -1,0 +1,433 @@
+"""Checks of deploy/: the manifests, the container image's setup, and the metrics that the
+dashboard and the alerts use, against the real binaries. Run by ctest (tests/deploy):
+
+  deploy_test.py manifests   kustomize renders; yamllint; Kubernetes schemas (built-in kinds,
+                             offline, kubernetes-validate); the Prometheus Operator objects
+                             select what exists; alert rules pass promtool; dashboard parses
+  deploy_test.py dockerfile  Dockerfile, README and scripts/setup.sh stay in step; every shared
+                             library of the installed binaries comes from RUNTIME_PACKAGES
+  deploy_test.py flags       the manifests' coordinator and agent command lines, exactly, run a
+                             training job to completion (manifests cannot drift from the CLI)
+  deploy_test.py live        coordinator + 2 agents training: promtool check metrics on their
+                             scrapes, a real Prometheus scraping them answers a step-time
+                             quantile, and every metric of the dashboard and alerts exists
+
+Needs build/ (binaries), promtool, prometheus, yamllint, kubectl and PyYAML
+(scripts/setup.sh --test-tools).
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("TROIKA_BUILD_DIR", os.path.join(ROOT, "build"))
+BINARIES = {
+    "troika-coordinator": os.path.join(BUILD, "coordinator", "troika-coordinator"),
+    "troikactl": os.path.join(BUILD, "coordinator", "troikactl"),
+    "troika-agent": os.path.join(BUILD, "agent", "troika-agent"),
+    "troikarun": os.path.join(BUILD, "agent", "troikarun"),
+    "troika-example-train": os.path.join(BUILD, "examples", "troika-example-train"),
+}
+KUBERNETES_VERSION = "1.30.0"
+
+
+def fail(message):
+    print("FAIL: " + message, file=sys.stderr)
+    sys.exit(1)
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, **kwargs)
+
+
+def rendered():
+    r = run(["kubectl", "kustomize", os.path.join(ROOT, "deploy", "k8s")])
+    if r.returncode != 0:
+        fail("kubectl kustomize deploy/k8s: " + r.stderr)
+    return r.stdout, [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def find(docs, kind, name=None):
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    if not found:
+        fail(f"no {kind} {name or ''} in the rendered manifests")
+    return found[0]
+
+
+def container(docs, kind, name):
+    return find(docs, kind, name)["spec"]["template"]["spec"]["containers"][0]
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+# ---- manifests -----------------------------------------------------------------------------
+
+def check_manifests():
+    text, docs = rendered()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rendered.yaml")
+        with open(out, "w") as f:
+            f.write(text)
+        lint = run(["yamllint", "-s", "-c", os.path.join(ROOT, "deploy", ".yamllint"),
+                    os.path.join(ROOT, "deploy"), out])
+        if lint.returncode != 0:
+            fail("yamllint:\n" + lint.stdout + lint.stderr)
+        validate = run([os.path.join(os.path.dirname(sys.executable), "kubernetes-validate"),
+                        "--strict", "-k", KUBERNETES_VERSION, out])
+        passed = re.findall(r"passed for resource (\S+)", validate.stdout + validate.stderr)
+        builtin = [d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com/")]
+        if validate.returncode != 0 or len(passed) != len(builtin):
+            fail(f"kubernetes-validate ({len(passed)} of {len(builtin)} passed):\n"
+                 + validate.stdout + validate.stderr)
+        check_operator_objects(docs, tmp)
+    check_dashboard()
+    print(f"manifests ok: {len(docs)} objects, {len(passed)} schema-validated")
+
+
+def check_operator_objects(docs, tmp):
+    """The Prometheus Operator's CRDs have no schema in kubernetes-validate: check that they
+    select what exists, and the alert rules with promtool."""
+    service = find(docs, "Service", "troika-coordinator")
+    monitor = find(docs, "ServiceMonitor", "troika-coordinator")
+    if not selects(monitor["spec"]["selector"], service["metadata"]["labels"]):
+        fail("the ServiceMonitor does not select the coordinator's Service")
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    for endpoint in monitor["spec"]["endpoints"]:
+        if endpoint["port"] not in ports:
+            fail(f"ServiceMonitor port {endpoint['port']} is not a port of the Service")
+    job = find(docs, "Job", "troika-example")
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    pod_monitor = find(docs, "PodMonitor")
+    if not selects(pod_monitor["spec"]["selector"], pod_labels):
+        fail("the PodMonitor does not select the example job's pods")
+    container_ports = {p["name"] for p in container(docs, "Job", "troika-example")["ports"]}
+    for endpoint in pod_monitor["spec"]["podMetricsEndpoints"]:
+        if endpoint["port"] not in container_ports:
+            fail(f"PodMonitor port {endpoint['port']} is not a port of the agent container")
+    policy = find(docs, "NetworkPolicy", "troika-coordinator")
+    if not selects(policy["spec"]["podSelector"], service["spec"]["selector"]):
+        fail("the coordinator's NetworkPolicy does not select the coordinator")
+    if not any(selects(peer["podSelector"], pod_labels)
+               for rule in policy["spec"]["ingress"] for peer in rule["from"] if "podSelector" in peer):
+        fail("the coordinator's NetworkPolicy does not admit the job's pods")
+    rules = os.path.join(tmp, "rules.yaml")
+    with open(rules, "w") as f:
+        yaml.safe_dump({"groups": find(docs, "PrometheusRule")["spec"]["groups"]}, f)
+    check = run(["promtool", "check", "rules", rules])
+    if check.returncode != 0:
+        fail("promtool check rules:\n" + check.stdout + check.stderr)
+
+
+def check_dashboard():
+    with open(os.path.join(ROOT, "deploy", "grafana", "troika.json")) as f:
+        dashboard = json.load(f)
+    for panel in dashboard["panels"]:
+        if not panel.get("targets") or not all(t.get("expr") for t in panel["targets"]):
+            fail(f"dashboard panel '{panel['title']}' has no query")
+
+
+# ---- dockerfile ----------------------------------------------------------------------------
+
+def shell_array(script, name):
+    r = run(["bash", "-c", f'eval "$(sed -n "/^{name}=(/,/)/p" "$0")"; echo "${{{name}[@]}}"', script])
+    return r.stdout.split()
+
+
+# Packages of debian:12-slim itself.
+BASE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1", "zlib1g"}
+
+
+def package_of(path):
+    for candidate in (path, path.removeprefix("/usr"), "/usr" + path):
+        r = run(["dpkg", "-S", candidate])
+        if r.returncode == 0:
+            return r.stdout.split(":")[0]
+    return None
+
+
+def check_dockerfile():
+    with open(os.path.join(ROOT, "deploy", "docker", "Dockerfile")) as f:
+        dockerfile = f.read()
+    dockerfile = dockerfile.replace("\\\n", " ")  # continuation lines
+    stages = re.split(r"^FROM ", dockerfile, flags=re.M)[1:]
+    if len(stages) != 2:
+        fail("the Dockerfile should have a build and a runtime stage")
+    if not re.search(r"^RUN .*\./scripts/setup\.sh\s*(&&|$)", stages[0], flags=re.M):
+        fail("the build stage does not run ./scripts/setup.sh (the README's script)")
+    if not re.search(r"setup\.sh --runtime", stages[1]):
+        fail("the runtime stage does not run scripts/setup.sh --runtime")
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for command in ("./scripts/setup.sh && ./build/agent/troikarun", "./scripts/test.sh"):
+        if command not in readme:
+            fail(f"the README's commands no longer contain '{command}'")
+    with open(os.path.join(ROOT, "scripts", "test.sh")) as f:
+        if "scripts/setup.sh" not in f.read():
+            fail("scripts/test.sh no longer calls scripts/setup.sh")
+    runtime = set(shell_array(os.path.join(ROOT, "scripts", "setup.sh"), "RUNTIME_PACKAGES"))
+    if not runtime:
+        fail("scripts/setup.sh has no RUNTIME_PACKAGES")
+    with tempfile.TemporaryDirectory() as prefix:
+        install = run(["cmake", "--install", BUILD, "--prefix", prefix])
+        if install.returncode != 0:
+            fail("cmake --install: " + install.stderr)
+        files = [os.path.join(prefix, "bin", b) for b in os.listdir(os.path.join(prefix, "bin"))]
+        files += [os.path.join(prefix, "lib", "libtroika.so")]
+        needed = {}
+        for path in files:
+            for line in run(["ldd", path]).stdout.splitlines():
+                m = re.match(r"\s*(\S+) => (\S+)", line)
+                if not m:
+                    continue
+                if m.group(2) == "not":
+                    fail(f"{path} needs {m.group(1)}, which is not found: the install is broken")
+                if not m.group(2).startswith(prefix):
+                    needed[m.group(2)] = path
+    missing = []
+    for lib, user in sorted(needed.items()):
+        package = package_of(lib)
+        if package not in runtime | BASE_PACKAGES:
+            missing.append(f"{lib} ({package}, needed by {os.path.basename(user)})")
+    if missing:
+        fail("RUNTIME_PACKAGES in scripts/setup.sh lacks:\n  " + "\n  ".join(missing))
+    print(f"dockerfile ok: {len(needed)} shared libraries, all from RUNTIME_PACKAGES or the base")
+
+
+# ---- processes -----------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, timeout=2):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    fail(f"timed out after {timeout}s waiting for {what}")
+
+
+class Processes:
+    """Started processes, stopped (SIGTERM, then SIGKILL) when the block ends, whatever happens."""
+
+    def __init__(self, scratch):
+        self.scratch = scratch
+        self.procs = []
+
+    def start(self, name, args, env=None):
+        log = open(os.path.join(self.scratch, name + ".log"), "w")
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        proc.name = name
+        self.procs.append(proc)
+        return proc
+
+    def log(self, name):
+        with open(os.path.join(self.scratch, name + ".log")) as f:
+            return f.read()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def binary(name):
+    path = BINARIES.get(os.path.basename(name))
+    if path is None:
+        fail(f"the manifests run '{name}', which this build does not make")
+    return path
+
+
+def expand(args, env):
+    """$(VAR) references, as Kubernetes expands them in command and args."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in args]
+
+
+# ---- flags ---------------------------------------------------------------------------------
+
+def check_flags():
+    _, docs = rendered()
+    coordinator = container(docs, "Deployment", "troika-coordinator")
+    agent = container(docs, "Job", "troika-example")
+    job = find(docs, "Job", "troika-example")
+    nodes = job["spec"]["completions"]
+    with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
+        args = [binary(coordinator["command"][0])] + coordinator["args"]
+        # The Deployment's own flags, exactly; only the --timeline_dir volume is local.
+        args = [f"--timeline_dir={scratch}" if a.startswith("--timeline_dir=") else a for a in args]
+        procs.start("coordinator", args)
+        metrics = int(next(a for a in args if a.startswith("--metrics_listen=")).rsplit(":", 1)[1])
+        wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30,
+                 "the coordinator's /readyz\n" + procs.log("coordinator"))
+        agents = []
+        for index in range(nodes):
+            env = {"JOB_COMPLETION_INDEX": str(index), "POD_NAME": f"troika-example-{index}",
+                   "POD_IP": "127.0.0.1"}
+            args = expand(agent["command"] + agent["args"], env)
+            # Cluster addresses become local ones: the coordinator's Service name, and — since
+            # both "pods" share this host — a metrics port per agent and a socket dir.
+            args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a) for a in args]
+            args = [re.sub(r"^--metrics_listen=(.*):\d+$", rf"--metrics_listen=\1:{free_port()}", a)
+                    for a in args]
+            args = [binary(args[0])] + args[1:]
+            split = args.index("--")
+            args = args[:split] + [f"--socket_dir={scratch}"] + args[split:split + 1] + \
+                [binary(args[split + 1])] + args[split + 2:]
+            agents.append(procs.start(f"agent-{index}", args))
+        for index, proc in enumerate(agents):
+            try:
+                code = proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                fail(f"agent {index} did not finish\n" + procs.log(f"agent-{index}"))
+            if code != 0:
+                fail(f"agent {index} exited {code}\n" + procs.log(f"agent-{index}"))
+        if "step 50 loss" not in procs.log("agent-0"):
+            fail("the example did not train to the end:\n" + procs.log("agent-0"))
+    print(f"flags ok: the coordinator and {nodes} agents ran with the manifests' command lines")
+
+
+# ---- live ----------------------------------------------------------------------------------
+
+def metric_names(expr):
+    """Metric names a PromQL expression reads (histogram series by their family name)."""
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\b(by|without)\s*\([^)]*\)", "", expr)  # grouping labels
+    names = set(re.findall(r"\b((?:troika|process)_[a-z0-9_]+)", expr))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
+
+
+def exposed_names(text):
+    names = set()
+    for line in text.splitlines():
+        m = re.match(r"# TYPE (\S+) (\S+)", line)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def promtool_metrics(text, what):
+    r = run(["promtool", "check", "metrics"], input=text)
+    if r.returncode != 0 or r.stdout.strip() or r.stderr.strip():
+        fail(f"promtool check metrics on the {what}'s scrape (exit {r.returncode}):\n"
+             + r.stdout + r.stderr)
+
+
+def query(port, promql):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.load(r)["data"]["result"]
+    except OSError:
+        return []
+
+
+def check_live():
+    import urllib.parse  # noqa: F401  (query)
+    _, docs = rendered()
+    with open(os.path.join(ROOT, "deploy", "grafana", "troika.json")) as f:
+        dashboard = json.load(f)
+    used = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            used |= metric_names(target["expr"])
+    for group in find(docs, "PrometheusRule")["spec"]["groups"]:
+        for rule in group["rules"]:
+            used |= metric_names(rule["expr"])
+
+    with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
+        grpc, metrics = free_port(), free_port()
+        agent_ports = [free_port(), free_port()]
+        procs.start("coordinator", [BINARIES["troika-coordinator"], f"--listen=127.0.0.1:{grpc}",
+                                    f"--metrics_listen=127.0.0.1:{metrics}", "--autotune"])
+        wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30, "the coordinator")
+        for node in range(2):
+            procs.start(f"agent-{node}", [
+                BINARIES["troika-agent"], f"--coordinator=127.0.0.1:{grpc}", "--job=live",
+                "--nnodes=2", "--nproc-per-node=2", f"--node_rank={node}", f"--host=node-{node}",
+                "--data_host=127.0.0.1", f"--socket_dir={scratch}",
+                f"--metrics_listen=127.0.0.1:{agent_ports[node]}", "--",
+                BINARIES["troika-example-train"], "--steps=1000000"])
+        # Step samples reach the coordinator about once a second.
+        wait_for(lambda: "troika_step_duration_seconds_count{" in http_get(metrics, "/metrics")[1],
+                 60, "step samples\n" + procs.log("agent-0"))
+        wait_for(lambda: http_get(agent_ports[0], "/readyz")[0] == 200, 30, "agent 0 ready")
+
+        prometheus_port = free_port()
+        config = os.path.join(scratch, "prometheus.yml")
+        with open(config, "w") as f:
+            yaml.safe_dump({
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [
+                    {"job_name": "troika-coordinator",
+                     "static_configs": [{"targets": [f"127.0.0.1:{metrics}"]}]},
+                    {"job_name": "troika-agents",
+                     "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in agent_ports]}]}]}, f)
+        procs.start("prometheus", ["prometheus", f"--config.file={config}",
+                                   f"--storage.tsdb.path={scratch}/tsdb",
+                                   f"--web.listen-address=127.0.0.1:{prometheus_port}"])
+        quantile = ("histogram_quantile(0.9, sum by (le) "
+                    "(rate(troika_step_duration_seconds_bucket[30s])))")
+        result = []
+
+        def answered():
+            result[:] = [r for r in query(prometheus_port, quantile)
+                         if r["value"][1] not in ("NaN", "+Inf")]
+            return bool(result)
+        wait_for(answered, 60, "Prometheus to answer " + quantile + "\n" + procs.log("prometheus"))
+        up = query(prometheus_port, "up")
+        if sorted(r["value"][1] for r in up) != ["1", "1", "1"]:
+            fail(f"Prometheus does not scrape all three targets: {up}")
+
+        scrapes = {"coordinator": http_get(metrics, "/metrics")[1],
+                   "agent": http_get(agent_ports[0], "/metrics")[1]}
+        for what, text in scrapes.items():
+            promtool_metrics(text, what)
+        exposed = exposed_names(scrapes["coordinator"]) | exposed_names(scrapes["agent"])
+        absent = sorted(used - exposed)
+        if absent:
+            fail("the dashboard or the alerts use metrics no live scrape has: " + ", ".join(absent))
+    print(f"live ok: p90 step time {float(result[0]['value'][1]) * 1e3:.1f} ms from Prometheus; "
+          f"{len(used)} dashboard and alert metrics all exposed; promtool clean")
+
+
+if __name__ == "__main__":
+    checks = {"manifests": check_manifests, "dockerfile": check_dockerfile, "flags": check_flags,
+              "live": check_live}
+    if len(sys.argv) != 2 or sys.argv[1] not in checks:
+        fail("usage: deploy_test.py " + "|".join(checks))
+    checks[sys.argv[1]]()
