@@ -287,9 +287,8 @@ def check_flags():
     job = find(docs, "Job", "troika-example")
     nodes = job["spec"]["completions"]
     with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
+        # The Deployment's own flags, exactly.
         args = [binary(coordinator["command"][0])] + coordinator["args"]
-        # The Deployment's own flags, exactly; only the --timeline_dir volume is local.
-        args = [f"--timeline_dir={scratch}" if a.startswith("--timeline_dir=") else a for a in args]
         procs.start("coordinator", args)
         metrics = int(next(a for a in args if a.startswith("--metrics_listen=")).rsplit(":", 1)[1])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30,
@@ -299,15 +298,13 @@ def check_flags():
             env = {"JOB_COMPLETION_INDEX": str(index), "POD_NAME": f"troika-example-{index}",
                    "POD_IP": "127.0.0.1"}
             args = expand(agent["command"] + agent["args"], env)
-            # Cluster addresses become local ones: the coordinator's Service name, and — since
-            # both "pods" share this host — a metrics port per agent and a socket dir.
+            # Exactly the Job's flags but two: the coordinator's Service name becomes its local
+            # address, and — since both "pods" share this host — each agent gets a metrics port.
             args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a) for a in args]
             args = [re.sub(r"^--metrics_listen=(.*):\d+$", rf"--metrics_listen=\1:{free_port()}", a)
                     for a in args]
-            args = [binary(args[0])] + args[1:]
             split = args.index("--")
-            args = args[:split] + [f"--socket_dir={scratch}"] + args[split:split + 1] + \
-                [binary(args[split + 1])] + args[split + 2:]
+            args = [binary(args[0])] + args[1:split + 1] + [binary(args[split + 1])] + args[split + 2:]
             agents.append(procs.start(f"agent-{index}", args))
         for index, proc in enumerate(agents):
             try:
