@@ -62,7 +62,8 @@ if [[ "$mode" == "--test-tools" ]]; then
   if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETES_VALIDATE_VERSION"; then
     echo "setup: creating $venv with kubernetes-validate $KUBERNETES_VALIDATE_VERSION"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+      "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml==6.0.3
   fi
 fi
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${TROIKA_BUILD_TYPE:-RelWithDebInfo}"

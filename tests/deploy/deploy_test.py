@@ -1,13 +1,18 @@
 """Checks of deploy/: the manifests, the container image's setup, and the metrics that the
 dashboard and the alerts use, against the real binaries. Run by ctest (tests/deploy):
 
-  deploy_test.py manifests   kustomize renders; yamllint; Kubernetes schemas (built-in kinds,
-                             offline, kubernetes-validate); the Prometheus Operator objects
-                             select what exists; alert rules pass promtool; dashboard parses
+  deploy_test.py manifests   kustomize renders (only what kubectl 1.20's kustomize knows;
+                             $TROIKA_EXTRA_KUBECTLS: more kubectls that must render the same);
+                             yamllint; Kubernetes schemas (built-in kinds, offline,
+                             kubernetes-validate); the Prometheus Operator objects (no schema
+                             there) select what exists; alert rules pass promtool; the
+                             dashboard parses and it and the alerts use only documented metrics
   deploy_test.py dockerfile  Dockerfile, README and scripts/setup.sh stay in step; every shared
-                             library of the installed binaries comes from RUNTIME_PACKAGES
+                             library of the installed binaries comes from RUNTIME_PACKAGES (or
+                             debian:12-slim), and every runtime package is needed
   deploy_test.py flags       the manifests' coordinator and agent command lines, exactly, run a
-                             training job to completion (manifests cannot drift from the CLI)
+                             training job to completion (manifests cannot drift from the CLI);
+                             in a private network namespace where it can (root)
   deploy_test.py live        coordinator + 2 agents training: promtool check metrics on their
                              scrapes, a real Prometheus scraping them answers a step-time
                              quantile, and every metric of the dashboard and alerts exists
@@ -16,6 +21,7 @@ Needs build/ (binaries), promtool, prometheus, yamllint, kubectl and PyYAML
 (scripts/setup.sh --test-tools).
 """
 
+import ctypes
 import json
 import os
 import re
@@ -25,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 import yaml
@@ -50,11 +58,33 @@ def run(args, **kwargs):
     return subprocess.run(args, capture_output=True, text=True, **kwargs)
 
 
-def rendered():
-    r = run(["kubectl", "kustomize", os.path.join(ROOT, "deploy", "k8s")])
+# What kustomize v2 (kubectl 1.20, Debian's kubernetes-client) understands: no `patches:`.
+KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "namespace", "commonLabels", "labels",
+                      "images", "configMapGenerator", "secretGenerator", "generatorOptions"}
+
+
+def rendered(kubectl="kubectl"):
+    r = run([kubectl, "kustomize", os.path.join(ROOT, "deploy", "k8s")])
     if r.returncode != 0:
-        fail("kubectl kustomize deploy/k8s: " + r.stderr)
+        fail(f"{kubectl} kustomize deploy/k8s: " + r.stderr)
     return r.stdout, [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def check_kustomization(docs):
+    """Old kubectls render the base too: only the keys they know, and, where other kubectls are
+    named in $TROIKA_EXTRA_KUBECTLS (':'-separated, e.g. a kubectl 1.20 next to a newer one),
+    the same objects from each."""
+    with open(os.path.join(ROOT, "deploy", "k8s", "kustomization.yaml")) as f:
+        keys = set(yaml.safe_load(f))
+    if keys - KUSTOMIZATION_KEYS:
+        fail("deploy/k8s/kustomization.yaml uses what kubectl 1.20's kustomize cannot render: "
+             + ", ".join(sorted(keys - KUSTOMIZATION_KEYS)))
+
+    def canonical(objects):
+        return sorted(json.dumps(d, sort_keys=True) for d in objects)
+    for kubectl in filter(None, os.environ.get("TROIKA_EXTRA_KUBECTLS", "").split(":")):
+        if canonical(rendered(kubectl)[1]) != canonical(docs):
+            fail(f"{kubectl} kustomize renders other objects than kubectl")
 
 
 def find(docs, kind, name=None):
@@ -76,6 +106,7 @@ def selects(selector, labels):
 
 def check_manifests():
     text, docs = rendered()
+    check_kustomization(docs)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rendered.yaml")
         with open(out, "w") as f:
@@ -92,7 +123,7 @@ def check_manifests():
             fail(f"kubernetes-validate ({len(passed)} of {len(builtin)} passed):\n"
                  + validate.stdout + validate.stderr)
         check_operator_objects(docs, tmp)
-    check_dashboard()
+    check_dashboard(docs)
     print(f"manifests ok: {len(docs)} objects, {len(passed)} schema-validated")
 
 
@@ -130,12 +161,22 @@ def check_operator_objects(docs, tmp):
         fail("promtool check rules:\n" + check.stdout + check.stderr)
 
 
-def check_dashboard():
+def documented_metrics():
+    """Metric names in docs/metrics.md (histograms and counters by their family names)."""
+    with open(os.path.join(ROOT, "docs", "metrics.md")) as f:
+        return set(re.findall(r"`((?:troika|process)_[a-z0-9_]+)", f.read()))
+
+
+def check_dashboard(docs):
     with open(os.path.join(ROOT, "deploy", "grafana", "troika.json")) as f:
         dashboard = json.load(f)
     for panel in dashboard["panels"]:
         if not panel.get("targets") or not all(t.get("expr") for t in panel["targets"]):
             fail(f"dashboard panel '{panel['title']}' has no query")
+    undocumented = sorted(used_metrics(docs) - documented_metrics())
+    if undocumented:
+        fail("the dashboard or the alerts use metrics docs/metrics.md does not name: "
+             + ", ".join(undocumented))
 
 
 # ---- dockerfile ----------------------------------------------------------------------------
@@ -149,12 +190,20 @@ def shell_array(script, name):
 BASE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1", "zlib1g"}
 
 
-def package_of(path):
-    for candidate in (path, path.removeprefix("/usr"), "/usr" + path):
-        r = run(["dpkg", "-S", candidate])
-        if r.returncode == 0:
-            return r.stdout.split(":")[0]
-    return None
+def packages_of(paths):
+    """{path: the Debian package that holds it}, with one dpkg -S call (merged /usr aware)."""
+    variants = {}
+    for path in paths:
+        for candidate in (path, path.removeprefix("/usr"), "/usr" + path,
+                          os.path.realpath(path)):
+            variants.setdefault(candidate, set()).add(path)
+    found = {}
+    for line in run(["dpkg", "-S"] + sorted(variants)).stdout.splitlines():
+        m = re.match(r"([^:\s,]+)(?::\S+)?(?:, \S+)*: (\S+)$", line)
+        if m and m.group(2) in variants:
+            for path in variants[m.group(2)]:
+                found.setdefault(path, m.group(1))
+    return found
 
 
 def check_dockerfile():
@@ -195,13 +244,19 @@ def check_dockerfile():
                     fail(f"{path} needs {m.group(1)}, which is not found: the install is broken")
                 if not m.group(2).startswith(prefix):
                     needed[m.group(2)] = path
+    owners = packages_of(needed)
     missing = []
     for lib, user in sorted(needed.items()):
-        package = package_of(lib)
+        package = owners.get(lib)
         if package not in runtime | BASE_PACKAGES:
             missing.append(f"{lib} ({package}, needed by {os.path.basename(user)})")
     if missing:
         fail("RUNTIME_PACKAGES in scripts/setup.sh lacks:\n  " + "\n  ".join(missing))
+    # The other way round: a package no binary needs any more leaves the list too.
+    unused = sorted(runtime - set(owners.values()))
+    if unused:
+        fail("RUNTIME_PACKAGES in scripts/setup.sh holds packages no installed binary needs: "
+             + " ".join(unused))
     print(f"dockerfile ok: {len(needed)} shared libraries, all from RUNTIME_PACKAGES or the base")
 
 
@@ -232,17 +287,25 @@ def wait_for(predicate, timeout, what):
     fail(f"timed out after {timeout}s waiting for {what}")
 
 
+def die_with_parent():
+    """In a child before exec: SIGKILL when this test process dies, even by SIGKILL (ctest's
+    timeout), so that no coordinator or agent outlives the test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Processes:
-    """Started processes, stopped (SIGTERM, then SIGKILL) when the block ends, whatever happens."""
+    """Started processes, stopped (SIGTERM, then SIGKILL) when the block ends, whatever happens
+    (a SIGTERM to the test unwinds the block too)."""
 
     def __init__(self, scratch):
         self.scratch = scratch
         self.procs = []
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
 
     def start(self, name, args, env=None):
         log = open(os.path.join(self.scratch, name + ".log"), "w")
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=die_with_parent)
         proc.name = name
         self.procs.append(proc)
         return proc
@@ -280,7 +343,25 @@ def expand(args, env):
 
 # ---- flags ---------------------------------------------------------------------------------
 
+def private_network():
+    """Re-runs this check in a network namespace of its own (root: unshare), so that the
+    manifests' fixed ports (7070, 9090) are free whatever runs on this host — another test run,
+    or a Prometheus server that its Debian package started on 9090. Where namespaces cannot be
+    made, the check runs here and needs those ports free."""
+    if os.environ.get("TROIKA_DEPLOY_NETNS"):
+        if run(["ip", "link", "set", "lo", "up"]).returncode != 0:
+            fail("cannot bring up the loopback interface of the private network namespace")
+        return
+    if run(["unshare", "--net", "true"]).returncode != 0:
+        print("note: no private network namespace here (needs root); using the host's ports")
+        return
+    sys.stdout.flush()
+    os.execvpe("unshare", ["unshare", "--net", "--", sys.executable, os.path.abspath(__file__)]
+               + sys.argv[1:], dict(os.environ, TROIKA_DEPLOY_NETNS="1"))
+
+
 def check_flags():
+    private_network()
     _, docs = rendered()
     coordinator = container(docs, "Deployment", "troika-coordinator")
     agent = container(docs, "Job", "troika-example")
@@ -353,18 +434,23 @@ def query(port, promql):
         return []
 
 
-def check_live():
-    import urllib.parse  # noqa: F401  (query)
-    _, docs = rendered()
+def used_metrics(docs):
+    """Metric names that the dashboard's queries and the alert rules read."""
     with open(os.path.join(ROOT, "deploy", "grafana", "troika.json")) as f:
         dashboard = json.load(f)
     used = set()
     for panel in dashboard["panels"]:
-        for target in panel["targets"]:
-            used |= metric_names(target["expr"])
+        for target in panel.get("targets", []):
+            used |= metric_names(target.get("expr", ""))
     for group in find(docs, "PrometheusRule")["spec"]["groups"]:
         for rule in group["rules"]:
             used |= metric_names(rule["expr"])
+    return used
+
+
+def check_live():
+    _, docs = rendered()
+    used = used_metrics(docs)
 
     with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
         grpc, metrics = free_port(), free_port()
