@@ -31,14 +31,20 @@ bool DeadlockDetector::AllBlocked(const std::set<int>& departed, int size) const
 std::optional<std::string> DeadlockDetector::Check(const std::vector<PendingTensor>& pending,
                                                    const std::set<int>& departed, int size) const {
   if (!AllBlocked(departed, size)) return std::nullopt;
-  std::set<std::string> pending_names;
-  for (const PendingTensor& p : pending) pending_names.insert(p.name);
+  std::map<std::string, const PendingTensor*> pending_by_name;
+  for (const PendingTensor& p : pending) pending_by_name[p.name] = &p;
   // Wait set -> the live ranks blocked on exactly it.
   std::map<std::vector<std::string>, std::vector<int>> groups;
   for (const auto& [rank, names] : waits_) {
     if (rank < 0 || rank >= size || departed.count(rank)) continue;
     for (const std::string& name : names) {
-      if (!pending_names.count(name)) return std::nullopt;  // negotiated: it will complete
+      auto it = pending_by_name.find(name);
+      // Not pending: negotiated, it will complete. Pending but not submitted by this rank:
+      // the rank waits for an earlier tensor of that name, whose response is on its way (a
+      // wait state can trail the response by a message), so it is not blocked on this one.
+      if (it == pending_by_name.end()) return std::nullopt;
+      const std::vector<int>& missing = it->second->missing_ranks;
+      if (std::find(missing.begin(), missing.end(), rank) != missing.end()) return std::nullopt;
     }
     groups[names].push_back(rank);
   }

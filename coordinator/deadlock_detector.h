@@ -1,10 +1,12 @@
 #pragma once
 // DeadlockDetector: what the ranks of one job are blocked waiting for (their WaitState
 // reports), and whether that is a deadlock: every live rank is blocked, and every tensor any
-// rank waits for is still pending in the negotiator (submitted by some ranks, not all). No
-// blocked rank can then submit what the others miss, so nothing can ever become ready. A
-// waited-for name that is not pending was already negotiated and will complete, so no
-// deadlock is declared then.
+// rank waits for is still pending in the negotiator (submitted by some ranks, not all) and
+// submitted by that rank. No blocked rank can then submit what the others miss, so nothing can
+// ever become ready. A waited-for name that is not pending was already negotiated and will
+// complete; one that is pending without the waiting rank's submission is a later tensor of the
+// same name (the rank's wait state trails the response it is about to get): no deadlock is
+// declared then.
 //
 // Not thread-safe: the owning Job calls it under its lock.
 

@@ -46,6 +46,22 @@ TEST(DeadlockDetectorTest, WaitingForAnAlreadyNegotiatedTensorIsNoDeadlock) {
   EXPECT_FALSE(detector.Check(Pending({"a"}), {}, 2).has_value());
 }
 
+// Seen on a loaded machine: rank 1 finished step k and submitted step k+1's "grad" and
+// "loss"; rank 0 still waits for step k's "loss", whose response is on its way. The pending
+// "loss" is step k+1's, which rank 0 has not submitted: it is not what rank 0 waits for.
+TEST(DeadlockDetectorTest, WaitingForAnEarlierTensorOfAPendingNameIsNoDeadlock) {
+  DeadlockDetector detector;
+  detector.Update(0, {"loss"});
+  detector.Update(1, {"grad"});
+  const std::vector<PendingTensor> pending = {{"grad", absl::UnixEpoch(), {0}},
+                                              {"loss", absl::UnixEpoch(), {0}}};
+  EXPECT_FALSE(detector.Check(pending, {}, 2).has_value());
+  // Once rank 0 waits for what it submitted and rank 1 lacks, it is one.
+  const std::vector<PendingTensor> crossed = {{"grad", absl::UnixEpoch(), {0}},
+                                              {"loss", absl::UnixEpoch(), {1}}};
+  EXPECT_TRUE(detector.Check(crossed, {}, 2).has_value());
+}
+
 TEST(DeadlockDetectorTest, DepartedRanksAreIgnored) {
   DeadlockDetector detector;
   detector.Update(0, {"a"});
