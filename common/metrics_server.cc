@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "CivetServer.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
@@ -91,14 +92,18 @@ class FunctionHandler : public CivetHandler {
 
 class MetricsServer::Impl {
  public:
-  Impl(Readiness readiness)
+  explicit Impl(Readiness readiness)
       : readiness_(std::move(readiness)),
         metrics_([this](mg_connection* c) { ServeMetrics(c); }),
         healthz_([](mg_connection* c) { Reply(c, 200, "OK", "text/plain", "ok\n"); }),
         readyz_([this](mg_connection* c) { ServeReadiness(c); }) {}
 
   absl::Status Start(const std::string& listen_address) {
-    if (listen_address.empty() || listen_address.rfind(':') == std::string::npos) {
+    const size_t colon = listen_address.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(listen_address).substr(colon + 1), &port) || port < 0 ||
+        port > 65535) {
       return absl::InvalidArgumentError(
           absl::StrCat("metrics address '", listen_address, "' is not host:port"));
     }

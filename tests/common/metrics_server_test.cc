@@ -172,7 +172,7 @@ TEST(MetricsServerTest, PortInUseIsUnavailableNamingTheAddress) {
 }
 
 TEST(MetricsServerTest, MalformedAddressIsInvalidArgument) {
-  for (const char* address : {"", "9091"}) {
+  for (const char* address : {"", "9091", "127.0.0.1:http", "127.0.0.1:70000", ":"}) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> server = MetricsServer::Start(address, nullptr);
     ASSERT_FALSE(server.ok()) << address;
     EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << server.status();

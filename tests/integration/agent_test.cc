@@ -132,7 +132,8 @@ TEST_F(AgentProcessTest, AgentServesItsNodesMetricsAndIsReadyWhileAttached) {
   const pid_t a =
       StartAgent(0, "watched", train, "", absl::StrCat("--metrics_listen=127.0.0.1:", port));
   const pid_t b = StartAgent(1, "watched", train);
-  // Scrape while the job runs: ready, ranks running, requests relayed.
+  // Scrape while the job runs until it shows: ready, both ranks running with their sessions
+  // open (a rank opens its session a little after attaching), requests relayed.
   std::string text;
   int ready = 0;
   for (int i = 0; i < 200; ++i) {
@@ -141,6 +142,8 @@ TEST_F(AgentProcessTest, AgentServesItsNodesMetricsAndIsReadyWhileAttached) {
     absl::StatusOr<HttpResponse> m = HttpGet(port, "/metrics");
     if (m.ok()) text = m->body;
     if (ready == 200 &&
+        absl::StrContains(text, "troika_agent_ranks_running{troika_job=\"watched\"} 2\n") &&
+        absl::StrContains(text, "troika_streams_connected{method=\"Session\"} 2\n") &&
         absl::StrContains(text, "troika_agent_requests_forwarded_total{troika_job=\"watched\"} ") &&
         !absl::StrContains(text,
                            "troika_agent_requests_forwarded_total{troika_job=\"watched\"} 0\n")) {

@@ -36,7 +36,10 @@ absl::Status Exchange(Context& ctx, const std::string& name, std::vector<float>&
 void ExpectStep(const StepTiming& t, absl::Duration min_compute, const std::string& where) {
   SCOPED_TRACE(where);
   EXPECT_EQ(t.total, t.compute + t.negotiation_wait + t.communication);
-  EXPECT_GE(t.compute, min_compute);
+  // The sleep is compute, except where the executor was still finishing the previous
+  // operation (its handle completes a moment before the executor's work ends): that overlap
+  // counts as communication.
+  EXPECT_GE(t.compute + t.communication, min_compute);
   EXPECT_GT(t.negotiation_wait + t.communication, absl::ZeroDuration());
   EXPECT_GE(t.negotiation_wait, absl::ZeroDuration());
   EXPECT_GE(t.communication, absl::ZeroDuration());
