@@ -1,21 +1,21 @@
 """Checks of deploy/: the manifests, the container image's setup, and the metrics that the
 dashboard and the alerts use, against the real binaries. Run by ctest (tests/deploy):
 
-  deploy_test.py manifests   kustomize renders (only what kubectl 1.20's kustomize knows;
-                             $TROIKA_EXTRA_KUBECTLS: more kubectls that must render the same);
-                             yamllint; Kubernetes schemas (built-in kinds, offline,
-                             kubernetes-validate); the Prometheus Operator objects (no schema
-                             there) select what exists; alert rules pass promtool; the
-                             dashboard parses and it and the alerts use only documented metrics
-  deploy_test.py dockerfile  Dockerfile, README and scripts/setup.sh stay in step; every shared
-                             library of the installed binaries comes from RUNTIME_PACKAGES (or
-                             debian:12-slim), and every runtime package is needed
-  deploy_test.py flags       the manifests' coordinator and agent command lines, exactly, run a
-                             training job to completion (manifests cannot drift from the CLI);
-                             in a private network namespace where it can (root)
-  deploy_test.py live        coordinator + 2 agents training: promtool check metrics on their
-                             scrapes, a real Prometheus scraping them answers a step-time
-                             quantile, and every metric of the dashboard and alerts exists
+  manifests   (deploy_manifests) kustomize renders, with only what kubectl 1.20's kustomize
+              knows, the same objects with every kubectl here (extra_kubectls); yamllint;
+              Kubernetes schemas (built-in kinds, offline, kubernetes-validate); the Prometheus
+              Operator objects (no schema there) select what exists; alert rules pass
+              promtool; directories written are volumes; the dashboard parses, every panel has
+              queries, and it and the alerts use only documented metrics
+  dockerfile  (deploy_dockerfile_in_step) Dockerfile, README and scripts/setup.sh stay in
+              step; every shared library of the installed binaries comes from
+              RUNTIME_PACKAGES (or debian:12-slim), and every runtime package is needed
+  flags       (deploy_flags_match_cli) the manifests' coordinator and agent command lines,
+              exactly (see check_flags for the two rewrites), run a training job to
+              completion; in a private network namespace where it can (root)
+  live        (metrics_live) coordinator + 2 agents training: promtool check metrics on their
+              scrapes, a real Prometheus scraping them answers a step-time quantile, and every
+              metric of the dashboard and alerts exists
 
 Needs build/ (binaries), promtool, prometheus, yamllint, kubectl and PyYAML
 (scripts/setup.sh --test-tools).
@@ -58,9 +58,19 @@ def run(args, **kwargs):
     return subprocess.run(args, capture_output=True, text=True, **kwargs)
 
 
-# What kustomize v2 (kubectl 1.20, Debian's kubernetes-client) understands: no `patches:`.
-KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "namespace", "commonLabels", "labels",
-                      "images", "configMapGenerator", "secretGenerator", "generatorOptions"}
+# What kustomize v2 (kubectl 1.20, Debian's kubernetes-client) understands and the base needs:
+# no `patches:`, no `labels:` (kustomize v4).
+KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "namespace", "commonLabels", "images"}
+# Where this project's development machines keep a kubectl 1.20 beside a newer `kubectl`
+# (a fresh Debian 12 has Debian's kubectl 1.20 as `kubectl` itself).
+KUBECTL_120 = "/opt/kube120/usr/bin/kubectl"
+
+
+def extra_kubectls():
+    """$TROIKA_EXTRA_KUBECTLS (':'-separated), else KUBECTL_120 where it exists."""
+    if "TROIKA_EXTRA_KUBECTLS" in os.environ:
+        return list(filter(None, os.environ["TROIKA_EXTRA_KUBECTLS"].split(":")))
+    return [KUBECTL_120] if os.path.exists(KUBECTL_120) else []
 
 
 def rendered(kubectl="kubectl"):
@@ -71,9 +81,8 @@ def rendered(kubectl="kubectl"):
 
 
 def check_kustomization(docs):
-    """Old kubectls render the base too: only the keys they know, and, where other kubectls are
-    named in $TROIKA_EXTRA_KUBECTLS (':'-separated, e.g. a kubectl 1.20 next to a newer one),
-    the same objects from each."""
+    """Old kubectls render the base too: only the keys they know, and the same objects from
+    every other kubectl there is (extra_kubectls: a kubectl 1.20 next to a newer one)."""
     with open(os.path.join(ROOT, "deploy", "k8s", "kustomization.yaml")) as f:
         keys = set(yaml.safe_load(f))
     if keys - KUSTOMIZATION_KEYS:
@@ -82,9 +91,11 @@ def check_kustomization(docs):
 
     def canonical(objects):
         return sorted(json.dumps(d, sort_keys=True) for d in objects)
-    for kubectl in filter(None, os.environ.get("TROIKA_EXTRA_KUBECTLS", "").split(":")):
+    kubectls = extra_kubectls()
+    for kubectl in kubectls:
         if canonical(rendered(kubectl)[1]) != canonical(docs):
             fail(f"{kubectl} kustomize renders other objects than kubectl")
+    return ["kubectl"] + kubectls
 
 
 def find(docs, kind, name=None):
@@ -106,7 +117,7 @@ def selects(selector, labels):
 
 def check_manifests():
     text, docs = rendered()
-    check_kustomization(docs)
+    kubectls = check_kustomization(docs)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rendered.yaml")
         with open(out, "w") as f:
@@ -115,16 +126,25 @@ def check_manifests():
                     os.path.join(ROOT, "deploy"), out])
         if lint.returncode != 0:
             fail("yamllint:\n" + lint.stdout + lint.stderr)
+        # kubernetes-validate knows the built-in kinds' schemas of each Kubernetes version
+        # (offline, in the package); for other kinds (the Prometheus Operator's CRDs) it warns
+        # "Couldn't find schema" and exits 0: those must be exactly the operator's objects.
         validate = run([os.path.join(os.path.dirname(sys.executable), "kubernetes-validate"),
                         "--strict", "-k", KUBERNETES_VERSION, out])
-        passed = re.findall(r"passed for resource (\S+)", validate.stdout + validate.stderr)
+        output = validate.stdout + validate.stderr
+        passed = re.findall(r"passed for resource (\S+)", output)
+        unknown = sorted(re.findall(r"Couldn't find schema for kind (\S+)", output))
         builtin = [d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com/")]
-        if validate.returncode != 0 or len(passed) != len(builtin):
-            fail(f"kubernetes-validate ({len(passed)} of {len(builtin)} passed):\n"
-                 + validate.stdout + validate.stderr)
+        operator = sorted(d["kind"] for d in docs if d not in builtin)
+        if validate.returncode != 0 or len(passed) != len(builtin) or unknown != operator:
+            fail(f"kubernetes-validate ({len(passed)} of {len(builtin)} passed; no schema for "
+                 f"{unknown}, expected {operator}):\n" + output)
         check_operator_objects(docs, tmp)
+    check_writable_dirs(docs)
     check_dashboard(docs)
-    print(f"manifests ok: {len(docs)} objects, {len(passed)} schema-validated")
+    print(f"manifests ok: {len(docs)} objects rendered by {', '.join(kubectls)}; "
+          f"{len(passed)} schema-validated (Kubernetes {KUBERNETES_VERSION}), "
+          f"{len(operator)} operator objects checked by hand")
 
 
 def check_operator_objects(docs, tmp):
@@ -159,6 +179,26 @@ def check_operator_objects(docs, tmp):
     check = run(["promtool", "check", "rules", rules])
     if check.returncode != 0:
         fail("promtool check rules:\n" + check.stdout + check.stderr)
+
+
+def check_writable_dirs(docs):
+    """The containers' root file systems are read-only: every directory the processes write
+    (the coordinator's timeline and autotune dirs, the agent's Unix socket dir, /tmp unless
+    --socket_dir says otherwise) must be a mounted volume."""
+    for kind, name, defaults in (("Deployment", "troika-coordinator", {}),
+                                 ("Job", "troika-example", {"socket_dir": "/tmp"})):
+        c = container(docs, kind, name)
+        if not c.get("securityContext", {}).get("readOnlyRootFilesystem"):
+            fail(f"the {name} container's root file system is not read-only")
+        dirs = dict(defaults)
+        for arg in c["args"]:
+            m = re.match(r"--(\w+_dir)=(.+)", arg)
+            if m:
+                dirs[m.group(1)] = m.group(2)
+        mounts = [m["mountPath"].rstrip("/") for m in c.get("volumeMounts", [])]
+        for flag, path in dirs.items():
+            if not any(path == m or path.startswith(m + "/") for m in mounts):
+                fail(f"{name} writes --{flag}={path}, which is on its read-only root file system")
 
 
 def documented_metrics():
@@ -279,12 +319,13 @@ def http_get(port, path, timeout=2):
 
 
 def wait_for(predicate, timeout, what):
+    """`what`: a text, or a function that makes it (logs read when the wait failed)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
         time.sleep(0.2)
-    fail(f"timed out after {timeout}s waiting for {what}")
+    fail(f"timed out after {timeout}s waiting for " + (what() if callable(what) else what))
 
 
 def die_with_parent():
@@ -373,17 +414,24 @@ def check_flags():
         procs.start("coordinator", args)
         metrics = int(next(a for a in args if a.startswith("--metrics_listen=")).rsplit(":", 1)[1])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30,
-                 "the coordinator's /readyz\n" + procs.log("coordinator"))
+                 lambda: "the coordinator's /readyz\n" + procs.log("coordinator"))
         agents = []
         for index in range(nodes):
-            env = {"JOB_COMPLETION_INDEX": str(index), "POD_NAME": f"troika-example-{index}",
-                   "POD_IP": "127.0.0.1"}
+            env = {"JOB_COMPLETION_INDEX": str(index), "POD_IP": "127.0.0.1"}
+            undefined = {v for a in agent["args"] for v in re.findall(r"\$\((\w+)\)", a)} - set(env)
+            if undefined:
+                fail(f"the Job's args use $({', '.join(sorted(undefined))}), which this test "
+                     "does not set as Kubernetes would")
+            if {e["name"] for e in agent["env"]} != set(env):
+                fail("the Job's container env is not JOB_COMPLETION_INDEX and POD_IP")
             args = expand(agent["command"] + agent["args"], env)
             # Exactly the Job's flags but two: the coordinator's Service name becomes its local
-            # address, and — since both "pods" share this host — each agent gets a metrics port.
+            # address, and — since both "pods" share this host — the second agent's metrics port
+            # (the first keeps the manifest's) moves to a free one so the two do not collide.
             args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a) for a in args]
-            args = [re.sub(r"^--metrics_listen=(.*):\d+$", rf"--metrics_listen=\1:{free_port()}", a)
-                    for a in args]
+            if index > 0:
+                args = [re.sub(r"^--metrics_listen=(.*):\d+$", rf"--metrics_listen=\1:{free_port()}",
+                               a) for a in args]
             split = args.index("--")
             args = [binary(args[0])] + args[1:split + 1] + [binary(args[split + 1])] + args[split + 2:]
             agents.append(procs.start(f"agent-{index}", args))
@@ -458,16 +506,26 @@ def check_live():
         procs.start("coordinator", [BINARIES["troika-coordinator"], f"--listen=127.0.0.1:{grpc}",
                                     f"--metrics_listen=127.0.0.1:{metrics}", "--autotune"])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30, "the coordinator")
+        agents = []
+
+        def training():
+            """The job must train throughout: an agent that ended ends the test."""
+            for node, proc in enumerate(agents):
+                if proc.poll() is not None:
+                    fail(f"agent {node} exited {proc.returncode} during the test:\n"
+                         + procs.log(f"agent-{node}")[-3000:])
+            return True
         for node in range(2):
-            procs.start(f"agent-{node}", [
+            agents.append(procs.start(f"agent-{node}", [
                 BINARIES["troika-agent"], f"--coordinator=127.0.0.1:{grpc}", "--job=live",
                 "--nnodes=2", "--nproc-per-node=2", f"--node_rank={node}", f"--host=node-{node}",
                 "--data_host=127.0.0.1", f"--socket_dir={scratch}",
                 f"--metrics_listen=127.0.0.1:{agent_ports[node]}", "--",
-                BINARIES["troika-example-train"], "--steps=1000000"])
+                BINARIES["troika-example-train"], "--steps=1000000"]))
         # Step samples reach the coordinator about once a second.
-        wait_for(lambda: "troika_step_duration_seconds_count{" in http_get(metrics, "/metrics")[1],
-                 60, "step samples\n" + procs.log("agent-0"))
+        wait_for(lambda: training() and
+                 "troika_step_duration_seconds_count{" in http_get(metrics, "/metrics")[1],
+                 60, lambda: "step samples\n" + procs.log("agent-0"))
         wait_for(lambda: http_get(agent_ports[0], "/readyz")[0] == 200, 30, "agent 0 ready")
 
         prometheus_port = free_port()
@@ -488,10 +546,12 @@ def check_live():
         result = []
 
         def answered():
+            training()
             result[:] = [r for r in query(prometheus_port, quantile)
                          if r["value"][1] not in ("NaN", "+Inf")]
             return bool(result)
-        wait_for(answered, 60, "Prometheus to answer " + quantile + "\n" + procs.log("prometheus"))
+        wait_for(answered, 60, lambda: "Prometheus to answer " + quantile + "\n"
+                 + procs.log("prometheus")[-3000:] + "\nagent-0:\n" + procs.log("agent-0")[-2000:])
         up = query(prometheus_port, "up")
         if sorted(r["value"][1] for r in up) != ["1", "1", "1"]:
             fail(f"Prometheus does not scrape all three targets: {up}")
