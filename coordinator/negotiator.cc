@@ -168,9 +168,8 @@ void Negotiator::MakeReady(Partial partial, absl::Time now) {
     ready.response.ids_known = a.hit;
   }
   if (joined.empty()) {  // straggler statistics need every rank's arrival
-    ready_records_.push_back(
-        {first.name, first.type, now, std::move(partial.arrival), ready.response.ids_known,
-         ready.bytes});
+    ready_records_.push_back({first.name, first.type, now, std::move(partial.arrival),
+                              ready.response.ids_known, ready.bytes});
   }
   Enqueue(partial, std::move(ready));
 }
