@@ -48,7 +48,11 @@ void StepClock::ExecEnd() {
 void StepClock::StartStep() {
   std::lock_guard<std::mutex> lock(mu_);
   AdvanceLocked();
-  in_step_ = true;
+  StartLocked();
+}
+
+void StepClock::StartLocked() {
+  in_step_ = true;  // from last_
   step_ = StepSample{};
 }
 
@@ -69,8 +73,7 @@ std::optional<StepSample> StepClock::EndStep() {
 std::optional<StepSample> StepClock::MarkStep() {
   std::lock_guard<std::mutex> lock(mu_);
   std::optional<StepSample> ended = EndLocked();
-  in_step_ = true;  // from last_, where the ended step stopped
-  step_ = StepSample{};
+  StartLocked();  // from where the ended step stopped
   return ended;
 }
 

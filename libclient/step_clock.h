@@ -57,6 +57,8 @@ class StepClock {
   void AdvanceLocked();
   // With mu_ held: EndStep().
   std::optional<StepSample> EndLocked();
+  // With mu_ held, after AdvanceLocked(): a step begins at last_.
+  void StartLocked();
 
   // Constant after construction.
   Clock& clock_;

@@ -38,25 +38,6 @@ using testing::HttpResponse;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-// The whole raw response (status line, headers, body) of GET `path`, or "" on failure.
-std::string RawGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) raw.append(buf, n);
-    }
-  }
-  close(fd);
-  return raw;
-}
-
 std::unique_ptr<MetricsServer> StartOrDie(MetricsServer::Readiness readiness = nullptr) {
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start("127.0.0.1:0", std::move(readiness));
@@ -78,7 +59,7 @@ TEST(MetricsServerTest, PortZeroBindsAFreePortAndServesTheTextFormat) {
   auto second = RegistryWithCounter("second_things_total", 5);
   server->Register(first);
   server->Register(second);
-  const std::string raw = RawGet(server->port(), "/metrics");
+  const std::string raw = testing::RawHttpGet(server->port(), "/metrics").value_or("");
   EXPECT_THAT(raw, StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(raw, HasSubstr("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
   const size_t at_first = raw.find("\nfirst_things_total 3\n");
@@ -155,9 +136,7 @@ TEST(MetricsServerTest, StopsPromptlyAfterServing) {
 TEST(MetricsServerTest, PortInUseIsUnavailableNamingTheAddress) {
   // Occupy a port with a plain listening socket.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = testing::Loopback(0);
   socklen_t len = sizeof(addr);
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(listen(fd, 1), 0);

@@ -2,10 +2,7 @@
 // coordinator process): two agents of two ranks train the weights of one rank; an abort on one
 // node stops the other with the cause's exit code; a vanished coordinator stops the ranks.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
@@ -111,19 +108,6 @@ TEST_F(AgentProcessTest, AutotuningThroughAgentsFinishesAndSavesTheBest) {
   const std::string params = ReadFile(dir_ + "/tuned-autotune.params");
   EXPECT_THAT(params, HasSubstr("fusion_threshold_bytes=")) << "tuning did not finish";
   EXPECT_THAT(ReadFile(dir_ + "/tuned-autotune.csv"), HasSubstr("score"));
-}
-
-// A port nothing listens on now (bound, then released).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 TEST_F(AgentProcessTest, AgentServesItsNodesMetricsAndIsReadyWhileAttached) {
