@@ -44,6 +44,8 @@ struct TensorRequest {
   int process_set = 0;
   // AddProcessSet: the new set's global ranks; RemoveProcessSet: {id}. Empty otherwise.
   std::vector<int> process_set_ranks;
+  // GPU float32 allreduce only: carried as 16-bit floats on the data plane.
+  Compression compression = Compression::kNone;
 
   // Bytes of the tensor this request describes.
   int64_t ByteSize() const;
@@ -78,6 +80,8 @@ struct Response {
   std::vector<int64_t> elements;
   // The process set it runs in (0: the whole job); ranks outside the set skip it.
   int process_set = 0;
+  // An allreduce's wire format (TensorRequest::compression).
+  Compression compression = Compression::kNone;
 
   bool is_error() const { return !error.empty(); }
 };

@@ -40,6 +40,13 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
   if (!ValidEnum(static_cast<int>(r.dtype), kNumDataTypes)) return Invalid(r, "unknown dtype");
   if (!ValidEnum(static_cast<int>(r.reduce_op), 5)) return Invalid(r, "unknown reduce op");
   if (!ValidEnum(static_cast<int>(r.device), 2)) return Invalid(r, "unknown device class");
+  if (!ValidEnum(static_cast<int>(r.compression), 3)) return Invalid(r, "unknown compression");
+  if (r.compression != Compression::kNone &&
+      (r.type != CollectiveType::kAllreduce || r.dtype != DataType::kFloat32 ||
+       r.device != DeviceClass::kGpu)) {
+    return Invalid(r, absl::StrCat("compression ", CompressionName(r.compression),
+                                   " applies only to float32 allreduces on GPU"));
+  }
   // Bounded shapes keep every byte count below 2^62, so no size computation can overflow.
   if (r.shape.size() > 32) return Invalid(r, "more than 32 dimensions");
   int64_t elements = 1;

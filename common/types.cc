@@ -81,6 +81,18 @@ const char* CollectiveName(CollectiveType type) {
   return "unknown";
 }
 
+const char* CompressionName(Compression compression) {
+  switch (compression) {
+    case Compression::kNone:
+      return "none";
+    case Compression::kFloat16:
+      return "float16";
+    case Compression::kBFloat16:
+      return "bfloat16";
+  }
+  return "unknown";
+}
+
 int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -17,6 +17,8 @@ size_t DataTypeSize(DataType dtype);
 const char* DataTypeName(DataType dtype);
 const char* ReduceOpName(ReduceOp op);
 const char* CollectiveName(CollectiveType type);
+// "none", "float16", "bfloat16" (also the values of TROIKA_COMPRESSION).
+const char* CompressionName(Compression compression);
 
 // Number of elements of a tensor of `shape` (1 for a scalar, 0 if any dimension is 0).
 int64_t NumElements(const std::vector<int64_t>& shape);

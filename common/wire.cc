@@ -9,6 +9,7 @@ static_assert(static_cast<int>(DataType::kBFloat16) == v1::BFLOAT16);
 static_assert(static_cast<int>(ReduceOp::kProduct) == v1::PRODUCT);
 static_assert(static_cast<int>(CollectiveType::kJoin) == v1::JOIN);
 static_assert(static_cast<int>(DeviceClass::kGpu) == v1::GPU);
+static_assert(static_cast<int>(Compression::kBFloat16) == v1::COMPRESSION_BFLOAT16);
 
 void ToWire(const TensorRequest& in, v1::Request* out) {
   out->set_rank(in.rank);
@@ -31,6 +32,7 @@ void ToWire(const TensorRequest& in, v1::Request* out) {
   out->set_process_set(in.process_set);
   out->mutable_process_set_ranks()->Assign(in.process_set_ranks.begin(),
                                            in.process_set_ranks.end());
+  out->set_compression(static_cast<v1::Compression>(in.compression));
 }
 
 TensorRequest FromWire(const v1::Request& in) {
@@ -51,6 +53,7 @@ TensorRequest FromWire(const v1::Request& in) {
   out.group_size = in.group_size();
   out.process_set = in.process_set();
   out.process_set_ranks.assign(in.process_set_ranks().begin(), in.process_set_ranks().end());
+  out.compression = static_cast<Compression>(in.compression());
   return out;
 }
 
@@ -92,14 +95,14 @@ bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out)
       first.type == CollectiveType::kAllgather || first.type == CollectiveType::kAlltoall;
   const bool explicit_splits = !first.splits.empty();
   for (const TensorRequest& r : requests) {
-    bool same = r.name == first.name && r.type == first.type && r.dtype == first.dtype &&
-                r.reduce_op == first.reduce_op && r.prescale == first.prescale &&
-                r.postscale == first.postscale && r.root == first.root &&
-                r.device == first.device && r.cache_id == first.cache_id &&
-                r.group == first.group && r.group_size == first.group_size &&
-                r.process_set == first.process_set &&
-                r.process_set_ranks == first.process_set_ranks &&
-                r.splits.empty() != explicit_splits && r.shape.size() == first.shape.size();
+    bool same =
+        r.name == first.name && r.type == first.type && r.dtype == first.dtype &&
+        r.reduce_op == first.reduce_op && r.prescale == first.prescale &&
+        r.postscale == first.postscale && r.root == first.root && r.device == first.device &&
+        r.cache_id == first.cache_id && r.group == first.group &&
+        r.group_size == first.group_size && r.process_set == first.process_set &&
+        r.process_set_ranks == first.process_set_ranks && r.compression == first.compression &&
+        r.splits.empty() != explicit_splits && r.shape.size() == first.shape.size();
     for (size_t d = dim0_free ? 1 : 0; same && d < r.shape.size(); ++d) {
       same = r.shape[d] == first.shape[d];
     }
@@ -135,6 +138,7 @@ void ToWire(const Response& in, v1::Response* out) {
   out->mutable_joined_ranks()->Assign(in.joined_ranks.begin(), in.joined_ranks.end());
   out->mutable_elements()->Assign(in.elements.begin(), in.elements.end());
   out->set_process_set(in.process_set);
+  out->set_compression(static_cast<v1::Compression>(in.compression));
 }
 
 Response FromWire(const v1::Response& in) {
@@ -155,6 +159,7 @@ Response FromWire(const v1::Response& in) {
   out.joined_ranks.assign(in.joined_ranks().begin(), in.joined_ranks().end());
   out.elements.assign(in.elements().begin(), in.elements().end());
   out.process_set = in.process_set();
+  out.compression = static_cast<Compression>(in.compression());
   return out;
 }
 

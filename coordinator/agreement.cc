@@ -82,6 +82,9 @@ std::optional<std::string> FirstDisagreement(const std::vector<TensorRequest>& b
         {"prescale factors", [](const TensorRequest& r) { return absl::StrCat(r.prescale); }});
     fields.push_back(
         {"postscale factors", [](const TensorRequest& r) { return absl::StrCat(r.postscale); }});
+    fields.push_back({"compressions", [](const TensorRequest& r) {
+                        return std::string(CompressionName(r.compression));
+                      }});
   }
   if (type == CollectiveType::kBroadcast) {
     fields.push_back({"root ranks", [](const TensorRequest& r) { return absl::StrCat(r.root); }});
@@ -111,6 +114,7 @@ Response Agree(const std::vector<TensorRequest>& by_rank) {
     response.reduce_op = first.reduce_op;
     response.prescale = first.prescale;
     response.postscale = first.postscale;
+    response.compression = first.compression;
   }
   if (first.type == CollectiveType::kBroadcast) response.root = first.root;
   switch (first.type) {

@@ -15,7 +15,7 @@ bool Fusible(const Response& a, const Response& b) {
   return a.type == CollectiveType::kAllreduce && b.type == CollectiveType::kAllreduce &&
          !a.is_error() && !b.is_error() && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device &&
-         a.joined_ranks == b.joined_ranks;
+         a.compression == b.compression && a.joined_ranks == b.joined_ranks;
 }
 
 bool IsAllreduce(const Response& r) {

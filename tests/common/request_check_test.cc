@@ -22,6 +22,31 @@ TEST(RequestCheckTest, AcceptsWellFormedRequests) {
   TensorRequest a2a = Make(CollectiveType::kAlltoall, {5});
   a2a.splits = {2, 3};
   EXPECT_TRUE(CheckRequest(a2a, 2).ok());
+  TensorRequest compressed = Make(CollectiveType::kAllreduce, {8});
+  compressed.device = DeviceClass::kGpu;
+  compressed.compression = Compression::kBFloat16;
+  EXPECT_TRUE(CheckRequest(compressed, 2).ok());
+}
+
+TEST(RequestCheckTest, CompressionOnlyForFloat32AllreducesOnGpu) {
+  TensorRequest gpu = Make(CollectiveType::kAllreduce, {8});
+  gpu.device = DeviceClass::kGpu;
+  gpu.compression = Compression::kFloat16;
+  TensorRequest cpu = gpu;
+  cpu.device = DeviceClass::kCpu;
+  TensorRequest f64 = gpu;
+  f64.dtype = DataType::kFloat64;
+  TensorRequest gather = gpu;
+  gather.type = CollectiveType::kAllgather;
+  for (const TensorRequest& r : {cpu, f64, gather}) {
+    absl::Status s = CheckRequest(r, 1);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                HasSubstr("compression float16 applies only to float32 allreduces on GPU"));
+  }
+  TensorRequest unknown = gpu;
+  unknown.compression = static_cast<Compression>(7);
+  EXPECT_THAT(CheckRequest(unknown, 1).message(), HasSubstr("unknown compression"));
 }
 
 TEST(RequestCheckTest, RejectsEachMalformedField) {

@@ -52,6 +52,8 @@ TEST(AgreementTest, EveryFieldIsValidated) {
        "root ranks for 'grad/fc1': rank 0 sent 0, rank 1 sent 1"},
       {[](auto& r) { r.device = DeviceClass::kGpu; }, CollectiveType::kAllreduce,
        "device classes for 'grad/fc1': rank 0 sent cpu, rank 1 sent gpu"},
+      {[](auto& r) { r.compression = Compression::kFloat16; }, CollectiveType::kAllreduce,
+       "compressions for 'grad/fc1': rank 0 sent none, rank 1 sent float16"},
       {[](auto& r) {
          r.shape = {6, 3};
        },

@@ -101,12 +101,25 @@ TEST(NegotiatorTest, IncompatibleAllreducesAreNotFused) {
   maxed.reduce_op = ReduceOp::kMax;
   ASSERT_TRUE(n.Submit(maxed, kT0).ok());
   ASSERT_TRUE(n.Submit(Allreduce(0, "f32b"), kT0).ok());
+  // GPU tensors never fuse with CPU ones, nor compressed with uncompressed.
+  TensorRequest gpu = Allreduce(0, "gpu");
+  gpu.device = DeviceClass::kGpu;
+  TensorRequest gpu16 = gpu;
+  gpu16.name = "gpu16";
+  gpu16.compression = Compression::kFloat16;
+  TensorRequest gpub = gpu;
+  gpub.name = "gpub";
+  for (const TensorRequest& r : {gpu, gpu16, gpub}) ASSERT_TRUE(n.Submit(r, kT0).ok());
   std::vector<Response> out = PollNow(n);
-  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out.size(), 6u);
   EXPECT_THAT(out[0].names, ElementsAre("f32", "f32b"));
   EXPECT_THAT(out[1].names, ElementsAre("f64"));
   EXPECT_THAT(out[2].names, ElementsAre("scaled"));
   EXPECT_THAT(out[3].names, ElementsAre("max"));
+  EXPECT_THAT(out[4].names, ElementsAre("gpu", "gpub"));
+  EXPECT_EQ(out[4].device, DeviceClass::kGpu);
+  EXPECT_THAT(out[5].names, ElementsAre("gpu16"));
+  EXPECT_EQ(out[5].compression, Compression::kFloat16);
 }
 
 TEST(NegotiatorTest, ZeroThresholdDisablesFusion) {

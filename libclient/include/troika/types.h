@@ -42,6 +42,14 @@ enum class DeviceClass : int {
   kGpu = 1,
 };
 
+// How a float32 allreduce on GPU travels on the wire: as is, or cast to 16 bits in the fusion
+// buffer's pack kernel and back in unpack (half the bytes, about 3 decimal digits kept).
+enum class Compression : int {
+  kNone = 0,
+  kFloat16 = 1,
+  kBFloat16 = 2,
+};
+
 // Where a rank sits in its job. Local: ranks on the same host; cross: one rank per host with
 // the same local rank.
 struct Membership {
