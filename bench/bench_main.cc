@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_runner.h"
 #include "bench/byte_size.h"
+#include "bench/device_bench.h"
 #include "bench/report.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
@@ -36,6 +37,9 @@ ABSL_FLAG(int, small_tensors, 256, "many_small: allreduces per step");
 ABSL_FLAG(std::string, small_tensor_bytes, "16KiB", "many_small: bytes per tensor (float32)");
 ABSL_FLAG(std::string, csv, "", "if set, also write every row as CSV to this file");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu: the collectives above over Gloo; cuda: the GPU data plane (pack+unpack bandwidth "
+          "vs the device's own copy bandwidth, small-allreduce cost vs raw NCCL) instead");
 
 namespace {
 
@@ -48,6 +52,7 @@ constexpr char kUsage[] =
     "against the raw Gloo communicator it runs on, ranks as threads of one process.\n"
     "Usage: troika-bench [--np 4] [--ops allreduce,...] [--min_bytes 4] [--max_bytes 64MiB]\n"
     "                    [--step_factor 4] [--repeat 1] [--csv FILE]\n"
+    "       troika-bench --device=cuda [--repeat 3]   (the GPU data plane; docs/gpu.md)\n"
     "Workloads (--ops): allreduce (float32 sum), allgather, broadcast, alltoall, reducescatter\n"
     "(float32 sum) over the size sweep; many_small (--small_tensors allreduces of\n"
     "--small_tensor_bytes per step: Troika submits all then waits, raw Gloo runs them one by\n"
@@ -133,6 +138,18 @@ int main(int argc, char** argv) {
   }
   options->coordinator = absl::StrCat("127.0.0.1:", (*coordinator)->port());
   options->job = absl::StrCat("troika-bench-", getpid());
+  if (const std::string device = absl::GetFlag(FLAGS_device); device != "cpu") {
+    absl::Status status = device == "cuda"
+                              ? troika::bench::RunDeviceBenchmark(
+                                    {options->coordinator, options->job, options->repeat}, stdout)
+                              : absl::InvalidArgumentError("--device is cpu or cuda");
+    (*coordinator)->Shutdown(absl::Seconds(1));
+    if (!status.ok()) {
+      std::fprintf(stderr, "troika-bench: %s\n", status.ToString().c_str());
+      return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    return 0;
+  }
   std::printf(
       "troika-bench: %d ranks (threads), gloo over loopback, sizes %s..%s x%d, "
       "~%s per size, repeat %d\n",

@@ -43,7 +43,11 @@ int Init(const absl::StatusOr<troika::Options>& options, troika_context** out) {
 }
 
 troika::AllreduceOptions ReduceOptions(int op, double prescale, double postscale) {
-  return {static_cast<troika::ReduceOp>(op), prescale, postscale};
+  troika::AllreduceOptions options;
+  options.op = static_cast<troika::ReduceOp>(op);
+  options.prescale = prescale;
+  options.postscale = postscale;
+  return options;
 }
 
 }  // namespace

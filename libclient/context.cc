@@ -56,6 +56,15 @@ absl::Status ContextImpl::Start(const Options& options) {
       !s.ok()) {
     return s;
   }
+  default_compression_ = options.compression;
+  auto device_plane = CreateDevicePlane(
+      {&channel_->store(), absl::StrCat("gpu/", membership_.epoch, "/"), options.data_timeout,
+       [this](absl::Status status) { return FailFromDataPlane(status); }});
+  if (device_plane.ok()) {
+    device_plane_ = *std::move(device_plane);
+  } else {
+    no_device_plane_ = device_plane.status();
+  }
   auto fail = [this](absl::Status status) { Fail(status); };
   // A set's communicator: its own store prefix, so its addresses never mix with another's.
   auto connect = [this](int id, int index, int size) {
@@ -67,7 +76,7 @@ absl::Status ContextImpl::Start(const Options& options) {
   };
   executor_ = std::make_unique<Executor>(
       table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_, *steps_,
-      [this](absl::Status status) { return FailFromDataPlane(status); });
+      device_plane_.get(), [this](absl::Status status) { return FailFromDataPlane(status); });
   controller_ =
       std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, stats_, fail);
   waits_ = std::make_shared<WaitTracker>(membership_.rank,
@@ -150,15 +159,54 @@ absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
   return CheckRequest(in_set, member->second);
 }
 
-Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
+absl::Status ContextImpl::Place(Entry& entry, const Device& device,
+                                std::optional<Compression> compression) {
+  TensorRequest& r = entry.request;
+  if (device.ordinal < 0) {
+    r.compression = compression.value_or(Compression::kNone);  // CheckRequest refuses any
+    return absl::OkStatus();
+  }
+  if (device_plane_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("'", r.name, "' is on GPU ", device.ordinal,
+                                                      ", but ", no_device_plane_.message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gpu_mu_);
+    if (gpu_ordinal_ >= 0 && gpu_ordinal_ != device.ordinal) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but this rank's GPU ",
+                       "operations run on GPU ", gpu_ordinal_, " (one device per rank)"));
+    }
+  }
+  if (absl::Status s = device_plane_->CheckDevice(device.ordinal); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but ", s.message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gpu_mu_);
+    gpu_ordinal_ = device.ordinal;
+  }
+  r.device = DeviceClass::kGpu;
+  const bool compressible = r.type == CollectiveType::kAllreduce && r.dtype == DataType::kFloat32;
+  r.compression = compression.value_or(compressible ? default_compression_ : Compression::kNone);
+  entry.device = device.ordinal;
+  entry.ready_stream = device.ready_stream;
+  entry.ready_event = device.ready_event;
+  entry.state->on_device = true;
+  return absl::OkStatus();
+}
+
+Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, const Device& device,
+                           std::optional<Compression> compression) {
   request.rank = membership_.rank;
   auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
-  absl::Status status = CheckInSet(request);
+  Entry entry{std::move(request), in, out, state};
+  absl::Status status = Place(entry, device, compression);
+  if (status.ok()) status = CheckInSet(entry.request);
   if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
     StartOp(*state);
-    Entry entry{std::move(request), in, out, state};
     status = controller_->Submit(std::move(entry));
   }
   if (!status.ok()) {
@@ -170,13 +218,15 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out) {
   return Handle(state);
 }
 
-std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries) {
+std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries, const Device& device,
+                                             std::optional<Compression> compression) {
   std::vector<Handle> handles;
   absl::Status status = CheckNotJoined();
   for (Entry& e : entries) {
     e.request.rank = membership_.rank;
     e.state = NewState(ProcessSetTensorName(e.request.process_set, e.request.name));
     handles.push_back(Handle(e.state));
+    if (status.ok()) status = Place(e, device, compression);
     if (status.ok()) status = CheckInSet(e.request);
   }
   std::vector<std::shared_ptr<OpState>> states;
@@ -244,14 +294,14 @@ Handle Context::Allreduce(const std::string& name, const void* in, void* out, Da
   r.prescale = options.prescale;
   r.postscale = options.postscale;
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, out);
+  return impl_->Submit(std::move(r), in, out, options.device, options.compression);
 }
 
 Handle Context::Allgather(const std::string& name, const void* in, DataType dtype,
                           std::vector<int64_t> shape, OpOptions options) {
   TensorRequest r = Request(name, CollectiveType::kAllgather, dtype, std::move(shape));
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, nullptr);
+  return impl_->Submit(std::move(r), in, nullptr, options.device);
 }
 
 Handle Context::Broadcast(const std::string& name, const void* in, void* out, DataType dtype,
@@ -259,7 +309,7 @@ Handle Context::Broadcast(const std::string& name, const void* in, void* out, Da
   TensorRequest r = Request(name, CollectiveType::kBroadcast, dtype, std::move(shape));
   r.root = root;
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, out);
+  return impl_->Submit(std::move(r), in, out, options.device);
 }
 
 Handle Context::Alltoall(const std::string& name, const void* in, DataType dtype,
@@ -268,7 +318,7 @@ Handle Context::Alltoall(const std::string& name, const void* in, DataType dtype
   TensorRequest r = Request(name, CollectiveType::kAlltoall, dtype, std::move(shape));
   r.splits = std::move(splits);
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, nullptr);
+  return impl_->Submit(std::move(r), in, nullptr, options.device);
 }
 
 Handle Context::Reducescatter(const std::string& name, const void* in, DataType dtype,
@@ -278,7 +328,7 @@ Handle Context::Reducescatter(const std::string& name, const void* in, DataType 
   r.prescale = options.prescale;
   r.postscale = options.postscale;
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, nullptr);
+  return impl_->Submit(std::move(r), in, nullptr, options.device, options.compression);
 }
 
 Handle Context::Barrier(OpOptions options) {
@@ -319,7 +369,7 @@ std::vector<Handle> Context::GroupedAllreduce(const std::string& group,
     r.process_set = options.process_set;
     entries.push_back({std::move(r), t.in, t.out, nullptr});
   }
-  return impl_->SubmitGroup(std::move(entries));
+  return impl_->SubmitGroup(std::move(entries), options.device, options.compression);
 }
 
 Handle Context::Join() {

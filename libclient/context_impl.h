@@ -14,6 +14,7 @@
 
 #include "libclient/control_channel.h"
 #include "libclient/controller.h"
+#include "libclient/device_plane.h"
 #include "libclient/exec_stats.h"
 #include "libclient/executor.h"
 #include "libclient/output_pool.h"
@@ -34,11 +35,14 @@ class ContextImpl {
   ~ContextImpl();
 
   const Membership& membership() const { return membership_; }
-  // Checks `request` and submits it; the handle of an immediate error is already complete.
-  Handle Submit(TensorRequest request, const void* in, void* out);
+  // Checks `request` and submits it, placed on `device` with `compression` (Place); the handle
+  // of an immediate error is already complete.
+  Handle Submit(TensorRequest request, const void* in, void* out, const Device& device = {},
+                std::optional<Compression> compression = std::nullopt);
   // Checks every request and submits all of them in one batch, or none (every handle then
-  // fails with the first error).
-  std::vector<Handle> SubmitGroup(std::vector<Entry> entries);
+  // fails with the first error). Placed as Submit.
+  std::vector<Handle> SubmitGroup(std::vector<Entry> entries, const Device& device,
+                                  std::optional<Compression> compression);
   // A barrier of `process_set`: numbered per set, as every member calls the same barriers.
   std::string NextBarrierName(int process_set);
   // The next AddProcessSet (`prefix` kAddProcessSetPrefix) or RemoveProcessSet name; one
@@ -68,6 +72,11 @@ class ContextImpl {
   void StartOp(OpState& state) const;
   // Queues `step` (if any) for the coordinator; its timing, zero if none.
   StepTiming Report(const std::optional<StepSample>& step);
+  // Puts `entry` (its state made) on `device`: a GPU entry gets its device fields and the
+  // compression in force (`compression`, else Options::compression for float32 allreduces).
+  // FAILED_PRECONDITION if this build or process has no such device; INVALID_ARGUMENT if
+  // another device was used before.
+  absl::Status Place(Entry& entry, const Device& device, std::optional<Compression> compression);
   // FAILED_PRECONDITION while this rank's join (Context::Join) is in flight.
   absl::Status CheckNotJoined() const;
   // CheckRequest against the size of the request's process set; FAILED_PRECONDITION if this
@@ -87,6 +96,12 @@ class ContextImpl {
   std::shared_ptr<StepClock> steps_ = std::make_shared<StepClock>(Clock::Real());
   // Recycled result buffers; shared with the handles that hold them.
   std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
+  // Runs GPU operations; null (with the reason) when this build has none.
+  std::unique_ptr<DevicePlane> device_plane_;
+  absl::Status no_device_plane_;
+  Compression default_compression_ = Compression::kNone;
+  std::mutex gpu_mu_;
+  int gpu_ordinal_ = -1;  // guarded by gpu_mu_; the device of this context's GPU operations
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.

@@ -11,13 +11,14 @@ namespace troika::internal {
 
 Executor::Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
                    ConnectFn connect, OutputPool& outputs, ExecStats& stats, StepClock& steps,
-                   std::function<absl::Status(absl::Status)> on_failure)
+                   DevicePlane* device, std::function<absl::Status(absl::Status)> on_failure)
     : table_(table),
       comm_(comm),
       sets_(sets),
       connect_(std::move(connect)),
       stats_(stats),
       steps_(steps),
+      device_(device),
       on_failure_(std::move(on_failure)),
       runner_(outputs) {}
 
@@ -45,6 +46,7 @@ void Executor::Abort() {
   }
   comm_.Abort();
   sets_.AbortAll();
+  if (device_ != nullptr) device_->Abort();
   cv_.notify_one();
 }
 
@@ -55,6 +57,7 @@ void Executor::Stop() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  if (device_ != nullptr) device_->Stop();
 }
 
 void Executor::Loop() {
@@ -132,6 +135,15 @@ void Executor::Execute(const Response& response) {
     }
     entries.push_back(std::move(*entry));
   }
+  if (response.device == DeviceClass::kGpu) {
+    absl::Status status = LaunchOnDevice(response, entries);
+    if (status.ok()) return;  // the device plane completes the states
+    status = on_failure_(status);
+    for (Entry& e : entries) {
+      if (e.state) e.state->Complete(status);
+    }
+    return;
+  }
   std::vector<Entry*> pointers;
   for (Entry& e : entries) pointers.push_back(&e);
   absl::Status status = runner_.Run(*comm, response, pointers);
@@ -145,11 +157,27 @@ void Executor::Execute(const Response& response) {
   }
 }
 
+absl::Status Executor::LaunchOnDevice(const Response& response, std::vector<Entry>& entries) {
+  if (device_ == nullptr) {
+    return absl::InternalError(
+        "the coordinator scheduled a GPU operation on a rank without GPU "
+        "support");
+  }
+  DeviceGroup group{0, comm_.rank(), comm_.size()};
+  if (response.process_set != 0) {
+    absl::StatusOr<std::pair<int, int>> member = sets_.Member(response.process_set);
+    if (!member.ok()) return member.status();
+    group = {response.process_set, member->first, member->second};
+  }
+  return device_->Launch(response, group, entries);
+}
+
 absl::Status Executor::ApplyProcessSetControl(const Response& response, Entry& entry) {
   const std::string& name = response.names[0];
   const int id = response.root;
   if (absl::StartsWith(name, kRemoveProcessSetPrefix)) {
     sets_.Remove(id);
+    if (device_ != nullptr) device_->DropGroup(id);
     return absl::OkStatus();
   }
   if (!absl::StartsWith(name, kAddProcessSetPrefix)) return absl::OkStatus();

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "common/messages.h"
 #include "libclient/collective_runner.h"
+#include "libclient/device_plane.h"
 #include "libclient/exec_stats.h"
 #include "libclient/process_set_table.h"
 #include "libclient/step_clock.h"
@@ -36,11 +37,13 @@ class Executor {
   // `comm`: process set 0's communicator. `sets`: the other process sets; a response of a set
   // runs on its communicator, and is skipped where this rank is not in it. `connect`
   // connects this rank's communicator to a new set (id, position in it, its size).
+  // `device`: runs GPU responses (null: this build has no device plane, and the context
+  // refuses GPU operations before they reach the coordinator).
   using ConnectFn = std::function<absl::StatusOr<std::unique_ptr<transport::Communicator>>(
       int id, int index, int size)>;
   Executor(TensorTable& table, transport::Communicator& comm, ProcessSetTable& sets,
            ConnectFn connect, OutputPool& outputs, ExecStats& stats, StepClock& steps,
-           std::function<absl::Status(absl::Status)> on_failure);
+           DevicePlane* device, std::function<absl::Status(absl::Status)> on_failure);
   ~Executor();  // Stop()
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -49,7 +52,8 @@ class Executor {
   void Enqueue(std::vector<Response> responses);
   // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
-  // Runs what is queued unless aborted, then joins the thread. Idempotent.
+  // Runs what is queued unless aborted, then joins the thread; waits for operations issued on
+  // the device. Idempotent.
   void Stop();
 
  private:
@@ -66,6 +70,8 @@ class Executor {
   // This rank has joined (Context::Join) and did not submit response.names[i]: an entry that
   // takes part with zeros and discards the result.
   static Entry JoinedStandIn(const Response& response, size_t i);
+  // Issues a GPU response on the device plane; its states complete there.
+  absl::Status LaunchOnDevice(const Response& response, std::vector<Entry>& entries);
   // Records what executing `queued` from `start` to now did (bytes, phases) in stats_.
   void Record(const Queued& queued, absl::Time start);
 
@@ -75,6 +81,7 @@ class Executor {
   const ConnectFn connect_;
   ExecStats& stats_;
   StepClock& steps_;
+  DevicePlane* const device_;
   const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only
 

@@ -89,6 +89,23 @@ absl::Status Handle::WaitFor(absl::Duration timeout) const {
   return state_->status;
 }
 
+absl::Status Handle::WaitOnStream(void* stream) const {
+  if (!state_) return absl::FailedPreconditionError("empty handle");
+  if (!state_->on_device) {
+    return absl::FailedPreconditionError(
+        "WaitOnStream is for GPU operations; this one runs on the host (use Wait)");
+  }
+  std::function<void(void*)> waiter;
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->done || state_->stream_waiter != nullptr; });
+    if (!state_->stream_waiter) return state_->status;  // failed before it was issued
+    waiter = state_->stream_waiter;
+  }
+  waiter(stream);
+  return absl::OkStatus();
+}
+
 const void* Handle::output() const { return state_ ? state_->output.get() : nullptr; }
 size_t Handle::output_bytes() const { return state_ ? state_->output_bytes : 0; }
 const std::vector<int64_t>& Handle::output_shape() const {

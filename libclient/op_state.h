@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,10 @@ struct OpState {
   std::vector<int64_t> received_splits;
   int joined_last_rank = -1;  // a completed join: the last rank to join
   int process_set_id = -1;    // a completed AddProcessSet: the new set's id
+  // GPU operations (Handle::WaitOnStream): set, under mu and with cv notified, once the
+  // operation is issued on the device; makes a stream wait for its completion event.
+  std::function<void(void* stream)> stream_waiter;  // guarded by mu
+  bool on_device = false;  // set before the handle is returned; constant after
   // Set before the handle is returned; constant after. A waiter blocked for longer than
   // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
   std::string name;
@@ -53,6 +58,11 @@ struct Entry {
   const void* in = nullptr;  // caller-owned input
   void* out = nullptr;       // caller-owned output (allreduce, broadcast) or null
   std::shared_ptr<OpState> state;
+  // GPU entries (request.device kGpu): the CUDA device and what to wait for before reading
+  // `in` (troika::Device).
+  int device = -1;
+  void* ready_stream = nullptr;
+  void* ready_event = nullptr;
 };
 
 }  // namespace troika::internal

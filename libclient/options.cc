@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/types.h"
 #include "troika/troika.h"
 
 namespace troika {
@@ -67,6 +68,19 @@ absl::StatusOr<Options> Options::FromEnvironment() {
   if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;
   if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
   if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
+  if (const char* v = Get("TROIKA_COMPRESSION")) {
+    bool known = false;
+    for (Compression c : {Compression::kNone, Compression::kFloat16, Compression::kBFloat16}) {
+      if (std::string(v) == CompressionName(c)) {
+        o.compression = c;
+        known = true;
+      }
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TROIKA_COMPRESSION='", v, "' is not one of none, float16, bfloat16"));
+    }
+  }
   return o;
 }
 

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,10 +55,27 @@ struct Options {
   // Upper bound for data-plane connection set-up and for any single transfer.
   // TROIKA_DATA_TIMEOUT (seconds); default 300 s.
   absl::Duration data_timeout = absl::Seconds(300);
+  // The wire format of float32 allreduces on GPU whose AllreduceOptions name none.
+  // TROIKA_COMPRESSION: none, float16 or bfloat16; default none.
+  Compression compression = Compression::kNone;
 
   // Reads every TROIKA_* variable that is set; INVALID_ARGUMENT names a malformed one or a
   // missing required one (TROIKA_COORDINATOR, TROIKA_JOB, TROIKA_RANK, TROIKA_SIZE).
   static absl::StatusOr<Options> FromEnvironment();
+};
+
+// Where an operation's buffers live. GPU operations need a libtroika built with CUDA and NCCL
+// (docs/gpu.md); every GPU operation of a context uses the same device.
+struct Device {
+  // -1: host memory. >= 0: memory of CUDA device `ordinal`; results that the handle owns
+  // (allgather, alltoall, reducescatter) are then device memory too.
+  int ordinal = -1;
+  // GPU only, optional: what produced the inputs. Troika's stream waits for `ready_event` (a
+  // cudaEvent_t recorded after the producer's writes) if set, else for the work queued so far
+  // on `ready_stream` (a cudaStream_t) — on the device, without blocking the CPU. Neither:
+  // the inputs must be ready when the operation is submitted.
+  void* ready_stream = nullptr;
+  void* ready_event = nullptr;
 };
 
 struct AllreduceOptions {
@@ -67,6 +85,10 @@ struct AllreduceOptions {
   // The process set (Context::AddProcessSet) to run in; 0: every rank of the job. kAverage
   // divides by the set's size.
   int process_set = 0;
+  Device device{};
+  // float32 on GPU only: the wire format; unset: Options::compression (for float32 GPU
+  // allreduces; none for everything else). Every rank must pass the same.
+  std::optional<Compression> compression{};
 };
 
 // Options of the other operations.
@@ -75,6 +97,7 @@ struct OpOptions {
   // set, ranks are positions in the set: a broadcast `root` and alltoall `splits` index the
   // set's ranks in ascending order, not the job's.
   int process_set = 0;
+  Device device{};
 };
 
 // One tensor of a grouped allreduce (Context::GroupedAllreduce); as Allreduce's arguments.
@@ -110,6 +133,12 @@ class Handle {
   absl::Status Wait() const;
   // Like Wait(), but gives up after `timeout` with DEADLINE_EXCEEDED (the op continues).
   absl::Status WaitFor(absl::Duration timeout) const;
+  // GPU operations: blocks only until the operation has been issued on the device (or has
+  // failed), then makes `stream` (a cudaStream_t; null: the legacy default stream) wait for
+  // its completion on the device — the CPU does not wait for the transfer. Work queued on
+  // `stream` afterwards sees the results. Returns the failure if the operation failed before
+  // it was issued; a later failure surfaces in Wait(). FAILED_PRECONDITION for a host op.
+  absl::Status WaitOnStream(void* stream) const;
 
   // After a successful Wait(), for allgather, alltoall and reducescatter: the result, owned
   // by the handle, and its shape (dim 0 is known only after negotiation).

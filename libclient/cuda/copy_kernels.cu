@@ -1,0 +1,189 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "libclient/cuda/copy_kernels.h"
+
+namespace troika::cuda {
+namespace {
+
+// The items of one launch, passed by value as the kernel's parameter (3 KiB, under the
+// classic 4 KiB parameter limit).
+struct CopyBatch {
+  CopyItem items[kMaxCopyItems];
+};
+
+// Storage types and the type each computes in (as the CPU planes do).
+struct Half {
+  using Storage = __half;
+  using Compute = float;
+  static __device__ float Load(__half v) { return __half2float(v); }
+  static __device__ __half Store(float v) { return __float2half_rn(v); }
+};
+struct BFloat16 {
+  using Storage = __nv_bfloat16;
+  using Compute = float;
+  static __device__ float Load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 Store(float v) { return __float2bfloat16_rn(v); }
+};
+template <typename T>
+struct Floating {
+  using Storage = T;
+  using Compute = double;
+  static __device__ double Load(T v) { return static_cast<double>(v); }
+  static __device__ T Store(double v) { return static_cast<T>(v); }
+};
+template <typename T>
+struct Integer {
+  using Storage = T;
+  using Compute = double;
+  static __device__ double Load(T v) { return static_cast<double>(v); }
+  // Toward zero, saturating; NaN becomes 0 (reduce.cc's SaturatingTruncate).
+  static __device__ T Store(double v) {
+    constexpr double kMax = static_cast<double>(std::numeric_limits<T>::max());
+    constexpr double kMin = static_cast<double>(std::numeric_limits<T>::min());
+    if (isnan(v)) return 0;
+    if (v >= kMax) return std::numeric_limits<T>::max();
+    if (v <= kMin) return std::numeric_limits<T>::min();
+    return static_cast<T>(v);
+  }
+};
+
+template <typename Traits>
+constexpr bool kIsInteger = false;
+template <typename T>
+constexpr bool kIsInteger<Integer<T>> = true;
+
+// One element: the divisor and the scale in `Domain` (each rounded to Domain's storage, as the
+// CPU's Divide then Scale do), converting from `In` and to `Out` around them. Domain is In or
+// Out, whichever is wider.
+template <typename In, typename Domain, typename Out>
+__device__ typename Out::Storage Transform(typename In::Storage x, int64_t divisor,
+                                           typename Domain::Compute inverse, double scale) {
+  typename Domain::Storage v;
+  if constexpr (std::is_same_v<In, Domain>) {
+    v = x;
+  } else {
+    v = Domain::Store(In::Load(x));
+  }
+  if (divisor > 1) {
+    if constexpr (kIsInteger<Domain>) {
+      using T = typename Domain::Storage;
+      const T div = static_cast<T>(divisor);
+      v = static_cast<int64_t>(div) == divisor ? static_cast<T>(v / div) : T{0};
+    } else {
+      v = Domain::Store(Domain::Load(v) * inverse);
+    }
+  }
+  if (scale != 1.0) {
+    v = Domain::Store(Domain::Load(v) * static_cast<typename Domain::Compute>(scale));
+  }
+  if constexpr (std::is_same_v<Domain, Out>) {
+    return v;
+  } else {
+    return Out::Store(Domain::Load(v));
+  }
+}
+
+template <typename In, typename Domain, typename Out>
+__global__ void BatchedCopyKernel(CopyBatch batch, int64_t divisor, double scale) {
+  const CopyItem& item = batch.items[blockIdx.y];
+  using InT = typename In::Storage;
+  using OutT = typename Out::Storage;
+  const InT* src = static_cast<const InT*>(item.src);
+  OutT* dst = static_cast<OutT*>(item.dst);
+  const typename Domain::Compute inverse =
+      static_cast<typename Domain::Compute>(1.0 / static_cast<double>(divisor));
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < item.count;
+       i += stride) {
+    if (src == nullptr) {
+      dst[i] = Out::Store(0);
+    } else {
+      dst[i] = Transform<In, Domain, Out>(src[i], divisor, inverse, scale);
+    }
+  }
+}
+
+constexpr int kThreads = 256;
+// Enough blocks per item to fill the device's SMs when a batch has few large tensors, few
+// enough that a batch of many small ones does not launch mostly idle blocks.
+constexpr uint64_t kElementsPerThread = 8;
+constexpr unsigned kMaxBlocksPerItem = 1024;
+
+template <typename In, typename Domain, typename Out>
+cudaError_t Launch(const CopyItem* items, int n, const CopyTransform& t, cudaStream_t stream) {
+  for (int first = 0; first < n; first += kMaxCopyItems) {
+    const int count = std::min(kMaxCopyItems, n - first);
+    CopyBatch batch;
+    uint64_t largest = 0;
+    for (int i = 0; i < count; ++i) {
+      batch.items[i] = items[first + i];
+      largest = std::max(largest, items[first + i].count);
+    }
+    if (largest == 0) continue;
+    const uint64_t per_block = kThreads * kElementsPerThread;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<uint64_t>(kMaxBlocksPerItem, (largest + per_block - 1) / per_block));
+    BatchedCopyKernel<In, Domain, Out>
+        <<<dim3(blocks, count), kThreads, 0, stream>>>(batch, t.divisor, t.scale);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+template <typename Same>
+cudaError_t LaunchSame(const CopyItem* items, int n, const CopyTransform& t, cudaStream_t stream) {
+  return Launch<Same, Same, Same>(items, n, t, stream);
+}
+
+}  // namespace
+
+bool SupportedTransform(const CopyTransform& t) {
+  if (t.divisor < 1) return false;
+  if (t.src == t.dst) return true;
+  const bool half = [](DataType d) {
+    return d == DataType::kFloat16 || d == DataType::kBFloat16;
+  }(t.src == DataType::kFloat32 ? t.dst : t.src);
+  return half && (t.src == DataType::kFloat32 || t.dst == DataType::kFloat32);
+}
+
+cudaError_t BatchedCopy(const CopyItem* items, int n, const CopyTransform& t, cudaStream_t stream) {
+  if (!SupportedTransform(t) || n < 0) return cudaErrorInvalidValue;
+  using F32 = Floating<float>;
+  if (t.src == DataType::kFloat32 && t.dst == DataType::kFloat16) {
+    return Launch<F32, F32, Half>(items, n, t, stream);
+  }
+  if (t.src == DataType::kFloat32 && t.dst == DataType::kBFloat16) {
+    return Launch<F32, F32, BFloat16>(items, n, t, stream);
+  }
+  if (t.src == DataType::kFloat16 && t.dst == DataType::kFloat32) {
+    return Launch<Half, F32, F32>(items, n, t, stream);
+  }
+  if (t.src == DataType::kBFloat16 && t.dst == DataType::kFloat32) {
+    return Launch<BFloat16, F32, F32>(items, n, t, stream);
+  }
+  switch (t.src) {
+    case DataType::kUint8:
+      return LaunchSame<Integer<uint8_t>>(items, n, t, stream);
+    case DataType::kInt8:
+      return LaunchSame<Integer<int8_t>>(items, n, t, stream);
+    case DataType::kInt32:
+      return LaunchSame<Integer<int32_t>>(items, n, t, stream);
+    case DataType::kInt64:
+      return LaunchSame<Integer<int64_t>>(items, n, t, stream);
+    case DataType::kFloat16:
+      return LaunchSame<Half>(items, n, t, stream);
+    case DataType::kBFloat16:
+      return LaunchSame<BFloat16>(items, n, t, stream);
+    case DataType::kFloat32:
+      return LaunchSame<F32>(items, n, t, stream);
+    case DataType::kFloat64:
+      return LaunchSame<Floating<double>>(items, n, t, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace troika::cuda

@@ -1,0 +1,608 @@
+// The GPU device plane: NCCL communicators per process set, a stream-ordered device fusion
+// buffer packed and unpacked by the batched copy kernels, and a finisher thread that completes
+// operations when their CUDA event fires (docs/gpu.md).
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "libclient/cuda/copy_kernels.h"
+#include "libclient/cuda/nccl_comm.h"
+#include "libclient/device_plane.h"
+
+namespace troika::internal {
+namespace {
+
+using cuda::CopyItem;
+using cuda::CopyTransform;
+using cuda::NcclComm;
+
+absl::Status CudaError(cudaError_t e, const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": CUDA: ", cudaGetErrorString(e)));
+}
+
+#define TROIKA_CUDA_RETURN(call, what)                            \
+  do {                                                            \
+    if (cudaError_t troika_e = (call); troika_e != cudaSuccess) { \
+      return CudaError(troika_e, what);                           \
+    }                                                             \
+  } while (0)
+
+ncclDataType_t NcclType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUint8:
+      return ncclUint8;
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+  }
+  return ncclFloat32;
+}
+
+bool Floating(DataType dtype) {
+  return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
+         dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+}
+
+DataType WireType(const Response& r) {
+  switch (r.compression) {
+    case Compression::kFloat16:
+      return DataType::kFloat16;
+    case Compression::kBFloat16:
+      return DataType::kBFloat16;
+    case Compression::kNone:
+      break;
+  }
+  return r.dtype;
+}
+
+// How a reduction runs: NCCL's op, and the divisor the unpack applies. Averages use ncclAvg
+// where NCCL computes them exactly as we would (floating types, every rank contributing);
+// otherwise a sum divided by the ranks that contributed (joined ranks add zeros).
+struct Reduction {
+  ncclRedOp_t op = ncclSum;
+  int64_t divisor = 1;
+};
+
+Reduction ReductionOf(const Response& r, int size) {
+  switch (r.reduce_op) {
+    case ReduceOp::kSum:
+      return {ncclSum, 1};
+    case ReduceOp::kMin:
+      return {ncclMin, 1};
+    case ReduceOp::kMax:
+      return {ncclMax, 1};
+    case ReduceOp::kProduct:
+      return {ncclProd, 1};
+    case ReduceOp::kAverage:
+      if (r.joined_ranks.empty() && Floating(WireType(r))) return {ncclAvg, 1};
+      return {ncclSum, size - static_cast<int64_t>(r.joined_ranks.size())};
+  }
+  return {ncclSum, 1};
+}
+
+size_t Elements(const TensorRequest& r) { return static_cast<size_t>(NumElements(r.shape)); }
+
+size_t RowBytes(const TensorRequest& r) {
+  int64_t elements = 1;
+  for (size_t i = 1; i < r.shape.size(); ++i) elements *= r.shape[i];
+  return static_cast<size_t>(elements) * DataTypeSize(r.dtype);
+}
+
+std::vector<int64_t> WithDim0(const std::vector<int64_t>& shape, int64_t dim0) {
+  std::vector<int64_t> out = shape;
+  out[0] = dim0;
+  return out;
+}
+
+uint8_t* At(const void* base, size_t offset) {
+  return static_cast<uint8_t*>(const_cast<void*>(base)) + offset;
+}
+
+// A CUDA event shared by the finisher and the handles' stream waiters; destroyed with the last
+// of them (cudaEventDestroy on a pending event is deferred by CUDA, never a hazard).
+struct Event {
+  cudaEvent_t event = nullptr;
+  ~Event() {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+};
+
+class CudaDevicePlane final : public DevicePlane {
+ public:
+  explicit CudaDevicePlane(DevicePlaneOptions options) : options_(std::move(options)) {}
+  ~CudaDevicePlane() override { Stop(); }
+
+  absl::Status CheckDevice(int ordinal) override {
+    int count = 0;
+    if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no usable CUDA device in this process: ", cudaGetErrorString(e)));
+    }
+    if (ordinal >= count) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", ordinal, " does not exist (this process sees ", count, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Launch(const Response& response, const DeviceGroup& group,
+                      std::vector<Entry>& entries) override;
+  void DropGroup(int set) override;
+  void Abort() override;
+  void Stop() override;
+
+ private:
+  struct InFlight {
+    std::shared_ptr<Event> done;
+    std::vector<std::shared_ptr<OpState>> states;
+    NcclComm* comm = nullptr;  // checked for asynchronous errors while waiting
+  };
+
+  // Executor thread: the device, stream and finisher, made at the first operation.
+  absl::Status Prepare(const std::vector<Entry>& entries);
+  absl::StatusOr<NcclComm*> Comm(const DeviceGroup& group);
+  // Makes the stream wait for what produced the entries' inputs.
+  absl::Status WaitForInputs(const std::vector<Entry>& entries);
+  uint8_t* Reserve(size_t bytes, absl::Status* status);
+  absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes);
+  absl::Status Copy(const std::vector<CopyItem>& items, const CopyTransform& transform);
+  absl::Status Nccl(ncclResult_t result, const std::string& what) {
+    return comm_->Settle(result, what, aborted_);
+  }
+
+  absl::Status Allreduce(const Response& r, std::vector<Entry>& entries);
+  absl::Status Allgather(const Response& r, Entry& e);
+  absl::Status Broadcast(const Response& r, Entry& e);
+  absl::Status Alltoall(const Response& r, Entry& e);
+  absl::Status Reducescatter(const Response& r, Entry& e);
+
+  void Finish();
+  void Fail(std::deque<InFlight>& ops, const absl::Status& status);
+
+  const DevicePlaneOptions options_;
+  std::atomic<bool> aborted_{false};
+
+  // Executor thread only.
+  int device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  uint8_t* fusion_ = nullptr;  // stream-ordered allocation; grows, never shrinks
+  size_t fusion_capacity_ = 0;
+  int generation_ = 0;        // of communicators: a rebuilt one bootstraps under a new key
+  NcclComm* comm_ = nullptr;  // during one Launch
+  DeviceGroup group_;         // during one Launch
+
+  std::mutex comms_mu_;
+  std::map<int, std::unique_ptr<NcclComm>> comms_;  // by process set; guarded by comms_mu_
+  std::vector<std::unique_ptr<NcclComm>> retired_;  // dropped sets'; guarded by comms_mu_
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<InFlight> in_flight_;  // guarded by mu_; in issue order
+  bool stopping_ = false;           // guarded by mu_
+  std::thread finisher_;
+};
+
+absl::Status CudaDevicePlane::Prepare(const std::vector<Entry>& entries) {
+  if (device_ < 0) {
+    for (const Entry& e : entries) {
+      if (e.device >= 0) device_ = e.device;
+    }
+    // Only joined-rank stand-ins: the device this thread uses.
+    if (device_ < 0) TROIKA_CUDA_RETURN(cudaGetDevice(&device_), "cudaGetDevice");
+  }
+  TROIKA_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  if (stream_ == nullptr) {
+    TROIKA_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                       "creating Troika's CUDA stream");
+    finisher_ = std::thread([this] { Finish(); });
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NcclComm*> CudaDevicePlane::Comm(const DeviceGroup& group) {
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    auto it = comms_.find(group.set);
+    if (it != comms_.end()) return it->second.get();
+  }
+  // Every rank of the group reaches its first GPU response of the set at the same point of
+  // the response order, so they all create the communicator together.
+  const std::string key =
+      absl::StrCat(options_.store_prefix, "ps", group.set, "/g", generation_++, "/nccl_id");
+  auto comm =
+      NcclComm::Create(*options_.store, key, group.rank, group.size, options_.timeout, aborted_);
+  if (!comm.ok()) return comm.status();
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  if (aborted_.load()) return absl::CancelledError("the GPU data plane was aborted");
+  NcclComm* raw = comm->get();
+  comms_[group.set] = *std::move(comm);
+  return raw;
+}
+
+absl::Status CudaDevicePlane::WaitForInputs(const std::vector<Entry>& entries) {
+  for (const Entry& e : entries) {
+    if (e.ready_event != nullptr) {
+      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.ready_event)),
+                         "waiting for the input's ready event");
+    } else if (e.ready_stream != nullptr) {
+      Event ready;
+      TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming),
+                         "cudaEventCreate");
+      TROIKA_CUDA_RETURN(cudaEventRecord(ready.event, static_cast<cudaStream_t>(e.ready_stream)),
+                         "recording on the input's ready stream");
+      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, ready.event),
+                         "waiting for the input's ready stream");
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint8_t* CudaDevicePlane::Reserve(size_t bytes, absl::Status* status) {
+  if (bytes <= fusion_capacity_) return fusion_;
+  // Stream-ordered: the old buffer is freed after the operations queued before that use it.
+  const size_t capacity = std::max(bytes, fusion_capacity_ * 3 / 2);
+  if (fusion_ != nullptr) cudaFreeAsync(fusion_, stream_);
+  fusion_ = nullptr;
+  fusion_capacity_ = 0;
+  void* p = nullptr;
+  if (cudaError_t e = cudaMallocAsync(&p, capacity, stream_); e != cudaSuccess) {
+    *status = CudaError(e, absl::StrCat("allocating a ", capacity, "-byte fusion buffer"));
+    return nullptr;
+  }
+  fusion_ = static_cast<uint8_t*>(p);
+  fusion_capacity_ = capacity;
+  return fusion_;
+}
+
+absl::StatusOr<std::shared_ptr<uint8_t>> CudaDevicePlane::Allocate(size_t bytes) {
+  void* p = nullptr;
+  TROIKA_CUDA_RETURN(cudaMalloc(&p, std::max<size_t>(bytes, 1)),
+                     absl::StrCat("allocating a ", bytes, "-byte result"));
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { cudaFree(q); });
+}
+
+absl::Status CudaDevicePlane::Copy(const std::vector<CopyItem>& items,
+                                   const CopyTransform& transform) {
+  TROIKA_CUDA_RETURN(
+      cuda::BatchedCopy(items.data(), static_cast<int>(items.size()), transform, stream_),
+      "launching the batched copy kernel");
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup& group,
+                                     std::vector<Entry>& entries) {
+  if (aborted_.load()) return absl::CancelledError("the GPU data plane was aborted");
+  if (absl::Status s = Prepare(entries); !s.ok()) return s;
+  absl::StatusOr<NcclComm*> comm = Comm(group);
+  if (!comm.ok()) return comm.status();
+  comm_ = *comm;
+  group_ = group;
+  if (absl::Status s = WaitForInputs(entries); !s.ok()) return s;
+  absl::Status status;
+  switch (response.type) {
+    case CollectiveType::kAllreduce:
+      status = Allreduce(response, entries);
+      break;
+    case CollectiveType::kAllgather:
+      status = Allgather(response, entries[0]);
+      break;
+    case CollectiveType::kBroadcast:
+      status = Broadcast(response, entries[0]);
+      break;
+    case CollectiveType::kAlltoall:
+      status = Alltoall(response, entries[0]);
+      break;
+    case CollectiveType::kReducescatter:
+      status = Reducescatter(response, entries[0]);
+      break;
+    default:
+      status = absl::InternalError(
+          absl::StrCat(CollectiveName(response.type), " is not a GPU operation"));
+  }
+  if (!status.ok()) return status;
+  auto done = std::make_shared<Event>();
+  TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming),
+                     "cudaEventCreate");
+  TROIKA_CUDA_RETURN(cudaEventRecord(done->event, stream_), "recording the completion event");
+  InFlight op{done, {}, comm_};
+  for (Entry& e : entries) {
+    if (!e.state) continue;  // a joined rank's stand-in
+    {
+      std::lock_guard<std::mutex> lock(e.state->mu);
+      e.state->stream_waiter = [done](void* stream) {
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done->event);
+      };
+    }
+    e.state->cv.notify_all();
+    op.states.push_back(e.state);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevicePlane::Allreduce(const Response& r, std::vector<Entry>& entries) {
+  const DataType wire = WireType(r);
+  const Reduction reduction = ReductionOf(r, group_.size);
+  const bool finish = reduction.divisor > 1 || r.postscale != 1.0;
+  if (entries.size() == 1 && entries[0].out != nullptr && wire == r.dtype) {
+    // One tensor: reduce in the caller's output, no fusion copy.
+    Entry& e = entries[0];
+    const size_t count = Elements(e.request);
+    const size_t bytes = count * DataTypeSize(r.dtype);
+    if (e.out != e.in && bytes > 0) {
+      TROIKA_CUDA_RETURN(cudaMemcpyAsync(e.out, e.in, bytes, cudaMemcpyDeviceToDevice, stream_),
+                         "copying the input to the output");
+    }
+    if (r.prescale != 1.0) {
+      if (absl::Status s = Copy({{e.out, e.out, count}}, {r.dtype, r.dtype, r.prescale, 1});
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = Nccl(ncclAllReduce(e.out, e.out, count, NcclType(r.dtype), reduction.op,
+                                            comm_->get(), stream_),
+                              "ncclAllReduce");
+        !s.ok()) {
+      return s;
+    }
+    if (!finish) return absl::OkStatus();
+    return Copy({{e.out, e.out, count}}, {r.dtype, r.dtype, r.postscale, reduction.divisor});
+  }
+  const size_t wire_size = DataTypeSize(wire);
+  size_t total = 0;
+  for (const Entry& e : entries) total += Elements(e.request);
+  absl::Status status;
+  uint8_t* buffer = Reserve(total * wire_size, &status);
+  if (buffer == nullptr && total > 0) return status;
+  std::vector<CopyItem> pack, unpack;
+  size_t offset = 0;
+  for (const Entry& e : entries) {
+    const size_t count = Elements(e.request);
+    pack.push_back({e.in, buffer + offset * wire_size, count});  // no input: zeros
+    if (e.out != nullptr) unpack.push_back({buffer + offset * wire_size, e.out, count});
+    offset += count;
+  }
+  if (absl::Status s = Copy(pack, {r.dtype, wire, r.prescale, 1}); !s.ok()) return s;
+  if (absl::Status s = Nccl(
+          ncclAllReduce(buffer, buffer, total, NcclType(wire), reduction.op, comm_->get(), stream_),
+          "ncclAllReduce");
+      !s.ok()) {
+    return s;
+  }
+  return Copy(unpack, {wire, r.dtype, r.postscale, reduction.divisor});
+}
+
+absl::Status CudaDevicePlane::Allgather(const Response& r, Entry& e) {
+  const size_t row = RowBytes(e.request);
+  std::vector<size_t> offsets(group_.size + 1, 0);
+  for (int q = 0; q < group_.size; ++q) {
+    offsets[q + 1] = offsets[q] + static_cast<size_t>(r.sizes[q]) * row;
+  }
+  auto out = Allocate(offsets.back());
+  if (!out.ok()) return out.status();
+  uint8_t* data = e.state->SetOutput(*std::move(out), offsets.back());
+  int64_t rows = 0;
+  for (int q = 0; q < group_.size; ++q) rows += r.sizes[q];
+  e.state->output_shape = WithDim0(e.request.shape, rows);
+  // Variable blocks: one broadcast per rank, grouped into a single NCCL launch.
+  ncclGroupStart();
+  for (int q = 0; q < group_.size; ++q) {
+    ncclBroadcast(q == group_.rank ? e.in : nullptr, data + offsets[q], offsets[q + 1] - offsets[q],
+                  ncclInt8, q, comm_->get(), stream_);
+  }
+  return Nccl(ncclGroupEnd(), "allgather (grouped ncclBroadcast)");
+}
+
+absl::Status CudaDevicePlane::Broadcast(const Response& r, Entry& e) {
+  const size_t bytes = Elements(e.request) * DataTypeSize(r.dtype);
+  absl::Status status;
+  // A joined rank (never the root) receives into scratch space and discards it.
+  void* out = e.out != nullptr ? e.out : Reserve(bytes, &status);
+  if (out == nullptr && bytes > 0) return status;
+  return Nccl(ncclBroadcast(e.in, out, bytes, ncclInt8, r.root, comm_->get(), stream_),
+              "ncclBroadcast");
+}
+
+absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
+  const int size = group_.size, rank = group_.rank;
+  const size_t row = RowBytes(e.request);
+  std::vector<size_t> send(size), recv(size), send_at(size), recv_at(size);
+  size_t sent = 0, received = 0;
+  e.state->received_splits.resize(size);
+  for (int j = 0; j < size; ++j) {
+    send[j] = static_cast<size_t>(r.splits[rank * size + j]) * row;
+    recv[j] = static_cast<size_t>(r.splits[j * size + rank]) * row;
+    e.state->received_splits[j] = r.splits[j * size + rank];
+    send_at[j] = sent;
+    recv_at[j] = received;
+    sent += send[j];
+    received += recv[j];
+  }
+  auto out = Allocate(received);
+  if (!out.ok()) return out.status();
+  uint8_t* data = e.state->SetOutput(*std::move(out), received);
+  int64_t rows = 0;
+  for (int64_t n : e.state->received_splits) rows += n;
+  e.state->output_shape = WithDim0(e.request.shape, rows);
+  ncclGroupStart();
+  for (int j = 0; j < size; ++j) {
+    if (send[j] > 0) ncclSend(At(e.in, send_at[j]), send[j], ncclInt8, j, comm_->get(), stream_);
+    if (recv[j] > 0) ncclRecv(data + recv_at[j], recv[j], ncclInt8, j, comm_->get(), stream_);
+  }
+  return Nccl(ncclGroupEnd(), "alltoall (grouped ncclSend/ncclRecv)");
+}
+
+absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
+  const int size = group_.size, rank = group_.rank;
+  const size_t element = DataTypeSize(r.dtype);
+  const size_t row_elements = element == 0 ? 0 : RowBytes(e.request) / element;
+  const size_t count = Elements(e.request);
+  const Reduction reduction = ReductionOf(r, size);
+  std::vector<size_t> counts(size), at(size);
+  size_t before = 0;
+  bool even = true;
+  for (int q = 0; q < size; ++q) {
+    counts[q] = static_cast<size_t>(r.sizes[q]) * row_elements;
+    at[q] = before;
+    before += counts[q];
+    even = even && counts[q] == counts[0];
+  }
+  // The caller's input is const and the reduction in place: stage it, pre-scaled.
+  absl::Status status;
+  uint8_t* buffer = Reserve(count * element, &status);
+  if (buffer == nullptr && count > 0) return status;
+  if (absl::Status s = Copy({{e.in, buffer, count}}, {r.dtype, r.dtype, r.prescale, 1}); !s.ok()) {
+    return s;
+  }
+  uint8_t* mine = buffer + at[rank] * element;
+  if (even) {
+    if (absl::Status s = Nccl(ncclReduceScatter(buffer, mine, counts[0], NcclType(r.dtype),
+                                                reduction.op, comm_->get(), stream_),
+                              "ncclReduceScatter");
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    // Uneven blocks (the first dim0 % size ranks get a row more): one reduce per block.
+    ncclGroupStart();
+    for (int q = 0; q < size; ++q) {
+      ncclReduce(buffer + at[q] * element, buffer + at[q] * element, counts[q], NcclType(r.dtype),
+                 reduction.op, q, comm_->get(), stream_);
+    }
+    if (absl::Status s = Nccl(ncclGroupEnd(), "reducescatter (grouped ncclReduce)"); !s.ok()) {
+      return s;
+    }
+  }
+  auto out = Allocate(counts[rank] * element);
+  if (!out.ok()) return out.status();
+  uint8_t* data = e.state->SetOutput(*std::move(out), counts[rank] * element);
+  e.state->output_shape = WithDim0(e.request.shape, r.sizes[rank]);
+  return Copy({{mine, data, counts[rank]}}, {r.dtype, r.dtype, r.postscale, reduction.divisor});
+}
+
+void CudaDevicePlane::Finish() {
+  if (device_ >= 0) cudaSetDevice(device_);
+  for (;;) {
+    InFlight op;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !in_flight_.empty(); });
+      if (in_flight_.empty()) return;
+      op = in_flight_.front();
+    }
+    absl::Status status;
+    for (int polls = 0;; ++polls) {
+      cudaError_t e = cudaEventQuery(op.done->event);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) {
+        status = CudaError(e, "a GPU operation failed");
+        break;
+      }
+      if (aborted_.load()) {
+        status = absl::CancelledError("the GPU data plane was aborted");
+        break;
+      }
+      if (polls % 64 == 63) {
+        std::lock_guard<std::mutex> lock(comms_mu_);
+        status = op.comm->AsyncError();
+        if (!status.ok()) break;
+      }
+      // Spin briefly (small ops finish in microseconds), then poll without burning a core.
+      if (polls < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    std::deque<InFlight> failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (status.ok()) {
+        in_flight_.pop_front();
+      } else {
+        failed.swap(in_flight_);
+      }
+    }
+    if (status.ok()) {
+      for (auto& state : op.states) state->Complete(absl::OkStatus());
+    } else {
+      // The context fails; every issued operation reports why (an abort's reason if known).
+      Fail(failed, options_.on_failure ? options_.on_failure(status) : status);
+    }
+  }
+}
+
+void CudaDevicePlane::Fail(std::deque<InFlight>& ops, const absl::Status& status) {
+  for (InFlight& op : ops) {
+    for (auto& state : op.states) state->Complete(status);
+  }
+}
+
+void CudaDevicePlane::DropGroup(int set) {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  auto it = comms_.find(set);
+  if (it == comms_.end()) return;
+  // The finisher may still poll it for the set's last operations: released at Stop().
+  retired_.push_back(std::move(it->second));
+  comms_.erase(it);
+}
+
+void CudaDevicePlane::Abort() {
+  aborted_.store(true);
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  for (auto& [set, comm] : comms_) comm->Abort();
+}
+
+void CudaDevicePlane::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (finisher_.joinable()) finisher_.join();
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    comms_.clear();
+    retired_.clear();
+  }
+  if (stream_ != nullptr) {
+    if (fusion_ != nullptr) cudaFreeAsync(fusion_, stream_);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DevicePlane>> CreateDevicePlane(DevicePlaneOptions options) {
+  return std::make_unique<CudaDevicePlane>(std::move(options));
+}
+
+}  // namespace troika::internal

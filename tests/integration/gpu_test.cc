@@ -1,0 +1,259 @@
+// The GPU data plane end to end: a real coordinator, a rank whose tensors live in CUDA device
+// memory, NCCL underneath (world size 1 — one GPU allows one rank per communicator). Every
+// operation, every reduce op, fusion, compression, stream ordering and the errors. Needs a
+// CUDA device; skips with the reason without one.
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "libclient/transport/reduce.h"
+#include "tests/integration/test_cluster.h"
+
+namespace troika::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(bytes(), 1)), cudaSuccess);
+    if (bytes() > 0) {
+      EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  T* get() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return size_ * sizeof(T); }
+  std::vector<T> Read() const { return ReadDevice<T>(data_, size_); }
+
+  template <typename U>
+  static std::vector<U> ReadDevice(const void* p, size_t n) {
+    std::vector<U> out(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (n > 0) {
+      EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(U), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return out;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_;
+};
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      GTEST_SKIP() << "no CUDA device in this process ("
+                   << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
+                   << "): the GPU data plane tests run only on a machine with an NVIDIA GPU";
+    }
+    cluster_ = std::make_unique<TestCluster>();
+    auto contexts = cluster_->Join("gpu", 1);
+    ASSERT_EQ(contexts.size(), 1u);
+    ctx_ = std::move(contexts[0]);
+    ASSERT_NE(ctx_, nullptr);
+  }
+  void TearDown() override {
+    if (ctx_) {
+      EXPECT_TRUE(ctx_->Shutdown().ok());
+    }
+  }
+
+  static AllreduceOptions OnGpu(ReduceOp op = ReduceOp::kSum) {
+    AllreduceOptions o;
+    o.op = op;
+    o.device.ordinal = 0;
+    return o;
+  }
+  static OpOptions Gpu() {
+    OpOptions o;
+    o.device.ordinal = 0;
+    return o;
+  }
+
+  std::unique_ptr<TestCluster> cluster_;
+  std::unique_ptr<Context> ctx_;
+};
+
+TEST_F(GpuTest, AllreduceEveryReduceOpWithScaling) {
+  const std::vector<float> input = {1.5f, -2.0f, 3.0f, 8.0f, 0.25f};
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    DeviceBuffer<float> in(input);
+    DeviceBuffer<float> out(std::vector<float>(input.size(), 0.0f));
+    AllreduceOptions o = OnGpu(op);
+    o.prescale = 2.0;
+    o.postscale = 0.5;
+    ASSERT_TRUE(ctx_->Allreduce(std::string("t") + ReduceOpName(op), in.get(), out.get(),
+                                DataType::kFloat32, {5}, o)
+                    .Wait()
+                    .ok());
+    // One rank: every op is the identity, so the result is input * prescale * postscale.
+    EXPECT_EQ(out.Read(), input) << ReduceOpName(op);
+    EXPECT_EQ(in.Read(), input) << "the input is untouched";
+  }
+}
+
+TEST_F(GpuTest, IntegerAverageAndInPlace) {
+  const std::vector<int32_t> input = {7, -7, 100, 3};
+  DeviceBuffer<int32_t> data(input);
+  AllreduceOptions o = OnGpu(ReduceOp::kAverage);
+  o.postscale = 3.0;
+  ASSERT_TRUE(ctx_->Allreduce("int", data.get(), data.get(), DataType::kInt32, {4}, o).Wait().ok());
+  EXPECT_THAT(data.Read(), ElementsAre(21, -21, 300, 9));
+}
+
+TEST_F(GpuTest, ManyTensorsFuseAndCompressionRoundTrips) {
+  // 200 tensors of varied sizes submitted together: fused, packed and unpacked by the batched
+  // kernels; half of the rounds compressed.
+  for (Compression compression :
+       {Compression::kNone, Compression::kFloat16, Compression::kBFloat16}) {
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> buffers;
+    std::vector<std::vector<float>> inputs;
+    std::vector<GroupTensor> tensors;
+    for (int i = 0; i < 200; ++i) {
+      std::vector<float> v(1 + i * 3);
+      for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>((i + j) % 17) - 8.0f;
+      inputs.push_back(v);
+      buffers.push_back(std::make_unique<DeviceBuffer<float>>(v));
+      tensors.push_back({"g" + std::to_string(i),
+                         buffers.back()->get(),
+                         buffers.back()->get(),
+                         DataType::kFloat32,
+                         {static_cast<int64_t>(v.size())}});
+    }
+    AllreduceOptions o = OnGpu(ReduceOp::kAverage);
+    o.compression = compression;
+    for (Handle& h :
+         ctx_->GroupedAllreduce(std::string("fused-") + CompressionName(compression), tensors, o)) {
+      ASSERT_TRUE(h.Wait().ok());
+    }
+    // Small integers are exact in float16 and bfloat16 alike.
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(buffers[i]->Read(), inputs[i]) << i;
+  }
+}
+
+TEST_F(GpuTest, CompressionRoundsLikeTheWireType) {
+  DeviceBuffer<float> data(std::vector<float>{1.0009765625f + 0.0001f, 3.14159265f});
+  AllreduceOptions o = OnGpu();
+  o.compression = Compression::kFloat16;
+  ASSERT_TRUE(
+      ctx_->Allreduce("pi", data.get(), data.get(), DataType::kFloat32, {2}, o).Wait().ok());
+  std::vector<float> got = data.Read();
+  EXPECT_EQ(got[0], transport::HalfToFloat(transport::FloatToHalf(1.0009765625f + 0.0001f)));
+  EXPECT_EQ(got[1], transport::HalfToFloat(transport::FloatToHalf(3.14159265f)));
+}
+
+TEST_F(GpuTest, AllgatherBroadcastAlltoallReducescatter) {
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6};  // shape {3, 2}
+  DeviceBuffer<float> in(rows);
+  Handle gathered = ctx_->Allgather("ag", in.get(), DataType::kFloat32, {3, 2}, Gpu());
+  ASSERT_TRUE(gathered.Wait().ok());
+  EXPECT_THAT(gathered.output_shape(), ElementsAre(3, 2));
+  EXPECT_EQ(DeviceBuffer<float>::ReadDevice<float>(gathered.output(), 6), rows);
+
+  DeviceBuffer<float> out(std::vector<float>(6, 0.0f));
+  ASSERT_TRUE(
+      ctx_->Broadcast("bc", in.get(), out.get(), DataType::kFloat32, {3, 2}, 0, Gpu()).Wait().ok());
+  EXPECT_EQ(out.Read(), rows);
+
+  Handle a2a = ctx_->Alltoall("a2a", in.get(), DataType::kFloat32, {3, 2}, {3}, Gpu());
+  ASSERT_TRUE(a2a.Wait().ok());
+  EXPECT_THAT(a2a.received_splits(), ElementsAre(3));
+  EXPECT_EQ(DeviceBuffer<float>::ReadDevice<float>(a2a.output(), 6), rows);
+
+  AllreduceOptions avg = OnGpu(ReduceOp::kAverage);
+  avg.postscale = 2.0;
+  Handle rs = ctx_->Reducescatter("rs", in.get(), DataType::kFloat32, {3, 2}, avg);
+  ASSERT_TRUE(rs.Wait().ok());
+  EXPECT_THAT(rs.output_shape(), ElementsAre(3, 2));
+  EXPECT_THAT(DeviceBuffer<float>::ReadDevice<float>(rs.output(), 6),
+              ElementsAre(2, 4, 6, 8, 10, 12));
+}
+
+TEST_F(GpuTest, WaitsForTheProducerStreamAndHandsAnEventToTheConsumer) {
+  cudaStream_t producer, consumer;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  const size_t n = 1 << 22;
+  std::vector<float> ones(n, 1.0f);
+  DeviceBuffer<float> data(std::vector<float>(n, 0.0f));
+  // The producer writes the input asynchronously; Troika must not read it early.
+  ASSERT_EQ(cudaMemcpyAsync(data.get(), ones.data(), n * 4, cudaMemcpyHostToDevice, producer),
+            cudaSuccess);
+  AllreduceOptions o = OnGpu();
+  o.postscale = 3.0;
+  o.device.ready_stream = producer;
+  Handle h = ctx_->Allreduce("streamed", data.get(), data.get(), DataType::kFloat32,
+                             {static_cast<int64_t>(n)}, o);
+  ASSERT_TRUE(h.WaitOnStream(consumer).ok());
+  std::vector<float> back(n);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), data.get(), n * 4, cudaMemcpyDeviceToHost, consumer),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+  EXPECT_EQ(back, std::vector<float>(n, 3.0f));
+  EXPECT_TRUE(h.Wait().ok());
+  cudaStreamDestroy(producer);
+  cudaStreamDestroy(consumer);
+}
+
+TEST_F(GpuTest, CpuAndGpuTensorsAreKeptApartAndValidated) {
+  // Host and device allreduces submitted together run correctly side by side (never fused).
+  std::vector<float> host(4, 2.0f);
+  DeviceBuffer<float> device(std::vector<float>(4, 5.0f));
+  Handle a = ctx_->Allreduce("host", host.data(), host.data(), DataType::kFloat32, {4});
+  Handle b =
+      ctx_->Allreduce("device", device.get(), device.get(), DataType::kFloat32, {4}, OnGpu());
+  ASSERT_TRUE(a.Wait().ok());
+  ASSERT_TRUE(b.Wait().ok());
+  EXPECT_EQ(host, std::vector<float>(4, 2.0f));
+  EXPECT_EQ(device.Read(), std::vector<float>(4, 5.0f));
+  // One device per rank.
+  AllreduceOptions other = OnGpu();
+  other.device.ordinal = 1;
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  absl::Status s =
+      ctx_->Allreduce("other", device.get(), device.get(), DataType::kFloat32, {4}, other).Wait();
+  EXPECT_EQ(s.code(),
+            count > 1 ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition)
+      << s;
+}
+
+TEST(GpuJobTest, DeviceClassMismatchAcrossRanksIsAnErrorOnEveryRank) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    GTEST_SKIP() << "no CUDA device in this process: the GPU tests need an NVIDIA GPU";
+  }
+  // No NCCL communicator is ever created (the coordinator rejects the op), so two ranks can
+  // share one GPU here.
+  TestCluster cluster;
+  auto contexts = cluster.Join("mixed", 2);
+  ASSERT_EQ(contexts.size(), 2u);
+  DeviceBuffer<float> device(std::vector<float>(4, 1.0f));
+  std::vector<float> host(4, 1.0f);
+  AllreduceOptions gpu;
+  gpu.device.ordinal = 0;
+  Handle h0 = contexts[0]->Allreduce("x", device.get(), device.get(), DataType::kFloat32, {4}, gpu);
+  Handle h1 = contexts[1]->Allreduce("x", host.data(), host.data(), DataType::kFloat32, {4});
+  for (Handle* h : {&h0, &h1}) {
+    absl::Status s = h->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("device classes for 'x': rank 0 sent gpu, rank 1 sent cpu"));
+  }
+}
+
+}  // namespace
+}  // namespace troika::testing

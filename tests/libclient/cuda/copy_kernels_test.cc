@@ -1,0 +1,300 @@
+// The batched copy kernels against the CPU data planes' arithmetic (transport/reduce.h) on fresh
+// random data. Tolerance: integers exact; floating types within 1 ulp of their storage type
+// (the kernels perform the same IEEE operations in the same order, so they are expected to
+// match bit for bit; the ulp leaves room only for a compiler contracting differently).
+// Needs a CUDA device; skips with the reason without one.
+
+#include "libclient/cuda/copy_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/types.h"
+#include "gtest/gtest.h"
+#include "libclient/transport/reduce.h"
+
+namespace troika::cuda {
+namespace {
+
+using transport::BFloat16ToFloat;
+using transport::FloatToBFloat16;
+using transport::FloatToHalf;
+using transport::HalfToFloat;
+
+class CopyKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      GTEST_SKIP() << "no CUDA device in this process ("
+                   << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
+                   << "): the GPU kernel tests run only on a machine with an NVIDIA GPU";
+    }
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    for (void* p : allocations_) cudaFree(p);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  void* Device(const std::vector<uint8_t>& host) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(host.size(), 1)), cudaSuccess);
+    allocations_.push_back(p);
+    if (!host.empty()) {
+      EXPECT_EQ(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    return p;
+  }
+  std::vector<uint8_t> Host(const void* device, size_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    if (bytes > 0) {
+      EXPECT_EQ(cudaMemcpy(out.data(), device, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return out;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+  std::mt19937_64 rng_{20261121};
+};
+
+// Random values of `dtype` that keep scaled results in range of the interesting cases:
+// negatives, fractions, large magnitudes, for integers the type's extremes.
+std::vector<uint8_t> Random(DataType dtype, size_t count, std::mt19937_64& rng) {
+  std::vector<uint8_t> bytes(count * DataTypeSize(dtype));
+  std::uniform_real_distribution<double> real(-1000.0, 1000.0);
+  std::uniform_int_distribution<int64_t> any(INT64_MIN, INT64_MAX);
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t* at = bytes.data() + i * DataTypeSize(dtype);
+    const int64_t n = any(rng);
+    const double x = real(rng);
+    switch (dtype) {
+      case DataType::kUint8:
+        *at = static_cast<uint8_t>(n);
+        break;
+      case DataType::kInt8:
+        *reinterpret_cast<int8_t*>(at) = static_cast<int8_t>(n);
+        break;
+      case DataType::kInt32: {
+        int32_t v = static_cast<int32_t>(n);
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case DataType::kInt64:
+        std::memcpy(at, &n, 8);
+        break;
+      case DataType::kFloat16: {
+        uint16_t v = FloatToHalf(static_cast<float>(x));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case DataType::kBFloat16: {
+        uint16_t v = FloatToBFloat16(static_cast<float>(x));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case DataType::kFloat32: {
+        float v = static_cast<float>(x);
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case DataType::kFloat64:
+        std::memcpy(at, &x, 8);
+        break;
+    }
+  }
+  return bytes;
+}
+
+// The CPU reference of one item: convert (if the types differ, the arithmetic is in float32),
+// divide, scale, convert.
+std::vector<uint8_t> Reference(const std::vector<uint8_t>& in, size_t count,
+                               const CopyTransform& t) {
+  std::vector<uint8_t> domain = in;
+  DataType domain_type = t.src;
+  if (t.src != t.dst) {  // one side is float32: work in it
+    domain_type = DataType::kFloat32;
+    if (t.src != DataType::kFloat32) {
+      domain.assign(count * 4, 0);
+      for (size_t i = 0; i < count; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in.data() + 2 * i, 2);
+        float f = t.src == DataType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+        std::memcpy(domain.data() + 4 * i, &f, 4);
+      }
+    }
+  }
+  transport::Divide(domain.data(), count, domain_type, t.divisor);
+  transport::Scale(domain.data(), count, domain_type, t.scale);
+  if (t.dst == domain_type) return domain;
+  std::vector<uint8_t> out(count * 2);
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, domain.data() + 4 * i, 4);
+    uint16_t h = t.dst == DataType::kFloat16 ? FloatToHalf(f) : FloatToBFloat16(f);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
+double ValueAt(const std::vector<uint8_t>& bytes, DataType dtype, size_t i) {
+  const uint8_t* at = bytes.data() + i * DataTypeSize(dtype);
+  switch (dtype) {
+    case DataType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, at, 2);
+      return HalfToFloat(h);
+    }
+    case DataType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, at, 2);
+      return BFloat16ToFloat(h);
+    }
+    case DataType::kFloat32: {
+      float f;
+      std::memcpy(&f, at, 4);
+      return f;
+    }
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, at, 8);
+      return d;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Floating values agree within one unit in the last place of `dtype`; integers exactly.
+void ExpectMatches(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got,
+                   DataType dtype, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const size_t n = want.size() / DataTypeSize(dtype);
+  const bool integer = dtype == DataType::kUint8 || dtype == DataType::kInt8 ||
+                       dtype == DataType::kInt32 || dtype == DataType::kInt64;
+  if (integer) {
+    ASSERT_EQ(want, got) << what;
+    return;
+  }
+  const int mantissa_bits = dtype == DataType::kFloat16    ? 10
+                            : dtype == DataType::kBFloat16 ? 7
+                            : dtype == DataType::kFloat32  ? 23
+                                                           : 52;
+  int mismatches = 0;
+  for (size_t i = 0; i < n && mismatches < 5; ++i) {
+    const double w = ValueAt(want, dtype, i), g = ValueAt(got, dtype, i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(w), 1e-300)) - mantissa_bits);
+    if (std::fabs(w - g) > ulp) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g << ", CPU reference " << w;
+      ++mismatches;
+    }
+  }
+}
+
+// Sizes that cross block and launch boundaries, with empty and one-element tensors.
+const std::vector<size_t> kCounts = {0, 1, 3, 255, 256, 257, 2047, 4097, 65537};
+
+// Packs items of `counts` with `t` in one BatchedCopy call and checks every item.
+void CheckBatch(CopyKernelsTest& test, const std::vector<size_t>& counts, const CopyTransform& t,
+                const std::string& what, std::mt19937_64& rng,
+                const std::function<void*(const std::vector<uint8_t>&)>& device,
+                const std::function<std::vector<uint8_t>(const void*, size_t)>& host,
+                cudaStream_t stream) {
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<CopyItem> items;
+  for (size_t count : counts) {
+    inputs.push_back(Random(t.src, count, rng));
+    void* src = device(inputs.back());
+    void* dst = device(std::vector<uint8_t>(count * DataTypeSize(t.dst), 0xAB));
+    items.push_back({src, dst, count});
+  }
+  ASSERT_EQ(BatchedCopy(items.data(), static_cast<int>(items.size()), t, stream), cudaSuccess)
+      << what;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    ExpectMatches(Reference(inputs[i], counts[i], t),
+                  host(items[i].dst, counts[i] * DataTypeSize(t.dst)), t.dst,
+                  what + " item " + std::to_string(i));
+  }
+}
+
+TEST_F(CopyKernelsTest, EveryDtypeWithScalingAndDivisionMatchesTheCpu) {
+  auto device = [&](const std::vector<uint8_t>& h) { return Device(h); };
+  auto host = [&](const void* d, size_t b) { return Host(d, b); };
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    const DataType dtype = static_cast<DataType>(d);
+    for (auto [scale, divisor] : std::vector<std::pair<double, int64_t>>{
+             {1.0, 1}, {0.5, 1}, {-3.25, 1}, {1.0, 3}, {0.125, 7}, {1e10, 1}}) {
+      CheckBatch(*this, kCounts, {dtype, dtype, scale, divisor},
+                 std::string(DataTypeName(dtype)) + " scale " + std::to_string(scale) +
+                     " divisor " + std::to_string(divisor),
+                 rng_, device, host, stream_);
+    }
+  }
+}
+
+TEST_F(CopyKernelsTest, HalfCastsForCompressionMatchTheCpu) {
+  auto device = [&](const std::vector<uint8_t>& h) { return Device(h); };
+  auto host = [&](const void* d, size_t b) { return Host(d, b); };
+  for (DataType half : {DataType::kFloat16, DataType::kBFloat16}) {
+    const std::string name = DataTypeName(half);
+    // Pack: float32 -> 16 bits with the prescale; unpack: back with averaging and postscale.
+    CheckBatch(*this, kCounts, {DataType::kFloat32, half, 0.5, 1}, "pack to " + name, rng_, device,
+               host, stream_);
+    CheckBatch(*this, kCounts, {half, DataType::kFloat32, 2.0, 4}, "unpack from " + name, rng_,
+               device, host, stream_);
+  }
+}
+
+TEST_F(CopyKernelsTest, ManyTensorsInOneCallAndZerosForMissingInputs) {
+  // 300 items: three launches of at most kMaxCopyItems; every third has no input (zeros).
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<CopyItem> items;
+  for (int i = 0; i < 300; ++i) {
+    const size_t count = 1 + static_cast<size_t>(i) * 7;
+    inputs.push_back(Random(DataType::kFloat32, count, rng_));
+    void* src = i % 3 == 0 ? nullptr : Device(inputs.back());
+    void* dst = Device(std::vector<uint8_t>(count * 4, 0xAB));
+    items.push_back({src, dst, count});
+  }
+  ASSERT_EQ(
+      BatchedCopy(items.data(), 300, {DataType::kFloat32, DataType::kFloat32, 1.0, 1}, stream_),
+      cudaSuccess);
+  for (int i = 0; i < 300; ++i) {
+    std::vector<uint8_t> got = Host(items[i].dst, items[i].count * 4);
+    if (i % 3 == 0) {
+      EXPECT_EQ(got, std::vector<uint8_t>(got.size(), 0)) << "item " << i;
+    } else {
+      EXPECT_EQ(got, inputs[i]) << "item " << i;
+    }
+  }
+}
+
+TEST_F(CopyKernelsTest, InPlaceScaling) {
+  std::vector<uint8_t> in = Random(DataType::kFloat64, 10000, rng_);
+  void* p = Device(in);
+  CopyItem item{p, p, 10000};
+  const CopyTransform t{DataType::kFloat64, DataType::kFloat64, 0.25, 2};
+  ASSERT_EQ(BatchedCopy(&item, 1, t, stream_), cudaSuccess);
+  ExpectMatches(Reference(in, 10000, t), Host(p, in.size()), DataType::kFloat64, "in place");
+}
+
+TEST(CopyTransformTest, OnlyCompressionCastsChangeTheType) {
+  EXPECT_TRUE(SupportedTransform({DataType::kInt8, DataType::kInt8, 2.0, 3}));
+  EXPECT_TRUE(SupportedTransform({DataType::kFloat32, DataType::kBFloat16, 1.0, 1}));
+  EXPECT_TRUE(SupportedTransform({DataType::kFloat16, DataType::kFloat32, 1.0, 1}));
+  EXPECT_FALSE(SupportedTransform({DataType::kFloat64, DataType::kFloat16, 1.0, 1}));
+  EXPECT_FALSE(SupportedTransform({DataType::kInt32, DataType::kFloat32, 1.0, 1}));
+  EXPECT_FALSE(SupportedTransform({DataType::kFloat32, DataType::kFloat32, 1.0, 0}));
+}
+
+}  // namespace
+}  // namespace troika::cuda
