@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,18 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(troika::agent::kAgentUsage, stdout);
     return 0;
+  }
+  // Transport-security defaults from the environment (troikarun with an external
+  // coordinator, containers mounting a Secret).
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? std::string(value) : std::string();
+  };
+  if (options->tls_ca.empty()) options->tls_ca = env("TROIKA_TLS_CA");
+  if (options->tls_cert.empty()) options->tls_cert = env("TROIKA_TLS_CERT");
+  if (options->tls_key.empty()) options->tls_key = env("TROIKA_TLS_KEY");
+  if (const std::string p = env("TROIKA_PLAINTEXT"); p == "1" || p == "true") {
+    options->plaintext = true;
   }
   troika::LogSeverity severity;
   if (!troika::ParseLogSeverity(options->log_level, &severity)) {

@@ -15,6 +15,14 @@ Usage: troika-agent --coordinator=HOST:PORT --job=NAME --nnodes=N --nproc-per-no
 
 Options:
   --coordinator HOST:PORT   the Troika coordinator (unix:PATH too); required
+  --tls_ca PEM              TLS to a HOST:PORT coordinator: the CA of its certificate;
+                            default $TROIKA_TLS_CA
+  --tls_cert PEM, --tls_key PEM
+                            this node's client certificate and key, for a coordinator that
+                            requires mutual TLS; default $TROIKA_TLS_CERT, $TROIKA_TLS_KEY
+  --plaintext BOOL          true: no TLS to a HOST:PORT coordinator (it must serve plaintext
+                            too); default $TROIKA_PLAINTEXT, else false. A HOST:PORT
+                            coordinator needs --tls_ca or --plaintext true
   --job NAME                the job; every agent of the job gives the same name; required
   --nnodes N                nodes (agents) in the job; required; the job has N*P ranks
   --nproc-per-node P        ranks this agent starts (1 to 1024); required
@@ -128,6 +136,16 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
           absl::StrCat("--coordinator must be HOST:PORT or unix:PATH, got '", value, "'"));
     }
     o.coordinator = value;
+    return absl::OkStatus();
+  }
+  if (name == "tls_ca") return SetString(name, value, &o.tls_ca);
+  if (name == "tls_cert") return SetString(name, value, &o.tls_cert);
+  if (name == "tls_key") return SetString(name, value, &o.tls_key);
+  if (name == "plaintext") {
+    if (value != "true" && value != "false") {
+      return UsageError(kProgram, "--plaintext must be true or false");
+    }
+    o.plaintext = value == "true";
     return absl::OkStatus();
   }
   if (name == "job") return SetString(name, value, &o.job);

@@ -14,6 +14,14 @@ namespace troika::agent {
 struct AgentOptions {
   // --coordinator HOST:PORT (or unix:PATH). Required.
   std::string coordinator;
+  // Transport security toward a HOST:PORT coordinator: --tls_ca PEM (the CA of the
+  // coordinator's certificate) and, for mutual TLS, --tls_cert / --tls_key PEM; or
+  // --plaintext true. Defaults: TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY,
+  // TROIKA_PLAINTEXT from the environment (set by the caller, see agent_main.cc).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool plaintext = false;
   // --job NAME. Required; every agent of the job gives the same.
   std::string job;
   // --nnodes N: agents (nodes) in the job. Required, >= 1.

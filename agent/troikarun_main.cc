@@ -70,6 +70,9 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
         absl::StrCat("--log_level=", options.log_level),
         "--stop_with_parent=true",
         "--"};
+    // The embedded coordinator listens on loopback only, in plaintext; an external one is
+    // reached with the TROIKA_TLS_* / TROIKA_PLAINTEXT settings the agents inherit.
+    if (options.coordinator.empty()) argv.insert(argv.end() - 1, "--plaintext=true");
     argv.insert(argv.end(), options.command.begin(), options.command.end());
     specs.push_back({std::move(argv), env});
   }
@@ -127,6 +130,7 @@ int Run(const TroikarunOptions& options) {
   if (address.empty()) {
     coordinator::CoordinatorOptions coordinator_options;
     coordinator_options.listen_address = "127.0.0.1:0";
+    coordinator_options.tls.plaintext = true;  // loopback only
     auto started = coordinator::Coordinator::Start(coordinator_options);
     if (!started.ok()) {
       std::fprintf(stderr, "troikarun: cannot start the embedded coordinator: %s\n",

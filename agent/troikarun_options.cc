@@ -18,7 +18,9 @@ Options:
                            of P; default N (one agent)
   --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
                            coordinator started inside troikarun on 127.0.0.1 (a free port),
-                           which lives as long as troikarun
+                           which lives as long as troikarun, in plaintext; the agents reach
+                           a given one as TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY or
+                           TROIKA_PLAINTEXT=1 in troikarun's environment say
   --job NAME               job name; default troikarun-<pid of troikarun>
   --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
                            500ms, 1m (a plain number means seconds); default 5s

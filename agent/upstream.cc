@@ -62,8 +62,9 @@ absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Create(UpstreamOptions optio
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto channel =
-      grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+  auto credentials = MakeChannelCredentials(options.tls, options.address);
+  if (!credentials.ok()) return credentials.status();
+  auto channel = grpc::CreateCustomChannel(options.address, *credentials, args);
   return std::unique_ptr<Upstream>(new Upstream(std::move(options), std::move(channel)));
 }
 

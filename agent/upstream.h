@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/node_relay.h"
+#include "common/tls.h"
 #include "coordinator/session_sink.h"
 #include "troika/types.h"
 #include "troika/v1/troika.grpc.pb.h"
@@ -39,6 +40,8 @@ struct UpstreamOptions {
   absl::Duration liveness_timeout = absl::Seconds(10);
   // Largest message sent or received. Default 64 MiB.
   int max_message_bytes = 64 << 20;
+  // Transport security toward a host:port coordinator (common/tls.h).
+  ClientTls tls;
 };
 
 struct NodeBlock {

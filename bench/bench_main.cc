@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
 
   troika::coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.listen_address = "127.0.0.1:0";
+  coordinator_options.tls.plaintext = true;  // loopback only
   auto coordinator = troika::coordinator::Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "troika-bench: cannot start the coordinator: %s\n",

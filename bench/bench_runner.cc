@@ -133,6 +133,7 @@ class RankRunner {
     ASSIGN_OR_RETURN(raw_, transport->Connect(spec, store_));
     Options troika_options;
     troika_options.coordinator = options_.coordinator;
+    troika_options.plaintext = true;  // the embedded coordinator, on loopback
     troika_options.job = options_.job;
     troika_options.rank = rank_;
     troika_options.size = options_.ranks;

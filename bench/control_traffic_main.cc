@@ -90,11 +90,12 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
   for (int node = 0; node < nodes; ++node) {
     const std::string host = absl::StrCat("node-", node);
     if (agents) {
-      pids.push_back(Spawn(
-          {agent, "--coordinator=" + address, "--job=" + job, absl::StrCat("--nnodes=", nodes),
-           absl::StrCat("--nproc-per-node=", per_node), absl::StrCat("--node_rank=", node),
-           "--host=" + host, "--data_host=127.0.0.1", "--", trainer, steps_flag},
-          {}));
+      pids.push_back(
+          Spawn({agent, "--plaintext=true", "--coordinator=" + address, "--job=" + job,
+                 absl::StrCat("--nnodes=", nodes), absl::StrCat("--nproc-per-node=", per_node),
+                 absl::StrCat("--node_rank=", node), "--host=" + host, "--data_host=127.0.0.1",
+                 "--", trainer, steps_flag},
+                {}));
       continue;
     }
     for (int local = 0; local < per_node; ++local) {
@@ -102,7 +103,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
           {trainer, steps_flag},
           {"TROIKA_COORDINATOR=" + address, "TROIKA_JOB=" + job,
            absl::StrCat("TROIKA_RANK=", node * per_node + local), absl::StrCat("TROIKA_SIZE=", np),
-           "TROIKA_HOST=" + host, "TROIKA_DATA_HOST=127.0.0.1"}));
+           "TROIKA_HOST=" + host, "TROIKA_DATA_HOST=127.0.0.1", "TROIKA_PLAINTEXT=1"}));
     }
   }
   for (pid_t pid : pids) {
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
   for (int capacity : {1024, 0}) {
     troika::coordinator::CoordinatorOptions options;
     options.listen_address = "127.0.0.1:0";
+    options.tls.plaintext = true;  // loopback
     options.registry.negotiator.cache_capacity = capacity;
     auto c = troika::coordinator::Coordinator::Start(options);
     if (!c.ok()) return 1;

@@ -148,6 +148,7 @@ absl::StatusOr<LatencyFigures> MeasureLatency(const DeviceBenchOptions& options,
   o.rank = 0;
   o.size = 1;
   o.host = "localhost";
+  o.plaintext = true;  // troika-bench's embedded coordinator, on loopback
   auto context = Context::Init(o);
   if (!context.ok()) return context.status();
   AllreduceOptions gpu;

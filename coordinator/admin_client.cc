@@ -67,10 +67,14 @@ struct AdminClient::Stub {
   std::unique_ptr<v1::Coordinator::Stub> stub;
 };
 
-AdminClient::AdminClient(const std::string& address, absl::Duration timeout)
+AdminClient::AdminClient(const std::string& address, const ClientTls& tls, absl::Duration timeout)
     : timeout_(timeout), stub_(std::make_unique<Stub>()) {
-  stub_->stub =
-      v1::Coordinator::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto credentials = MakeChannelCredentials(tls, address);
+  if (!credentials.ok()) {
+    unusable_ = credentials.status();
+    return;
+  }
+  stub_->stub = v1::Coordinator::NewStub(grpc::CreateChannel(address, *credentials));
 }
 
 AdminClient::~AdminClient() = default;
@@ -82,6 +86,7 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 }  // namespace
 
 absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
+  if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
   v1::ListJobsResponse response;
@@ -96,6 +101,7 @@ absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
 }
 
 absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
+  if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
   v1::DescribeJobRequest request;
@@ -107,6 +113,7 @@ absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
 }
 
 absl::Status AdminClient::CancelJob(const std::string& job, const std::string& reason) {
+  if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
   v1::CancelJobRequest request;
@@ -118,6 +125,7 @@ absl::Status AdminClient::CancelJob(const std::string& job, const std::string& r
 
 absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
                                                        const std::string& file, int64_t max_bytes) {
+  if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
   v1::StartTimelineRequest request;
@@ -131,6 +139,7 @@ absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
 }
 
 absl::StatusOr<TimelineInfo> AdminClient::StopTimeline(const std::string& job) {
+  if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
   v1::StopTimelineRequest request;

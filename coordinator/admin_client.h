@@ -12,14 +12,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "coordinator/job_info.h"
 
 namespace troika::coordinator {
 
 class AdminClient {
  public:
-  // `address`: host:port of the coordinator. Connects lazily; never fails here.
-  AdminClient(const std::string& address, absl::Duration timeout = absl::Seconds(10));
+  // `address`: host:port of the coordinator, reached with `tls`. Connects lazily; never fails
+  // here: if `tls` cannot secure the channel, every call returns why.
+  AdminClient(const std::string& address, const ClientTls& tls,
+              absl::Duration timeout = absl::Seconds(10));
   ~AdminClient();
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
@@ -37,6 +40,7 @@ class AdminClient {
  private:
   struct Stub;
   const absl::Duration timeout_;
+  absl::Status unusable_;  // why there is no stub, if there is none
   std::unique_ptr<Stub> stub_;
 };
 

@@ -11,6 +11,8 @@ namespace troika::coordinator {
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptions options,
                                                                 Clock& clock) {
+  auto credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<Coordinator> c(new Coordinator);
   c->scheduler_ = std::make_unique<Scheduler>();
   c->registry_ = std::make_unique<JobRegistry>(options.registry, *c->scheduler_, clock);
@@ -26,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     factories.push_back(c->metrics_->MakeInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(factories));
   }
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &c->port_);
+  builder.AddListeningPort(options.listen_address, *credentials, &c->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Pings every half timeout, each answered within the other half, or the connection dies.

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/scheduler.h"
+#include "common/tls.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/job_registry.h"
@@ -27,6 +28,9 @@ namespace troika::coordinator {
 struct CoordinatorOptions {
   // host:port to listen on; port 0 picks a free port (see port()). Default "0.0.0.0:7070".
   std::string listen_address = "0.0.0.0:7070";
+  // Transport security of the gRPC listener: TLS (certificate and key; with a client CA,
+  // mutual TLS) or, asked for explicitly, plaintext. Start() fails with neither.
+  ServerTls tls;
   // Largest gRPC message accepted, in bytes. Default 64 MiB.
   int max_message_bytes = 64 << 20;
   // A peer (agent or rank) that answers no keepalive ping for this long is considered gone:

@@ -39,6 +39,13 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(int, metrics_max_rank_series, 1024,
           "export per-rank metric series only for jobs of at most this many ranks");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
+ABSL_FLAG(std::string, tls_cert, "", "TLS: PEM certificate chain of the gRPC listener");
+ABSL_FLAG(std::string, tls_key, "", "TLS: PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "mutual TLS: PEM CA that signs client certificates; clients without one are refused");
+ABSL_FLAG(bool, plaintext, false,
+          "serve gRPC without TLS (loopback, trusted networks); required when no --tls_cert is "
+          "given");
 ABSL_FLAG(std::string, timeline_dir, ".",
           "directory where `troikactl timeline start` writes timelines (clients name only a file)");
 ABSL_FLAG(bool, autotune, false,
@@ -63,7 +70,8 @@ int main(int argc, char** argv) {
   troika::ShowFlagsOf("coordinator/main.cc");
   absl::SetProgramUsageMessage(
       "The Troika coordinator: negotiates the collectives of many training jobs.\n"
-      "Usage: troika-coordinator [--listen=0.0.0.0:7070] [flags]");
+      "Usage: troika-coordinator [--listen=0.0.0.0:7070] (--tls_cert=PEM --tls_key=PEM "
+      "[--tls_client_ca=PEM] | --plaintext) [flags]");
   absl::ParseCommandLine(argc, argv);
 
   troika::LogSeverity severity;
@@ -76,6 +84,10 @@ int main(int argc, char** argv) {
   troika::coordinator::CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls.plaintext = absl::GetFlag(FLAGS_plaintext);
   options.liveness_timeout = absl::GetFlag(FLAGS_liveness_timeout);
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
   options.registry.max_jobs = absl::GetFlag(FLAGS_max_jobs);
@@ -124,7 +136,7 @@ int main(int argc, char** argv) {
   auto coordinator = troika::coordinator::Coordinator::Start(options);
   if (!coordinator.ok()) {
     TROIKA_LOG(ERROR) << coordinator.status();
-    return 1;
+    return coordinator.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     std::string tmp = path + ".tmp";

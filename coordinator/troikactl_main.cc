@@ -21,9 +21,9 @@
 
 namespace {
 
-std::string DefaultCoordinator() {
-  const char* env = std::getenv("TROIKA_COORDINATOR");
-  return env != nullptr && *env != '\0' ? env : "127.0.0.1:7070";
+std::string EnvOr(const char* name, const char* otherwise = "") {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? env : otherwise;
 }
 
 constexpr char kUsage[] =
@@ -35,7 +35,9 @@ constexpr char kUsage[] =
     "  troikactl [--coordinator=HOST:PORT] timeline start JOB FILE [--max_bytes=N]\n"
     "  troikactl [--coordinator=HOST:PORT] timeline stop JOB\n"
     "Timelines are Chrome traces written by the coordinator into its --timeline_dir.\n"
-    "--coordinator defaults to $TROIKA_COORDINATOR, else 127.0.0.1:7070.";
+    "--coordinator defaults to $TROIKA_COORDINATOR, else 127.0.0.1:7070. Transport security:\n"
+    "--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM] (or $TROIKA_TLS_CA, $TROIKA_TLS_CERT,\n"
+    "$TROIKA_TLS_KEY), or --plaintext (or TROIKA_PLAINTEXT=1) for a plaintext coordinator.";
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "troikactl: %s\n%s\n", message.c_str(), kUsage);
@@ -70,13 +72,22 @@ int Fail(const absl::Status& status) {
 
 }  // namespace
 
-ABSL_FLAG(std::string, coordinator, DefaultCoordinator(),
+ABSL_FLAG(std::string, coordinator, EnvOr("TROIKA_COORDINATOR", "127.0.0.1:7070"),
           "host:port of the coordinator (default: $TROIKA_COORDINATOR, else 127.0.0.1:7070)");
 ABSL_FLAG(std::string, reason, "", "for cancel: why, sent to every rank with the abort");
 ABSL_FLAG(int64_t, max_bytes, 0,
           "for timeline start: size cap of the file in bytes (0: the coordinator's default, "
           "1 GiB)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "give up on the coordinator after this");
+ABSL_FLAG(std::string, tls_ca, EnvOr("TROIKA_TLS_CA"),
+          "TLS: PEM CA of the coordinator's certificate (default: $TROIKA_TLS_CA)");
+ABSL_FLAG(std::string, tls_cert, EnvOr("TROIKA_TLS_CERT"),
+          "mutual TLS: PEM client certificate (default: $TROIKA_TLS_CERT)");
+ABSL_FLAG(std::string, tls_key, EnvOr("TROIKA_TLS_KEY"),
+          "mutual TLS: PEM key of --tls_cert (default: $TROIKA_TLS_KEY)");
+ABSL_FLAG(bool, plaintext, EnvOr("TROIKA_PLAINTEXT") == "1" || EnvOr("TROIKA_PLAINTEXT") == "true",
+          "no TLS (the coordinator runs --plaintext); a host:port coordinator needs --tls_ca or "
+          "this (default: $TROIKA_PLAINTEXT)");
 
 int main(int argc, char** argv) {
   troika::ShowFlagsOf("coordinator/troikactl_main.cc");
@@ -89,8 +100,11 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   const size_t operands = args.size() - 2;
 
-  troika::coordinator::AdminClient client(absl::GetFlag(FLAGS_coordinator),
-                                          absl::GetFlag(FLAGS_timeout));
+  troika::coordinator::AdminClient client(
+      absl::GetFlag(FLAGS_coordinator),
+      {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+       absl::GetFlag(FLAGS_plaintext)},
+      absl::GetFlag(FLAGS_timeout));
   if (command == "list") {
     if (operands != 0) return UsageError("list takes no arguments");
     auto jobs = client.ListJobs();

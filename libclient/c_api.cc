@@ -67,6 +67,9 @@ int troika_init(const char* coordinator, const char* job, int rank, int size,
   options.job = job != nullptr ? job : "";
   options.rank = rank;
   options.size = size;
+  if (absl::Status s = troika::Options::SecurityFromEnvironment(options); !s.ok()) {
+    return Report(s);
+  }
   return Init(options, out);
 }
 

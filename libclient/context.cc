@@ -264,7 +264,8 @@ Context::Context(std::unique_ptr<internal::ContextImpl> impl) : impl_(std::move(
 Context::~Context() = default;
 
 absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& options) {
-  auto channel = internal::GrpcControlChannel::Connect(options.coordinator);
+  auto channel = internal::GrpcControlChannel::Connect(
+      options.coordinator, {options.tls_ca, options.tls_cert, options.tls_key, options.plaintext});
   if (!channel.ok()) return channel.status();
   auto transport = transport::CreateTransport(options.transport);
   if (!transport.ok()) return transport.status();

@@ -76,12 +76,14 @@ class GrpcStore final : public transport::Store {
 };
 
 absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
-    const std::string& address) {
+    const std::string& address, const ClientTls& tls) {
   if (address.empty()) return absl::InvalidArgumentError("no coordinator address given");
+  auto credentials = MakeChannelCredentials(tls, address);
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(address, *credentials, args);
   return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(address, std::move(channel)));
 }
 

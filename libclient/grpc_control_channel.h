@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/tls.h"
 #include "libclient/control_channel.h"
 #include "troika/v1/troika.grpc.pb.h"
 
@@ -15,7 +16,9 @@ class GrpcStore;
 
 class GrpcControlChannel final : public ControlChannel {
  public:
-  static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(const std::string& address);
+  // INVALID_ARGUMENT (or the file's error) if `tls` cannot secure a channel to `address`.
+  static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(const std::string& address,
+                                                                     const ClientTls& tls);
   ~GrpcControlChannel() override;
 
   absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,

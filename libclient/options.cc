@@ -47,6 +47,21 @@ std::string HostName() {
 
 }  // namespace
 
+absl::Status Options::SecurityFromEnvironment(Options& o) {
+  if (const char* v = Get("TROIKA_TLS_CA")) o.tls_ca = v;
+  if (const char* v = Get("TROIKA_TLS_CERT")) o.tls_cert = v;
+  if (const char* v = Get("TROIKA_TLS_KEY")) o.tls_key = v;
+  if (const char* v = Get("TROIKA_PLAINTEXT")) {
+    const std::string value = v;
+    if (value != "0" && value != "1" && value != "true" && value != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TROIKA_PLAINTEXT='", value, "' is not one of 1, 0, true, false"));
+    }
+    o.plaintext = value == "1" || value == "true";
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Options> Options::FromEnvironment() {
   Options o;
   const char* coordinator = Get("TROIKA_COORDINATOR");
@@ -68,6 +83,7 @@ absl::StatusOr<Options> Options::FromEnvironment() {
   if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;
   if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
   if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
+  if (absl::Status s = SecurityFromEnvironment(o); !s.ok()) return s;
   if (const char* v = Get("TROIKA_COMPRESSION")) {
     bool known = false;
     for (Compression c : {Compression::kNone, Compression::kFloat16, Compression::kBFloat16}) {

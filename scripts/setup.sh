@@ -8,7 +8,7 @@
 #   --runtime     only the shared libraries the installed binaries need (the container
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
 #   --test-tools  build packages and what the test suite runs besides the build (promtool
-#                 and a Prometheus server, yamllint, kubectl, and build/venv with
+#                 and a Prometheus server, yamllint, kubectl, openssl, and build/venv with
 #                 kubernetes-validate), then build
 set -euo pipefail
 
@@ -26,7 +26,9 @@ RUNTIME_PACKAGES=(
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
   libprometheus-cpp-core1.0 libcivetweb1
 )
-TEST_PACKAGES=(prometheus yamllint python3-venv)
+TEST_PACKAGES=(prometheus yamllint python3-venv
+  openssl  # tests make TLS certificates (tls_test, deploy/make-tls-secrets.sh)
+)
 KUBERNETES_VALIDATE_VERSION=1.37.0
 
 mode=${1:-}

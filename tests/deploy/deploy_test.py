@@ -412,9 +412,23 @@ def check_flags():
     agent = container(docs, "Job", "troika-example")
     job = find(docs, "Job", "troika-example")
     nodes = job["spec"]["completions"]
+    if any(a.startswith("--plaintext") for a in coordinator["args"] + agent["args"]):
+        fail("the manifests ask for plaintext gRPC: the cluster's control plane must use TLS")
+    for flag in ("--tls_cert=", "--tls_key=", "--tls_client_ca="):
+        if not any(a.startswith(flag) for a in coordinator["args"]):
+            fail(f"the coordinator's args lack {flag}: mutual TLS is the cluster default")
     with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
-        # The Deployment's own flags, exactly.
-        args = [binary(coordinator["command"][0])] + coordinator["args"]
+        # The Secrets' files, made by the script deploy/README.md tells users to run; each
+        # pod's /etc/troika/tls/ becomes the matching directory here.
+        tls = run([os.path.join(ROOT, "deploy", "make-tls-secrets.sh"), os.path.join(scratch, "tls")])
+        if tls.returncode != 0:
+            fail("deploy/make-tls-secrets.sh: " + tls.stdout + tls.stderr)
+
+        def mounted(args, secret):
+            return [a.replace("/etc/troika/tls/", os.path.join(scratch, "tls", secret) + "/")
+                    for a in args]
+        # The Deployment's own flags, exactly (but the Secret's path).
+        args = [binary(coordinator["command"][0])] + mounted(coordinator["args"], "coordinator")
         procs.start("coordinator", args)
         metrics = int(next(a for a in args if a.startswith("--metrics_listen=")).rsplit(":", 1)[1])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30,
@@ -428,8 +442,9 @@ def check_flags():
                      "does not set as Kubernetes would")
             if {e["name"] for e in agent["env"]} != set(env):
                 fail("the Job's container env is not JOB_COMPLETION_INDEX and POD_IP")
-            args = expand(agent["command"] + agent["args"], env)
-            # Exactly the Job's flags but two: the coordinator's Service name becomes its local
+            args = mounted(expand(agent["command"] + agent["args"], env), "client")
+            # Exactly the Job's flags (and the Secret's path) but two: the coordinator's Service
+            # name becomes its local
             # address, and — since both "pods" share this host — the second agent's metrics port
             # (the first keeps the manifest's) moves to a free one so the two do not collide.
             args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a) for a in args]
@@ -508,6 +523,7 @@ def check_live():
         grpc, metrics = free_port(), free_port()
         agent_ports = [free_port(), free_port()]
         procs.start("coordinator", [BINARIES["troika-coordinator"], f"--listen=127.0.0.1:{grpc}",
+                                    "--plaintext",
                                     f"--metrics_listen=127.0.0.1:{metrics}", "--autotune"])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30, "the coordinator")
         agents = []
@@ -522,6 +538,7 @@ def check_live():
         for node in range(2):
             agents.append(procs.start(f"agent-{node}", [
                 BINARIES["troika-agent"], f"--coordinator=127.0.0.1:{grpc}", "--job=live",
+                "--plaintext=true",
                 "--nnodes=2", "--nproc-per-node=2", f"--node_rank={node}", f"--host=node-{node}",
                 "--data_host=127.0.0.1", f"--socket_dir={scratch}",
                 f"--metrics_listen=127.0.0.1:{agent_ports[node]}", "--",

@@ -32,6 +32,7 @@ class AgentProcessTest : public ::testing::Test {
     dir_ = MakeScratchDir("agent");
     coordinator::CoordinatorOptions options;
     options.listen_address = "127.0.0.1:0";
+    options.tls.plaintext = true;
     auto started = coordinator::Coordinator::Start(options);
     ASSERT_TRUE(started.ok()) << started.status();
     coordinator_ = *std::move(started);
@@ -48,8 +49,9 @@ class AgentProcessTest : public ::testing::Test {
                    const std::string& address = "", const std::string& extra_flags = "") {
     const std::string name = absl::StrCat("agent-", node);
     pid_t pid = StartShell(absl::StrCat(
-        "exec ", AGENT_BINARY, " --coordinator=", address.empty() ? address_ : address,
-        " --job=", job, " --nnodes=2 --nproc-per-node=2 --node_rank=", node, " --host=node-",
+        "exec ", AGENT_BINARY,
+        " --plaintext=true --coordinator=", address.empty() ? address_ : address, " --job=", job,
+        " --nnodes=2 --nproc-per-node=2 --node_rank=", node, " --host=node-",
         std::string(1, static_cast<char>('a' + node)),
         " --data_host=127.0.0.1 --grace_period=2s --liveness_timeout=1s --socket_dir=", dir_, " ",
         extra_flags, " -- ", command, " >", dir_, "/", name, ".out 2>", dir_, "/", name, ".err"));
@@ -92,6 +94,7 @@ TEST_F(AgentProcessTest, AutotuningThroughAgentsFinishesAndSavesTheBest) {
   // Settings reach ranks through their agents and reports come back through them.
   coordinator::CoordinatorOptions options;
   options.listen_address = "127.0.0.1:0";
+  options.tls.plaintext = true;
   coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
   autotune.warmup_samples = 1;
   autotune.steps_per_sample = 3;
@@ -188,10 +191,11 @@ TEST_F(AgentProcessTest, RankFailingOnOneNodeAbortsTheOtherWithTheSameExitCode) 
 }
 
 TEST_F(AgentProcessTest, UnreachableCoordinatorFailsRegistrationWithAMessage) {
-  CommandResult r = RunShell(absl::StrCat("exec ", AGENT_BINARY,
-                                          " --coordinator=127.0.0.1:1 --job=j --nnodes=1 "
-                                          "--nproc-per-node=1 --attach_timeout=1s -- true"),
-                             dir_, absl::Seconds(30));
+  CommandResult r =
+      RunShell(absl::StrCat("exec ", AGENT_BINARY,
+                            " --plaintext=true --coordinator=127.0.0.1:1 --job=j --nnodes=1 "
+                            "--nproc-per-node=1 --attach_timeout=1s -- true"),
+               dir_, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("troika-agent: registering with job 'j': cannot reach the "
                                "coordinator at 127.0.0.1:1"));
@@ -202,7 +206,7 @@ TEST_F(AgentProcessTest, FrozenCoordinatorIsNoticedWithinTheLivenessTimeoutAndSt
   // unanswered keepalive pings tell the agents.
   const std::string port_file = dir_ + "/port";
   const pid_t coordinator = StartShell(absl::StrCat(
-      "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --port_file=", port_file,
+      "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --plaintext --port_file=", port_file,
       " --log_level=warning >", dir_, "/coordinator.out 2>", dir_, "/coordinator.err"));
   int port = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);

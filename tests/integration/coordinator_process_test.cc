@@ -26,7 +26,7 @@ class CoordinatorProcessTest : public ::testing::Test {
     if (pid_ == 0) {
       std::string port_flag = "--port_file=" + port_file_;
       execl(TROIKA_COORDINATOR_BINARY, TROIKA_COORDINATOR_BINARY, "--listen=127.0.0.1:0",
-            port_flag.c_str(), static_cast<char*>(nullptr));
+            "--plaintext", port_flag.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -66,6 +66,7 @@ class CoordinatorProcessTest : public ::testing::Test {
 TEST_F(CoordinatorProcessTest, ServesAJobAndStopsCleanlyOnSigterm) {
   Options o;
   o.coordinator = absl::StrCat("127.0.0.1:", port_);
+  o.plaintext = true;
   o.job = "solo";
   o.rank = 0;
   o.size = 1;

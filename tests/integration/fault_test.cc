@@ -133,9 +133,9 @@ TEST_F(FaultTest, KilledAgentFailsTheOtherNodesRanksWithinFiveSeconds) {
 
 // Starts troika-coordinator with `flags`; returns its pid and sets `address`.
 pid_t StartCoordinator(const std::string& dir, const std::string& flags, std::string* address) {
-  pid_t pid =
-      StartShell(absl::StrCat("exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 ", flags,
-                              " --port_file=", dir, "/port >", dir, "/coordinator.log 2>&1"));
+  pid_t pid = StartShell(
+      absl::StrCat("exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --plaintext ", flags,
+                   " --port_file=", dir, "/port >", dir, "/coordinator.log 2>&1"));
   std::string port;
   for (absl::Time deadline = absl::Now() + absl::Seconds(20);
        port.empty() && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(20))) {
@@ -156,7 +156,7 @@ TEST(LivenessTest, FrozenAgentIsDetectedWithinTheLivenessTimeout) {
   std::vector<pid_t> agents;
   for (int node = 0; node < 2; ++node) {
     agents.push_back(StartShell(absl::StrCat(
-        "FAULT_DIR=", dir, " exec ", AGENT_BINARY, " --coordinator=", address,
+        "FAULT_DIR=", dir, " exec ", AGENT_BINARY, " --plaintext=true --coordinator=", address,
         " --job=frozen --nnodes=2 --nproc-per-node=2 --grace_period=2s --node_rank=", node, " -- ",
         FAULT_RANK_BINARY, " >", dir, "/agent", node, ".out 2>", dir, "/agent", node, ".err")));
   }
@@ -190,14 +190,15 @@ TEST(TwoJobsTest, AbortingOneJobLeavesTheOtherUntouched) {
   std::string address;
   pid_t coordinator = StartCoordinator(dir, "", &address);
   ASSERT_FALSE(address.empty()) << "the coordinator did not start";
-  pid_t steady = StartShell(absl::StrCat("exec ", TROIKARUN_BINARY, " --coordinator ", address,
-                                         " --job steady -np 2 ", "--nproc-per-node 1 -- ",
-                                         EXAMPLE_TRAIN_BINARY, " --steps 400 >", dir,
-                                         "/steady.out 2>", dir, "/steady.err"));
-  pid_t doomed =
-      StartShell(absl::StrCat("FAULT_EXIT_RANK=1 exec ", TROIKARUN_BINARY, " --coordinator ",
-                              address, " --job doomed -np 4 --nproc-per-node 2 -- ",
-                              FAULT_RANK_BINARY, " >", dir, "/doomed.out 2>", dir, "/doomed.err"));
+  // troikarun's agents reach an external coordinator as its environment says (plaintext here).
+  pid_t steady = StartShell(
+      absl::StrCat("TROIKA_PLAINTEXT=1 exec ", TROIKARUN_BINARY, " --coordinator ", address,
+                   " --job steady -np 2 ", "--nproc-per-node 1 -- ", EXAMPLE_TRAIN_BINARY,
+                   " --steps 400 >", dir, "/steady.out 2>", dir, "/steady.err"));
+  pid_t doomed = StartShell(
+      absl::StrCat("TROIKA_PLAINTEXT=1 FAULT_EXIT_RANK=1 exec ", TROIKARUN_BINARY,
+                   " --coordinator ", address, " --job doomed -np 4 --nproc-per-node 2 -- ",
+                   FAULT_RANK_BINARY, " >", dir, "/doomed.out 2>", dir, "/doomed.err"));
   EXPECT_EQ(WaitWithTimeout(doomed, absl::Seconds(60)), 1) << ReadFile(dir + "/doomed.err");
   EXPECT_EQ(WaitWithTimeout(steady, absl::Seconds(120)), 0) << ReadFile(dir + "/steady.err");
   EXPECT_THAT(ReadFile(dir + "/steady.out"), HasSubstr("step 400 loss"));

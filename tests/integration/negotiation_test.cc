@@ -178,6 +178,7 @@ TEST(AttachTest, MissingRankIsNamedAfterTimeout) {
 TEST(AttachTest, UnreachableCoordinatorFailsWithAClearError) {
   Options o;
   o.coordinator = "127.0.0.1:1";
+  o.plaintext = true;
   o.job = "nowhere";
   o.rank = 0;
   o.size = 1;

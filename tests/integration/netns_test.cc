@@ -77,16 +77,18 @@ class NetnsTest : public ::testing::Test {
 };
 
 TEST_F(NetnsTest, AllreduceAndAllgatherAcrossTwoHosts) {
-  StartIn("c", absl::StrCat(COORDINATOR_BINARY, " --listen=10.231.0.1:7070"), "coordinator");
+  StartIn("c", absl::StrCat(COORDINATOR_BINARY, " --listen=10.231.0.1:7070 --plaintext"),
+          "coordinator");
   std::vector<pid_t> agents;
   int octet = 2;
   for (const char* host : {"a", "b"}) {
-    agents.push_back(
-        StartIn(host,
-                absl::StrCat(AGENT_BINARY, " --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
-                             " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
-                             " --data_host=10.231.0.", octet, " -- ", CHECK_RANK_BINARY),
-                absl::StrCat("agent-", host)));
+    agents.push_back(StartIn(
+        host,
+        absl::StrCat(AGENT_BINARY,
+                     " --plaintext=true --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
+                     " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
+                     " --data_host=10.231.0.", octet, " -- ", CHECK_RANK_BINARY),
+        absl::StrCat("agent-", host)));
     ++octet;
   }
   std::string all;

@@ -2,6 +2,7 @@
 // TestCluster: a real coordinator on loopback (port 0) and N ranks as threads, each with its
 // own troika::Context over real Gloo TCP — the whole client and service, in one process.
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -40,9 +41,14 @@ class TestCluster {
  public:
   explicit TestCluster(coordinator::NegotiatorOptions negotiator = {})
       : TestCluster(WithNegotiator(negotiator)) {}
-  // Any listen address in `options` is replaced by loopback port 0.
+  // Any listen address in `options` is replaced by loopback port 0, served in plaintext (as
+  // troikarun's embedded coordinator). Clients started from this process — agents, troikactl,
+  // troika_init — find TROIKA_PLAINTEXT=1 in their environment; RankOptions() says it.
   explicit TestCluster(coordinator::CoordinatorOptions options) {
     options.listen_address = "127.0.0.1:0";
+    options.tls = {};
+    options.tls.plaintext = true;
+    setenv("TROIKA_PLAINTEXT", "1", 1);
     auto c = coordinator::Coordinator::Start(options);
     EXPECT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
@@ -54,6 +60,7 @@ class TestCluster {
   Options RankOptions(const std::string& job, int rank, int size) const {
     Options o;
     o.coordinator = address();
+    o.plaintext = true;
     o.job = job;
     o.rank = rank;
     o.size = size;

@@ -38,6 +38,15 @@ class ContextImpl;
 struct Options {
   // Coordinator or local agent address: "host:port" or "unix:/path". TROIKA_COORDINATOR.
   std::string coordinator;
+  // Transport security toward a "host:port" coordinator (a "unix:" socket is local and needs
+  // none): the PEM file of the CA that signed the coordinator's certificate (TROIKA_TLS_CA),
+  // and for a coordinator that requires mutual TLS this rank's certificate and key
+  // (TROIKA_TLS_CERT, TROIKA_TLS_KEY). Or plaintext, which must be asked for
+  // (TROIKA_PLAINTEXT=1); Init refuses a network address with neither.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool plaintext = false;
   // Job name; ranks of one job share it. TROIKA_JOB.
   std::string job;
   // This process's rank and the job's size. TROIKA_RANK, TROIKA_SIZE.
@@ -62,6 +71,9 @@ struct Options {
   // Reads every TROIKA_* variable that is set; INVALID_ARGUMENT names a malformed one or a
   // missing required one (TROIKA_COORDINATOR, TROIKA_JOB, TROIKA_RANK, TROIKA_SIZE).
   static absl::StatusOr<Options> FromEnvironment();
+  // Only the transport-security variables (TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY,
+  // TROIKA_PLAINTEXT), into `options`.
+  static absl::Status SecurityFromEnvironment(Options& options);
 };
 
 // Where an operation's buffers live. GPU operations need a libtroika built with CUDA and NCCL
