@@ -69,6 +69,7 @@ int Agent::Register() {
   upstream_options.address = options_.coordinator;
   upstream_options.liveness_timeout = options_.liveness_timeout;
   upstream_options.tls = {options_.tls_ca, options_.tls_cert, options_.tls_key, options_.plaintext};
+  upstream_options.job_token = options_.job_token;
   auto upstream = Upstream::Create(upstream_options);
   if (!upstream.ok()) {
     Say(std::string(upstream.status().message()));

@@ -17,6 +17,7 @@
 #include "agent/posix_process_launcher.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "common/tls.h"
 
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread (gRPC's included) inherits the mask; the
@@ -46,6 +47,18 @@ int main(int argc, char** argv) {
   if (options->tls_key.empty()) options->tls_key = env("TROIKA_TLS_KEY");
   if (const std::string p = env("TROIKA_PLAINTEXT"); p == "1" || p == "true") {
     options->plaintext = true;
+  }
+  if (options->job_token_file.empty()) {
+    options->job_token = env("TROIKA_JOB_TOKEN");
+    if (options->job_token.empty()) options->job_token_file = env("TROIKA_JOB_TOKEN_FILE");
+  }
+  if (!options->job_token_file.empty()) {
+    auto token = troika::ReadTokenFile(options->job_token_file);
+    if (!token.ok()) {
+      std::fprintf(stderr, "troika-agent: %s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    options->job_token = *std::move(token);
   }
   troika::LogSeverity severity;
   if (!troika::ParseLogSeverity(options->log_level, &severity)) {

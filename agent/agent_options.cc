@@ -23,6 +23,9 @@ Options:
   --plaintext BOOL          true: no TLS to a HOST:PORT coordinator (it must serve plaintext
                             too); default $TROIKA_PLAINTEXT, else false. A HOST:PORT
                             coordinator needs --tls_ca or --plaintext true
+  --job_token_file PATH     the job's token, which every call on the job carries; default
+                            $TROIKA_JOB_TOKEN, else the file $TROIKA_JOB_TOKEN_FILE; none: a
+                            job this agent creates gets a generated token (one node only)
   --job NAME                the job; every agent of the job gives the same name; required
   --nnodes N                nodes (agents) in the job; required; the job has N*P ranks
   --nproc-per-node P        ranks this agent starts (1 to 1024); required
@@ -138,6 +141,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
     o.coordinator = value;
     return absl::OkStatus();
   }
+  if (name == "job_token_file") return SetString(name, value, &o.job_token_file);
   if (name == "tls_ca") return SetString(name, value, &o.tls_ca);
   if (name == "tls_cert") return SetString(name, value, &o.tls_cert);
   if (name == "tls_key") return SetString(name, value, &o.tls_key);

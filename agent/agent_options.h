@@ -22,6 +22,10 @@ struct AgentOptions {
   std::string tls_cert;
   std::string tls_key;
   bool plaintext = false;
+  // --job_token_file PATH: the job's token (docs/security.md). Default: TROIKA_JOB_TOKEN or
+  // the file TROIKA_JOB_TOKEN_FILE from the environment. `job_token` is what agent_main read.
+  std::string job_token_file;
+  std::string job_token;
   // --job NAME. Required; every agent of the job gives the same.
   std::string job;
   // --nnodes N: agents (nodes) in the job. Required, >= 1.

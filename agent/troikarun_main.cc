@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -27,7 +28,9 @@
 #include "agent/troikarun_options.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "common/tls.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/secret.h"
 
 namespace troika::agent {
 namespace {
@@ -53,10 +56,13 @@ absl::StatusOr<std::string> AgentPath() {
 }
 
 std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::string& agent,
-                                    const std::string& address, const std::string& job) {
+                                    const std::string& address, const std::string& job,
+                                    const std::string& job_token) {
   const int per_node = options.RanksPerAgent();
   const int nodes = options.np / per_node;
-  const std::vector<std::string> env = CurrentEnvironment();
+  std::vector<std::string> env = CurrentEnvironment();
+  // Every agent (and through it every rank) carries the job's token.
+  if (!job_token.empty()) env.push_back("TROIKA_JOB_TOKEN=" + job_token);
   std::vector<ProcessSpec> specs;
   for (int node = 0; node < nodes; ++node) {
     std::vector<std::string> argv = {
@@ -141,11 +147,27 @@ int Run(const TroikarunOptions& options) {
     address = absl::StrCat("127.0.0.1:", embedded->port());
   }
   const std::string job = options.job.empty() ? absl::StrCat("troikarun-", getpid()) : options.job;
+  // The job's token: the one the environment gives (a job on a shared coordinator), else a
+  // fresh one that only this troikarun's agents get.
+  std::string job_token;
+  if (const char* token = std::getenv("TROIKA_JOB_TOKEN"); token != nullptr && *token != '\0') {
+    job_token = token;
+  } else if (const char* path = std::getenv("TROIKA_JOB_TOKEN_FILE"); path != nullptr) {
+    auto read = ReadTokenFile(path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "troikarun: %s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    job_token = *std::move(read);
+  } else {
+    job_token = coordinator::Secret::Generate();
+  }
   // Held, so the abort reason can still be read once the registry has dropped the job.
   std::shared_ptr<coordinator::Job> embedded_job;
   if (embedded != nullptr) {
     bool created = false;
-    auto found = embedded->registry().CreateJob(job, options.np, &created);
+    auto found = embedded->registry().CreateJob(job, options.np, &created,
+                                                coordinator::Secret::Of(job_token));
     if (found.ok()) embedded_job = *found;
   }
 
@@ -174,7 +196,7 @@ int Run(const TroikarunOptions& options) {
   FdSink err(STDERR_FILENO);
   PosixProcessLauncher launcher;
   Supervisor supervisor(launcher, out, err, supervisor_options);
-  if (absl::Status status = supervisor.Start(AgentSpecs(options, *agent, address, job));
+  if (absl::Status status = supervisor.Start(AgentSpecs(options, *agent, address, job, job_token));
       !status.ok()) {
     err.Write(absl::StrCat("troikarun: ", status.message(), "\n"));
     return 1;

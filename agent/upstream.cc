@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Create(UpstreamOptions optio
 Upstream::Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::Coordinator::NewStub(channel_)) {}
+      stub_(v1::Coordinator::NewStub(channel_)),
+      job_token_(options_.job_token) {}
 
 Upstream::~Upstream() {
   Cancel();
@@ -107,6 +108,10 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
       [this, done = std::move(done), what = absl::StrCat("registering with job '", job, "'")](
           const absl::Status& s, v1::RegisterNodeResponse& response) {
         if (!s.ok()) return done(Describe(ToGrpc(s), what));
+        if (!response.token().empty()) {  // this node created the job
+          std::lock_guard<std::mutex> lock(mu_);
+          job_token_ = response.token();
+        }
         done(NodeBlock{response.first_rank(), response.node_rank()});
       });
 }
@@ -120,6 +125,7 @@ void Upstream::StartUnary(const Request& request, absl::Time deadline, Start sta
   bool started = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!job_token_.empty()) call->context.AddMetadata(kJobTokenHeader, job_token_);
     if (!cancelled_) started = calls_.emplace(&call->context, call).second;
   }
   if (!started) {
@@ -201,6 +207,7 @@ void Upstream::OpenSession(const std::string& job, const std::vector<int>& ranks
     if (!cancelled_) {
       on_closed_ = std::move(on_closed);
       session_ = std::make_unique<Session>(*this, std::move(on_down));
+      if (!job_token_.empty()) session_->context.AddMetadata(kJobTokenHeader, job_token_);
       outbox_.push_front(std::move(hello));
       // Reactions never run inline from these calls, so the lock may be held.
       stub_->async()->Session(&session_->context, session_.get());

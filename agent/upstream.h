@@ -42,6 +42,9 @@ struct UpstreamOptions {
   int max_message_bytes = 64 << 20;
   // Transport security toward a host:port coordinator (common/tls.h).
   ClientTls tls;
+  // The job's token, carried by every call. Empty: a job this agent's RegisterNode creates
+  // gets a generated token, which later calls carry.
+  std::string job_token;
 };
 
 struct NodeBlock {
@@ -127,6 +130,7 @@ class Upstream final : public RelayUpstream {
   std::condition_variable idle_cv_;
   // Guarded by mu_.
   bool cancelled_ = false;
+  std::string job_token_;  // options' token, or the one RegisterNode's job was created with
   // Unary calls in flight, each kept alive by its entry until its callback ran.
   std::map<grpc::ClientContext*, std::shared_ptr<void>> calls_;
   std::unique_ptr<Session> session_;  // once OpenSession()

@@ -134,6 +134,7 @@ class RankRunner {
     Options troika_options;
     troika_options.coordinator = options_.coordinator;
     troika_options.plaintext = true;  // the embedded coordinator, on loopback
+    troika_options.job_token = "troika-bench";
     troika_options.job = options_.job;
     troika_options.rank = rank_;
     troika_options.size = options_.ranks;

@@ -43,6 +43,9 @@ std::string BesideMe(const std::string& relative) {
   return dir.substr(0, dir.rfind('/')) + "/" + relative;
 }
 
+// Every process of a run carries the job's token (docs/security.md).
+constexpr char kJobToken[] = "TROIKA_JOB_TOKEN=troika-control-bench";
+
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> args, vars;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -95,7 +98,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
                  absl::StrCat("--nnodes=", nodes), absl::StrCat("--nproc-per-node=", per_node),
                  absl::StrCat("--node_rank=", node), "--host=" + host, "--data_host=127.0.0.1",
                  "--", trainer, steps_flag},
-                {}));
+                {kJobToken}));
       continue;
     }
     for (int local = 0; local < per_node; ++local) {
@@ -103,7 +106,7 @@ Traffic RunJob(coordinator::Coordinator& c, bool agents, int steps, int run) {
           {trainer, steps_flag},
           {"TROIKA_COORDINATOR=" + address, "TROIKA_JOB=" + job,
            absl::StrCat("TROIKA_RANK=", node * per_node + local), absl::StrCat("TROIKA_SIZE=", np),
-           "TROIKA_HOST=" + host, "TROIKA_DATA_HOST=127.0.0.1", "TROIKA_PLAINTEXT=1"}));
+           "TROIKA_HOST=" + host, "TROIKA_DATA_HOST=127.0.0.1", "TROIKA_PLAINTEXT=1", kJobToken}));
     }
   }
   for (pid_t pid : pids) {

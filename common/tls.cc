@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/credentials.h"
@@ -30,6 +31,23 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    std::string message =
+        absl::StrCat("cannot read the token file '", path, "': ", strerror(error));
+    return error == EACCES ? absl::PermissionDeniedError(message) : absl::NotFoundError(message);
+  }
+  std::stringstream contents;
+  contents << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(contents.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "' is empty"));
+  }
+  return token;
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const ServerTls& tls) {

@@ -1,7 +1,7 @@
 #pragma once
-// Transport security of the control plane: the gRPC credentials of the coordinator's listener
-// and of every client of it (ranks, agents, troikactl). TLS unless plaintext is asked for
-// explicitly; mutual TLS when the server is given a client CA. Unix-socket addresses
+// Security of the control plane: the credential metadata, and the gRPC credentials of the
+// coordinator's listener and of every client of it (ranks, agents, troikactl). TLS unless plaintext
+// is asked for explicitly; mutual TLS when the server is given a client CA. Unix-socket addresses
 // ("unix:/path", the agent's socket for its ranks) are local: always plaintext, guarded by the
 // socket's file permissions.
 
@@ -16,6 +16,15 @@ class ServerCredentials;
 }  // namespace grpc
 
 namespace troika {
+
+// Call metadata carrying the credentials the coordinator checks (docs/security.md): a job's
+// token on job-scoped calls, the admin token on administrative ones.
+inline constexpr char kJobTokenHeader[] = "troika-job-token";
+inline constexpr char kAdminTokenHeader[] = "troika-admin-token";
+
+// A token from a file: its contents without surrounding whitespace. NOT_FOUND /
+// PERMISSION_DENIED naming the path (never the contents); INVALID_ARGUMENT if empty.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 struct ServerTls {
   // PEM files: the server's certificate chain and private key. Required unless plaintext.

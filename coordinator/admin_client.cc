@@ -67,8 +67,9 @@ struct AdminClient::Stub {
   std::unique_ptr<v1::Coordinator::Stub> stub;
 };
 
-AdminClient::AdminClient(const std::string& address, const ClientTls& tls, absl::Duration timeout)
-    : timeout_(timeout), stub_(std::make_unique<Stub>()) {
+AdminClient::AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
+                         absl::Duration timeout)
+    : timeout_(timeout), admin_token_(std::move(admin_token)), stub_(std::make_unique<Stub>()) {
   auto credentials = MakeChannelCredentials(tls, address);
   if (!credentials.ok()) {
     unusable_ = credentials.status();
@@ -89,6 +90,7 @@ absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
+  context.AddMetadata(kAdminTokenHeader, admin_token_);
   v1::ListJobsResponse response;
   absl::Status status = FromGrpc(stub_->stub->ListJobs(&context, {}, &response));
   if (!status.ok()) return status;
@@ -104,6 +106,7 @@ absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
+  context.AddMetadata(kAdminTokenHeader, admin_token_);
   v1::DescribeJobRequest request;
   request.set_job(job);
   v1::JobDescription response;
@@ -116,6 +119,7 @@ absl::Status AdminClient::CancelJob(const std::string& job, const std::string& r
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
+  context.AddMetadata(kAdminTokenHeader, admin_token_);
   v1::CancelJobRequest request;
   request.set_job(job);
   request.set_reason(reason);
@@ -128,6 +132,7 @@ absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
+  context.AddMetadata(kAdminTokenHeader, admin_token_);
   v1::StartTimelineRequest request;
   request.set_job(job);
   request.set_file(file);
@@ -142,6 +147,7 @@ absl::StatusOr<TimelineInfo> AdminClient::StopTimeline(const std::string& job) {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
+  context.AddMetadata(kAdminTokenHeader, admin_token_);
   v1::StopTimelineRequest request;
   request.set_job(job);
   v1::TimelineDescription response;

@@ -19,9 +19,10 @@ namespace troika::coordinator {
 
 class AdminClient {
  public:
-  // `address`: host:port of the coordinator, reached with `tls`. Connects lazily; never fails
-  // here: if `tls` cannot secure the channel, every call returns why.
-  AdminClient(const std::string& address, const ClientTls& tls,
+  // `address`: host:port of the coordinator, reached with `tls`; every call carries
+  // `admin_token`. Connects lazily; never fails here: if `tls` cannot secure the channel,
+  // every call returns why.
+  AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
               absl::Duration timeout = absl::Seconds(10));
   ~AdminClient();
   AdminClient(const AdminClient&) = delete;
@@ -40,6 +41,7 @@ class AdminClient {
  private:
   struct Stub;
   const absl::Duration timeout_;
+  const std::string admin_token_;
   absl::Status unusable_;  // why there is no stub, if there is none
   std::unique_ptr<Stub> stub_;
 };

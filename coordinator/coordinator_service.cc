@@ -21,6 +21,19 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
 
 int64_t ToMillis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
+// The credential in `header`, or "" if the call carries none.
+std::string Credential(const grpc::CallbackServerContext* context, const char* header) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(header);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+absl::Status WrongToken(const std::string& job, const std::string& token) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "job '", job, "': ", token.empty() ? "this call carries no job token" : "wrong job token",
+      " (TROIKA_JOB_TOKEN, TROIKA_JOB_TOKEN_FILE or --job_token_file)"));
+}
+
 void ToWire(const TuningParams& in, v1::NegotiationOptionsDescription* out) {
   out->set_fusion_threshold_bytes(in.fusion_threshold_bytes);
   out->set_cycle_time_ms(absl::ToDoubleMilliseconds(in.cycle_time));
@@ -100,22 +113,64 @@ absl::Duration CoordinatorService::WaitFor(int64_t timeout_ms) const {
   return std::min(absl::Milliseconds(timeout_ms), options_.max_wait);
 }
 
+absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::Authorized(
+    const grpc::CallbackServerContext* context, const std::string& name) const {
+  auto job = registry_.Find(name);
+  if (!job.ok()) return job.status();
+  const std::string token = Credential(context, kJobTokenHeader);
+  if (!(*job)->TokenMatches(token)) return WrongToken(name, token);
+  return job;
+}
+
+absl::Status CoordinatorService::CheckAdmin(const grpc::CallbackServerContext* context) const {
+  if (!options_.admin_token.set()) {
+    return absl::PermissionDeniedError(
+        "administrative calls are disabled: this coordinator has no admin token "
+        "(--admin_token_file)");
+  }
+  const std::string token = Credential(context, kAdminTokenHeader);
+  if (!options_.admin_token.Matches(token)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        token.empty() ? "this call carries no admin token" : "wrong admin token",
+        " (troikactl: --admin_token_file, TROIKA_ADMIN_TOKEN or TROIKA_ADMIN_TOKEN_FILE)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::CreateOrJoin(
+    const grpc::CallbackServerContext* context, const std::string& name, int size, bool* created,
+    std::string* generated) {
+  const std::string token = Credential(context, kJobTokenHeader);
+  // An existing job is checked before anything about it (its size) is revealed.
+  if (auto found = registry_.Find(name); found.ok() && !(*found)->TokenMatches(token)) {
+    return WrongToken(name, token);
+  }
+  const std::string secret = token.empty() ? Secret::Generate() : token;
+  auto job = registry_.CreateJob(name, size, created, Secret::Of(secret));
+  if (!job.ok()) return job.status();
+  if (!*created && !(*job)->TokenMatches(token)) return WrongToken(name, token);  // raced
+  if (*created && token.empty()) *generated = secret;
+  return job;
+}
+
 grpc::ServerUnaryReactor* CoordinatorService::CreateJob(grpc::CallbackServerContext* context,
                                                         const v1::CreateJobRequest* request,
                                                         v1::CreateJobResponse* response) {
   bool created = false;
-  auto job = registry_.CreateJob(request->job(), request->size(), &created);
+  std::string generated;
+  auto job = CreateOrJoin(context, request->job(), request->size(), &created, &generated);
   if (!job.ok()) return FinishWith(context, job.status());
   response->set_job((*job)->name());
   response->set_size((*job)->size());
   response->set_created(created);
+  response->set_token(generated);
   return FinishWith(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext* context,
                                                      const v1::AttachRequest* request,
                                                      v1::AttachResponse* response) {
-  auto job = registry_.Find(request->job());
+  auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   std::vector<int> ranks = {request->rank()};
@@ -132,8 +187,10 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
                                                            const v1::RegisterNodeRequest* request,
                                                            v1::RegisterNodeResponse* response) {
   bool created = false;
-  auto job = registry_.CreateJob(request->job(), request->size(), &created);
+  std::string generated;
+  auto job = CreateOrJoin(context, request->job(), request->size(), &created, &generated);
   if (!job.ok()) return FinishWith(context, job.status());
+  response->set_token(generated);
   auto block = (*job)->RegisterNode(request->host(), request->nproc(), request->node_rank());
   if (!block.ok()) return FinishWith(context, block.status());
   response->set_first_rank(block->first);
@@ -144,8 +201,8 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
 grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
     grpc::CallbackServerContext* context) {
   return new SessionReactor(
-      [this](const std::string& job) -> absl::StatusOr<std::shared_ptr<SessionHandler>> {
-        auto found = registry_.Find(job);
+      [this, context](const std::string& job) -> absl::StatusOr<std::shared_ptr<SessionHandler>> {
+        auto found = Authorized(context, job);
         if (!found.ok()) return found.status();
         return std::shared_ptr<SessionHandler>(*std::move(found));
       },
@@ -155,7 +212,7 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,
                                                     const v1::KvSetRequest* request,
                                                     v1::KvSetResponse* response) {
-  auto job = registry_.Find(request->job());
+  auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   (*job)->kv().Set(request->key(), request->value());
   return FinishWith(context, absl::OkStatus());
@@ -164,7 +221,7 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext* context,
                                                     const v1::KvGetRequest* request,
                                                     v1::KvGetResponse* response) {
-  auto job = registry_.Find(request->job());
+  auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   absl::Duration wait =
@@ -179,7 +236,7 @@ grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::KvWait(grpc::CallbackServerContext* context,
                                                      const v1::KvWaitRequest* request,
                                                      v1::KvWaitResponse* response) {
-  auto job = registry_.Find(request->job());
+  auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   std::vector<std::string> keys(request->keys().begin(), request->keys().end());
@@ -188,12 +245,12 @@ grpc::ServerUnaryReactor* CoordinatorService::KvWait(grpc::CallbackServerContext
   return reactor;
 }
 
-// TODO(security issue): the admin RPCs below will require admin credentials; check them here
-// before anything is read or changed.
+// The administrative calls check the admin token before anything is read or changed.
 
 grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* context,
                                                        const v1::ListJobsRequest* request,
                                                        v1::ListJobsResponse* response) {
+  if (absl::Status s = CheckAdmin(context); !s.ok()) return FinishWith(context, s);
   for (const std::shared_ptr<Job>& job : registry_.Jobs()) {
     const JobInfo info = job->Describe();
     v1::JobSummary* summary = response->add_jobs();
@@ -210,7 +267,9 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CoordinatorService::DescribeJob(grpc::CallbackServerContext* context,
                                                           const v1::DescribeJobRequest* request,
                                                           v1::JobDescription* response) {
-  auto job = registry_.Find(request->job());
+  // The admin, or the job's own ranks.
+  auto job = CheckAdmin(context).ok() ? registry_.Find(request->job())
+                                      : Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   ToWire((*job)->Describe(), response);
   return FinishWith(context, absl::OkStatus());
@@ -219,6 +278,7 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeJob(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* context,
                                                         const v1::CancelJobRequest* request,
                                                         v1::CancelJobResponse* response) {
+  if (absl::Status s = CheckAdmin(context); !s.ok()) return FinishWith(context, s);
   auto job = registry_.Find(request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   const std::string reason = request->reason().empty() ? "no reason given" : request->reason();
@@ -234,6 +294,7 @@ grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::StartTimeline(grpc::CallbackServerContext* context,
                                                             const v1::StartTimelineRequest* request,
                                                             v1::StartTimelineResponse* response) {
+  if (absl::Status s = CheckAdmin(context); !s.ok()) return FinishWith(context, s);
   const std::string& file = request->file();
   // A client picks a name, never a place: nothing outside --timeline_dir is written.
   if (file.empty() || file.find('/') != std::string::npos || file[0] == '.') {
@@ -255,6 +316,7 @@ grpc::ServerUnaryReactor* CoordinatorService::StartTimeline(grpc::CallbackServer
 grpc::ServerUnaryReactor* CoordinatorService::StopTimeline(grpc::CallbackServerContext* context,
                                                            const v1::StopTimelineRequest* request,
                                                            v1::TimelineDescription* response) {
+  if (absl::Status s = CheckAdmin(context); !s.ok()) return FinishWith(context, s);
   auto job = registry_.Find(request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   absl::StatusOr<TimelineInfo> info = (*job)->StopTimeline();

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "coordinator/control_stats.h"
 #include "coordinator/job_registry.h"
+#include "coordinator/secret.h"
 #include "troika/v1/troika.grpc.pb.h"
 
 namespace troika::coordinator {
@@ -19,6 +20,9 @@ struct ServiceOptions {
   // Where StartTimeline writes (a client names only the file). Default: the working
   // directory.
   std::string timeline_dir = ".";
+  // The admin credential: ListJobs, DescribeJob, CancelJob and the timeline calls need it
+  // (DescribeJob also takes the job's own token). Unset: administrative calls are refused.
+  Secret admin_token;
 };
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
@@ -67,6 +71,17 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
  private:
   absl::Duration WaitFor(int64_t timeout_ms) const;
+  // Job `name` if the call carries its token; NOT_FOUND, or PERMISSION_DENIED (changing
+  // nothing) otherwise.
+  absl::StatusOr<std::shared_ptr<Job>> Authorized(const grpc::CallbackServerContext* context,
+                                                  const std::string& name) const;
+  // OK if the call carries the admin token; PERMISSION_DENIED otherwise.
+  absl::Status CheckAdmin(const grpc::CallbackServerContext* context) const;
+  // CreateJob and RegisterNode: the job, created with the call's token (or a generated one,
+  // returned in `*generated`) or existing and matching the call's token.
+  absl::StatusOr<std::shared_ptr<Job>> CreateOrJoin(const grpc::CallbackServerContext* context,
+                                                    const std::string& name, int size,
+                                                    bool* created, std::string* generated);
 
   JobRegistry& registry_;
   const ServiceOptions options_;

@@ -46,6 +46,7 @@ const char* JobStateName(Job::State state) {
 Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
          std::function<void()> on_done)
     : name_(std::move(name)),
+      token_(options.token),
       size_(size),
       scheduler_(scheduler),
       clock_(clock),

@@ -32,6 +32,7 @@
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/process_sets.h"
+#include "coordinator/secret.h"
 #include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
 #include "coordinator/stall_inspector.h"
@@ -61,6 +62,8 @@ struct JobOptions {
   // Called (under the job's lock: must be quick and take no lock the job may wait for) when
   // the job is aborted. Default: none.
   std::function<void(AbortCause)> on_abort;
+  // The job's token: every job-scoped call must carry it (docs/security.md).
+  Secret token;
 };
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
@@ -76,6 +79,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   Job& operator=(const Job&) = delete;
 
   const std::string& name() const { return name_; }
+  // True iff `token` is this job's token. Thread-safe (immutable).
+  bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
   KvStore& kv() { return kv_; }
 
@@ -164,6 +169,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
 
   // Constant after construction.
   const std::string name_;
+  const Secret token_;
   const int size_;
   const int64_t epoch_ = 1;
   Scheduler& scheduler_;

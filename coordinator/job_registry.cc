@@ -14,7 +14,7 @@ JobRegistry::JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock
 JobRegistry::~JobRegistry() = default;
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& name, int size,
-                                                            bool* created) {
+                                                            bool* created, Secret token) {
   if (name.empty() || name.size() > 256) {
     return absl::InvalidArgumentError("a job name must have 1 to 256 characters");
   }
@@ -42,6 +42,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   job_options.stall = options_.stall;
   job_options.straggler_margin = options_.straggler_margin;
   job_options.deadlock_detection = options_.deadlock_detection;
+  job_options.token = token;
   job_options.on_abort = [counters = counters_](AbortCause cause) {
     counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
   };

@@ -57,10 +57,12 @@ class JobRegistry {
   JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock& clock);
   ~JobRegistry();
 
-  // Creates job `name` of `size` ranks, or returns the live job of that name if its size is
-  // the same (`*created` says which). FAILED_PRECONDITION if the sizes differ;
-  // RESOURCE_EXHAUSTED if max_jobs jobs are held.
-  absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created);
+  // Creates job `name` of `size` ranks with `token`, or returns the live job of that name if
+  // its size is the same (`*created` says which; an existing job keeps its token — callers
+  // check it). FAILED_PRECONDITION if the sizes differ; RESOURCE_EXHAUSTED if max_jobs jobs
+  // are held.
+  absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created,
+                                                 Secret token = {});
   // NOT_FOUND naming the job if there is none.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& name) const;
   std::vector<std::shared_ptr<Job>> Jobs() const;

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/secret.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port for the gRPC service (port 0: any)");
 ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,
@@ -43,6 +44,9 @@ ABSL_FLAG(std::string, tls_cert, "", "TLS: PEM certificate chain of the gRPC lis
 ABSL_FLAG(std::string, tls_key, "", "TLS: PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "mutual TLS: PEM CA that signs client certificates; clients without one are refused");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "file holding the admin token that troikactl's calls (list, show, cancel, timeline) "
+          "must carry; none: administrative calls are refused");
 ABSL_FLAG(bool, plaintext, false,
           "serve gRPC without TLS (loopback, trusted networks); required when no --tls_cert is "
           "given");
@@ -88,6 +92,14 @@ int main(int argc, char** argv) {
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.tls.plaintext = absl::GetFlag(FLAGS_plaintext);
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    auto token = troika::ReadTokenFile(path);
+    if (!token.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    options.service.admin_token = troika::coordinator::Secret::Of(*token);
+  }
   options.liveness_timeout = absl::GetFlag(FLAGS_liveness_timeout);
   options.registry.max_job_size = absl::GetFlag(FLAGS_max_job_size);
   options.registry.max_jobs = absl::GetFlag(FLAGS_max_jobs);

@@ -37,7 +37,9 @@ constexpr char kUsage[] =
     "Timelines are Chrome traces written by the coordinator into its --timeline_dir.\n"
     "--coordinator defaults to $TROIKA_COORDINATOR, else 127.0.0.1:7070. Transport security:\n"
     "--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM] (or $TROIKA_TLS_CA, $TROIKA_TLS_CERT,\n"
-    "$TROIKA_TLS_KEY), or --plaintext (or TROIKA_PLAINTEXT=1) for a plaintext coordinator.";
+    "$TROIKA_TLS_KEY), or --plaintext (or TROIKA_PLAINTEXT=1) for a plaintext coordinator.\n"
+    "Every command needs the coordinator's admin token: --admin_token_file=FILE,\n"
+    "$TROIKA_ADMIN_TOKEN_FILE or $TROIKA_ADMIN_TOKEN.";
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "troikactl: %s\n%s\n", message.c_str(), kUsage);
@@ -85,6 +87,9 @@ ABSL_FLAG(std::string, tls_cert, EnvOr("TROIKA_TLS_CERT"),
           "mutual TLS: PEM client certificate (default: $TROIKA_TLS_CERT)");
 ABSL_FLAG(std::string, tls_key, EnvOr("TROIKA_TLS_KEY"),
           "mutual TLS: PEM key of --tls_cert (default: $TROIKA_TLS_KEY)");
+ABSL_FLAG(std::string, admin_token_file, EnvOr("TROIKA_ADMIN_TOKEN_FILE"),
+          "file holding the coordinator's admin token (default: $TROIKA_ADMIN_TOKEN_FILE; "
+          "$TROIKA_ADMIN_TOKEN gives the token itself)");
 ABSL_FLAG(bool, plaintext, EnvOr("TROIKA_PLAINTEXT") == "1" || EnvOr("TROIKA_PLAINTEXT") == "true",
           "no TLS (the coordinator runs --plaintext); a host:port coordinator needs --tls_ca or "
           "this (default: $TROIKA_PLAINTEXT)");
@@ -100,11 +105,17 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   const size_t operands = args.size() - 2;
 
+  std::string admin_token = EnvOr("TROIKA_ADMIN_TOKEN");
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    auto token = troika::ReadTokenFile(path);
+    if (!token.ok()) return Fail(token.status());
+    admin_token = *std::move(token);
+  }
   troika::coordinator::AdminClient client(
       absl::GetFlag(FLAGS_coordinator),
       {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
        absl::GetFlag(FLAGS_plaintext)},
-      absl::GetFlag(FLAGS_timeout));
+      std::move(admin_token), absl::GetFlag(FLAGS_timeout));
   if (command == "list") {
     if (operands != 0) return UsageError("list takes no arguments");
     auto jobs = client.ListJobs();

@@ -17,6 +17,10 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+void AddToken(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata(kJobTokenHeader, token);
+}
+
 absl::Status Annotate(const grpc::Status& status, const std::string& what,
                       const std::string& address) {
   absl::Status s = FromGrpc(status);
@@ -34,11 +38,13 @@ absl::Status Annotate(const grpc::Status& status, const std::string& what,
 // The job's key-value store through the coordinator.
 class GrpcStore final : public transport::Store {
  public:
-  GrpcStore(v1::Coordinator::Stub& stub, std::string job) : stub_(stub), job_(std::move(job)) {}
+  GrpcStore(v1::Coordinator::Stub& stub, std::string job, const std::string& token)
+      : stub_(stub), job_(std::move(job)), token_(token) {}
 
   absl::Status Set(const std::string& key, const std::string& value) override {
     grpc::ClientContext context;
     SetDeadline(context, absl::Seconds(30));
+    AddToken(context, token_);
     v1::KvSetRequest request;
     request.set_job(job_);
     request.set_key(key);
@@ -50,6 +56,7 @@ class GrpcStore final : public transport::Store {
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
     grpc::ClientContext context;
     SetDeadline(context, timeout + absl::Seconds(5));
+    AddToken(context, token_);
     v1::KvGetRequest request;
     request.set_job(job_);
     request.set_key(key);
@@ -62,6 +69,7 @@ class GrpcStore final : public transport::Store {
   absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override {
     grpc::ClientContext context;
     SetDeadline(context, timeout + absl::Seconds(5));
+    AddToken(context, token_);
     v1::KvWaitRequest request;
     request.set_job(job_);
     for (const std::string& k : keys) request.add_keys(k);
@@ -73,10 +81,11 @@ class GrpcStore final : public transport::Store {
  private:
   v1::Coordinator::Stub& stub_;
   const std::string job_;
+  const std::string& token_;  // the channel's
 };
 
 absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
-    const std::string& address, const ClientTls& tls) {
+    const std::string& address, const ClientTls& tls, std::string job_token) {
   if (address.empty()) return absl::InvalidArgumentError("no coordinator address given");
   auto credentials = MakeChannelCredentials(tls, address);
   if (!credentials.ok()) return credentials.status();
@@ -84,11 +93,14 @@ absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   auto channel = grpc::CreateCustomChannel(address, *credentials, args);
-  return std::unique_ptr<GrpcControlChannel>(new GrpcControlChannel(address, std::move(channel)));
+  return std::unique_ptr<GrpcControlChannel>(
+      new GrpcControlChannel(address, std::move(channel), std::move(job_token)));
 }
 
-GrpcControlChannel::GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel)
+GrpcControlChannel::GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel,
+                                       std::string job_token)
     : address_(std::move(address)),
+      job_token_(std::move(job_token)),
       channel_(std::move(channel)),
       stub_(v1::Coordinator::NewStub(channel_)) {}
 
@@ -107,15 +119,18 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
     grpc::ClientContext context;
     SetDeadline(context, timeout);
     context.set_wait_for_ready(true);  // the coordinator may still be starting
+    AddToken(context, job_token_);
     v1::CreateJobRequest request;
     request.set_job(job);
     request.set_size(size);
     v1::CreateJobResponse response;
     grpc::Status s = stub_->CreateJob(&context, request, &response);
     if (!s.ok()) return Annotate(s, absl::StrCat("creating job '", job, "'"), address_);
+    if (!response.token().empty()) job_token_ = response.token();  // we created it
   }
   grpc::ClientContext context;
   SetDeadline(context, timeout + absl::Seconds(5));  // the server times the attach out first
+  AddToken(context, job_token_);
   v1::AttachRequest request;
   request.set_job(job);
   request.set_rank(rank);
@@ -125,13 +140,14 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
   grpc::Status s = stub_->Attach(&context, request, &response);
   if (!s.ok())
     return Annotate(s, absl::StrCat("attaching rank ", rank, " to job '", job, "'"), address_);
-  store_ = std::make_unique<GrpcStore>(*stub_, job);
+  store_ = std::make_unique<GrpcStore>(*stub_, job, job_token_);
   return FromWire(response.membership());
 }
 
 absl::Status GrpcControlChannel::OpenSession(const std::string& job, const std::vector<int>& ranks,
                                              int64_t epoch) {
   session_context_ = std::make_unique<grpc::ClientContext>();
+  AddToken(*session_context_, job_token_);
   stream_ = stub_->Session(session_context_.get());
   v1::Up up;
   up.mutable_hello()->set_job(job);

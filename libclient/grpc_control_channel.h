@@ -17,8 +17,11 @@ class GrpcStore;
 class GrpcControlChannel final : public ControlChannel {
  public:
   // INVALID_ARGUMENT (or the file's error) if `tls` cannot secure a channel to `address`.
+  // `job_token`: carried by every call (empty: none; a job this channel creates then gets a
+  // generated token, which later calls carry).
   static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(const std::string& address,
-                                                                     const ClientTls& tls);
+                                                                     const ClientTls& tls,
+                                                                     std::string job_token = "");
   ~GrpcControlChannel() override;
 
   absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
@@ -34,10 +37,12 @@ class GrpcControlChannel final : public ControlChannel {
   transport::Store& store() override;
 
  private:
-  GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel);
+  GrpcControlChannel(std::string address, std::shared_ptr<grpc::Channel> channel,
+                     std::string job_token);
   absl::Status Write(const v1::Up& up);
 
   const std::string address_;
+  std::string job_token_;  // set before Join() returns; constant after
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::unique_ptr<GrpcStore> store_;

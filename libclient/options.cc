@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls.h"
 #include "common/types.h"
 #include "troika/troika.h"
 
@@ -58,6 +59,13 @@ absl::Status Options::SecurityFromEnvironment(Options& o) {
           absl::StrCat("TROIKA_PLAINTEXT='", value, "' is not one of 1, 0, true, false"));
     }
     o.plaintext = value == "1" || value == "true";
+  }
+  if (const char* v = Get("TROIKA_JOB_TOKEN")) {
+    o.job_token = v;
+  } else if (const char* path = Get("TROIKA_JOB_TOKEN_FILE")) {
+    absl::StatusOr<std::string> token = ReadTokenFile(path);
+    if (!token.ok()) return token.status();
+    o.job_token = *std::move(token);
   }
   return absl::OkStatus();
 }

@@ -27,7 +27,7 @@ RUNTIME_PACKAGES=(
   libprometheus-cpp-core1.0 libcivetweb1
 )
 TEST_PACKAGES=(prometheus yamllint python3-venv
-  openssl  # tests make TLS certificates (tls_test, deploy/make-tls-secrets.sh)
+  openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 

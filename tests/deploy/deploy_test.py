@@ -419,14 +419,19 @@ def check_flags():
             fail(f"the coordinator's args lack {flag}: mutual TLS is the cluster default")
     with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
         # The Secrets' files, made by the script deploy/README.md tells users to run; each
-        # pod's /etc/troika/tls/ becomes the matching directory here.
-        tls = run([os.path.join(ROOT, "deploy", "make-tls-secrets.sh"), os.path.join(scratch, "tls")])
-        if tls.returncode != 0:
-            fail("deploy/make-tls-secrets.sh: " + tls.stdout + tls.stderr)
+        # pod's /etc/troika/... mount becomes the matching directory here.
+        secrets = os.path.join(scratch, "secrets")
+        made = run([os.path.join(ROOT, "deploy", "make-secrets.sh"), secrets])
+        if made.returncode != 0:
+            fail("deploy/make-secrets.sh: " + made.stdout + made.stderr)
 
-        def mounted(args, secret):
-            return [a.replace("/etc/troika/tls/", os.path.join(scratch, "tls", secret) + "/")
-                    for a in args]
+        def mounted(args, tls):
+            """The pod's Secret mounts, as the files make-secrets.sh wrote."""
+            mounts = {"/etc/troika/tls/": tls, "/etc/troika/admin/": "admin",
+                      "/etc/troika/job/": "example-job"}
+            for path, directory in mounts.items():
+                args = [a.replace(path, os.path.join(secrets, directory) + "/") for a in args]
+            return args
         # The Deployment's own flags, exactly (but the Secret's path).
         args = [binary(coordinator["command"][0])] + mounted(coordinator["args"], "coordinator")
         procs.start("coordinator", args)
@@ -522,6 +527,9 @@ def check_live():
     with tempfile.TemporaryDirectory() as scratch, Processes(scratch) as procs:
         grpc, metrics = free_port(), free_port()
         agent_ports = [free_port(), free_port()]
+        token_file = os.path.join(scratch, "job-token")
+        with open(token_file, "w") as f:
+            f.write("metrics-live-token\n")
         procs.start("coordinator", [BINARIES["troika-coordinator"], f"--listen=127.0.0.1:{grpc}",
                                     "--plaintext",
                                     f"--metrics_listen=127.0.0.1:{metrics}", "--autotune"])
@@ -538,7 +546,7 @@ def check_live():
         for node in range(2):
             agents.append(procs.start(f"agent-{node}", [
                 BINARIES["troika-agent"], f"--coordinator=127.0.0.1:{grpc}", "--job=live",
-                "--plaintext=true",
+                "--plaintext=true", "--job_token_file=" + token_file,
                 "--nnodes=2", "--nproc-per-node=2", f"--node_rank={node}", f"--host=node-{node}",
                 "--data_host=127.0.0.1", f"--socket_dir={scratch}",
                 f"--metrics_listen=127.0.0.1:{agent_ports[node]}", "--",

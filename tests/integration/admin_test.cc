@@ -48,7 +48,7 @@ int RunTroikactl(const std::string& args, std::string* output) {
 class AdminTest : public ::testing::Test {
  protected:
   TestCluster cluster_;
-  AdminClient admin_{cluster_.address(), {.plaintext = true}};
+  AdminClient admin_{cluster_.address(), {.plaintext = true}, kTestAdminToken};
 };
 
 TEST_F(AdminTest, DescribeJobShowsPendingTensorWithMissingRankUntilItCompletes) {

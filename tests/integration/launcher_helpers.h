@@ -40,11 +40,13 @@ inline std::string ReadFile(const std::string& path) {
 }
 
 // Starts `/bin/sh -c command` in its own process group. Use "exec ..." to make the pid the
-// program's own.
+// program's own. Unless the environment already has one, the command gets a job token
+// (TROIKA_JOB_TOKEN): every agent and rank these tests start for a job then carries the same.
 inline pid_t StartShell(const std::string& command) {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
+    setenv("TROIKA_JOB_TOKEN", "launcher-test-job-token", /*overwrite=*/0);
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

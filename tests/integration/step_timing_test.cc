@@ -216,7 +216,8 @@ TEST(StepReportTest, StepsGoUpWithinSecondsAndTheLastBeforeGoodbye) {
   for (int r = 0; r < 2; ++r) sent.push_back(std::make_shared<Sent>());
   std::vector<std::unique_ptr<Context>> contexts(2);
   OnEveryRank(2, [&](int rank) {
-    auto channel = internal::GrpcControlChannel::Connect(cluster.address(), {.plaintext = true});
+    auto channel = internal::GrpcControlChannel::Connect(cluster.address(), {.plaintext = true},
+                                                         kTestJobToken);
     ASSERT_TRUE(channel.ok()) << channel.status();
     auto transport = transport::CreateTransport("gloo");
     ASSERT_TRUE(transport.ok()) << transport.status();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/secret.h"
 #include "gtest/gtest.h"
 #include "troika/troika.h"
 
@@ -37,18 +38,25 @@ inline void OnEveryRank(int size, const std::function<void(int)>& fn) {
   for (std::thread& t : threads) t.join();
 }
 
+inline constexpr char kTestJobToken[] = "test-job-token";
+inline constexpr char kTestAdminToken[] = "test-admin-token";
+
 class TestCluster {
  public:
   explicit TestCluster(coordinator::NegotiatorOptions negotiator = {})
       : TestCluster(WithNegotiator(negotiator)) {}
   // Any listen address in `options` is replaced by loopback port 0, served in plaintext (as
-  // troikarun's embedded coordinator). Clients started from this process — agents, troikactl,
-  // troika_init — find TROIKA_PLAINTEXT=1 in their environment; RankOptions() says it.
+  // troikarun's embedded coordinator), with kTestAdminToken as its admin token; every job
+  // uses kTestJobToken. Clients started from this process — agents, troikactl, troika_init —
+  // find TROIKA_PLAINTEXT=1 and both tokens in their environment; RankOptions() says it.
   explicit TestCluster(coordinator::CoordinatorOptions options) {
     options.listen_address = "127.0.0.1:0";
     options.tls = {};
     options.tls.plaintext = true;
+    options.service.admin_token = coordinator::Secret::Of(kTestAdminToken);
     setenv("TROIKA_PLAINTEXT", "1", 1);
+    setenv("TROIKA_JOB_TOKEN", kTestJobToken, 1);
+    setenv("TROIKA_ADMIN_TOKEN", kTestAdminToken, 1);
     auto c = coordinator::Coordinator::Start(options);
     EXPECT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
@@ -61,6 +69,7 @@ class TestCluster {
     Options o;
     o.coordinator = address();
     o.plaintext = true;
+    o.job_token = kTestJobToken;
     o.job = job;
     o.rank = rank;
     o.size = size;

@@ -62,6 +62,7 @@ class TlsTest : public ::testing::Test {
     options.tls.cert_file = File("server.crt");
     options.tls.key_file = File("server.key");
     if (mutual) options.tls.client_ca_file = File("ca.crt");
+    options.service.admin_token = coordinator::Secret::Of("admin");
     auto c = coordinator::Coordinator::Start(options);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
@@ -76,6 +77,7 @@ class TlsTest : public ::testing::Test {
     o.size = size;
     o.host = "localhost";
     o.tls_ca = File("ca.crt");
+    o.job_token = "token-of-" + job;
     o.attach_timeout = absl::Seconds(20);
     return o;
   }
@@ -152,9 +154,10 @@ TEST_F(TlsTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
 
   // Administrative clients too.
   const std::string address = absl::StrCat("127.0.0.1:", c->port());
-  coordinator::AdminClient admin(address, {File("ca.crt"), File("client.crt"), File("client.key")});
+  coordinator::AdminClient admin(address, {File("ca.crt"), File("client.crt"), File("client.key")},
+                                 "admin");
   EXPECT_TRUE(admin.ListJobs().ok());
-  coordinator::AdminClient anonymous(address, {File("ca.crt")}, absl::Seconds(3));
+  coordinator::AdminClient anonymous(address, {File("ca.crt")}, "admin", absl::Seconds(3));
   EXPECT_FALSE(anonymous.ListJobs().ok());
 }
 

@@ -47,6 +47,11 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   bool plaintext = false;
+  // The job's token, carried by every call on the job (docs/security.md); TROIKA_JOB_TOKEN,
+  // or the contents of the file TROIKA_JOB_TOKEN_FILE. Empty: a job this rank creates gets a
+  // generated token, and ranks joining an existing job are refused (PERMISSION_DENIED).
+  // troikarun and troika-agent hand their ranks theirs.
+  std::string job_token;
   // Job name; ranks of one job share it. TROIKA_JOB.
   std::string job;
   // This process's rank and the job's size. TROIKA_RANK, TROIKA_SIZE.
@@ -71,8 +76,8 @@ struct Options {
   // Reads every TROIKA_* variable that is set; INVALID_ARGUMENT names a malformed one or a
   // missing required one (TROIKA_COORDINATOR, TROIKA_JOB, TROIKA_RANK, TROIKA_SIZE).
   static absl::StatusOr<Options> FromEnvironment();
-  // Only the transport-security variables (TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY,
-  // TROIKA_PLAINTEXT), into `options`.
+  // Only the security variables (TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY,
+  // TROIKA_PLAINTEXT, TROIKA_JOB_TOKEN, TROIKA_JOB_TOKEN_FILE), into `options`.
   static absl::Status SecurityFromEnvironment(Options& options);
 };
 
