@@ -28,6 +28,20 @@ std::string Credential(const grpc::CallbackServerContext* context, const char* h
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+// Hostile-input limits of the key-value store (data-plane bootstrap needs a few small keys
+// per rank): key length, keys per wait, bytes held per job.
+constexpr size_t kMaxKvKeyBytes = 1024;
+constexpr int kMaxKvWaitKeys = 1 << 16;
+constexpr int64_t kMaxKvBytesPerJob = int64_t{256} << 20;
+
+absl::Status CheckKvKey(const std::string& key) {
+  if (key.empty() || key.size() > kMaxKvKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a key-value store key must have 1 to ",
+                                                   kMaxKvKeyBytes, " bytes, not ", key.size()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WrongToken(const std::string& job, const std::string& token) {
   return absl::PermissionDeniedError(absl::StrCat(
       "job '", job, "': ", token.empty() ? "this call carries no job token" : "wrong job token",
@@ -212,8 +226,15 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,
                                                     const v1::KvSetRequest* request,
                                                     v1::KvSetResponse* response) {
+  if (absl::Status s = CheckKvKey(request->key()); !s.ok()) return FinishWith(context, s);
   auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
+  if ((*job)->kv().bytes() + static_cast<int64_t>(request->key().size() + request->value().size()) >
+      kMaxKvBytesPerJob) {
+    return FinishWith(context, absl::ResourceExhaustedError(absl::StrCat(
+                                   "job '", request->job(), "': its key-value store holds ",
+                                   kMaxKvBytesPerJob, " bytes at most")));
+  }
   (*job)->kv().Set(request->key(), request->value());
   return FinishWith(context, absl::OkStatus());
 }
@@ -221,6 +242,7 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext* context,
                                                     const v1::KvGetRequest* request,
                                                     v1::KvGetResponse* response) {
+  if (absl::Status s = CheckKvKey(request->key()); !s.ok()) return FinishWith(context, s);
   auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
@@ -236,6 +258,14 @@ grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* CoordinatorService::KvWait(grpc::CallbackServerContext* context,
                                                      const v1::KvWaitRequest* request,
                                                      v1::KvWaitResponse* response) {
+  if (request->keys_size() > kMaxKvWaitKeys) {
+    return FinishWith(
+        context, absl::InvalidArgumentError(absl::StrCat("a wait names at most ", kMaxKvWaitKeys,
+                                                         " keys, not ", request->keys_size())));
+  }
+  for (const std::string& key : request->keys()) {
+    if (absl::Status s = CheckKvKey(key); !s.ok()) return FinishWith(context, s);
+  }
   auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();

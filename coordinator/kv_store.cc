@@ -21,7 +21,10 @@ void KvStore::Set(const std::string& key, std::string value) {
   std::vector<Waiter> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    values_[key] = std::move(value);
+    auto [it, inserted] = values_.try_emplace(key);
+    bytes_ += static_cast<int64_t>(value.size()) - static_cast<int64_t>(it->second.size()) +
+              (inserted ? static_cast<int64_t>(key.size()) : 0);
+    it->second = std::move(value);
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (AllSetLocked(it->second.keys)) {
         ready.push_back(std::move(it->second));
@@ -109,6 +112,11 @@ void KvStore::FailWaiters(const absl::Status& status) {
     scheduler_.Cancel(w.timer);
     w.done(status);
   }
+}
+
+int64_t KvStore::bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
 }
 
 }  // namespace troika::coordinator

@@ -36,6 +36,8 @@ class KvStore {
   void Wait(const std::vector<std::string>& keys, absl::Duration timeout, WaitCallback done);
   // Fails every waiter with `status` (the job was aborted).
   void FailWaiters(const absl::Status& status);
+  // Bytes of every key and value held.
+  int64_t bytes();
 
  private:
   struct Waiter {
@@ -51,6 +53,7 @@ class KvStore {
   Scheduler& scheduler_;
   std::mutex mu_;
   std::map<std::string, std::string> values_;  // guarded by mu_
+  int64_t bytes_ = 0;                          // guarded by mu_; of values_
   Waiters waiters_;                            // guarded by mu_
   uint64_t next_waiter_ = 1;                   // guarded by mu_
 };

@@ -63,6 +63,19 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
     return absl::InvalidArgumentError("a request sent as a cache id must be resolved first");
   }
   if (absl::Status s = CheckRequest(request, size_); !s.ok()) return s;
+  if (request.name.size() > static_cast<size_t>(options_.max_name_bytes) ||
+      request.group.size() > static_cast<size_t>(options_.max_name_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", request.rank, " sent a tensor or group name of ",
+                     std::max(request.name.size(), request.group.size()), " bytes; at most ",
+                     options_.max_name_bytes, " are accepted (--max_tensor_name_bytes)"));
+  }
+  if (pending_.size() >= static_cast<size_t>(options_.max_pending_tensors) &&
+      !pending_.contains(request.name)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "rank ", request.rank, " submitted '", request.name, "' while ", pending_.size(),
+        " tensors are pending, the most this coordinator keeps per job (--max_pending_tensors)"));
+  }
   const int rank = request.rank;
   auto [it, inserted] = pending_.try_emplace(request.name);
   Partial& partial = it->second;

@@ -43,6 +43,11 @@ struct NegotiatorOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   // Response-cache entries (ResponseCache). 0 disables the cache. Default 1024.
   int cache_capacity = 1024;
+  // Hostile-input limits: longest tensor or group name, in bytes (INVALID_ARGUMENT beyond),
+  // and most tensors pending (submitted by some ranks, not all) at once (RESOURCE_EXHAUSTED
+  // beyond). Defaults 1024 and 65536.
+  int max_name_bytes = 1024;
+  int max_pending_tensors = 65536;
 };
 
 // A tensor that became ready: when each rank submitted it, for straggler statistics and the

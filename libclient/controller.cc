@@ -210,8 +210,17 @@ void Controller::ReceiveLoop() {
         }
         cv_.notify_all();
         if (!expected) {
-          on_failure_(absl::UnavailableError(
-              absl::StrCat("lost the session with the coordinator",
+          // The coordinator's verdict on what this rank sent (a limit, a malformed request, a
+          // wrong token) keeps its code; anything else is a lost connection.
+          const absl::StatusCode code = event.status.code();
+          const bool verdict = code == absl::StatusCode::kInvalidArgument ||
+                               code == absl::StatusCode::kResourceExhausted ||
+                               code == absl::StatusCode::kPermissionDenied ||
+                               code == absl::StatusCode::kFailedPrecondition;
+          on_failure_(absl::Status(
+              verdict ? code : absl::StatusCode::kUnavailable,
+              absl::StrCat(verdict ? "the coordinator ended the session"
+                                   : "lost the session with the coordinator",
                            event.status.ok() ? "" : absl::StrCat(": ", event.status.message()))));
         }
         return;

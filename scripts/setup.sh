@@ -8,8 +8,8 @@
 #   --runtime     only the shared libraries the installed binaries need (the container
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
 #   --test-tools  build packages and what the test suite runs besides the build (promtool
-#                 and a Prometheus server, yamllint, kubectl, openssl, and build/venv with
-#                 kubernetes-validate), then build
+#                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
+#                 and build/venv with kubernetes-validate), then build
 set -euo pipefail
 
 PACKAGES=(
@@ -28,6 +28,7 @@ RUNTIME_PACKAGES=(
 )
 TEST_PACKAGES=(prometheus yamllint python3-venv
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
+  clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 

@@ -90,6 +90,32 @@ TEST(NegotiatorTest, CompatibleAllreducesFuseUpToThreshold) {
   EXPECT_THAT(out[1].names, ElementsAre("c"));
 }
 
+TEST(NegotiatorTest, HostileNamesAndFloodsAreRefusedWithoutHarm) {
+  NegotiatorOptions o = NoHold();
+  o.max_name_bytes = 16;
+  o.max_pending_tensors = 3;
+  Negotiator n(2, o);
+  absl::Status long_name = n.Submit(Allreduce(0, std::string(17, 'x')), kT0);
+  EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_name.message(), HasSubstr("17 bytes; at most 16"));
+  TensorRequest long_group = Allreduce(0, "g0");
+  long_group.group = std::string(40, 'g');
+  long_group.group_size = 1;
+  EXPECT_EQ(n.Submit(long_group, kT0).code(), absl::StatusCode::kInvalidArgument);
+  // Rank 0 floods names rank 1 never submits: the fourth pending one is refused.
+  for (std::string name : {"a", "b", "c"}) ASSERT_TRUE(n.Submit(Allreduce(0, name), kT0).ok());
+  absl::Status flood = n.Submit(Allreduce(0, "d"), kT0);
+  EXPECT_EQ(flood.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(flood.message(), HasSubstr("--max_pending_tensors"));
+  // A pending name still completes, which frees room; nothing refused was kept.
+  ASSERT_TRUE(n.Submit(Allreduce(1, "a"), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].names, ElementsAre("a"));
+  EXPECT_EQ(n.Pending().size(), 2u);
+  EXPECT_TRUE(n.Submit(Allreduce(0, "d"), kT0).ok());
+}
+
 TEST(NegotiatorTest, IncompatibleAllreducesAreNotFused) {
   Negotiator n(1, NoHold());
   ASSERT_TRUE(n.Submit(Allreduce(0, "f32"), kT0).ok());
