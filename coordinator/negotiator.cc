@@ -117,8 +117,12 @@ bool Negotiator::Joined(int rank) const {
 }
 
 bool Negotiator::Complete(const Partial& partial) const {
+  // Called after every rank's submission: O(1) unless ranks have joined.
+  if (partial.count == size_) return true;
+  auto join = pending_.find(kJoinTensorName);
+  if (join == pending_.end()) return false;
   for (int r = 0; r < size_; ++r) {
-    if (!partial.present[r] && !Joined(r)) return false;
+    if (!partial.present[r] && !join->second.present[r]) return false;
   }
   return true;
 }
