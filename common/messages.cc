@@ -10,6 +10,12 @@ int64_t TensorRequest::ByteSize() const {
   return NumElements(shape) * static_cast<int64_t>(DataTypeSize(dtype));
 }
 
+int64_t TensorRequest::RowBytes() const {
+  int64_t elements = 1;
+  for (size_t i = 1; i < shape.size(); ++i) elements *= shape[i];
+  return elements * static_cast<int64_t>(DataTypeSize(dtype));
+}
+
 std::string DescribeRankExit(const RankExit& exit) {
   std::string who = absl::StrCat("rank ", exit.rank, exit.host.empty() ? "" : " on ", exit.host);
   if (exit.signal != 0) {

@@ -49,6 +49,8 @@ struct TensorRequest {
 
   // Bytes of the tensor this request describes.
   int64_t ByteSize() const;
+  // Bytes of one dim-0 row: the product of the other dimensions times the element size.
+  int64_t RowBytes() const;
   bool operator==(const TensorRequest&) const = default;
 };
 

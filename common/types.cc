@@ -103,4 +103,9 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+std::vector<int64_t> WithDim0(std::vector<int64_t> shape, int64_t dim0) {
+  shape[0] = dim0;
+  return shape;
+}
+
 }  // namespace troika

@@ -24,5 +24,7 @@ const char* CompressionName(Compression compression);
 int64_t NumElements(const std::vector<int64_t>& shape);
 // "[128,64]"
 std::string ShapeString(const std::vector<int64_t>& shape);
+// `shape` (at least one dimension) with dim 0 replaced by `dim0`.
+std::vector<int64_t> WithDim0(std::vector<int64_t> shape, int64_t dim0);
 
 }  // namespace troika

@@ -22,19 +22,6 @@ void Finish(const Response& r, int size, void* data, size_t count) {
 
 size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
 
-// Bytes of one dim-0 row.
-size_t RowBytes(const TensorRequest& r) {
-  int64_t elements = 1;
-  for (size_t i = 1; i < r.shape.size(); ++i) elements *= r.shape[i];
-  return static_cast<size_t>(elements) * DataTypeSize(r.dtype);
-}
-
-std::vector<int64_t> WithDim0(const std::vector<int64_t>& shape, int64_t dim0) {
-  std::vector<int64_t> out = shape;
-  out[0] = dim0;
-  return out;
-}
-
 }  // namespace
 
 absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response& response,
@@ -114,7 +101,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
 }
 
 absl::Status CollectiveRunner::Allgather(const Response& response, Entry& e) {
-  const size_t row = RowBytes(e.request);
+  const size_t row = static_cast<size_t>(e.request.RowBytes());
   std::vector<size_t> recv(response.sizes.size());
   int64_t rows = 0;
   for (size_t r = 0; r < recv.size(); ++r) {
@@ -138,7 +125,7 @@ absl::Status CollectiveRunner::Broadcast(const Response& response, Entry& e) {
 
 absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
   const int size = comm_->size(), rank = comm_->rank();
-  const size_t row = RowBytes(e.request);
+  const size_t row = static_cast<size_t>(e.request.RowBytes());
   std::vector<size_t> send(size), recv(size);
   int64_t rows = 0;
   e.state->received_splits.resize(size);
@@ -158,7 +145,7 @@ absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e)
   const int size = comm_->size(), rank = comm_->rank();
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
-  const size_t row_elements = RowBytes(e.request) / element;
+  const size_t row_elements = static_cast<size_t>(e.request.RowBytes()) / element;
   const size_t bytes = Bytes(e.request);
   // The reduction works in place, and the caller's input is const: stage it.
   uint8_t* buffer = fusion_.Reserve(bytes);

@@ -103,18 +103,6 @@ Reduction ReductionOf(const Response& r, int size) {
 
 size_t Elements(const TensorRequest& r) { return static_cast<size_t>(NumElements(r.shape)); }
 
-size_t RowBytes(const TensorRequest& r) {
-  int64_t elements = 1;
-  for (size_t i = 1; i < r.shape.size(); ++i) elements *= r.shape[i];
-  return static_cast<size_t>(elements) * DataTypeSize(r.dtype);
-}
-
-std::vector<int64_t> WithDim0(const std::vector<int64_t>& shape, int64_t dim0) {
-  std::vector<int64_t> out = shape;
-  out[0] = dim0;
-  return out;
-}
-
 uint8_t* At(const void* base, size_t offset) {
   return static_cast<uint8_t*>(const_cast<void*>(base)) + offset;
 }
@@ -398,7 +386,7 @@ absl::Status CudaDevicePlane::Allreduce(const Response& r, std::vector<Entry>& e
 }
 
 absl::Status CudaDevicePlane::Allgather(const Response& r, Entry& e) {
-  const size_t row = RowBytes(e.request);
+  const size_t row = static_cast<size_t>(e.request.RowBytes());
   std::vector<size_t> offsets(group_.size + 1, 0);
   for (int q = 0; q < group_.size; ++q) {
     offsets[q + 1] = offsets[q] + static_cast<size_t>(r.sizes[q]) * row;
@@ -430,7 +418,7 @@ absl::Status CudaDevicePlane::Broadcast(const Response& r, Entry& e) {
 
 absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
   const int size = group_.size, rank = group_.rank;
-  const size_t row = RowBytes(e.request);
+  const size_t row = static_cast<size_t>(e.request.RowBytes());
   std::vector<size_t> send(size), recv(size), send_at(size), recv_at(size);
   size_t sent = 0, received = 0;
   e.state->received_splits.resize(size);
@@ -460,7 +448,8 @@ absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
 absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
   const int size = group_.size, rank = group_.rank;
   const size_t element = DataTypeSize(r.dtype);
-  const size_t row_elements = element == 0 ? 0 : RowBytes(e.request) / element;
+  const size_t row_elements =
+      element == 0 ? 0 : static_cast<size_t>(e.request.RowBytes()) / element;
   const size_t count = Elements(e.request);
   const Reduction reduction = ReductionOf(r, size);
   std::vector<size_t> counts(size), at(size);
