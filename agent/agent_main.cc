@@ -38,28 +38,25 @@ int main(int argc, char** argv) {
   }
   // Transport-security defaults from the environment (troikarun with an external
   // coordinator, containers mounting a Secret).
-  auto env = [](const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr ? std::string(value) : std::string();
-  };
-  if (options->tls_ca.empty()) options->tls_ca = env("TROIKA_TLS_CA");
-  if (options->tls_cert.empty()) options->tls_cert = env("TROIKA_TLS_CERT");
-  if (options->tls_key.empty()) options->tls_key = env("TROIKA_TLS_KEY");
-  if (const std::string p = env("TROIKA_PLAINTEXT"); p == "1" || p == "true") {
-    options->plaintext = true;
-  }
-  if (options->job_token_file.empty()) {
-    options->job_token = env("TROIKA_JOB_TOKEN");
-    if (options->job_token.empty()) options->job_token_file = env("TROIKA_JOB_TOKEN_FILE");
-  }
-  if (!options->job_token_file.empty()) {
-    auto token = troika::ReadTokenFile(options->job_token_file);
-    if (!token.ok()) {
-      std::fprintf(stderr, "troika-agent: %s\n", std::string(token.status().message()).c_str());
-      return 2;
+  absl::StatusOr<troika::ClientSecurity> env = troika::SecurityFromEnvironment();
+  absl::Status problem = env.status();
+  if (problem.ok() && !options->job_token_file.empty()) {  // the flag wins
+    absl::StatusOr<std::string> token = troika::ReadTokenFile(options->job_token_file);
+    if (token.ok()) {
+      env->job_token = *std::move(token);
+    } else {
+      problem = token.status();
     }
-    options->job_token = *std::move(token);
   }
+  if (!problem.ok()) {
+    std::fprintf(stderr, "troika-agent: %s\n", std::string(problem.message()).c_str());
+    return 2;
+  }
+  if (options->tls_ca.empty()) options->tls_ca = env->tls.ca_file;
+  if (options->tls_cert.empty()) options->tls_cert = env->tls.cert_file;
+  if (options->tls_key.empty()) options->tls_key = env->tls.key_file;
+  options->plaintext = options->plaintext || env->tls.plaintext;
+  options->job_token = env->job_token;
   troika::LogSeverity severity;
   if (!troika::ParseLogSeverity(options->log_level, &severity)) {
     std::fprintf(stderr, "troika-agent: unknown --log_level '%s' (see troika-agent --help)\n",

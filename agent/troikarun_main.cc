@@ -149,19 +149,13 @@ int Run(const TroikarunOptions& options) {
   const std::string job = options.job.empty() ? absl::StrCat("troikarun-", getpid()) : options.job;
   // The job's token: the one the environment gives (a job on a shared coordinator), else a
   // fresh one that only this troikarun's agents get.
-  std::string job_token;
-  if (const char* token = std::getenv("TROIKA_JOB_TOKEN"); token != nullptr && *token != '\0') {
-    job_token = token;
-  } else if (const char* path = std::getenv("TROIKA_JOB_TOKEN_FILE"); path != nullptr) {
-    auto read = ReadTokenFile(path);
-    if (!read.ok()) {
-      std::fprintf(stderr, "troikarun: %s\n", std::string(read.status().message()).c_str());
-      return 2;
-    }
-    job_token = *std::move(read);
-  } else {
-    job_token = coordinator::Secret::Generate();
+  absl::StatusOr<ClientSecurity> env = SecurityFromEnvironment();
+  if (!env.ok()) {
+    std::fprintf(stderr, "troikarun: %s\n", std::string(env.status().message()).c_str());
+    return 2;
   }
+  const std::string job_token =
+      env->job_token.empty() ? coordinator::Secret::Generate() : env->job_token;
   // Held, so the abort reason can still be read once the registry has dropped the job.
   std::shared_ptr<coordinator::Job> embedded_job;
   if (embedded != nullptr) {

@@ -1,6 +1,7 @@
 #include "common/tls.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -47,6 +48,31 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "' is empty"));
   }
   return token;
+}
+
+absl::StatusOr<ClientSecurity> SecurityFromEnvironment() {
+  auto get = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? std::string(value) : std::string();
+  };
+  ClientSecurity s;
+  s.tls.ca_file = get("TROIKA_TLS_CA");
+  s.tls.cert_file = get("TROIKA_TLS_CERT");
+  s.tls.key_file = get("TROIKA_TLS_KEY");
+  if (const std::string p = get("TROIKA_PLAINTEXT"); !p.empty()) {
+    if (p != "0" && p != "1" && p != "true" && p != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TROIKA_PLAINTEXT='", p, "' is not one of 1, 0, true, false"));
+    }
+    s.tls.plaintext = p == "1" || p == "true";
+  }
+  s.job_token = get("TROIKA_JOB_TOKEN");
+  if (const std::string path = get("TROIKA_JOB_TOKEN_FILE"); s.job_token.empty() && !path.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(path);
+    if (!token.ok()) return token.status();
+    s.job_token = *std::move(token);
+  }
+  return s;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(

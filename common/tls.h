@@ -55,4 +55,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ClientTls& tls, const std::string& address);
 
+// A client's security settings as the environment gives them — the one reading of these
+// variables for ranks, agents and troikarun: TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY,
+// TROIKA_PLAINTEXT (1, true, 0 or false), and the job token: TROIKA_JOB_TOKEN, else the
+// contents of the file TROIKA_JOB_TOKEN_FILE, else none. INVALID_ARGUMENT for a malformed
+// TROIKA_PLAINTEXT; the token file's error (ReadTokenFile).
+struct ClientSecurity {
+  ClientTls tls;
+  std::string job_token{};
+};
+absl::StatusOr<ClientSecurity> SecurityFromEnvironment();
+
 }  // namespace troika

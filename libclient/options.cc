@@ -49,24 +49,13 @@ std::string HostName() {
 }  // namespace
 
 absl::Status Options::SecurityFromEnvironment(Options& o) {
-  if (const char* v = Get("TROIKA_TLS_CA")) o.tls_ca = v;
-  if (const char* v = Get("TROIKA_TLS_CERT")) o.tls_cert = v;
-  if (const char* v = Get("TROIKA_TLS_KEY")) o.tls_key = v;
-  if (const char* v = Get("TROIKA_PLAINTEXT")) {
-    const std::string value = v;
-    if (value != "0" && value != "1" && value != "true" && value != "false") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("TROIKA_PLAINTEXT='", value, "' is not one of 1, 0, true, false"));
-    }
-    o.plaintext = value == "1" || value == "true";
-  }
-  if (const char* v = Get("TROIKA_JOB_TOKEN")) {
-    o.job_token = v;
-  } else if (const char* path = Get("TROIKA_JOB_TOKEN_FILE")) {
-    absl::StatusOr<std::string> token = ReadTokenFile(path);
-    if (!token.ok()) return token.status();
-    o.job_token = *std::move(token);
-  }
+  absl::StatusOr<ClientSecurity> env = troika::SecurityFromEnvironment();
+  if (!env.ok()) return env.status();
+  o.tls_ca = env->tls.ca_file;
+  o.tls_cert = env->tls.cert_file;
+  o.tls_key = env->tls.key_file;
+  o.plaintext = env->tls.plaintext;
+  o.job_token = env->job_token;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "libclient/transport/reduce.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/no_gpu.h"
 
 namespace troika::testing {
 namespace {
@@ -52,13 +53,7 @@ class DeviceBuffer {
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-      GTEST_SKIP() << "no CUDA device in this process ("
-                   << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
-                   << "): the GPU data plane tests run only on a machine with an NVIDIA GPU";
-    }
+    if (const std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
     cluster_ = std::make_unique<TestCluster>();
     auto contexts = cluster_->Join("gpu", 1);
     ASSERT_EQ(contexts.size(), 1u);
@@ -233,10 +228,7 @@ TEST_F(GpuTest, CpuAndGpuTensorsAreKeptApartAndValidated) {
 }
 
 TEST(GpuJobTest, DeviceClassMismatchAcrossRanksIsAnErrorOnEveryRank) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    GTEST_SKIP() << "no CUDA device in this process: the GPU tests need an NVIDIA GPU";
-  }
+  if (const std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
   // No NCCL communicator is ever created (the coordinator rejects the op), so two ranks can
   // share one GPU here.
   TestCluster cluster;

@@ -17,6 +17,7 @@
 #include "common/types.h"
 #include "gtest/gtest.h"
 #include "libclient/transport/reduce.h"
+#include "tests/no_gpu.h"
 
 namespace troika::cuda {
 namespace {
@@ -29,13 +30,7 @@ using transport::HalfToFloat;
 class CopyKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-      GTEST_SKIP() << "no CUDA device in this process ("
-                   << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
-                   << "): the GPU kernel tests run only on a machine with an NVIDIA GPU";
-    }
+    if (const std::string why = testing::NoGpu(); !why.empty()) GTEST_SKIP() << why;
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
   }
   void TearDown() override {
