@@ -103,6 +103,7 @@ int Agent::Register() {
     return 1;
   }
   for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
+  node_rank_ = block->node_rank;
   TROIKA_LOG(INFO) << "node rank " << block->node_rank << " of job '" << options_.job
                    << "': " << FormatRanks(ranks_);
   return 0;
@@ -242,10 +243,11 @@ std::vector<ProcessSpec> Agent::RankSpecs() const {
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
+    epoch_ = epoch;
     // The upstream Hello is queued before any rank can open a session (they wait in the gate).
     relay_->Attached(epoch);
     upstream_->OpenSession(
-        options_.job, ranks_, epoch,
+        options_.job, ranks_, epoch, std::nullopt,
         [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
         [this](const absl::Status& s) { OnClosed(s); });
     {
@@ -269,6 +271,15 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
 
 void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
   relay_->Deliver(message);
+  if (message->resumed) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      awaiting_resume_ = false;
+    }
+    TROIKA_LOG(WARNING) << "job '" << options_.job << "' resumed with the coordinator";
+    Wake();
+    return;
+  }
   if (message->abort_reason.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,23 +291,114 @@ void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
 
 void Agent::OnClosed(const absl::Status& status) {
   std::string lost;
+  bool reconnect = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     session_closed_ = true;
+    awaiting_resume_ = false;
     if (!close_requested_ && abort_ == nullptr) {
       lost = status.ok()
                  ? absl::StrCat("the coordinator at ", options_.coordinator, " ended the session")
                  : std::string(status.message());
-      lost_ = lost;
+      // Only a broken connection is worth reconnecting for: an error status is the
+      // coordinator's answer.
+      reconnect = absl::IsUnavailable(status) && options_.reconnect_timeout > absl::ZeroDuration();
+      if (reconnect) {
+        reconnecting_ = true;
+        reconnect_deadline_ = absl::Now() + options_.reconnect_timeout;
+      }
     }
   }
-  if (!lost.empty()) {
-    // The ranks learn why at once, instead of waiting on a coordinator that is gone.
-    auto abort = std::make_shared<coordinator::DownMessage>();
-    abort->abort_reason = absl::StrCat("lost the coordinator: ", lost);
-    relay_->Deliver(std::move(abort));
-    supervisor_->Stop("lost the coordinator");
+  if (reconnect) {
+    relay_->Suspend();
+    TROIKA_LOG(WARNING) << "lost the coordinator (" << lost << "); reconnecting for up to "
+                        << absl::FormatDuration(options_.reconnect_timeout);
+    Reconnect();
+  } else if (!lost.empty()) {
+    GiveUp(lost);
   }
+  Wake();
+}
+
+void Agent::Reconnect() {
+  absl::Time deadline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reconnecting_) return;
+    deadline = reconnect_deadline_;
+  }
+  const int size = options_.nnodes * options_.nproc_per_node;
+  upstream_->RegisterNode(
+      options_.job, size, options_.host, options_.nproc_per_node, node_rank_,
+      std::max(deadline - absl::Now(), absl::Milliseconds(1)),
+      [this, deadline](absl::StatusOr<NodeBlock> block) {
+        if (!block.ok()) return ReconnectFailed(block.status());
+        if (block->first_rank != ranks_.front()) {
+          return GiveUp(absl::StrCat("the coordinator gave this node ranks from ",
+                                     block->first_rank, " on reconnecting; it had ",
+                                     FormatRanks(ranks_)));
+        }
+        upstream_->ReplayKvSets(deadline, [this, deadline](const absl::Status& s) {
+          if (!s.ok()) return ReconnectFailed(s);
+          upstream_->Attach(
+              options_.job, ranks_, options_.host,
+              std::max(deadline - absl::Now(), absl::Milliseconds(1)),
+              [this](absl::StatusOr<std::vector<Membership>> memberships) {
+                if (!memberships.ok()) return ReconnectFailed(memberships.status());
+                if (memberships->front().epoch != epoch_) {
+                  return GiveUp(absl::StrCat("the job is at epoch ", memberships->front().epoch,
+                                             " on reconnecting; it was at ", epoch_));
+                }
+                {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  if (!reconnecting_) return;
+                  reconnecting_ = false;
+                  awaiting_resume_ = true;
+                  session_closed_ = false;
+                }
+                TROIKA_LOG(WARNING)
+                    << "reconnected to the coordinator; resuming job '" << options_.job << "'";
+                upstream_->OpenSession(
+                    options_.job, ranks_, epoch_, relay_->ResumeState(),
+                    [this](std::shared_ptr<const coordinator::DownMessage> m) {
+                      OnDown(std::move(m));
+                    },
+                    [this](const absl::Status& s) { OnClosed(s); });
+                Wake();
+              });
+        });
+      });
+}
+
+void Agent::ReconnectFailed(const absl::Status& status) {
+  bool retry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reconnecting_) return;
+    // Unreachable, not every node back in time, or a call cut by a coordinator stopping: try
+    // again while there is time (unless this agent is the one stopping).
+    retry = (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+             (absl::IsCancelled(status) && !upstream_->cancelled())) &&
+            absl::Now() + absl::Seconds(1) < reconnect_deadline_;
+  }
+  if (!retry) return GiveUp(std::string(status.message()));
+  TROIKA_LOG(INFO) << "reconnecting: " << status << "; trying again in 1s";
+  scheduler_->RunAfter(absl::Seconds(1), [this] { Reconnect(); });
+}
+
+void Agent::GiveUp(const std::string& lost) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reconnecting_ = false;
+    awaiting_resume_ = false;
+    if (!lost_.empty() || abort_ != nullptr || close_requested_) return;
+    lost_ = lost;
+  }
+  // The ranks learn why at once, instead of waiting on a coordinator that is gone.
+  auto abort = std::make_shared<coordinator::DownMessage>();
+  abort->abort_reason = absl::StrCat("lost the coordinator: ", lost);
+  relay_->Deliver(std::move(abort));
+  supervisor_->Stop("lost the coordinator");
   Wake();
 }
 
@@ -307,6 +409,12 @@ void Agent::FinishUpstream(bool signalled) {
   const absl::Time attach_deadline =
       signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
   if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
+  // A node resuming with a restarted coordinator sends its goodbyes once resumed.
+  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_; },
+                signalled ? absl::Now() + absl::Seconds(1)
+                          : absl::Now() + options_.reconnect_timeout + absl::Seconds(5)) > 0) {
+    return;
+  }
   bool open;
   {
     std::lock_guard<std::mutex> lock(mu_);

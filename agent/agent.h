@@ -5,8 +5,9 @@
 //   3. start the ranks (Supervisor, on the calling thread until they are all gone);
 //   4. attach all of them upstream in one call, then open the node's one session stream;
 //      the NodeRelay aggregates what the ranks send and fans out what comes down;
-//   5. rank exits go upstream at once; an abort from the coordinator, or the loss of the
-//      coordinator, stops the ranks;
+//   5. rank exits go upstream at once; an abort from the coordinator stops the ranks; a lost
+//      coordinator is reconnected to (RegisterNode, key-value store, Attach, a resumed
+//      session) for up to --reconnect_timeout while the ranks wait, then the ranks are stopped;
 //   6. once the ranks are gone: finish the upstream session, print one summary line if the
 //      node failed, and return the exit code (see kAgentUsage).
 //
@@ -71,6 +72,12 @@ class Agent {
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
   void OnClosed(const absl::Status& status);
+  // Coordinator restart: register, put back the key-value store, attach and resume the
+  // session again; retried until reconnect_deadline_.
+  void Reconnect();
+  void ReconnectFailed(const absl::Status& status);
+  // The coordinator is gone for good: the ranks learn why and are stopped.
+  void GiveUp(const std::string& lost);
   // After the ranks are gone: lets the attach settle and the session end (bounded).
   void FinishUpstream(bool signalled);
   // Waits until `done` holds (checked under mu_): 0; `deadline` passes: -1; or a signal
@@ -116,7 +123,12 @@ class Agent {
   bool session_closed_ = false;
   bool close_requested_ = false;
   std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
-  std::string lost_;  // non-empty: the upstream session ended unexpectedly, and why
+  std::string lost_;              // non-empty: the upstream session ended unexpectedly, and why
+  int node_rank_ = -1;            // from the first RegisterNode
+  int64_t epoch_ = 0;             // from the first Attach
+  bool reconnecting_ = false;     // between losing the coordinator and a new session (or giving up)
+  bool awaiting_resume_ = false;  // a resumed session is open; its `resumed` has not come yet
+  absl::Time reconnect_deadline_;
 };
 
 }  // namespace troika::agent

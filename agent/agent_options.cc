@@ -40,6 +40,9 @@ Options:
   --grace_period DURATION   time between SIGTERM and SIGKILL when ranks are stopped; default 5s
   --liveness_timeout DUR    the coordinator is considered gone when it answers no keepalive
                             ping for this long; default 10s
+  --reconnect_timeout DUR   how long to keep trying to reach a coordinator that is gone (say
+                            it restarts) and resume the job, before stopping the ranks;
+                            default 60s (0: stop them at once)
   --aggregation_window DUR  how long a collective waits for the node's other ranks before
                             what has arrived goes upstream; default 2ms (0: never waits)
   --attach_timeout DUR      how long to wait for the coordinator and for the other nodes to
@@ -166,6 +169,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
   if (name == "socket_dir") return SetString(name, value, &o.socket_dir);
   if (name == "grace_period") return ParseDuration(name, value, false, &o.grace_period);
   if (name == "liveness_timeout") return ParseDuration(name, value, true, &o.liveness_timeout);
+  if (name == "reconnect_timeout") return ParseDuration(name, value, false, &o.reconnect_timeout);
   if (name == "aggregation_window") return ParseDuration(name, value, false, &o.aggregation_window);
   if (name == "attach_timeout") return ParseDuration(name, value, true, &o.attach_timeout);
   if (name == "stop_with_parent") {

@@ -46,6 +46,9 @@ struct AgentOptions {
   absl::Duration grace_period = absl::Seconds(5);
   // --liveness_timeout: a coordinator silent this long is gone. Default 10 s.
   absl::Duration liveness_timeout = absl::Seconds(10);
+  // --reconnect_timeout: how long to try to reach a coordinator that is gone (restarting)
+  // before stopping the ranks. 0: stop them at once. Default 60 s.
+  absl::Duration reconnect_timeout = absl::Seconds(60);
   // --aggregation_window: how long a tensor waits for the node's other ranks. Default 2 ms.
   absl::Duration aggregation_window = absl::Milliseconds(2);
   // --attach_timeout: how long registering and attaching wait for the coordinator and the

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/request_check.h"
+#include "common/wire.h"
 
 namespace troika::agent {
 
@@ -38,6 +39,12 @@ void NodeRelay::Attached(int64_t epoch) {
 void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_ != nullptr) return;  // nothing follows an abort
+  // What a restarted coordinator asks of the agent is not for the ranks.
+  if (message->replay_to > 0) return AnswerReplayLocked(message->replay_from, message->replay_to);
+  if (message->resumed) {
+    suspended_ = false;
+    return ResendLocked();
+  }
   if (!message->abort_reason.empty()) {
     abort_ = message;
     for (auto& [rank, state] : ranks_) {
@@ -52,10 +59,101 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
       cache_names_[response.cache_ids[i]] = response.names[i];
     }
   }
+  TrackLocked(*message);
   for (int32_t id : message->evicted_cache_ids) cache_names_.erase(id);
   if (message->settings) settings_ = message->settings;
   // Each rank picks its own cache misses out of the message.
   for (auto& [sink, ranks] : sessions_) sink->Send(message);
+}
+
+void NodeRelay::TrackLocked(const DownMessage& message) {
+  if (message.seq > 0 && !message.responses.empty()) {
+    if (message.seq != received_ + 1) {
+      TROIKA_LOG(WARNING) << "responses numbered from " << message.seq << " after " << received_;
+    }
+    for (const Response& response : message.responses) log_.push_back(response);
+    received_ = message.seq + static_cast<int64_t>(message.responses.size()) - 1;
+    while (static_cast<int>(log_.size()) > options_.replay_log_responses) log_.pop_front();
+  }
+  for (const Response& response : message.responses) {
+    for (int32_t id : response.cache_ids) max_cache_id_ = std::max(max_cache_id_, id);
+    if (!response.ids_known) {
+      for (const std::string& name : response.names) ForgetSentLocked(response.process_set, name);
+      continue;
+    }
+    for (int32_t id : response.cache_ids) {
+      if (auto name = cache_names_.find(id); name != cache_names_.end()) {
+        ForgetSentLocked(response.process_set, name->second);
+      }
+    }
+  }
+  // A miss: the rank sends that request again, in full, as a new one.
+  for (const CacheMiss& miss : message.misses) {
+    for (auto it = sent_.begin(); it != sent_.end(); ++it) {
+      v1::Request& request = it->request;
+      if (request.cache_id() != miss.cache_id) continue;
+      auto* ranks = request.mutable_ranks();
+      auto rank = std::find(ranks->begin(), ranks->end(), miss.rank);
+      if (rank != ranks->end()) {
+        ranks->erase(rank);
+        if (!ranks->empty()) break;
+      } else if (!ranks->empty() || request.rank() != miss.rank) {
+        continue;
+      }
+      auto& index = sent_by_key_[it->key];
+      index.erase(std::find(index.begin(), index.end(), it));
+      if (index.empty()) sent_by_key_.erase(it->key);
+      sent_.erase(it);
+      break;
+    }
+  }
+}
+
+void NodeRelay::ForgetSentLocked(int process_set, const std::string& name) {
+  auto it = sent_by_key_.find({process_set, name});
+  if (it == sent_by_key_.end()) return;
+  for (auto sent : it->second) sent_.erase(sent);
+  sent_by_key_.erase(it);
+}
+
+void NodeRelay::AnswerReplayLocked(int64_t from, int64_t to) {
+  // Answered with what the log holds; the coordinator aborts the job if that is not all.
+  v1::ResponseBatch batch;
+  const int64_t first = received_ - static_cast<int64_t>(log_.size()) + 1;
+  if (from >= first && to <= received_) {
+    batch.set_seq(from);
+    for (int64_t seq = from; seq <= to; ++seq) {
+      ToWire(log_[static_cast<size_t>(seq - first)], batch.add_responses());
+    }
+  } else {
+    TROIKA_LOG(WARNING) << "the coordinator asked for responses " << from << " to " << to
+                        << "; this agent holds " << first << " to " << received_;
+  }
+  upstream_.SendReplay(std::move(batch));
+}
+
+void NodeRelay::ResendLocked() {
+  v1::RequestBatch batch;
+  for (const Sent& sent : sent_) *batch.add_requests() = sent.request;
+  TROIKA_LOG(INFO) << "resumed with the coordinator: sending " << batch.requests_size()
+                   << " requests again";
+  if (batch.requests_size() > 0) upstream_.SendRequests(std::move(batch));
+  std::vector<int> departed;
+  for (const auto& [rank, state] : ranks_) {
+    if (state.departed) departed.push_back(rank);
+  }
+  if (!departed.empty()) upstream_.SendGoodbye(departed);
+  for (const auto& [rank, exit] : exits_) upstream_.SendRankExit(exit);
+}
+
+void NodeRelay::Suspend() {
+  std::lock_guard<std::mutex> lock(mu_);
+  suspended_ = true;
+}
+
+SessionResume NodeRelay::ResumeState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {received_, max_cache_id_};
 }
 
 void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {
@@ -72,11 +170,10 @@ void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {
     // It left without a goodbye (it never used Troika, or skipped shutdown): a clean leave.
     TROIKA_LOG(INFO) << "rank " << rank << " exited with code 0 without a goodbye";
     state.departed = true;
-    upstream_.SendGoodbye({rank});
+    if (!suspended_) upstream_.SendGoodbye({rank});
     return;
   }
-  state.reported = true;
-  upstream_.SendRankExit({rank, options_.host, exit_code, signal});
+  SendExitLocked({rank, options_.host, exit_code, signal});
 }
 
 void NodeRelay::FlushExpired() {
@@ -157,16 +254,8 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
   for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
     if (absl::Status s = CheckRequest(request, options_.size); !s.ok()) return s;
-    if (request.cache_id != 0) {
-      // Only the aggregation key: an id alone goes upstream. An id the relay does not know
-      // (it ended meanwhile) gets a key of its own; the coordinator answers with a miss.
-      auto name = cache_names_.find(request.cache_id);
-      request.name = name != cache_names_.end() ? name->second
-                                                : absl::StrCat(
-                                                      "\x01"
-                                                      "cache-id/",
-                                                      request.cache_id);
-    }
+    // Only the aggregation key: an id alone goes upstream.
+    if (request.cache_id != 0) request.name = CacheKeyLocked(request.cache_id);
   }
   v1::RequestBatch batch;
   if (absl::Status s = aggregator_.Add(std::move(requests), clock_.Now(), &batch); !s.ok()) {
@@ -188,7 +277,7 @@ absl::Status NodeRelay::Goodbye(SessionSink* sink, const std::vector<int>& ranks
     RetireLocked(rank);
     ranks_[rank].departed = true;
   }
-  if (!leaving.empty() && abort_ == nullptr) upstream_.SendGoodbye(leaving);
+  if (!leaving.empty() && abort_ == nullptr && !suspended_) upstream_.SendGoodbye(leaving);
   return absl::OkStatus();
 }
 
@@ -198,8 +287,7 @@ absl::Status NodeRelay::ReportExit(SessionSink* sink, const RankExit& exit) {
   RankState& state = ranks_[exit.rank];
   if (abort_ != nullptr || state.departed || state.reported) return absl::OkStatus();
   RetireLocked(exit.rank);
-  state.reported = true;
-  upstream_.SendRankExit(exit);
+  SendExitLocked(exit);
   return absl::OkStatus();
 }
 
@@ -207,7 +295,7 @@ absl::Status NodeRelay::ReportWaitState(SessionSink* sink, const WaitState& stat
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckOwnedLocked(sink, state.rank); !s.ok()) return s;
   const RankState& rank = ranks_[state.rank];
-  if (abort_ != nullptr || rank.departed || rank.reported) return absl::OkStatus();
+  if (abort_ != nullptr || rank.departed || rank.reported || suspended_) return absl::OkStatus();
   upstream_.SendWaitState(state);
   return absl::OkStatus();
 }
@@ -216,7 +304,7 @@ absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) 
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckOwnedLocked(sink, report.rank); !s.ok()) return s;
   const RankState& rank = ranks_[report.rank];
-  if (abort_ != nullptr || rank.departed || rank.reported) return absl::OkStatus();
+  if (abort_ != nullptr || rank.departed || rank.reported || suspended_) return absl::OkStatus();
   upstream_.SendExecReport(report);
   return absl::OkStatus();
 }
@@ -247,8 +335,13 @@ void NodeRelay::ReportLost(int rank) {
                       << "process did not exit within "
                       << absl::FormatDuration(options_.lost_session_grace);
   RetireLocked(rank);
-  state.reported = true;
-  upstream_.SendRankExit({rank, options_.host, -1, 0});
+  SendExitLocked({rank, options_.host, -1, 0});
+}
+
+void NodeRelay::SendExitLocked(const RankExit& exit) {
+  ranks_[exit.rank].reported = true;
+  exits_[exit.rank] = exit;
+  if (!suspended_) upstream_.SendRankExit(exit);
 }
 
 void NodeRelay::RetireLocked(int rank) {
@@ -266,8 +359,26 @@ void NodeRelay::SendBatchLocked(v1::RequestBatch& batch) {
     TROIKA_LOG(DEBUG) << "upstream: " << batch.requests_size() << " requests for " << standing_for
                       << " rank requests";
   }
+  // Kept until a response names the tensor, to be sent again to a restarted coordinator.
+  for (const v1::Request& request : batch.requests()) {
+    std::pair<int, std::string> key{request.process_set(), request.name()};
+    if (request.cache_id() != 0) key.second = CacheKeyLocked(request.cache_id());
+    sent_.push_back({request, key});
+    sent_by_key_[key].push_back(std::prev(sent_.end()));
+  }
   counts_.requests_forwarded += batch.requests_size();
-  upstream_.SendRequests(std::move(batch));
+  if (!suspended_) upstream_.SendRequests(std::move(batch));
+}
+
+std::string NodeRelay::CacheKeyLocked(int32_t id) const {
+  // An id the relay does not know (it ended meanwhile) gets a key of its own; the coordinator
+  // answers it with a miss.
+  auto name = cache_names_.find(id);
+  return name != cache_names_.end() ? name->second
+                                    : absl::StrCat(
+                                          "\x01"
+                                          "cache-id/",
+                                          id);
 }
 
 void NodeRelay::ArmWindowTimerLocked() {

@@ -23,7 +23,16 @@
 //
 // Requests sent as response-cache ids are aggregated under the tensor name the relay learned
 // from the responses that announced the id, and go upstream compacted as one id request.
+//
+// Coordinator restart (docs/protocol.md): the relay keeps what it forwarded and got no
+// response for, and the latest responses it received, numbered. While the upstream session
+// is down (Suspend) nothing goes upstream; the agent reconnects and resumes with
+// ResumeState(). The restarted coordinator may ask for responses other nodes missed (answered
+// from the log), then says `resumed`: the relay sends again everything without a response,
+// then the goodbyes and exit reports of its ranks. The ranks notice nothing but a pause.
 
+#include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +61,8 @@ class RelayUpstream {
   virtual void SendRankExit(const RankExit& exit) = 0;
   virtual void SendWaitState(const WaitState& state) = 0;
   virtual void SendExecReport(const ExecReport& report) = 0;
+  // The answer to a replay request (coordinator restart).
+  virtual void SendReplay(v1::ResponseBatch batch) = 0;
 };
 
 // What a relay has passed on since it was created (agent metrics).
@@ -71,6 +82,8 @@ struct NodeRelayOptions {
   // How long a session that ended without goodbye waits for its process's exit report
   // before the rank is reported lost. Default 2 s.
   absl::Duration lost_session_grace = absl::Seconds(2);
+  // Responses kept to answer a restarted coordinator's replay request. Default 65536.
+  int replay_log_responses = 65536;
 };
 
 class NodeRelay : public coordinator::SessionHandler,
@@ -93,6 +106,11 @@ class NodeRelay : public coordinator::SessionHandler,
   void ProcessExited(int rank, int exit_code, int signal);
   // Forwards the tensors whose aggregation window ended. Run by a timer; tests may call it.
   void FlushExpired();
+  // The upstream session is gone: send nothing upstream until a resumed session says
+  // `resumed` (Deliver).
+  void Suspend();
+  // What to tell a restarted coordinator when resuming (Hello.resume).
+  SessionResume ResumeState() const;
 
   bool aborted() const;
   RelayCounts counts() const;
@@ -128,6 +146,16 @@ class NodeRelay : public coordinator::SessionHandler,
   void SendBatchLocked(v1::RequestBatch& batch);
   void ArmWindowTimerLocked();
   void ReportLost(int rank);
+  // What came down, for restart: numbering, the log, cache ids, and what it answered.
+  void TrackLocked(const DownMessage& message);
+  void AnswerReplayLocked(int64_t from, int64_t to);
+  // Sends again what got no response, then the ranks' goodbyes and exits.
+  void ResendLocked();
+  void ForgetSentLocked(int process_set, const std::string& name);
+  // Marks `exit.rank` reported and sends its exit report (kept for a restarted coordinator).
+  void SendExitLocked(const RankExit& exit);
+  // The aggregation key of a request sent as cache id `id`.
+  std::string CacheKeyLocked(int32_t id) const;
 
   // Constant after construction.
   const NodeRelayOptions options_;
@@ -148,6 +176,19 @@ class NodeRelay : public coordinator::SessionHandler,
   std::map<int32_t, std::string> cache_names_;
   // The coordinator's latest ClientSettings, for sessions that open after they came.
   std::optional<ClientSettings> settings_;
+  // Restart. Forwarded requests without a response yet, in the order sent, indexed by
+  // (process set, tensor name; for an id request the name the id stood for).
+  struct Sent {
+    v1::Request request;
+    std::pair<int, std::string> key;
+  };
+  std::list<Sent> sent_;
+  std::map<std::pair<int, std::string>, std::vector<std::list<Sent>::iterator>> sent_by_key_;
+  bool suspended_ = false;
+  int64_t received_ = 0;           // responses 1 .. received_ came down
+  std::deque<Response> log_;       // the latest of them, the last one numbered received_
+  int32_t max_cache_id_ = 0;       // the highest id announced
+  std::map<int, RankExit> exits_;  // exit reports sent upstream, by rank
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();
 };

@@ -1,5 +1,6 @@
 #include "agent/upstream.h"
 
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -77,7 +78,7 @@ Upstream::Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> chann
 Upstream::~Upstream() {
   Cancel();
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return calls_.empty() && (!session_ || session_done_); });
+  idle_cv_.wait(lock, [&] { return calls_.empty() && live_sessions_ == 0; });
 }
 
 absl::Status Upstream::Describe(const grpc::Status& status, const std::string& what) const {
@@ -165,9 +166,31 @@ void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
       });
 }
 
+template <typename Request, typename Response, typename Start>
+void Upstream::ForwardKv(const Request& request, absl::Time deadline, Start start,
+                         UnaryCallback<Response> done) {
+  StartUnary<Request, Response>(
+      request, deadline,
+      [start](auto* context, auto* req, auto* resp, auto callback) {
+        context->set_wait_for_ready(true);  // a restarting coordinator is waited for
+        start(context, req, resp, std::move(callback));
+      },
+      [this, request, deadline, start, done = std::move(done)](const absl::Status& s,
+                                                               Response& response) {
+        if (absl::IsUnavailable(s) && absl::Now() < deadline) {
+          // The connection broke under the call: the coordinator is restarting.
+          return ForwardKv<Request, Response>(request, deadline, start, done);
+        }
+        if constexpr (std::is_same_v<Request, v1::KvSetRequest>) {
+          if (s.ok()) RememberKvSet(request);
+        }
+        done(s, response);
+      });
+}
+
 void Upstream::KvSet(const v1::KvSetRequest& request, absl::Time deadline,
                      UnaryCallback<v1::KvSetResponse> done) {
-  StartUnary<v1::KvSetRequest, v1::KvSetResponse>(
+  ForwardKv<v1::KvSetRequest, v1::KvSetResponse>(
       request, deadline,
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->KvSet(context, req, resp, std::move(callback));
@@ -177,7 +200,7 @@ void Upstream::KvSet(const v1::KvSetRequest& request, absl::Time deadline,
 
 void Upstream::KvGet(const v1::KvGetRequest& request, absl::Time deadline,
                      UnaryCallback<v1::KvGetResponse> done) {
-  StartUnary<v1::KvGetRequest, v1::KvGetResponse>(
+  ForwardKv<v1::KvGetRequest, v1::KvGetResponse>(
       request, deadline,
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->KvGet(context, req, resp, std::move(callback));
@@ -187,7 +210,7 @@ void Upstream::KvGet(const v1::KvGetRequest& request, absl::Time deadline,
 
 void Upstream::KvWait(const v1::KvWaitRequest& request, absl::Time deadline,
                       UnaryCallback<v1::KvWaitResponse> done) {
-  StartUnary<v1::KvWaitRequest, v1::KvWaitResponse>(
+  ForwardKv<v1::KvWaitRequest, v1::KvWaitResponse>(
       request, deadline,
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->KvWait(context, req, resp, std::move(callback));
@@ -195,22 +218,73 @@ void Upstream::KvWait(const v1::KvWaitRequest& request, absl::Time deadline,
       std::move(done));
 }
 
+void Upstream::RememberKvSet(const v1::KvSetRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_sets_[request.key()] = request;
+}
+
+void Upstream::ReplayKvSets(absl::Time deadline, std::function<void(const absl::Status&)> done) {
+  std::vector<v1::KvSetRequest> requests;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, request] : kv_sets_) requests.push_back(request);
+  }
+  if (requests.empty()) return done(absl::OkStatus());
+  struct Progress {
+    std::mutex mu;
+    size_t left;
+    absl::Status first_error;
+    std::function<void(const absl::Status&)> done;
+  };
+  auto progress = std::make_shared<Progress>();
+  progress->left = requests.size();
+  progress->done = std::move(done);
+  for (const v1::KvSetRequest& request : requests) {
+    StartUnary<v1::KvSetRequest, v1::KvSetResponse>(
+        request, deadline,
+        [this](auto* context, auto* req, auto* resp, auto callback) {
+          context->set_wait_for_ready(true);
+          stub_->async()->KvSet(context, req, resp, std::move(callback));
+        },
+        [progress](const absl::Status& s, v1::KvSetResponse&) {
+          std::unique_lock<std::mutex> lock(progress->mu);
+          if (!s.ok() && progress->first_error.ok()) progress->first_error = s;
+          if (--progress->left > 0) return;
+          const absl::Status result = progress->first_error;
+          lock.unlock();
+          progress->done(result);
+        });
+  }
+}
+
 void Upstream::OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,
-                           DownCallback on_down, ClosedCallback on_closed) {
+                           const std::optional<SessionResume>& resume, DownCallback on_down,
+                           ClosedCallback on_closed) {
   v1::Up hello;
   hello.mutable_hello()->set_job(job);
   for (int rank : ranks) hello.mutable_hello()->add_ranks(rank);
   hello.mutable_hello()->set_epoch(epoch);
+  if (resume) {
+    hello.mutable_hello()->mutable_resume()->set_received(resume->received);
+    hello.mutable_hello()->mutable_resume()->set_max_cache_id(resume->max_cache_id);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    TROIKA_CHECK(session_ == nullptr) << "one session per agent";
+    TROIKA_CHECK(session_ == nullptr || session_done_) << "one session at a time";
     if (!cancelled_) {
       on_closed_ = std::move(on_closed);
-      session_ = std::make_unique<Session>(*this, std::move(on_down));
+      if (session_ != nullptr) {  // a session again: start from a clean stream
+        outbox_.clear();
+        writing_ = closing_ = writes_done_ = false;
+      }
+      sessions_.push_back(std::make_unique<Session>(*this, std::move(on_down)));
+      session_ = sessions_.back().get();
+      session_done_ = false;
+      ++live_sessions_;
       if (!job_token_.empty()) session_->context.AddMetadata(kJobTokenHeader, job_token_);
       outbox_.push_front(std::move(hello));
       // Reactions never run inline from these calls, so the lock may be held.
-      stub_->async()->Session(&session_->context, session_.get());
+      stub_->async()->Session(&session_->context, session_);
       session_->StartRead(&session_->down_);
       StartNextWriteLocked();
       session_->StartCall();
@@ -234,7 +308,7 @@ void Upstream::Cancel() {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_ = true;
     calls.assign(calls_.begin(), calls_.end());
-    if (session_ && !session_done_) session = session_.get();  // lives as long as we do
+    if (session_ && !session_done_) session = session_;  // lives as long as we do
   }
   // Without the lock: a unary call's callback may run inline from TryCancel.
   for (auto& [context, call] : calls) context->TryCancel();
@@ -262,6 +336,12 @@ void Upstream::SendWaitState(const WaitState& state) {
 void Upstream::SendExecReport(const ExecReport& report) {
   v1::Up up;
   ToWire(report, up.mutable_exec_report());
+  Enqueue(std::move(up));
+}
+
+void Upstream::SendReplay(v1::ResponseBatch batch) {
+  v1::Up up;
+  *up.mutable_replay() = std::move(batch);
   Enqueue(std::move(up));
 }
 
@@ -313,12 +393,13 @@ void Upstream::OnSessionDone(const grpc::Status& status) {
     on_closed = std::move(on_closed_);
     outbox_.clear();
     writing_ = false;
+    session_done_ = true;  // another session may open from on_closed on
   }
   if (on_closed) {
     on_closed(status.ok() ? absl::OkStatus() : Describe(status, "the session stream ended"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  session_done_ = true;
+  --live_sessions_;
   idle_cv_.notify_all();
 }
 

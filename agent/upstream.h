@@ -7,6 +7,11 @@
 //     request batches, goodbyes, exit reports and wait states; what comes down goes to callbacks,
 //   - the ranks' key-value calls, forwarded asynchronously (no thread waits on them).
 //
+// Coordinator restart: the session can be opened again once the previous one ended (with
+// Hello.resume); key-value calls wait for a coordinator that is down and are sent again when
+// the connection breaks under them, within their deadline; the keys set through this
+// upstream are kept so that ReplayKvSets() can put them into a restarted coordinator.
+//
 // Thread-safe. Nothing here blocks; callbacks run on gRPC threads (or, for a call that fails
 // at once, on the caller's) and must not block. Messages queued before OpenSession() are sent right
 // after its Hello.
@@ -17,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +74,11 @@ class Upstream final : public RelayUpstream {
   Upstream& operator=(const Upstream&) = delete;
 
   const std::string& address() const { return options_.address; }
+  // Cancel() was called: the agent is stopping.
+  bool cancelled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
 
   using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
 
@@ -80,9 +91,14 @@ class Upstream final : public RelayUpstream {
   // every rank of the job attached, or the error.
   void Attach(const std::string& job, const std::vector<int>& ranks, const std::string& host,
               absl::Duration timeout, AttachCallback done);
-  // Opens the session: Hello{job, ranks, epoch}, then what was queued. Call once.
+  // Opens the session: Hello{job, ranks, epoch, resume}, then what was queued. Once a session
+  // ended (on_closed ran), another may be opened: `resume` then says what the node has seen.
   void OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,
-                   DownCallback on_down, ClosedCallback on_closed);
+                   const std::optional<SessionResume>& resume, DownCallback on_down,
+                   ClosedCallback on_closed);
+  // Sets every key set through this upstream again (a restarted coordinator lost them);
+  // `done` gets the first error, or OK.
+  void ReplayKvSets(absl::Time deadline, std::function<void(const absl::Status&)> done);
   // Half-closes the session once everything queued is written; the coordinator then ends it
   // (on_closed with OK). Later messages are dropped.
   void CloseSession();
@@ -95,6 +111,7 @@ class Upstream final : public RelayUpstream {
   void SendRankExit(const RankExit& exit) override;
   void SendWaitState(const WaitState& state) override;
   void SendExecReport(const ExecReport& report) override;
+  void SendReplay(v1::ResponseBatch batch) override;
 
   // A rank's key-value call, forwarded with `deadline`.
   void KvSet(const v1::KvSetRequest& request, absl::Time deadline,
@@ -115,10 +132,17 @@ class Upstream final : public RelayUpstream {
   template <typename Request, typename Response, typename Start>
   void StartUnary(const Request& request, absl::Time deadline, Start start,
                   UnaryCallback<Response> done);
+  // A rank's key-value call: waits for a coordinator that is down, and is sent again if the
+  // connection breaks under it, until `deadline`.
+  template <typename Request, typename Response, typename Start>
+  void ForwardKv(const Request& request, absl::Time deadline, Start start,
+                 UnaryCallback<Response> done);
   void Enqueue(v1::Up up);
   void StartNextWriteLocked();
   void OnWriteDone(bool ok);
   void OnSessionDone(const grpc::Status& status);
+  // A key the ranks set, kept for ReplayKvSets.
+  void RememberKvSet(const v1::KvSetRequest& request);
   absl::Status Describe(const grpc::Status& status, const std::string& what) const;
 
   // Constant after construction.
@@ -126,16 +150,19 @@ class Upstream final : public RelayUpstream {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable idle_cv_;
   // Guarded by mu_.
   bool cancelled_ = false;
   std::string job_token_;  // options' token, or the one RegisterNode's job was created with
   // Unary calls in flight, each kept alive by its entry until its callback ran.
   std::map<grpc::ClientContext*, std::shared_ptr<void>> calls_;
-  std::unique_ptr<Session> session_;  // once OpenSession()
-  bool session_done_ = false;         // its OnDone ran
-  std::deque<v1::Up> outbox_;         // front is being written while writing_
+  std::vector<std::unique_ptr<Session>> sessions_;   // every session opened; the last is current
+  Session* session_ = nullptr;                       // the current one, once OpenSession()
+  bool session_done_ = false;                        // the current one ended: its OnDone began
+  int live_sessions_ = 0;                            // sessions whose OnDone has not returned
+  std::map<std::string, v1::KvSetRequest> kv_sets_;  // by key, as last set
+  std::deque<v1::Up> outbox_;                        // front is being written while writing_
   bool writing_ = false;
   bool closing_ = false;      // CloseSession(): half-close once outbox_ is empty
   bool writes_done_ = false;  // the half-close was started

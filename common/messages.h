@@ -152,6 +152,9 @@ struct ExecReport {
 // stop being valid after them and requests to send again), or an abort.
 struct DownMessage {
   std::vector<Response> responses;
+  // The number of responses.front() in the job's one response order (1, 2, ...); 0: these
+  // responses are not part of it (meant for one session only).
+  int64_t seq = 0;
   // Cache ids that are invalid once `responses` are applied (evicted by the coordinator).
   std::vector<int32_t> evicted_cache_ids;
   // Requests to send again in full. A coordinator sends each only to its rank's session.
@@ -159,6 +162,18 @@ struct DownMessage {
   std::optional<ClientSettings> settings;  // present: replaces the settings in force
   std::string abort_reason;                // non-empty: the job was aborted; nothing follows
   std::optional<RankExit> abort_cause;     // the rank exit that aborted the job, if one did
+  // Coordinator restart (docs/protocol.md): send up the responses numbered replay_from ..
+  // replay_to (0: no such request)...
+  int64_t replay_from = 0;
+  int64_t replay_to = 0;
+  // ... and: every session of the job resumed; send again what got no response.
+  bool resumed = false;
+};
+
+// What an agent reconnecting to a restarted coordinator has seen of its job (Hello.resume).
+struct SessionResume {
+  int64_t received = 0;      // responses 1 .. received
+  int32_t max_cache_id = 0;  // the highest cache id ever announced to it
 };
 
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",

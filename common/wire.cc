@@ -175,8 +175,15 @@ void ToWire(const DownMessage& in, v1::Down* out) {
     }
     return;
   }
+  if (in.replay_to > 0) {
+    out->mutable_replay()->set_from_seq(in.replay_from);
+    out->mutable_replay()->set_to_seq(in.replay_to);
+    return;
+  }
   v1::ResponseBatch* batch = out->mutable_responses();
   for (const Response& r : in.responses) ToWire(r, batch->add_responses());
+  batch->set_seq(in.seq);
+  batch->set_resumed(in.resumed);
   batch->mutable_evicted_cache_ids()->Assign(in.evicted_cache_ids.begin(),
                                              in.evicted_cache_ids.end());
   for (const CacheMiss& miss : in.misses) {
@@ -201,7 +208,14 @@ DownMessage FromWire(const v1::Down& in) {
     }
     return out;
   }
+  if (in.has_replay()) {
+    out.replay_from = in.replay().from_seq();
+    out.replay_to = in.replay().to_seq();
+    return out;
+  }
   for (const v1::Response& r : in.responses().responses()) out.responses.push_back(FromWire(r));
+  out.seq = in.responses().seq();
+  out.resumed = in.responses().resumed();
   out.evicted_cache_ids.assign(in.responses().evicted_cache_ids().begin(),
                                in.responses().evicted_cache_ids().end());
   for (const v1::CacheMiss& miss : in.responses().misses()) {

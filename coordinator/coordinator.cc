@@ -16,6 +16,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   std::unique_ptr<Coordinator> c(new Coordinator);
   c->scheduler_ = std::make_unique<Scheduler>();
   c->registry_ = std::make_unique<JobRegistry>(options.registry, *c->scheduler_, clock);
+  c->keep_jobs_ = options.registry.state_store != nullptr;
+  if (const int restored = c->registry_->RestoreJobs(); restored > 0) {
+    TROIKA_LOG(INFO) << "restored " << restored << " jobs from "
+                     << options.registry.state_store->dir() << "; waiting for their agents";
+  }
   c->service_ = std::make_unique<CoordinatorService>(*c->registry_, options.service);
   grpc::ServerBuilder builder;
   // grpc.health.v1.Health on the same port: SERVING until Shutdown().
@@ -75,7 +80,11 @@ void Coordinator::Shutdown(absl::Duration grace) {
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }
-  registry_->AbortAll("the coordinator is shutting down");
+  if (keep_jobs_) {
+    registry_->DetachAll("the coordinator is restarting; its jobs resume with their agents");
+  } else {
+    registry_->AbortAll("the coordinator is shutting down");
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   // No timer may fire into a job or the registry while they are destroyed.
   scheduler_->Stop();

@@ -60,8 +60,9 @@ class Coordinator {
   JobRegistry& registry() { return *registry_; }
   const ControlStats& control_stats() const { return service_->stats(); }
 
-  // Aborts every live job ("coordinator shutting down"), lets streams drain for up to
-  // `grace`, then stops. Idempotent.
+  // Aborts every live job ("coordinator shutting down") — or, with a state store, keeps them
+  // for a restarted coordinator: their sessions end with UNAVAILABLE and their agents
+  // reconnect (Job::Detach) — lets streams drain for up to `grace`, then stops. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
   // Blocks until Shutdown() completes.
   void Wait();
@@ -80,6 +81,7 @@ class Coordinator {
   std::atomic<bool> serving_{false};  // /readyz
   std::mutex shutdown_mu_;
   bool shut_down_ = false;  // guarded by shutdown_mu_
+  bool keep_jobs_ = false;  // a state store: Shutdown() detaches jobs instead of aborting
 };
 
 }  // namespace troika::coordinator

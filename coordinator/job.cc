@@ -4,6 +4,7 @@
 #include "coordinator/job.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       straggler_margin_(options.straggler_margin),
       deadlock_detection_(options.deadlock_detection),
       on_abort_(std::move(options.on_abort)),
+      on_record_(std::move(options.on_record)),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
@@ -71,8 +73,9 @@ Job::~Job() {
   FailAttachWaitersLocked(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
 }
 
-absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Status Job::BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
+                                    SessionSink* sink) {
+  if (detached_) return absl::UnavailableError("the coordinator is restarting");
   if (state_ != State::kRunning) {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; no session can open"));
@@ -98,9 +101,105 @@ absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, Sess
   return absl::OkStatus();
 }
 
+absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (resync_ || resumed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' is resuming after a coordinator restart; a new session cannot join it"));
+  }
+  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
+  fresh_sessions_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Job::ResumeSession(const std::vector<int>& ranks, int64_t epoch,
+                                const SessionResume& resume, SessionSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fresh_sessions_ || resumed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' cannot resume a session: ",
+        fresh_sessions_ ? "its sessions are new (the coordinator did not restart under it)"
+                        : "it has resumed already"));
+  }
+  if (resume.received < 0) return absl::InvalidArgumentError("resume: negative received");
+  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
+  if (!resync_) resync_.emplace();
+  resync_->received[sink] = resume.received;
+  resync_->max_cache_id = std::max(resync_->max_cache_id, resume.max_cache_id);
+  MaybeResyncLocked();
+  return absl::OkStatus();
+}
+
+void Job::MaybeResyncLocked() {
+  if (!resync_ || resync_->leader != nullptr) return;
+  for (int r = 0; r < size_; ++r) {
+    if (session_of_rank_[r] == nullptr) return;  // not every session is back yet
+  }
+  int64_t from = std::numeric_limits<int64_t>::max(), to = 0;
+  for (const auto& [sink, received] : resync_->received) {
+    from = std::min(from, received + 1);
+    if (received > to) {
+      to = received;
+      resync_->leader = sink;
+    }
+  }
+  if (from > to) return FinishResyncLocked(to);
+  // Some sessions received responses others did not: the most advanced one sends them up.
+  resync_->from = from;
+  resync_->to = to;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': asking for responses " << from << " to " << to
+                   << " to resume every session";
+  auto ask = std::make_shared<DownMessage>();
+  ask->replay_from = from;
+  ask->replay_to = to;
+  resync_->leader->Send(std::move(ask));
+}
+
+absl::Status Job::Replay(SessionSink* sink, int64_t first_seq, std::vector<Response> responses) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!resync_ || resync_->leader != sink) {
+    return absl::InvalidArgumentError("a session sent a replay no one asked it for");
+  }
+  if (state_ != State::kRunning) return absl::OkStatus();
+  const int64_t from = resync_->from, to = resync_->to;
+  if (first_seq != from || static_cast<int64_t>(responses.size()) != to - from + 1) {
+    AbortLocked(AbortCause::kConnectionLost,
+                absl::StrCat("cannot resume after a coordinator restart: responses ", from, " to ",
+                             to, " are no longer held by the agent that received them"));
+    return absl::OkStatus();
+  }
+  for (const auto& [session, received] : resync_->received) {
+    if (received >= to) continue;
+    auto down = std::make_shared<DownMessage>();
+    down->responses.assign(responses.begin() + (received + 1 - from), responses.end());
+    down->seq = received + 1;
+    session->Send(std::move(down));
+  }
+  FinishResyncLocked(to);
+  return absl::OkStatus();
+}
+
+void Job::FinishResyncLocked(int64_t through) {
+  next_seq_ = through + 1;
+  // Ranks keep the ids the old coordinator gave them; they end up as misses, never as
+  // another tensor's id.
+  negotiator_.ReserveCacheIdsThrough(resync_->max_cache_id);
+  resync_.reset();
+  resumed_ = true;
+  TROIKA_LOG(INFO) << "job '" << name_ << "' resumed after a coordinator restart (" << through
+                   << " responses before it)";
+  auto resumed = std::make_shared<DownMessage>();
+  resumed->resumed = true;
+  BroadcastLocked(std::move(resumed));
+}
+
 absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kAborted) return absl::OkStatus();  // the session was told why
+  if (resync_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
+  }
   absl::Time now = clock_.Now();
   auto misses = std::make_shared<DownMessage>();
   for (TensorRequest& request : requests) {
@@ -239,7 +338,7 @@ void Job::CloseSession(SessionSink* sink) {
     if (!departed_.count(r)) lost.push_back(r);
   }
   sessions_.erase(it);
-  if (!lost.empty() && state_ == State::kRunning) {
+  if (!lost.empty() && state_ == State::kRunning && !detached_) {
     AbortLocked(AbortCause::kConnectionLost,
                 absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
   }
@@ -252,9 +351,20 @@ void Job::Abort(AbortCause cause, const std::string& reason) {
   MaybeDoneLocked();
 }
 
+void Job::Detach(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kAborted || state_ == State::kFinished) return;
+  detached_ = true;
+  const absl::Status status = absl::UnavailableError(reason);
+  for (auto& [sink, ranks] : sessions_) sink->End(status);
+  FailAttachWaitersLocked(status);
+  kv_.FailWaiters(status);
+}
+
 void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit) {
   if (state_ == State::kAborted || state_ == State::kFinished) return;
   state_ = State::kAborted;
+  resync_.reset();
   if (on_abort_) on_abort_(cause);
   abort_reason_ = reason;
   std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
@@ -267,8 +377,52 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   kv_.FailWaiters(absl::AbortedError(message));
 }
 
+v1::JobRecord Job::Record() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RecordLocked();
+}
+
+v1::JobRecord Job::RecordLocked() const {
+  v1::JobRecord record;
+  record.set_name(name_);
+  record.set_size(size_);
+  record.set_token_sha256(token_.digest());
+  for (const auto& [node, host] : nodes_) (*record.mutable_nodes())[node] = host;
+  for (const auto& [id, ranks] : process_sets_.Definitions()) {
+    (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
+  }
+  record.set_next_process_set(process_sets_.next_id());
+  return record;
+}
+
+absl::Status Job::Restore(const v1::JobRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, std::vector<int>> sets;
+  for (const auto& [id, set] : record.process_sets()) {
+    std::vector<int> ranks(set.ranks().begin(), set.ranks().end());
+    const bool valid = id > 0 && !ranks.empty() && ranks.front() >= 0 && ranks.back() < size_ &&
+                       std::is_sorted(ranks.begin(), ranks.end()) &&
+                       std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
+    if (!valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", name_, "': process set ", id, " of the record is not valid"));
+    }
+    sets[id] = std::move(ranks);
+  }
+  for (const auto& [node, host] : record.nodes()) {
+    if (node < 0 || node >= size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", name_, "': node rank ", node, " of the record is not valid"));
+    }
+  }
+  nodes_.insert(record.nodes().begin(), record.nodes().end());
+  process_sets_.Restore(sets, record.next_process_set());
+  return absl::OkStatus();
+}
+
 void Job::FlushLocked() {
   const absl::Time now = clock_.Now();
+  const int sets_before = process_sets_.next_id(), sets_count = process_sets_.count();
   absl::Time next, sets_next;
   // Other sets first: a set removed by a set-0 response below has had its last responses.
   std::vector<ReadyRecord> set_records;
@@ -283,8 +437,14 @@ void Job::FlushLocked() {
   for (int64_t bytes : negotiator_.TakeAllreduceResponseBytes()) allreduce_bytes.push_back(bytes);
   metrics_.OnAllreduceResponses(allreduce_bytes, negotiator_.options().fusion_threshold_bytes);
   next = std::min(next, sets_next);
+  if (on_record_ &&
+      (process_sets_.next_id() != sets_before || process_sets_.count() != sets_count)) {
+    on_record_(RecordLocked());
+  }
   if (!responses.empty()) {
     auto down = std::make_shared<DownMessage>();
+    down->seq = next_seq_;
+    next_seq_ += static_cast<int64_t>(responses.size());
     down->responses = std::move(responses);
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
@@ -325,6 +485,7 @@ std::string Job::abort_reason() const {
 }
 
 bool Job::DoneLocked() const {
+  if (detached_) return false;  // kept for a restarted coordinator
   bool over = state_ == State::kFinished || state_ == State::kAborted ||
               (state_ == State::kAttaching && hosts_.empty());
   return over && sessions_.empty() && attach_waiters_.empty();

@@ -37,6 +37,7 @@
 #include "coordinator/session_sink.h"
 #include "coordinator/stall_inspector.h"
 #include "coordinator/straggler_stats.h"
+#include "troika/v1/troika.pb.h"
 
 namespace troika::coordinator {
 
@@ -64,6 +65,9 @@ struct JobOptions {
   std::function<void(AbortCause)> on_abort;
   // The job's token: every job-scoped call must carry it (docs/security.md).
   Secret token;
+  // Called (under the job's lock: must be quick) with the job's state record whenever it
+  // changes: a node registered, a process set was added or removed (--state_dir).
+  std::function<void(const v1::JobRecord&)> on_record;
 };
 
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
@@ -96,10 +100,25 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::StatusOr<std::pair<int, int>> RegisterNode(const std::string& host, int nproc,
                                                    int node_rank);
 
+  // The job's state record (StateStore), and a restarted coordinator's job made as it was:
+  // its node blocks and process sets. Restore before anything else happens to the job;
+  // INVALID_ARGUMENT if the record does not fit the job.
+  v1::JobRecord Record() const;
+  absl::Status Restore(const v1::JobRecord& record);
+
   // SessionHandler. Submit's errors are protocol violations by the peer. CloseSession: the
   // stream's ranks that did not say goodbye were lost, which aborts the job.
   absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
                            SessionSink* sink) override;
+  // Coordinator restart (docs/protocol.md): every session of a restarted job resumes. Once
+  // every rank's session did, the sessions that missed responses another one received get
+  // them (asked of that one with a replay request), then every session is told `resumed` and
+  // sends again what got no response. Until then nothing is negotiated. A job whose sessions
+  // are new takes no resumed one, and the other way round (FAILED_PRECONDITION).
+  absl::Status ResumeSession(const std::vector<int>& ranks, int64_t epoch,
+                             const SessionResume& resume, SessionSink* sink) override;
+  absl::Status Replay(SessionSink* sink, int64_t first_seq,
+                      std::vector<Response> responses) override;
   absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests) override;
   absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) override;
   absl::Status ReportExit(SessionSink* sink, const RankExit& exit) override;
@@ -111,6 +130,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
   void Abort(AbortCause cause, const std::string& reason);
+  // The coordinator stops but keeps its jobs for a restarted one (--state_dir): every session
+  // ends with UNAVAILABLE `reason` (agents reconnect and resume), waiting attaches and
+  // key-value waits fail with it, and the job is never done (its record stays).
+  void Detach(const std::string& reason);
 
   // Inspects pending tensors for stalls at the clock's now: logs newly stalled tensors, and
   // aborts the job when one is past the stall shutdown time. A scheduler timer calls this
@@ -144,6 +167,12 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     Scheduler::TaskId timer = 0;
   };
 
+  // Checks and binds a session's ranks (OpenSession, ResumeSession).
+  absl::Status BindSessionLocked(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink);
+  // Once every rank's session resumed: asks for a replay, or finishes the resync.
+  void MaybeResyncLocked();
+  // Every session has responses 1 .. `through`: numbering goes on from there.
+  void FinishResyncLocked(int64_t through);
   void CompleteAttachLocked();
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
   void FailAttachWaitersLocked(const absl::Status& status);
@@ -166,6 +195,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   void MaybeDoneLocked();
   bool DoneLocked() const;
+  v1::JobRecord RecordLocked() const;
 
   // Constant after construction.
   const std::string name_;
@@ -179,6 +209,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const absl::Duration straggler_margin_;
   const bool deadlock_detection_;
   const std::function<void(AbortCause)> on_abort_;
+  const std::function<void(const v1::JobRecord&)> on_record_;
   KvStore kv_;          // thread-safe on its own
   JobMetrics metrics_;  // thread-safe on its own
 
@@ -193,9 +224,20 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;
-  std::set<int> departed_;    // said goodbye
-  Negotiator negotiator_;     // process set 0: the whole job
-  ProcessSets process_sets_;  // every other process set
+  std::set<int> departed_;       // said goodbye
+  int64_t next_seq_ = 1;         // the number of the next response broadcast
+  bool fresh_sessions_ = false;  // a session opened without resuming
+  bool resumed_ = false;         // the job resumed after a coordinator restart
+  bool detached_ = false;        // Detach(): sessions end without aborting the job
+  struct Resync {
+    std::map<SessionSink*, int64_t> received;  // per resumed session
+    int32_t max_cache_id = 0;
+    SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
+    int64_t from = 0, to = 0;
+  };
+  std::optional<Resync> resync_;  // while the job's sessions resume
+  Negotiator negotiator_;         // process set 0: the whole job
+  ProcessSets process_sets_;      // every other process set
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;

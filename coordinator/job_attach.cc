@@ -39,6 +39,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   std::unique_lock<std::mutex> lock(mu_);
   absl::Status invalid;
   if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
+  if (detached_) invalid = absl::UnavailableError("the coordinator is restarting");
   for (int rank : ranks) {
     if (rank < 0 || rank >= size_) {
       invalid = absl::InvalidArgumentError(
@@ -94,6 +95,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
 absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, int nproc,
                                                       int node_rank) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (detached_) return absl::UnavailableError("the coordinator is restarting");
   if (nproc < 1 || size_ % nproc != 0) {
     return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
                                                    " ranks, which is not a multiple of ", nproc,
@@ -117,6 +119,7 @@ absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, i
     return absl::AlreadyExistsError(absl::StrCat("node rank ", node_rank, " of job '", name_,
                                                  "' is taken by host '", it->second, "'"));
   }
+  if (inserted && on_record_) on_record_(RecordLocked());
   return std::make_pair(node_rank * nproc, node_rank);
 }
 

@@ -35,6 +35,24 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot create job '", name, "': ", options_.max_jobs, " jobs are running (--max_jobs)"));
   }
+  auto job = MakeJobLocked(name, size, token, nullptr);
+  if (job.ok()) *created = true;
+  return job;
+}
+
+std::string JobRegistry::AutotuneBase(const std::string& name) const {
+  std::string file = name;
+  for (char& c : file) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
+      c = '_';
+    }
+  }
+  return absl::StrCat(options_.autotune_dir, "/", file, "-autotune");
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::string& name, int size,
+                                                                Secret token,
+                                                                const v1::JobRecord* restored) {
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
   JobOptions job_options;
@@ -46,32 +64,70 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   job_options.on_abort = [counters = counters_](AbortCause cause) {
     counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
   };
-  if (options_.autotune) {
+  if (options_.state_store) {
+    job_options.on_record = [store = options_.state_store](const v1::JobRecord& record) {
+      store->Save(record);
+    };
+  }
+  std::optional<TuningParams> tuned;
+  if (restored != nullptr && !options_.autotune_dir.empty()) {
+    // A job tuned before the restart keeps what its tuning found.
+    const std::string path = AutotuneBase(name) + ".params";
+    if (absl::StatusOr<TuningParams> params = LoadTuningParams(path); params.ok()) {
+      tuned = *params;
+      job_options.negotiator.fusion_threshold_bytes = params->fusion_threshold_bytes;
+      job_options.negotiator.cycle_time = params->cycle_time;
+      TROIKA_LOG(INFO) << "job '" << name << "': tuned parameters from " << path;
+    }
+  }
+  if (options_.autotune && !tuned) {
     AutotuneConfig& autotune = job_options.autotune.emplace();
     autotune.options = *options_.autotune;
     if (!options_.autotune_dir.empty()) {
-      std::string file = name;
-      for (char& c : file) {
-        if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' &&
-            c != '_') {
-          c = '_';
-        }
-      }
-      const std::string base = absl::StrCat(options_.autotune_dir, "/", file, "-autotune");
+      const std::string base = AutotuneBase(name);
       autotune.csv_path = base + ".csv";
       autotune.params_path = base + ".params";
     }
   }
   auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
+  if (restored != nullptr) {
+    if (absl::Status s = job->Restore(*restored); !s.ok()) return s;
+  }
   *holder = job;
   jobs_[name] = job;
   counters_->started.fetch_add(1, std::memory_order_relaxed);
   scheduler_.RunAfter(options_.unattached_job_ttl,
                       [this, name, holder] { RemoveIfDone(name, *holder); });
-  TROIKA_LOG(INFO) << "job '" << name << "' created with " << size << " ranks";
-  *created = true;
+  if (options_.state_store && restored == nullptr) options_.state_store->Save(job->Record());
+  TROIKA_LOG(INFO) << "job '" << name << "' " << (restored ? "restored" : "created") << " with "
+                   << size << " ranks";
   return job;
+}
+
+int JobRegistry::RestoreJobs() {
+  if (!options_.state_store) return 0;
+  int restored = 0;
+  for (const v1::JobRecord& record : options_.state_store->Load()) {
+    const Secret token = Secret::FromDigest(record.token_sha256());
+    absl::Status status;
+    if (record.size() < 1 || record.size() > options_.max_job_size || !token.set()) {
+      status = absl::InvalidArgumentError("size or token not valid");
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (jobs_.count(record.name()) == 0) {
+        status = MakeJobLocked(record.name(), record.size(), token, &record).status();
+      }
+    }
+    if (!status.ok()) {
+      TROIKA_LOG(WARNING) << "not restoring job '" << record.name() << "' from "
+                          << options_.state_store->dir() << ": " << status.message();
+      options_.state_store->Remove(record.name());
+      continue;
+    }
+    ++restored;
+  }
+  return restored;
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& name) const {
@@ -92,6 +148,10 @@ std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
 
 void JobRegistry::AbortAll(const std::string& reason) {
   for (const auto& job : Jobs()) job->Abort(AbortCause::kShutdown, reason);
+}
+
+void JobRegistry::DetachAll(const std::string& reason) {
+  for (const auto& job : Jobs()) job->Detach(reason);
 }
 
 JobRegistryCounts JobRegistry::counts() const {
@@ -126,6 +186,7 @@ void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>
     default:
       counters_->expired.fetch_add(1, std::memory_order_relaxed);
   }
+  if (options_.state_store) options_.state_store->Remove(name);
   TROIKA_LOG(INFO) << "job '" << name << "' released";
   // `removed` is destroyed here, outside the registry's lock.
 }

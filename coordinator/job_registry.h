@@ -19,6 +19,7 @@
 #include "common/scheduler.h"
 #include "coordinator/job.h"
 #include "coordinator/negotiator.h"
+#include "coordinator/state_store.h"
 
 namespace troika::coordinator {
 
@@ -41,6 +42,9 @@ struct JobRegistryOptions {
   int max_jobs = 10000;
   // A created job nobody attached to is dropped after this long. Default 10 min.
   absl::Duration unattached_job_ttl = absl::Minutes(10);
+  // Where every live job's record is kept (--state_dir), for a restarted coordinator.
+  // Default: none.
+  std::shared_ptr<StateStore> state_store;
 };
 
 // Job counts since the registry was created, for metrics.
@@ -63,15 +67,26 @@ class JobRegistry {
   // are held.
   absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created,
                                                  Secret token = {});
+  // Recreates the jobs recorded in the state store (a restarted coordinator): each waits for
+  // its agents to attach again, with its token, node blocks and process sets, and the tuned
+  // parameters autotune_dir holds for it. Returns how many. Call once, before serving.
+  int RestoreJobs();
   // NOT_FOUND naming the job if there is none.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& name) const;
   std::vector<std::shared_ptr<Job>> Jobs() const;
   // Aborts every live job with `reason` (coordinator shutdown).
   void AbortAll(const std::string& reason);
+  // Detaches every live job (Job::Detach): a coordinator that stops for a restart.
+  void DetachAll(const std::string& reason);
   JobRegistryCounts counts() const;
 
  private:
   void RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& job);
+  // Makes and registers a job; `restored`: from its record.
+  absl::StatusOr<std::shared_ptr<Job>> MakeJobLocked(const std::string& name, int size,
+                                                     Secret token, const v1::JobRecord* restored);
+  // autotune_dir/<name>-autotune (the name made file-safe).
+  std::string AutotuneBase(const std::string& name) const;
 
   struct Counters {
     std::atomic<int64_t> started{0}, finished{0}, aborted{0}, expired{0};

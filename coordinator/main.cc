@@ -12,6 +12,7 @@
 #include "common/signals.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/secret.h"
+#include "coordinator/state_store.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port for the gRPC service (port 0: any)");
 ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,
@@ -65,11 +66,18 @@ ABSL_FLAG(int, autotune_steps_per_sample, 10, "autotune: training steps per samp
 ABSL_FLAG(int, autotune_max_samples, 20, "autotune: configurations evaluated (the budget)");
 ABSL_FLAG(std::string, autotune_dir, "",
           "autotune: where each job writes <job>-autotune.csv (one row per configuration) and "
-          "<job>-autotune.params (the best); empty: no files");
+          "<job>-autotune.params (the best); a job restored from --state_dir starts from its "
+          ".params file there; default: --state_dir; empty: no files");
 ABSL_FLAG(std::string, autotune_params_in, "",
           "start every job from the fusion threshold and cycle time in this .params file "
           "(written by an earlier --autotune run); overrides --fusion_threshold_bytes and "
           "--cycle_time");
+ABSL_FLAG(std::string, state_dir, "",
+          "directory where every live job's definition (size, token digest, node blocks, process "
+          "sets) and tuned parameters are kept, so that a coordinator restarted on the same "
+          "address with the same directory knows its jobs and their agents resume them; "
+          "with it, SIGTERM keeps the jobs for the next coordinator instead of aborting them "
+          "(docs/protocol.md); default: none");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound port is written to this file once serving (useful with port 0)");
@@ -152,7 +160,16 @@ int main(int argc, char** argv) {
                    "--autotune_warmup_samples >= 0\n");
       return 2;
     }
-    options.registry.autotune_dir = absl::GetFlag(FLAGS_autotune_dir);
+  }
+  options.registry.autotune_dir = absl::GetFlag(FLAGS_autotune_dir);
+  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
+    auto store = troika::coordinator::StateStore::Open(dir);
+    if (!store.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(store.status().message()).c_str());
+      return 2;
+    }
+    options.registry.state_store = *std::move(store);
+    if (options.registry.autotune_dir.empty()) options.registry.autotune_dir = dir;
   }
 
   auto coordinator = troika::coordinator::Coordinator::Start(options);

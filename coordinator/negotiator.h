@@ -108,6 +108,8 @@ class Negotiator {
   // (ranks apply them after those responses).
   std::vector<int32_t> TakeEndedCacheIds() { return cache_.TakeEnded(); }
   CacheStats cache_stats() const { return cache_.stats(); }
+  // See ResponseCache::ReserveIdsThrough (coordinator restart).
+  void ReserveCacheIdsThrough(int32_t id) { cache_.ReserveIdsThrough(id); }
 
   bool idle() const { return pending_.empty() && ready_.empty() && groups_.empty(); }
   const NegotiatorOptions& options() const { return options_; }

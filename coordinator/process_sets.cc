@@ -93,6 +93,22 @@ void ProcessSets::Apply(Response* response, const std::set<int>& departed,
   Remove(response, first.front(), out);
 }
 
+std::map<int, std::vector<int>> ProcessSets::Definitions() const {
+  std::map<int, std::vector<int>> out;
+  for (const auto& [id, set] : sets_) out[id] = set.ranks;
+  return out;
+}
+
+void ProcessSets::Restore(const std::map<int, std::vector<int>>& sets, int next_id) {
+  for (const auto& [id, ranks] : sets) {
+    Set& set = sets_[id];
+    set.ranks = ranks;
+    set.negotiator = std::make_unique<Negotiator>(static_cast<int>(ranks.size()), options_);
+    next_id_ = std::max(next_id_, id + 1);
+  }
+  next_id_ = std::max(next_id_, next_id);
+}
+
 void ProcessSets::Add(Response* response, std::vector<int> ranks, const std::set<int>& departed) {
   const int id = next_id_++;
   Set& set = sets_[id];

@@ -65,6 +65,11 @@ class ProcessSets {
   int count() const { return static_cast<int>(sets_.size()); }
   // The global ranks of set `id`, or nullptr if there is none.
   const std::vector<int>* ranks(int id) const;
+  // Every set's ranks by id, and the id the next set gets (the job's state record).
+  std::map<int, std::vector<int>> Definitions() const;
+  int next_id() const { return next_id_; }
+  // A restarted coordinator's job: the sets it had. Call before anything is submitted.
+  void Restore(const std::map<int, std::vector<int>>& sets, int next_id);
 
  private:
   struct Set {

@@ -14,6 +14,7 @@
 //
 // Plain state, no threads, no clock. Not thread-safe (the Negotiator owns it).
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -54,6 +55,9 @@ class ResponseCache {
   void Erase(const std::string& name);
   // Ids that ended since the last call, in the order they ended.
   std::vector<int32_t> TakeEnded();
+  // Ids up to `id` were handed out by an earlier coordinator (ranks may still hold them):
+  // new ids start above it.
+  void ReserveIdsThrough(int32_t id) { next_id_ = std::max(next_id_, id + 1); }
 
   CacheStats stats() const;
 

@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/escaping.h"
@@ -15,6 +16,19 @@ Secret Secret::Of(const std::string& token) {
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), s.digest_.data());
   s.set_ = true;
   return s;
+}
+
+Secret Secret::FromDigest(const std::string& sha256) {
+  Secret s;
+  if (sha256.size() != s.digest_.size()) return s;
+  std::copy(sha256.begin(), sha256.end(), s.digest_.begin());
+  s.set_ = true;
+  return s;
+}
+
+std::string Secret::digest() const {
+  if (!set_) return "";
+  return std::string(digest_.begin(), digest_.end());
 }
 
 std::string Secret::Generate() {

@@ -20,6 +20,12 @@ class Secret {
   // A new random token: 32 bytes from the system's CSPRNG, hex-encoded.
   static std::string Generate();
 
+  // The secret known by its digest alone (a coordinator's state directory); nothing unless
+  // `sha256` has 32 bytes.
+  static Secret FromDigest(const std::string& sha256);
+  // The digest, for FromDigest; empty if no secret is set.
+  std::string digest() const;
+
   bool set() const { return set_; }
   // True iff a secret is set and `token` is it.
   bool Matches(const std::string& token) const;

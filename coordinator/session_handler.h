@@ -19,6 +19,18 @@ class SessionHandler {
   // Binds `sink` to `ranks` until CloseSession(sink).
   virtual absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
                                    SessionSink* sink) = 0;
+  // Binds `sink` to `ranks` of a peer that reconnects after a coordinator restart, having
+  // seen `resume` of the job's response order (docs/protocol.md, Coordinator restart). Only a
+  // coordinator's jobs take it.
+  virtual absl::Status ResumeSession(const std::vector<int>& ranks, int64_t epoch,
+                                     const SessionResume& resume, SessionSink* sink) {
+    return absl::FailedPreconditionError("only a coordinator resumes sessions");
+  }
+  // The peer's answer to a replay request: `responses`, numbered from `first_seq`.
+  virtual absl::Status Replay(SessionSink* sink, int64_t first_seq,
+                              std::vector<Response> responses) {
+    return absl::InvalidArgumentError("no replay was asked for");
+  }
   virtual absl::Status Submit(SessionSink* sink, std::vector<TensorRequest> requests) = 0;
   // The session's `ranks` leave cleanly.
   virtual absl::Status Goodbye(SessionSink* sink, const std::vector<int>& ranks) = 0;

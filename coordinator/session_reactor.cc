@@ -41,9 +41,15 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
     auto handler = lookup_(up.hello().job());
     if (!handler.ok()) return handler.status();
     std::vector<int> ranks(up.hello().ranks().begin(), up.hello().ranks().end());
-    if (absl::Status s = (*handler)->OpenSession(ranks, up.hello().epoch(), this); !s.ok()) {
-      return s;
+    absl::Status s;
+    if (up.hello().has_resume()) {
+      const SessionResume resume{up.hello().resume().received(),
+                                 up.hello().resume().max_cache_id()};
+      s = (*handler)->ResumeSession(ranks, up.hello().epoch(), resume, this);
+    } else {
+      s = (*handler)->OpenSession(ranks, up.hello().epoch(), this);
     }
+    if (!s.ok()) return s;
     handler_ = *std::move(handler);
     return absl::OkStatus();
   }
@@ -69,6 +75,12 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
       return handler_->ReportWaitState(this, FromWire(up.wait_state()));
     case v1::Up::kExecReport:
       return handler_->ReportExec(this, FromWire(up.exec_report()));
+    case v1::Up::kReplay: {
+      std::vector<Response> responses;
+      responses.reserve(up.replay().responses_size());
+      for (const v1::Response& r : up.replay().responses()) responses.push_back(FromWire(r));
+      return handler_->Replay(this, up.replay().seq(), std::move(responses));
+    }
     default:
       return absl::InvalidArgumentError("empty session message");
   }
@@ -86,6 +98,11 @@ void SessionReactor::Send(std::shared_ptr<const DownMessage> message) {
   if (finishing_) return;
   outbox_.push_back(std::move(down));
   if (!writing_) StartWriteLocked();
+}
+
+void SessionReactor::End(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishLocked(status);
 }
 
 void SessionReactor::StartWriteLocked() {

@@ -29,6 +29,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   explicit SessionReactor(Lookup lookup, ControlStats* stats = nullptr);
 
   void Send(std::shared_ptr<const DownMessage> message) override;
+  void End(const absl::Status& status) override;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/messages.h"
 
 namespace troika::coordinator {
@@ -19,6 +20,9 @@ class SessionSink {
   // Queues `message` for the stream. Called with the job's lock held: must not block and
   // must not call back into the job. Messages arrive in the order they were sent.
   virtual void Send(std::shared_ptr<const DownMessage> message) = 0;
+  // Ends the stream with `status` once what was sent is out (a coordinator that stops but
+  // keeps its jobs for a restart). Same rules as Send. Default: nothing (fakes).
+  virtual void End(const absl::Status& status) {}
 };
 
 }  // namespace troika::coordinator

@@ -46,6 +46,13 @@ class FakeUpstream : public RelayUpstream {
     Record("report " + std::to_string(report.rank) + " bytes " +
            std::to_string(report.allreduce_bytes));
   }
+  void SendReplay(v1::ResponseBatch batch) override {
+    std::string text = "replay from " + std::to_string(batch.seq());
+    for (const v1::Response& r : batch.responses()) {
+      text += " " + (r.names().empty() ? std::string("#") : r.names(0));
+    }
+    Record(text);
+  }
   void SendRankExit(const RankExit& exit) override {
     Record("exit " + std::to_string(exit.rank) + " code " + std::to_string(exit.exit_code) +
            " signal " + std::to_string(exit.signal) + " on " + exit.host);
@@ -333,6 +340,80 @@ TEST_F(NodeRelayTest, SessionsAreCheckedLikeTheCoordinatorChecksThem) {
   EXPECT_TRUE(absl::IsInvalidArgument(relay->Submit(&sink2_, {bad})));
   EXPECT_TRUE(absl::IsPermissionDenied(relay->Goodbye(&sink2_, {3})));
   EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
+}
+
+// A response naming `names`, numbered `seq` in the job's order.
+std::shared_ptr<DownMessage> Numbered(int64_t seq, const std::vector<std::string>& names) {
+  auto down = std::make_shared<DownMessage>();
+  down->seq = seq;
+  for (const std::string& name : names) {
+    Response response;
+    response.names = {name};
+    down->responses.push_back(response);
+  }
+  return down;
+}
+
+TEST_F(NodeRelayTest, AfterACoordinatorRestartWhatGotNoResponseIsSentAgainThenTheGoodbyes) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "a"), Request(2, "b")}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "a"), Request(3, "b")}).ok());
+  relay->Deliver(Numbered(1, {"a"}));  // "b" got no response before the coordinator died
+  relay->Suspend();
+  // While the coordinator is away: nothing goes upstream, everything is kept.
+  ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "c")}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "c")}).ok());
+  ASSERT_TRUE(relay->Goodbye(&sink3_, {3}).ok());
+  ASSERT_TRUE(relay->ReportWaitState(&sink2_, {2, {"b"}}).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests a:2,3 b:2,3"));
+  EXPECT_EQ(relay->ResumeState().received, 1);
+
+  auto resumed = std::make_shared<DownMessage>();
+  resumed->resumed = true;
+  relay->Deliver(resumed);
+  EXPECT_THAT(upstream_.sent(),
+              ElementsAre("requests a:2,3 b:2,3", "requests b:2,3 c:2,3", "goodbye 3"));
+  EXPECT_TRUE(sink2_.messages().size() == 1) << "the ranks see only the response";
+  // Sent again once, not twice: "b" and "c" are answered now.
+  relay->Deliver(Numbered(2, {"b", "c"}));
+  relay->Suspend();
+  relay->Deliver(resumed);
+  EXPECT_EQ(upstream_.sent().back(), "goodbye 3");
+  EXPECT_EQ(relay->ResumeState().received, 3);
+}
+
+TEST_F(NodeRelayTest, ReplayRequestIsAnsweredFromTheLogOfNumberedResponses) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  relay->Deliver(Numbered(1, {"a", "b"}));
+  relay->Deliver(Numbered(3, {"c"}));
+  auto ask = std::make_shared<DownMessage>();
+  ask->replay_from = 2;
+  ask->replay_to = 3;
+  relay->Deliver(ask);
+  EXPECT_THAT(upstream_.sent(), ElementsAre("replay from 2 b c"));
+  EXPECT_EQ(sink2_.messages().size(), 2u) << "a replay request is not for the ranks";
+  ask->replay_to = 4;  // not received: answered empty, so the coordinator gives up
+  relay->Deliver(ask);
+  EXPECT_EQ(upstream_.sent().back(), "replay from 0");
+}
+
+TEST_F(NodeRelayTest, MissedIdRequestIsNotSentAgainAfterARestart) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Cached(3, 7)}).ok());
+  auto miss = std::make_shared<DownMessage>();
+  miss->misses = {{2, 7}};
+  relay->Deliver(miss);  // rank 2 sends "grad" again in full, as a new request
+  EXPECT_EQ(relay->ResumeState().max_cache_id, 7);
+  relay->Suspend();
+  auto resumed = std::make_shared<DownMessage>();
+  resumed->resumed = true;
+  relay->Deliver(resumed);
+  EXPECT_EQ(upstream_.sent().back(), "requests #7:3");
 }
 
 }  // namespace

@@ -71,6 +71,30 @@ TEST(WireTest, MalformedCompactedRequestIsRejected) {
   EXPECT_EQ(AppendFromWire(wire, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(WireTest, RestartFieldsOfDownMessagesRoundTrip) {
+  DownMessage numbered;
+  numbered.seq = 42;
+  numbered.responses.resize(2);
+  numbered.resumed = true;
+  v1::Down wire;
+  ToWire(numbered, &wire);
+  DownMessage back = FromWire(wire);
+  EXPECT_EQ(back.seq, 42);
+  EXPECT_EQ(back.responses.size(), 2u);
+  EXPECT_TRUE(back.resumed);
+
+  DownMessage ask;
+  ask.replay_from = 3;
+  ask.replay_to = 9;
+  wire.Clear();
+  ToWire(ask, &wire);
+  ASSERT_TRUE(wire.has_replay());
+  back = FromWire(wire);
+  EXPECT_EQ(back.replay_from, 3);
+  EXPECT_EQ(back.replay_to, 9);
+  EXPECT_TRUE(back.responses.empty());
+}
+
 TEST(WireTest, WaitStateRoundTrips) {
   v1::WaitState wire;
   ToWire(WaitState{3, {"grad/a", "grad/b"}}, &wire);

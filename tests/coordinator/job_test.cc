@@ -49,6 +49,89 @@ TEST_F(JobTest, AttachGivesLocalAndCrossRanks) {
   EXPECT_EQ(job->state(), Job::State::kRunning);
 }
 
+TEST_F(JobTest, ResponsesAreNumberedInTheJobsOneOrder) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  for (const char* name : {"x", "y"}) {
+    ASSERT_TRUE(job->Submit(&s0, {Request(0, name)}).ok());
+    ASSERT_TRUE(job->Submit(&s1, {Request(1, name)}).ok());
+  }
+  ASSERT_EQ(s1.messages().size(), 2u);
+  EXPECT_EQ(s1.messages()[0].seq, 1);
+  EXPECT_EQ(s1.messages()[1].seq, 2);
+  FakeSink late;
+  SessionResume resume{2, 0};
+  EXPECT_EQ(job->ResumeSession({0}, 1, resume, &late).code(), absl::StatusCode::kFailedPrecondition)
+      << "a job that did not restart resumes nothing";
+}
+
+TEST_F(JobTest, RestartedJobReplaysWhatOneNodeMissedThenTakesTheRequestsAgain) {
+  // Node a (ranks 0-1) got responses 1..5 before the old coordinator died, node b (ranks 2-3)
+  // only 1..3 — and each rank's cache ids up to 9.
+  auto job = MakeJob(4);
+  AttachAll(*job, {"a", "a", "b", "b"});
+  FakeSink a, b;
+  ASSERT_TRUE(job->ResumeSession({2, 3}, 1, {3, 9}, &b).ok());
+  EXPECT_EQ(job->Submit(&b, {Request(2, "x")}).code(), absl::StatusCode::kFailedPrecondition)
+      << "nothing is negotiated before every session resumed";
+  FakeSink fresh;
+  EXPECT_EQ(job->OpenSession({0}, 1, &fresh).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(job->ResumeSession({0, 1}, 1, {5, 4}, &a).ok());
+  // Node a is asked for what node b missed.
+  ASSERT_EQ(a.messages().size(), 1u);
+  EXPECT_EQ(a.messages()[0].replay_from, 4);
+  EXPECT_EQ(a.messages()[0].replay_to, 5);
+  EXPECT_EQ(job->Replay(&b, 4, {}).code(), absl::StatusCode::kInvalidArgument)
+      << "only the session asked answers";
+  std::vector<Response> missed(2);
+  missed[0].names = {"p"};
+  missed[1].names = {"q"};
+  ASSERT_TRUE(job->Replay(&a, 4, missed).ok());
+  ASSERT_EQ(b.messages().size(), 2u);
+  EXPECT_EQ(b.messages()[0].seq, 4);
+  ASSERT_EQ(b.messages()[0].responses.size(), 2u);
+  EXPECT_EQ(b.messages()[0].responses[1].names, std::vector<std::string>{"q"});
+  EXPECT_TRUE(b.messages()[1].resumed);
+  ASSERT_EQ(a.messages().size(), 2u);
+  EXPECT_TRUE(a.messages()[1].resumed);
+
+  // Negotiation goes on from response 6, with cache ids above every old one.
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_TRUE(job->Submit(rank < 2 ? &a : &b, {Request(rank, "x")}).ok());
+  }
+  ASSERT_EQ(a.messages().size(), 3u);
+  EXPECT_EQ(a.messages()[2].seq, 6);
+  ASSERT_EQ(a.messages()[2].responses[0].cache_ids.size(), 1u);
+  EXPECT_GT(a.messages()[2].responses[0].cache_ids[0], 9);
+}
+
+TEST_F(JobTest, RestartedJobWhoseSessionsAllMissedNothingResumesAtOnce) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "b"});
+  FakeSink a, b;
+  ASSERT_TRUE(job->ResumeSession({0}, 1, {7, 0}, &a).ok());
+  EXPECT_TRUE(a.messages().empty());
+  ASSERT_TRUE(job->ResumeSession({1}, 1, {7, 0}, &b).ok());
+  ASSERT_EQ(a.messages().size(), 1u);
+  EXPECT_TRUE(a.messages()[0].resumed);
+  ASSERT_EQ(b.messages().size(), 1u);
+  EXPECT_TRUE(b.messages()[0].resumed);
+}
+
+TEST_F(JobTest, ReplayThatNoLongerHoldsTheResponsesAbortsTheJobSayingSo) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "b"});
+  FakeSink a, b;
+  ASSERT_TRUE(job->ResumeSession({0}, 1, {1, 0}, &a).ok());
+  ASSERT_TRUE(job->ResumeSession({1}, 1, {3, 0}, &b).ok());
+  ASSERT_TRUE(job->Replay(&b, 0, {}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  EXPECT_THAT(job->abort_reason(), HasSubstr("responses 2 to 3 are no longer held"));
+}
+
 TEST_F(JobTest, AttachTimeoutNamesMissingRanks) {
   auto job = MakeJob(4);
   std::promise<absl::StatusOr<std::vector<Membership>>> p;

@@ -431,7 +431,9 @@ def check_flags():
                       "/etc/troika/job/": "example-job"}
             for path, directory in mounts.items():
                 args = [a.replace(path, os.path.join(secrets, directory) + "/") for a in args]
-            return args
+            # The state volume: a scratch directory, not this machine's /var/lib.
+            return [a.replace("=/var/lib/troika", "=" + os.path.join(scratch, "state"))
+                    for a in args]
         # The Deployment's own flags, exactly (but the Secret's path).
         args = [binary(coordinator["command"][0])] + mounted(coordinator["args"], "coordinator")
         procs.start("coordinator", args)
