@@ -202,7 +202,9 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
   }
   absl::Time now = clock_.Now();
   auto misses = std::make_shared<DownMessage>();
-  for (TensorRequest& request : requests) {
+  std::vector<int> ranks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    TensorRequest& request = requests[i];
     if (request.rank < 0 || request.rank >= size_ || session_of_rank_[request.rank] != sink) {
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
@@ -216,8 +218,19 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
       if (rejected) misses->responses.push_back(*std::move(rejected));
       continue;
     }
-    if (request.cache_id != 0 && !negotiator_.ResolveCached(&request)) {
-      misses->misses.push_back({request.rank, request.cache_id});
+    if (request.cache_id != 0) {
+      // Ranks sending one id in a row (an agent's compacted request) go in together.
+      ranks.assign(1, request.rank);
+      while (i + 1 < requests.size() && requests[i + 1].cache_id == request.cache_id &&
+             requests[i + 1].process_set == 0 && requests[i + 1].rank >= 0 &&
+             requests[i + 1].rank < size_ && session_of_rank_[requests[i + 1].rank] == sink) {
+        ranks.push_back(requests[++i].rank);
+      }
+      absl::StatusOr<bool> known = negotiator_.SubmitCached(ranks, request.cache_id, now);
+      if (!known.ok()) return known.status();
+      if (!*known) {
+        for (int rank : ranks) misses->misses.push_back({rank, request.cache_id});
+      }
       continue;
     }
     if (ProcessSets::IsControl(request)) process_sets_.Record(request);

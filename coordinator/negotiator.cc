@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,18 +50,55 @@ std::string JoinedError(const TensorRequest& r, const std::vector<int>& joined) 
 }  // namespace
 
 Negotiator::Negotiator(int size, NegotiatorOptions options)
-    : size_(size), options_(options), cache_(options.cache_capacity) {}
+    : size_(size),
+      options_(options),
+      last_arrival_(pending_.end()),
+      cache_(options.cache_capacity) {}
 
-bool Negotiator::ResolveCached(TensorRequest* request) {
-  const TensorRequest* cached = cache_.Resolve(request->cache_id, request->rank);
-  if (cached == nullptr) return false;
-  *request = *cached;
+absl::StatusOr<bool> Negotiator::SubmitCached(const std::vector<int>& ranks, int32_t id,
+                                              absl::Time now) {
+  std::shared_ptr<const CachedTensor> tensor = cache_.Find(id);
+  if (tensor == nullptr) return false;
+  for (int rank : ranks) {
+    if (rank < 0 || rank >= static_cast<int>(tensor->by_rank.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("bad rank ", rank));
+    }
+  }
+  if (ranks.empty()) return true;
+  // A join is never cached, and a departed rank fails each arrival on its own: one by one.
+  const bool one_by_one = !departed_.empty();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const TensorRequest& request = tensor->by_rank[ranks[i]];
+    absl::StatusOr<std::map<std::string, Partial>::iterator> it = Arrive(request, now);
+    if (!it.ok()) return it.status();
+    Partial& partial = (*it)->second;
+    const bool lazy = partial.count == 1 || (partial.cached && partial.cached_id == id);
+    if (partial.count == 1) {  // the first arrival: the id stands for the ranks from now on
+      partial.cached = tensor;
+      partial.cached_id = id;
+    }
+    if (!lazy) Materialize(partial);
+    if (!lazy) partial.by_rank[ranks[i]] = request;
+    // The rest of the ranks arrive at the same tensor, the lookup done.
+    for (size_t j = i + 1; !one_by_one && j < ranks.size(); ++j, ++i) {
+      const int rank = ranks[j];
+      if (partial.present[rank]) {
+        return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " submitted '", request.name,
+                                                     "' again while it is still in flight"));
+      }
+      partial.present[rank] = true;
+      partial.arrival[rank] = now;
+      ++partial.count;
+      if (!lazy) partial.by_rank[rank] = tensor->by_rank[rank];
+    }
+    Settle(*it, ranks[i], /*join=*/false, now);
+  }
   return true;
 }
 
 absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
   if (request.cache_id != 0) {
-    return absl::InvalidArgumentError("a request sent as a cache id must be resolved first");
+    return absl::InvalidArgumentError("a request sent as a cache id goes to SubmitCached");
   }
   if (absl::Status s = CheckRequest(request, size_); !s.ok()) return s;
   if (request.name.size() > static_cast<size_t>(options_.max_name_bytes) ||
@@ -70,6 +108,19 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
                      std::max(request.name.size(), request.group.size()), " bytes; at most ",
                      options_.max_name_bytes, " are accepted (--max_tensor_name_bytes)"));
   }
+  absl::StatusOr<std::map<std::string, Partial>::iterator> it = Arrive(request, now);
+  if (!it.ok()) return it.status();
+  Partial& partial = (*it)->second;
+  Materialize(partial);
+  const int rank = request.rank;
+  const bool join = request.type == CollectiveType::kJoin;
+  partial.by_rank[rank] = std::move(request);
+  Settle(*it, rank, join, now);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, Negotiator::Partial>::iterator> Negotiator::Arrive(
+    const TensorRequest& request, absl::Time now) {
   if (pending_.size() >= static_cast<size_t>(options_.max_pending_tensors) &&
       !pending_.contains(request.name)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -77,10 +128,14 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
         " tensors are pending, the most this coordinator keeps per job (--max_pending_tensors)"));
   }
   const int rank = request.rank;
-  auto [it, inserted] = pending_.try_emplace(request.name);
+  // An agent's compacted request arrives as consecutive requests of one tensor: one lookup.
+  auto it = last_arrival_;
+  bool inserted = false;
+  if (it == pending_.end() || it->first != request.name) {
+    std::tie(it, inserted) = pending_.try_emplace(request.name);
+  }
   Partial& partial = it->second;
   if (inserted) {
-    partial.by_rank.resize(size_);
     partial.present.assign(size_, false);
     partial.arrival.resize(size_);
     partial.first_arrival = now;
@@ -93,22 +148,40 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " submitted '", request.name,
                                                  "' again while it is still in flight"));
   }
-  const bool join = request.type == CollectiveType::kJoin;
-  partial.by_rank[rank] = std::move(request);
   partial.present[rank] = true;
   partial.arrival[rank] = now;
   ++partial.count;
+  last_arrival_ = it;
+  return it;
+}
+
+void Negotiator::ErasePending(std::map<std::string, Partial>::iterator it) {
+  if (it == last_arrival_) last_arrival_ = pending_.end();
+  pending_.erase(it);
+}
+
+void Negotiator::Materialize(Partial& partial) const {
+  if (partial.by_rank.empty()) partial.by_rank.resize(size_);
+  if (!partial.cached) return;
+  for (int r = 0; r < size_; ++r) {
+    if (partial.present[r]) partial.by_rank[r] = partial.cached->by_rank[r];
+  }
+  partial.cached.reset();
+  partial.cached_id = 0;
+}
+
+void Negotiator::Settle(std::map<std::string, Partial>::iterator it, int rank, bool join,
+                        absl::Time now) {
   if (!departed_.empty()) {
     FailWithDepartedRanks(it->first, now);
-    pending_.erase(it);
+    ErasePending(it);
   } else if (join) {
     OnJoin(it, rank, now);
-  } else if (Complete(partial)) {
-    Partial done = std::move(partial);
-    pending_.erase(it);
+  } else if (Complete(it->second)) {
+    Partial done = std::move(it->second);
+    ErasePending(it);
     MakeReady(std::move(done), now);
   }
-  return absl::OkStatus();
 }
 
 bool Negotiator::Joined(int rank) const {
@@ -129,7 +202,7 @@ bool Negotiator::Complete(const Partial& partial) const {
 
 void Negotiator::OnJoin(std::map<std::string, Partial>::iterator join, int rank, absl::Time now) {
   if (join->second.count == size_) {
-    pending_.erase(join);  // join state resets: a later epoch can join again
+    ErasePending(join);  // join state resets: a later epoch can join again
     Ready ready;
     ready.response.type = CollectiveType::kJoin;
     ready.response.dtype = DataType::kUint8;
@@ -150,25 +223,44 @@ void Negotiator::OnJoin(std::map<std::string, Partial>::iterator join, int rank,
   });
   for (auto it : now_ready) {
     Partial done = std::move(it->second);
-    pending_.erase(it);
+    ErasePending(it);
     MakeReady(std::move(done), now);
   }
 }
 
 void Negotiator::MakeReady(Partial partial, absl::Time now) {
+  if (partial.cached && partial.count == size_ &&
+      cache_.Hit(partial.cached_id, partial.cached.get())) {
+    // Every rank sent the same id again: the cached response, with nothing compared or copied
+    // per rank.
+    Ready ready;
+    ready.response = partial.cached->response;
+    ready.response.cache_ids = {partial.cached_id};
+    ready.response.ids_known = true;
+    const TensorRequest& first = partial.cached->by_rank.front();
+    ready.bytes = first.ByteSize();
+    ready.ready_at = now;
+    ready_records_.push_back(
+        {first.name, first.type, now, std::move(partial.arrival), true, ready.bytes});
+    Enqueue(partial, std::move(ready));
+    return;
+  }
+  Materialize(partial);
   // Ranks that joined without submitting take no part in agreement.
-  std::vector<TensorRequest> submitted;
   std::vector<int> joined;
   for (int r = 0; r < size_; ++r) {
-    if (partial.present[r]) {
-      submitted.push_back(partial.by_rank[r]);
-    } else {
-      joined.push_back(r);
+    if (!partial.present[r]) joined.push_back(r);
+  }
+  std::vector<TensorRequest> submitted;
+  if (!joined.empty()) {
+    for (int r = 0; r < size_; ++r) {
+      if (partial.present[r]) submitted.push_back(partial.by_rank[r]);
     }
   }
-  const TensorRequest& first = submitted.front();
+  const std::vector<TensorRequest>& agreeing = joined.empty() ? partial.by_rank : submitted;
+  const TensorRequest& first = agreeing.front();
   Ready ready;
-  ready.response = Agree(submitted);
+  ready.response = Agree(agreeing);
   ready.bytes = first.ByteSize();
   ready.ready_at = now;
   if (!joined.empty() && !ready.response.is_error()) {
@@ -180,7 +272,7 @@ void Negotiator::MakeReady(Partial partial, absl::Time now) {
     cache_.Erase(ready.response.names.front());
   } else if (!joined.empty()) {
     // Not cached: a joined rank has no request of its own to record under an id.
-  } else if (ResponseCache::Assignment a = cache_.Put(partial.by_rank); a.id != 0) {
+  } else if (ResponseCache::Assignment a = cache_.Put(partial.by_rank, ready.response); a.id != 0) {
     ready.response.cache_ids = {a.id};
     ready.response.ids_known = a.hit;
   }
@@ -221,6 +313,7 @@ void Negotiator::RemoveRank(int rank, const std::string& why) {
   departed_[rank] = why;
   for (const auto& [name, partial] : pending_) FailWithDepartedRanks(name, partial.first_arrival);
   pending_.clear();
+  last_arrival_ = pending_.end();
   for (const Ready& held : groups_.TakeAll()) {
     FailWithDepartedRanks(held.response.names.front(), held.ready_at);
   }
@@ -244,7 +337,7 @@ bool Negotiator::ShouldHold(absl::Time now, absl::Time* due) const {
   bool more_coming = false;
   for (const auto& [name, partial] : pending_) {
     for (int r = 0; r < size_ && !more_coming; ++r) {
-      more_coming = partial.present[r] && partial.by_rank[r].type == CollectiveType::kAllreduce;
+      more_coming = partial.present[r] && RequestOf(partial, r).type == CollectiveType::kAllreduce;
     }
     if (more_coming) break;
   }

@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
 #include "coordinator/group_table.h"
@@ -71,10 +73,21 @@ struct PendingTensor {
 class Negotiator {
  public:
   Negotiator(int size, NegotiatorOptions options);
+  // Not copied or moved: it keeps an iterator into its own map.
+  Negotiator(const Negotiator&) = delete;
+  Negotiator& operator=(const Negotiator&) = delete;
 
-  // Replaces a request sent as a cache id alone by the request it stands for. False if the
-  // id ended (the rank must send the request in full: a CacheMiss).
-  bool ResolveCached(TensorRequest* request);
+  // Records `rank`'s request sent as cache id `id` alone, arrived at `now`: exactly as if it
+  // had sent the request the id stands for. False (nothing recorded) if the id ended: the
+  // rank must send the request in full (a CacheMiss). Errors as Submit's.
+  //
+  // While every rank of a tensor sends the same id, the tensor is negotiated from the cached
+  // requests and response without a per-rank copy: what makes the cache pay at scale.
+  absl::StatusOr<bool> SubmitCached(int rank, int32_t id, absl::Time now) {
+    return SubmitCached(std::vector<int>{rank}, id, now);
+  }
+  // The same for several ranks that sent one id (an agent's compacted request): one lookup.
+  absl::StatusOr<bool> SubmitCached(const std::vector<int>& ranks, int32_t id, absl::Time now);
 
   // Records one rank's request, arrived at `now`. Fails (and changes nothing) if the request
   // is malformed, still a cache id, or the rank already has a tensor of that name in flight.
@@ -119,7 +132,11 @@ class Negotiator {
 
  private:
   struct Partial {
-    std::vector<TensorRequest> by_rank;  // by rank; present[r] says which are real
+    // By rank; present[r] says which are real. Empty while `cached` stands for them.
+    std::vector<TensorRequest> by_rank;
+    // Non-null: every rank present sent cache id `cached_id`, which stands for this.
+    std::shared_ptr<const CachedTensor> cached;
+    int32_t cached_id = 0;
     std::vector<bool> present;
     std::vector<absl::Time> arrival;  // by rank, where present
     int count = 0;
@@ -129,6 +146,19 @@ class Negotiator {
   };
   using Ready = ReadyTensor;
 
+  // The pending tensor `request` (of `request.rank`) arrives at `now`: marks the rank present
+  // (by_rank left to the caller). Errors as Submit's; nothing changes then.
+  absl::StatusOr<std::map<std::string, Partial>::iterator> Arrive(const TensorRequest& request,
+                                                                  absl::Time now);
+  // After Arrive: releases, completes or fails the tensor as the arrival allows.
+  void Settle(std::map<std::string, Partial>::iterator it, int rank, bool join, absl::Time now);
+  // Erases a pending tensor (every erase goes through here: last_arrival_ stays valid).
+  void ErasePending(std::map<std::string, Partial>::iterator it);
+  // Fills by_rank (from `cached` while it stands for the ranks).
+  void Materialize(Partial& partial) const;
+  const TensorRequest& RequestOf(const Partial& partial, int rank) const {
+    return partial.cached ? partial.cached->by_rank[rank] : partial.by_rank[rank];
+  }
   // Whether `rank` has joined (Context::Join) and not every rank has yet.
   bool Joined(int rank) const;
   // Every rank submitted `partial` or has joined.
@@ -146,6 +176,7 @@ class Negotiator {
   const int size_;
   NegotiatorOptions options_;
   std::map<std::string, Partial> pending_;
+  std::map<std::string, Partial>::iterator last_arrival_;  // pending_.end(): none
   std::deque<Ready> ready_;
   GroupTable groups_;
   std::map<int, std::string> departed_;            // rank -> why

@@ -10,23 +10,39 @@ ResponseCache::ResponseCache(int capacity) : capacity_(capacity < 0 ? 0 : capaci
 }
 
 const TensorRequest* ResponseCache::Resolve(int32_t id, int rank) {
+  const CachedTensor* tensor = Find(id).get();  // the entry keeps it alive
+  if (tensor == nullptr) return nullptr;
+  if (rank < 0 || rank >= static_cast<int>(tensor->by_rank.size())) return nullptr;
+  return &tensor->by_rank[rank];
+}
+
+std::shared_ptr<const CachedTensor> ResponseCache::Find(int32_t id) {
   auto it = entries_.find(id);
-  if (it == entries_.end() || rank < 0 || rank >= static_cast<int>(it->second.by_rank.size())) {
+  if (it == entries_.end()) {
     ++stats_.resends;
     return nullptr;
   }
   lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return &it->second.by_rank[rank];
+  return it->second.tensor;
 }
 
-ResponseCache::Assignment ResponseCache::Put(const std::vector<TensorRequest>& by_rank) {
+bool ResponseCache::Hit(int32_t id, const CachedTensor* tensor) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.tensor.get() != tensor) return false;
+  ++stats_.hits;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return true;
+}
+
+ResponseCache::Assignment ResponseCache::Put(const std::vector<TensorRequest>& by_rank,
+                                             const Response& agreed) {
   if (capacity_ == 0 || by_rank.empty() || by_rank.front().type == CollectiveType::kBarrier) {
     return {};
   }
   const std::string& name = by_rank.front().name;
   if (auto named = ids_.find(name); named != ids_.end()) {
     Entry& entry = entries_.at(named->second);
-    if (entry.by_rank == by_rank) {
+    if (entry.tensor->by_rank == by_rank) {
       ++stats_.hits;
       lru_.splice(lru_.begin(), lru_, entry.lru);
       return {named->second, true};
@@ -43,7 +59,9 @@ ResponseCache::Assignment ResponseCache::Put(const std::vector<TensorRequest>& b
   }
   const int32_t id = next_id_++;
   lru_.push_front(id);
-  entries_.emplace(id, Entry{name, by_rank, lru_.begin()});
+  entries_.emplace(id,
+                   Entry{name, std::make_shared<const CachedTensor>(CachedTensor{by_rank, agreed}),
+                         lru_.begin()});
   ids_[name] = id;
   return {id, false};
 }

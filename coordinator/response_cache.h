@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,13 @@ struct CacheStats {
   int64_t resends = 0;    // requests sent as an id that had ended (CacheMiss)
 };
 
+// What an id stands for: every rank's request and the response they agreed on (without
+// cache ids). Immutable once cached; shared with the tensors negotiated from it.
+struct CachedTensor {
+  std::vector<TensorRequest> by_rank;
+  Response response;
+};
+
 class ResponseCache {
  public:
   // `capacity`: most entries kept. 0 disables the cache (Put assigns nothing).
@@ -43,14 +51,20 @@ class ResponseCache {
   // The request `rank` submitted under `id`, or nullptr if the id is unknown or ended (then
   // counted as a resend). Marks the entry recently used.
   const TensorRequest* Resolve(int32_t id, int rank);
+  // What `id` stands for, or nullptr if the id is unknown or ended (then counted as a resend).
+  // Marks the entry recently used.
+  std::shared_ptr<const CachedTensor> Find(int32_t id);
+  // Every rank sent `id` again and `tensor` (from Find) became ready from those ids alone: a
+  // hit if `id` still stands for `tensor`; false (nothing counted) if it ended meanwhile.
+  bool Hit(int32_t id, const CachedTensor* tensor);
 
   struct Assignment {
     int32_t id = 0;    // 0: not cached
     bool hit = false;  // the id was assigned before, so every rank knows it
   };
-  // `by_rank` (every rank's request for one tensor, ranks agreeing) became ready. Barriers
-  // are not cached: their names are single-use.
-  Assignment Put(const std::vector<TensorRequest>& by_rank);
+  // `by_rank` (every rank's request for one tensor, ranks agreeing on `agreed`) became ready.
+  // Barriers are not cached: their names are single-use.
+  Assignment Put(const std::vector<TensorRequest>& by_rank, const Response& agreed = {});
   // The tensor `name` failed agreement: its entry, if any, ends.
   void Erase(const std::string& name);
   // Ids that ended since the last call, in the order they ended.
@@ -64,7 +78,7 @@ class ResponseCache {
  private:
   struct Entry {
     std::string name;
-    std::vector<TensorRequest> by_rank;
+    std::shared_ptr<const CachedTensor> tensor;
     std::list<int32_t>::iterator lru;  // position in lru_
   };
 

@@ -116,12 +116,9 @@ TEST(ResponseCacheTest, NegotiatorResolvesIdsAndMarksKnownResponses) {
 
   for (int32_t id : first[0].cache_ids) {
     for (int rank = 0; rank < 2; ++rank) {
-      TensorRequest compressed;
-      compressed.rank = rank;
-      compressed.cache_id = id;
-      ASSERT_TRUE(n.ResolveCached(&compressed));
-      EXPECT_EQ(compressed.cache_id, 0);
-      ASSERT_TRUE(n.Submit(compressed, kT0).ok());
+      absl::StatusOr<bool> known = n.SubmitCached(rank, id, kT0);
+      ASSERT_TRUE(known.ok()) << known.status();
+      EXPECT_TRUE(*known);
     }
   }
   std::vector<Response> second = n.Poll(kT0, &next);
@@ -131,10 +128,33 @@ TEST(ResponseCacheTest, NegotiatorResolvesIdsAndMarksKnownResponses) {
   EXPECT_TRUE(second[0].ids_known);
   EXPECT_EQ(n.cache_stats().hits, 2);
 
+  EXPECT_FALSE(*n.SubmitCached(0, 999, kT0)) << "an ended id is a miss";
   TensorRequest unknown;
   unknown.cache_id = 999;
-  EXPECT_FALSE(n.ResolveCached(&unknown));
   EXPECT_FALSE(n.Submit(unknown, kT0).ok());  // an unresolved id is never negotiated
+}
+
+TEST(ResponseCacheTest, IdAndFullRequestOfOneTensorNegotiateTogether) {
+  // Rank 0 sends the id, rank 1 the request in full with a changed shape: the tensor is
+  // negotiated from both, the mismatch is reported, and the entry ends.
+  NegotiatorOptions options;
+  options.cycle_time = absl::ZeroDuration();
+  Negotiator n(2, options);
+  for (const TensorRequest& r : Ready("a", 2)) ASSERT_TRUE(n.Submit(r, kT0).ok());
+  absl::Time next;
+  const int32_t id = n.Poll(kT0, &next).at(0).cache_ids.at(0);
+  ASSERT_TRUE(*n.SubmitCached(0, id, kT0));
+  std::vector<TensorRequest> changed = Ready("a", 2, 7);
+  ASSERT_TRUE(n.Submit(changed[1], kT0).ok());
+  std::vector<Response> responses = n.Poll(kT0, &next);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_THAT(responses[0].error, ::testing::HasSubstr("Mismatched allreduce shapes"));
+  EXPECT_FALSE(*n.SubmitCached(1, id, kT0)) << "a failed tensor's id ends";
+  // The same id twice from one rank is refused like any name in flight.
+  for (const TensorRequest& r : Ready("b", 2)) ASSERT_TRUE(n.Submit(r, kT0).ok());
+  const int32_t b = n.Poll(kT0, &next).at(0).cache_ids.at(0);
+  ASSERT_TRUE(*n.SubmitCached(0, b, kT0));
+  EXPECT_EQ(n.SubmitCached(0, b, kT0).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
 TEST(ResponseCacheTest, NegotiatorMismatchEndsTheEntryAndReportsIt) {

@@ -73,7 +73,10 @@ void Run(FuzzedDataProvider& in) {
         sets.Submit(std::move(r), now, &rejected).IgnoreError();
         continue;
       }
-      if (r.cache_id != 0 && !negotiator.ResolveCached(&r)) continue;
+      if (r.cache_id != 0) {  // as Job::Submit does
+        negotiator.SubmitCached(r.rank, r.cache_id, now).IgnoreError();
+        continue;
+      }
       if (ProcessSets::IsControl(r)) sets.Record(r);  // as Job::Submit does
       negotiator.Submit(std::move(r), now).IgnoreError();
     }
