@@ -177,8 +177,9 @@ void Upstream::ForwardKv(const Request& request, absl::Time deadline, Start star
       },
       [this, request, deadline, start, done = std::move(done)](const absl::Status& s,
                                                                Response& response) {
-        if (absl::IsUnavailable(s) && absl::Now() < deadline) {
-          // The connection broke under the call: the coordinator is restarting.
+        // The connection broke under the call, or a stopping coordinator cut it: it restarts.
+        if ((absl::IsUnavailable(s) || (absl::IsCancelled(s) && !cancelled())) &&
+            absl::Now() < deadline) {
           return ForwardKv<Request, Response>(request, deadline, start, done);
         }
         if constexpr (std::is_same_v<Request, v1::KvSetRequest>) {

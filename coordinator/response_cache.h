@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
@@ -71,7 +72,10 @@ class ResponseCache {
   std::vector<int32_t> TakeEnded();
   // Ids up to `id` were handed out by an earlier coordinator (ranks may still hold them):
   // new ids start above it.
-  void ReserveIdsThrough(int32_t id) { next_id_ = std::max(next_id_, id + 1); }
+  void ReserveIdsThrough(int32_t id) {
+    // At the last id the cache caches nothing new (see Put).
+    next_id_ = std::max(next_id_, id < std::numeric_limits<int32_t>::max() ? id + 1 : id);
+  }
 
   CacheStats stats() const;
 

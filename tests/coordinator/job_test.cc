@@ -1,6 +1,7 @@
 #include "coordinator/job.h"
 
 #include <future>
+#include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -119,6 +120,17 @@ TEST_F(JobTest, RestartedJobWhoseSessionsAllMissedNothingResumesAtOnce) {
   EXPECT_TRUE(a.messages()[0].resumed);
   ASSERT_EQ(b.messages().size(), 1u);
   EXPECT_TRUE(b.messages()[0].resumed);
+}
+
+TEST_F(JobTest, ResumeClaimingTheLastCacheIdLeavesTheCacheWorkingWithoutIds) {
+  auto job = MakeJob(1);
+  AttachAll(*job, {"a"});
+  FakeSink a;
+  ASSERT_TRUE(job->ResumeSession({0}, 1, {0, std::numeric_limits<int32_t>::max()}, &a).ok());
+  ASSERT_TRUE(job->Submit(&a, {Request(0, "x")}).ok());
+  ASSERT_EQ(a.messages().size(), 2u);
+  EXPECT_EQ(a.messages()[1].responses.at(0).names, std::vector<std::string>{"x"});
+  EXPECT_TRUE(a.messages()[1].responses.at(0).cache_ids.empty()) << "no id wraps around";
 }
 
 TEST_F(JobTest, ReplayThatNoLongerHoldsTheResponsesAbortsTheJobSayingSo) {
