@@ -70,6 +70,15 @@ struct JobOptions {
   std::function<void(const v1::JobRecord&)> on_record;
 };
 
+// A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
+// std::optional sees it complete.
+struct JobResync {
+  std::map<SessionSink*, int64_t> received;  // per resumed session
+  int32_t max_cache_id = 0;
+  SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
+  int64_t from = 0, to = 0;
+};
+
 class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
  public:
   enum class State { kAttaching, kRunning, kFinished, kAborted };
@@ -224,20 +233,14 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;
-  std::set<int> departed_;       // said goodbye
-  int64_t next_seq_ = 1;         // the number of the next response broadcast
-  bool fresh_sessions_ = false;  // a session opened without resuming
-  bool resumed_ = false;         // the job resumed after a coordinator restart
-  bool detached_ = false;        // Detach(): sessions end without aborting the job
-  struct Resync {
-    std::map<SessionSink*, int64_t> received;  // per resumed session
-    int32_t max_cache_id = 0;
-    SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
-    int64_t from = 0, to = 0;
-  };
-  std::optional<Resync> resync_;  // while the job's sessions resume
-  Negotiator negotiator_;         // process set 0: the whole job
-  ProcessSets process_sets_;      // every other process set
+  std::set<int> departed_;           // said goodbye
+  int64_t next_seq_ = 1;             // the number of the next response broadcast
+  bool fresh_sessions_ = false;      // a session opened without resuming
+  bool resumed_ = false;             // the job resumed after a coordinator restart
+  bool detached_ = false;            // Detach(): sessions end without aborting the job
+  std::optional<JobResync> resync_;  // while the job's sessions resume
+  Negotiator negotiator_;            // process set 0: the whole job
+  ProcessSets process_sets_;         // every other process set
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;
