@@ -246,10 +246,7 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
     epoch_ = epoch;
     // The upstream Hello is queued before any rank can open a session (they wait in the gate).
     relay_->Attached(epoch);
-    upstream_->OpenSession(
-        options_.job, ranks_, epoch, std::nullopt,
-        [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
-        [this](const absl::Status& s) { OnClosed(s); });
+    OpenSession(std::nullopt);
     {
       std::lock_guard<std::mutex> lock(mu_);
       session_open_ = true;
@@ -267,6 +264,13 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   }
   if (failed) supervisor_->Stop("the node could not attach to the job");
   Wake();
+}
+
+void Agent::OpenSession(const std::optional<SessionResume>& resume) {
+  upstream_->OpenSession(
+      options_.job, ranks_, epoch_, resume,
+      [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
+      [this](const absl::Status& s) { OnClosed(s); });
 }
 
 void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
@@ -358,12 +362,7 @@ void Agent::Reconnect() {
                 }
                 TROIKA_LOG(WARNING)
                     << "reconnected to the coordinator; resuming job '" << options_.job << "'";
-                upstream_->OpenSession(
-                    options_.job, ranks_, epoch_, relay_->ResumeState(),
-                    [this](std::shared_ptr<const coordinator::DownMessage> m) {
-                      OnDown(std::move(m));
-                    },
-                    [this](const absl::Status& s) { OnClosed(s); });
+                OpenSession(relay_->ResumeState());
                 Wake();
               });
         });

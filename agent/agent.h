@@ -70,6 +70,8 @@ class Agent {
   absl::Status StartServer();
   std::vector<ProcessSpec> RankSpecs() const;
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
+  // The node's upstream session: a new one, or (`resume`) one resuming the job.
+  void OpenSession(const std::optional<SessionResume>& resume);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
   void OnClosed(const absl::Status& status);
   // Coordinator restart: register, put back the key-value store, attach and resume the

@@ -77,8 +77,10 @@ absl::StatusOr<bool> Negotiator::SubmitCached(const std::vector<int>& ranks, int
       partial.cached = tensor;
       partial.cached_id = id;
     }
-    if (!lazy) Materialize(partial);
-    if (!lazy) partial.by_rank[ranks[i]] = request;
+    if (!lazy) {
+      Materialize(partial);
+      partial.by_rank[ranks[i]] = request;
+    }
     // The rest of the ranks arrive at the same tensor, the lookup done.
     for (size_t j = i + 1; !one_by_one && j < ranks.size(); ++j, ++i) {
       const int rank = ranks[j];

@@ -9,13 +9,6 @@ ResponseCache::ResponseCache(int capacity) : capacity_(capacity < 0 ? 0 : capaci
   stats_.capacity = capacity_;
 }
 
-const TensorRequest* ResponseCache::Resolve(int32_t id, int rank) {
-  const CachedTensor* tensor = Find(id).get();  // the entry keeps it alive
-  if (tensor == nullptr) return nullptr;
-  if (rank < 0 || rank >= static_cast<int>(tensor->by_rank.size())) return nullptr;
-  return &tensor->by_rank[rank];
-}
-
 std::shared_ptr<const CachedTensor> ResponseCache::Find(int32_t id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) {

@@ -49,9 +49,6 @@ class ResponseCache {
   // `capacity`: most entries kept. 0 disables the cache (Put assigns nothing).
   explicit ResponseCache(int capacity);
 
-  // The request `rank` submitted under `id`, or nullptr if the id is unknown or ended (then
-  // counted as a resend). Marks the entry recently used.
-  const TensorRequest* Resolve(int32_t id, int rank);
   // What `id` stands for, or nullptr if the id is unknown or ended (then counted as a resend).
   // Marks the entry recently used.
   std::shared_ptr<const CachedTensor> Find(int32_t id);

@@ -26,6 +26,12 @@ std::vector<TensorRequest> Ready(const std::string& name, int size, int64_t elem
   return out;
 }
 
+// The request `rank` submitted under `id`, or nullptr if the id ended (ResponseCache::Find).
+const TensorRequest* Resolve(ResponseCache& cache, int32_t id, int rank) {
+  std::shared_ptr<const CachedTensor> tensor = cache.Find(id);
+  return tensor ? &tensor->by_rank.at(rank) : nullptr;  // the cache keeps it alive
+}
+
 TEST(ResponseCacheTest, IdenticalRequestsHitTheSameId) {
   ResponseCache cache(8);
   ResponseCache::Assignment first = cache.Put(Ready("a", 2));
@@ -34,7 +40,7 @@ TEST(ResponseCacheTest, IdenticalRequestsHitTheSameId) {
   ResponseCache::Assignment again = cache.Put(Ready("a", 2));
   EXPECT_EQ(again.id, first.id);
   EXPECT_TRUE(again.hit);
-  const TensorRequest* resolved = cache.Resolve(first.id, 1);
+  const TensorRequest* resolved = Resolve(cache, first.id, 1);
   ASSERT_NE(resolved, nullptr);
   EXPECT_EQ(*resolved, Ready("a", 2)[1]);
   EXPECT_EQ(cache.stats().hits, 1);
@@ -49,10 +55,10 @@ TEST(ResponseCacheTest, ChangedRequestEndsTheOldIdAndGetsANewOne) {
   EXPECT_FALSE(changed.hit);
   EXPECT_NE(changed.id, old_id);
   EXPECT_THAT(cache.TakeEnded(), ElementsAre(old_id));
-  EXPECT_EQ(cache.Resolve(old_id, 0), nullptr);
+  EXPECT_EQ(Resolve(cache, old_id, 0), nullptr);
   EXPECT_EQ(cache.stats().resends, 1);
-  ASSERT_NE(cache.Resolve(changed.id, 0), nullptr);
-  EXPECT_EQ(cache.Resolve(changed.id, 0)->shape, std::vector<int64_t>{5});
+  ASSERT_NE(Resolve(cache, changed.id, 0), nullptr);
+  EXPECT_EQ(Resolve(cache, changed.id, 0)->shape, std::vector<int64_t>{5});
   EXPECT_EQ(cache.stats().entries, 1);
 }
 
@@ -60,12 +66,12 @@ TEST(ResponseCacheTest, FullCacheEvictsTheLeastRecentlyUsedEntry) {
   ResponseCache cache(2);
   const int32_t a = cache.Put(Ready("a", 1)).id;
   const int32_t b = cache.Put(Ready("b", 1)).id;
-  ASSERT_NE(cache.Resolve(a, 0), nullptr);  // a is now more recent than b
+  ASSERT_NE(Resolve(cache, a, 0), nullptr);  // a is now more recent than b
   const int32_t c = cache.Put(Ready("c", 1)).id;
   EXPECT_THAT(cache.TakeEnded(), ElementsAre(b));
-  EXPECT_NE(cache.Resolve(a, 0), nullptr);
-  EXPECT_EQ(cache.Resolve(b, 0), nullptr);
-  EXPECT_NE(cache.Resolve(c, 0), nullptr);
+  EXPECT_NE(Resolve(cache, a, 0), nullptr);
+  EXPECT_EQ(Resolve(cache, b, 0), nullptr);
+  EXPECT_NE(Resolve(cache, c, 0), nullptr);
   EXPECT_EQ(cache.stats().evictions, 1);
   EXPECT_EQ(cache.stats().entries, 2);
   // An evicted tensor coming back is a miss with a fresh id, never the old one.
@@ -94,7 +100,7 @@ TEST(ResponseCacheTest, FailedAgreementEndsTheEntry) {
   cache.Erase("a");
   cache.Erase("never-cached");
   EXPECT_THAT(cache.TakeEnded(), ElementsAre(id));
-  EXPECT_EQ(cache.Resolve(id, 0), nullptr);
+  EXPECT_EQ(Resolve(cache, id, 0), nullptr);
 }
 
 // The negotiator's side: ids go down with responses, come back as requests, and fused
