@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The autotuner vs a grid sweep on a synthetic workload.\n"
       "Usage: troika-autotune-bench [--seeds 50] [--budget 15]");
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   using troika::coordinator::AutotuneOptions;
   using troika::coordinator::Autotuner;

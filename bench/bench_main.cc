@@ -106,6 +106,7 @@ void PrintHeadline(const std::vector<Measurement>& rows, int ranks) {
 int main(int argc, char** argv) {
   troika::ShowFlagsOf("bench/bench_main.cc");
   absl::SetProgramUsageMessage(kUsage);
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   troika::LogSeverity severity;
   if (!troika::ParseLogSeverity(absl::GetFlag(FLAGS_log_level), &severity)) {

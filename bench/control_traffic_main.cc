@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Control-plane messages and bytes per training step received by the coordinator, with "
       "and without agent aggregation.\nUsage: troika-control-bench [--np 8] [--nodes 2]");
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const int np = absl::GetFlag(FLAGS_np), nodes = absl::GetFlag(FLAGS_nodes);
   if (nodes < 1 || np % nodes != 0) {

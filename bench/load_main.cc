@@ -395,6 +395,7 @@ int main(int argc, char** argv) {
       "troika-load-bench: one coordinator process under simulated nodes and ranks (fake data "
       "plane).\nUsage: troika-load-bench [--ranks 64,256,1024,4096] [--ranks_per_node 8] "
       "[--tensors 200] [--modes agg+cache,agg,direct+cache,direct] [--seconds 5]");
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   std::string binary = absl::GetFlag(FLAGS_coordinator);
   if (binary.empty()) binary = troika::bench::BesideMe("../coordinator/troika-coordinator");

@@ -68,8 +68,11 @@ struct AdminClient::Stub {
 };
 
 AdminClient::AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
-                         absl::Duration timeout)
-    : timeout_(timeout), admin_token_(std::move(admin_token)), stub_(std::make_unique<Stub>()) {
+                         absl::Duration timeout, std::string job_token)
+    : timeout_(timeout),
+      admin_token_(std::move(admin_token)),
+      job_token_(std::move(job_token)),
+      stub_(std::make_unique<Stub>()) {
   auto credentials = MakeChannelCredentials(tls, address);
   if (!credentials.ok()) {
     unusable_ = credentials.status();
@@ -84,13 +87,17 @@ namespace {
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
+
+void AddToken(grpc::ClientContext& context, const char* header, const std::string& token) {
+  if (!token.empty()) context.AddMetadata(header, token);
+}
 }  // namespace
 
 absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
-  context.AddMetadata(kAdminTokenHeader, admin_token_);
+  AddToken(context, kAdminTokenHeader, admin_token_);
   v1::ListJobsResponse response;
   absl::Status status = FromGrpc(stub_->stub->ListJobs(&context, {}, &response));
   if (!status.ok()) return status;
@@ -106,7 +113,8 @@ absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
-  context.AddMetadata(kAdminTokenHeader, admin_token_);
+  AddToken(context, kAdminTokenHeader, admin_token_);
+  AddToken(context, kJobTokenHeader, job_token_);
   v1::DescribeJobRequest request;
   request.set_job(job);
   v1::JobDescription response;
@@ -119,7 +127,7 @@ absl::Status AdminClient::CancelJob(const std::string& job, const std::string& r
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
-  context.AddMetadata(kAdminTokenHeader, admin_token_);
+  AddToken(context, kAdminTokenHeader, admin_token_);
   v1::CancelJobRequest request;
   request.set_job(job);
   request.set_reason(reason);
@@ -132,7 +140,7 @@ absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
-  context.AddMetadata(kAdminTokenHeader, admin_token_);
+  AddToken(context, kAdminTokenHeader, admin_token_);
   v1::StartTimelineRequest request;
   request.set_job(job);
   request.set_file(file);
@@ -147,7 +155,7 @@ absl::StatusOr<TimelineInfo> AdminClient::StopTimeline(const std::string& job) {
   if (!unusable_.ok()) return unusable_;
   grpc::ClientContext context;
   SetDeadline(context, timeout_);
-  context.AddMetadata(kAdminTokenHeader, admin_token_);
+  AddToken(context, kAdminTokenHeader, admin_token_);
   v1::StopTimelineRequest request;
   request.set_job(job);
   v1::TimelineDescription response;

@@ -1,6 +1,6 @@
 #pragma once
 // AdminClient: the gRPC adapter behind troikactl — the coordinator's admin RPCs (ListJobs,
-// DescribeJob, CancelJob) as blocking calls returning plain structs (coordinator/job_info.h).
+// DescribeJob, CancelJob, the timeline calls) as blocking calls returning plain structs (coordinator/job_info.h).
 // Errors are the coordinator's own statuses (NOT_FOUND "no job named 'x' ..."), or
 // UNAVAILABLE / DEADLINE_EXCEEDED when it cannot be reached within the timeout.
 //
@@ -20,10 +20,12 @@ namespace troika::coordinator {
 class AdminClient {
  public:
   // `address`: host:port of the coordinator, reached with `tls`; every call carries
-  // `admin_token`. Connects lazily; never fails here: if `tls` cannot secure the channel,
-  // every call returns why.
+  // `admin_token`, and DescribeJob also `job_token` where one is given: the coordinator
+  // describes a job to the holder of its own token (the other calls need the admin token).
+  // Empty tokens are not sent. Connects lazily; never fails here: if `tls` cannot secure the
+  // channel, every call returns why.
   AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
-              absl::Duration timeout = absl::Seconds(10));
+              absl::Duration timeout = absl::Seconds(10), std::string job_token = {});
   ~AdminClient();
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
@@ -42,6 +44,7 @@ class AdminClient {
   struct Stub;
   const absl::Duration timeout_;
   const std::string admin_token_;
+  const std::string job_token_;
   absl::Status unusable_;  // why there is no stub, if there is none
   std::unique_ptr<Stub> stub_;
 };

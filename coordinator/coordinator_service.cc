@@ -297,9 +297,15 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CoordinatorService::DescribeJob(grpc::CallbackServerContext* context,
                                                           const v1::DescribeJobRequest* request,
                                                           v1::JobDescription* response) {
-  // The admin, or the job's own ranks.
-  auto job = CheckAdmin(context).ok() ? registry_.Find(request->job())
-                                      : Authorized(context, request->job());
+  // The admin, or the holder of the job's own token (its ranks, troikactl --job_token_file).
+  const absl::Status admin = CheckAdmin(context);
+  auto job = admin.ok() ? registry_.Find(request->job()) : Authorized(context, request->job());
+  if (!job.ok() && job.status().code() == absl::StatusCode::kPermissionDenied) {
+    // Refused both ways: say both, as either would have done.
+    return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(
+                                   job.status().message(), "; as an administrative call: ",
+                                   admin.message())));
+  }
   if (!job.ok()) return FinishWith(context, job.status());
   ToWire((*job)->Describe(), response);
   return FinishWith(context, absl::OkStatus());

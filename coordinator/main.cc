@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
       "The Troika coordinator: negotiates the collectives of many training jobs.\n"
       "Usage: troika-coordinator [--listen=0.0.0.0:7070] (--tls_cert=PEM --tls_key=PEM "
       "[--tls_client_ca=PEM] | --plaintext) [flags]");
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
 
   troika::LogSeverity severity;

@@ -1,5 +1,7 @@
 // troikactl: the operator CLI of a Troika coordinator. Lists jobs, shows one job (ranks,
-// pending tensors and the ranks they wait for, stragglers), and cancels a job.
+// pending tensors and the ranks they wait for, stragglers), cancels a job, and starts and
+// stops a job's timeline. Every command needs the admin token; show also works with the
+// job's own token.
 //
 // Exit codes: 0 ok, 1 the RPC failed (its message is printed), 2 usage error.
 
@@ -39,7 +41,8 @@ constexpr char kUsage[] =
     "--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM] (or $TROIKA_TLS_CA, $TROIKA_TLS_CERT,\n"
     "$TROIKA_TLS_KEY), or --plaintext (or TROIKA_PLAINTEXT=1) for a plaintext coordinator.\n"
     "Every command needs the coordinator's admin token: --admin_token_file=FILE,\n"
-    "$TROIKA_ADMIN_TOKEN_FILE or $TROIKA_ADMIN_TOKEN.";
+    "$TROIKA_ADMIN_TOKEN_FILE or $TROIKA_ADMIN_TOKEN. Without it, show JOB also works with\n"
+    "that job's own token: --job_token_file=FILE, $TROIKA_JOB_TOKEN or $TROIKA_JOB_TOKEN_FILE.";
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "troikactl: %s\n%s\n", message.c_str(), kUsage);
@@ -90,6 +93,10 @@ ABSL_FLAG(std::string, tls_key, EnvOr("TROIKA_TLS_KEY"),
 ABSL_FLAG(std::string, admin_token_file, EnvOr("TROIKA_ADMIN_TOKEN_FILE"),
           "file holding the coordinator's admin token (default: $TROIKA_ADMIN_TOKEN_FILE; "
           "$TROIKA_ADMIN_TOKEN gives the token itself)");
+ABSL_FLAG(std::string, job_token_file, "",
+          "for show: file holding the job's own token, which the coordinator accepts instead "
+          "of the admin token to describe that job (default: $TROIKA_JOB_TOKEN, else the file "
+          "$TROIKA_JOB_TOKEN_FILE)");
 ABSL_FLAG(bool, plaintext, EnvOr("TROIKA_PLAINTEXT") == "1" || EnvOr("TROIKA_PLAINTEXT") == "true",
           "no TLS (the coordinator runs --plaintext); a host:port coordinator needs --tls_ca or "
           "this (default: $TROIKA_PLAINTEXT)");
@@ -97,6 +104,7 @@ ABSL_FLAG(bool, plaintext, EnvOr("TROIKA_PLAINTEXT") == "1" || EnvOr("TROIKA_PLA
 int main(int argc, char** argv) {
   troika::ShowFlagsOf("coordinator/troikactl_main.cc");
   absl::SetProgramUsageMessage(kUsage);
+  troika::HandleHelp(argc, argv);
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
     return UsageError(absl::StrCat("unknown flag ", unknown));
   }
@@ -111,11 +119,24 @@ int main(int argc, char** argv) {
     if (!token.ok()) return Fail(token.status());
     admin_token = *std::move(token);
   }
+  // The job's token, for show: the flag, else $TROIKA_JOB_TOKEN, else $TROIKA_JOB_TOKEN_FILE
+  // (the order agents and ranks read them in).
+  std::string job_token;
+  std::string job_token_file = absl::GetFlag(FLAGS_job_token_file);
+  if (job_token_file.empty()) {
+    job_token = EnvOr("TROIKA_JOB_TOKEN");
+    if (job_token.empty()) job_token_file = EnvOr("TROIKA_JOB_TOKEN_FILE");
+  }
+  if (!job_token_file.empty()) {
+    auto token = troika::ReadTokenFile(job_token_file);
+    if (!token.ok()) return Fail(token.status());
+    job_token = *std::move(token);
+  }
   troika::coordinator::AdminClient client(
       absl::GetFlag(FLAGS_coordinator),
       {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
        absl::GetFlag(FLAGS_plaintext)},
-      std::move(admin_token), absl::GetFlag(FLAGS_timeout));
+      std::move(admin_token), absl::GetFlag(FLAGS_timeout), std::move(job_token));
   if (command == "list") {
     if (operands != 0) return UsageError("list takes no arguments");
     auto jobs = client.ListJobs();

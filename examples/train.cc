@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
       "Data-parallel training of a small MLP on synthetic data with Troika.\n"
       "Usage: troikarun -np N -- troika-example-train [--steps 50] [--batch 256] [--lr 0.1] "
       "[--dump_weights FILE]");
+  troika::HandleHelp(argc, argv);
   absl::ParseCommandLine(argc, argv);
   TrainOptions options{absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_batch),
                        static_cast<float>(absl::GetFlag(FLAGS_lr)),

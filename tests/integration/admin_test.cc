@@ -2,6 +2,7 @@
 // operator sees of a job (pending tensors and the ranks they wait for), and cancellation.
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -178,6 +179,80 @@ TEST_F(AdminTest, TroikactlReportsRpcErrorsWithExitCode1AndUsageErrorsWith2) {
   EXPECT_EQ(RunTroikactl("show", &output), 2);
 }
 
+// Writes `token` to a fresh file under the test temp dir; returns its path.
+std::string WriteTokenFile(const std::string& name, const std::string& token) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "-", getpid());
+  FILE* f = std::fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr) << path;
+  if (f != nullptr) {
+    std::fputs(token.c_str(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+TEST_F(AdminTest, TroikactlShowWorksWithOnlyTheJobsOwnTokenAndRefusesAWrongOne) {
+  auto contexts = cluster_.Join("job", 2);
+  // troikactl without the admin token (the test process's environment has both tokens), with
+  // `env` (NAME=VALUE, or nothing) in its environment.
+  auto troikactl_with = [this](const std::string& env) {
+    return absl::StrCat("env -u TROIKA_ADMIN_TOKEN -u TROIKA_ADMIN_TOKEN_FILE -u TROIKA_JOB_TOKEN",
+                        " -u TROIKA_JOB_TOKEN_FILE ", env, " ", TROIKACTL_BINARY,
+                        " --coordinator=", cluster_.address(), " ");
+  };
+  const std::string troikactl = troikactl_with("");
+  const std::string good = WriteTokenFile("job-token", kTestJobToken);
+  const std::string wrong = WriteTokenFile("wrong-job-token", "not-the-job-token");
+
+  std::string output;
+  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + good + " show job", &output), 0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("State:           running"));
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl_with(absl::StrCat("TROIKA_JOB_TOKEN=", kTestJobToken)) +
+                           "show job",
+                       &output),
+            0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("State:           running"));
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl_with("TROIKA_JOB_TOKEN_FILE=" + good) + "show job", &output), 0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("State:           running"));
+
+  // A wrong job token, or none, is refused, and shows nothing of the job.
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + wrong + " show job", &output), 1)
+      << output;
+  EXPECT_THAT(output, HasSubstr("wrong job token"));
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("State:")));
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl_with("TROIKA_JOB_TOKEN=not-the-job-token") + "show job", &output),
+            1)
+      << output;
+  EXPECT_THAT(output, HasSubstr("wrong job token"));
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl + "show job", &output), 1) << output;
+  EXPECT_THAT(output, HasSubstr("carries no job token"));
+  EXPECT_THAT(output, HasSubstr("no admin token"));
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("State:")));
+
+  // The job's token describes that job only; everything else still needs the admin token.
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + good + " list", &output), 1) << output;
+  EXPECT_THAT(output, HasSubstr("no admin token"));
+  output.clear();
+  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + good + " cancel job", &output), 1)
+      << output;
+  // The refused cancel changed nothing: the job still trains.
+  float x0 = 1.0f, x1 = 2.0f;
+  Handle h0 = contexts[0]->Allreduce("grad/w", &x0, &x0, DataType::kFloat32, {1});
+  Handle h1 = contexts[1]->Allreduce("grad/w", &x1, &x1, DataType::kFloat32, {1});
+  ASSERT_TRUE(h0.Wait().ok());
+  ASSERT_TRUE(h1.Wait().ok());
+  EXPECT_EQ(x0, 3.0f);
+}
+
 TEST_F(AdminTest, TroikactlCancelAbortsTheJob) {
   auto contexts = cluster_.Join("job", 2);
   std::string output;
@@ -190,6 +265,37 @@ TEST_F(AdminTest, TroikactlCancelAbortsTheJob) {
   float x = 1.0f;
   absl::Status status = contexts[0]->Allreduce("grad/w", &x, &x, DataType::kFloat32, {1}).Wait();
   EXPECT_THAT(std::string(status.message()), HasSubstr("cancelled by troikactl: bad-data"));
+}
+
+// Every program a user runs answers --help (and -h) with its usage on stdout and exit 0,
+// naming itself and no source path of the build machine (Abseil's own --help exits 1 and
+// prints "Flags from /path/to/main.cc").
+TEST(HelpTest, EveryProgramAnswersHelpWithExit0NamingItselfAndNoSourcePath) {
+  const struct {
+    const char* binary;
+    const char* name;
+    const char* flag;  // one flag its help must list
+  } programs[] = {
+      {COORDINATOR_BINARY, "troika-coordinator", "--listen"},
+      {TROIKACTL_BINARY, "troikactl", "--job_token_file"},
+      {AGENT_BINARY, "troika-agent", "--job_token_file"},
+      {TROIKARUN_BINARY, "troikarun", "--nproc-per-node"},
+      {EXAMPLE_TRAIN_BINARY, "troika-example-train", "--steps"},
+  };
+  for (const auto& program : programs) {
+    for (const char* help : {"--help", "-h"}) {
+      SCOPED_TRACE(absl::StrCat(program.name, " ", help));
+      std::string output;
+      // stdout only: help is an answer, not an error.
+      EXPECT_EQ(RunCommand(absl::StrCat("{ ", program.binary, " ", help, " 2>/dev/null; }"), &output), 0)
+          << output;
+      EXPECT_THAT(output, HasSubstr(program.name));
+      EXPECT_THAT(output, HasSubstr(program.flag));
+      EXPECT_THAT(output, ::testing::Not(HasSubstr(TROIKA_SOURCE_DIR)));
+      EXPECT_THAT(output, ::testing::Not(HasSubstr("Flags from")));
+      EXPECT_THAT(output, ::testing::Not(::testing::ContainsRegex("/[^ ]*\\.cc")));
+    }
+  }
 }
 
 }  // namespace
