@@ -2,7 +2,8 @@
 // Aggregator: turns the requests of a node's ranks into what the node's agent sends upstream,
 // one request per tensor where it can.
 //
-// A tensor (matched by name) waits here until every live local rank has submitted it; it then
+// A tensor (matched by process set and name) waits here until every live local rank of its
+// set has submitted it; it then
 // goes upstream as ONE compacted request standing for all of them (CompactToWire). If some
 // live local rank has not submitted it `window` after the first local arrival, what has arrived
 // goes upstream as it is, so the coordinator's stall and mismatch detection sees partial
@@ -14,12 +15,18 @@
 // A rank stops being live when it leaves (goodbye, exit): its own waiting requests go
 // upstream at once, and tensors that waited only for it too.
 //
+// Process sets: the same name may be in flight in several sets at once (each set has its own
+// namespace). A set's local members are known once SetMembers() names them (the relay learns
+// them from the AddProcessSet response); until then every live local rank counts as a member,
+// so a tensor of that set goes upstream when its window ends.
+//
 // Plain state, no threads, no clock: callers pass the time. Not thread-safe (NodeRelay locks).
 
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +52,12 @@ class Aggregator {
   // arrivals) and the tensors that now have every live rank's request.
   void RemoveRank(int rank, v1::RequestBatch* out);
 
+  // Process set `id` (> 0) has the job's ranks `ranks`: only the local ones among them are
+  // waited for. RemoveSet(): the set is gone; what waits for it goes upstream now (the
+  // coordinator fails it).
+  void SetMembers(int id, const std::vector<int>& ranks, v1::RequestBatch* out);
+  void RemoveSet(int id, v1::RequestBatch* out);
+
   // When Expire() next has work; InfiniteFuture() if no tensor waits.
   absl::Time NextDeadline() const;
   // Requests waiting here, not yet forwarded.
@@ -57,19 +70,25 @@ class Aggregator {
     uint64_t seq = 0;                    // key in windows_ while the window runs; 0 once late
   };
 
+  using Key = std::pair<int, std::string>;  // (process set, tensor name)
+
   // Forwards `tensor`'s waiting requests; the tensor is late from now on.
   void FlushLate(Tensor& tensor, v1::RequestBatch* out);
-  // Every live rank has arrived or was forwarded.
-  bool Complete(const Tensor& tensor) const;
-  // Drops `name` if every live rank was forwarded; forwards the rest first if complete.
-  void Settle(const std::string& name, v1::RequestBatch* out);
+  // Every live local member of the tensor's set has arrived or was forwarded.
+  bool Complete(const Key& key, const Tensor& tensor) const;
+  // Drops `key` if every live member was forwarded; forwards the rest first if complete.
+  void Settle(const Key& key, v1::RequestBatch* out);
+  // Settles every tensor (after membership changed).
+  void SettleAll(v1::RequestBatch* out);
   static void Emit(std::vector<TensorRequest> requests, v1::RequestBatch* out);
 
   const absl::Duration window_;
+  const std::set<int> node_ranks_;
   std::set<int> live_;
-  std::map<std::string, Tensor> tensors_;  // by name
-  // Tensors whose window runs, in first-arrival order: seq -> (deadline, name).
-  std::map<uint64_t, std::pair<absl::Time, std::string>> windows_;
+  std::map<int, std::set<int>> set_members_;  // local members of the sets named so far
+  std::map<Key, Tensor> tensors_;
+  // Tensors whose window runs, in first-arrival order: seq -> (deadline, key).
+  std::map<uint64_t, std::pair<absl::Time, Key>> windows_;
   uint64_t next_seq_ = 1;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/request_check.h"
@@ -60,6 +61,11 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
     }
   }
   TrackLocked(*message);
+  v1::RequestBatch released;  // tensors of a set that now has all its local members
+  for (const Response& response : message->responses) {
+    TrackProcessSetLocked(response, &released);
+  }
+  SendBatchLocked(released);
   for (int32_t id : message->evicted_cache_ids) cache_names_.erase(id);
   if (message->settings) settings_ = message->settings;
   // Each rank picks its own cache misses out of the message.
@@ -253,7 +259,7 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
   counts_.requests_received += static_cast<int64_t>(requests.size());
   for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
-    if (absl::Status s = CheckRequest(request, options_.size); !s.ok()) return s;
+    if (absl::Status s = CheckInSetLocked(request); !s.ok()) return s;
     // Only the aggregation key: an id alone goes upstream.
     if (request.cache_id != 0) request.name = CacheKeyLocked(request.cache_id);
   }
@@ -264,6 +270,49 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
   return absl::OkStatus();
+}
+
+absl::Status NodeRelay::CheckInSetLocked(const TensorRequest& request) {
+  if (request.process_set == 0) {
+    if (!request.process_set_ranks.empty() &&
+        (absl::StartsWith(request.name, kAddProcessSetPrefix) ||
+         absl::StartsWith(request.name, kRemoveProcessSetPrefix))) {
+      set_proposals_[request.name] = request.process_set_ranks;
+    }
+    return CheckRequest(request, options_.size);
+  }
+  // Within a set the rank is its position there. A set not formed here, or a rank outside
+  // it, is the coordinator's to answer (an error for that tensor): only what does not depend
+  // on the set's size is checked.
+  TensorRequest in_set = request;
+  int size = 0;
+  if (auto set = sets_.find(request.process_set); set != sets_.end()) {
+    auto position = std::find(set->second.begin(), set->second.end(), request.rank);
+    if (position != set->second.end()) {
+      in_set.rank = static_cast<int>(position - set->second.begin());
+      size = static_cast<int>(set->second.size());
+    }
+  }
+  return CheckRequest(in_set, size);
+}
+
+void NodeRelay::TrackProcessSetLocked(const Response& response, v1::RequestBatch* batch) {
+  if (response.process_set != 0 || response.type != CollectiveType::kBarrier ||
+      response.names.size() != 1) {
+    return;
+  }
+  auto proposal = set_proposals_.find(response.names.front());
+  if (proposal == set_proposals_.end()) return;
+  const std::vector<int> ranks = std::move(proposal->second);
+  set_proposals_.erase(proposal);
+  if (response.is_error()) return;
+  if (absl::StartsWith(response.names.front(), kAddProcessSetPrefix)) {
+    sets_[response.root] = ranks;
+    aggregator_.SetMembers(response.root, ranks, batch);
+  } else {
+    sets_.erase(response.root);
+    aggregator_.RemoveSet(response.root, batch);
+  }
 }
 
 absl::Status NodeRelay::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {

@@ -141,6 +141,11 @@ class NodeRelay : public coordinator::SessionHandler,
   };
 
   absl::Status CheckOwnedLocked(coordinator::SessionSink* sink, int rank) const;
+  // CheckRequest against the request's process set as far as the relay knows it; remembers
+  // what an AddProcessSet / RemoveProcessSet barrier proposes.
+  absl::Status CheckInSetLocked(const TensorRequest& request);
+  // A set-0 response: an AddProcessSet / RemoveProcessSet that succeeded changes the sets.
+  void TrackProcessSetLocked(const Response& response, v1::RequestBatch* batch);
   // Removes `rank` from aggregation, sending what that releases.
   void RetireLocked(int rank);
   void SendBatchLocked(v1::RequestBatch& batch);
@@ -174,6 +179,11 @@ class NodeRelay : public coordinator::SessionHandler,
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;
+  // Process sets: the job's ranks of each set formed so far (learned from the responses to
+  // the AddProcessSet barriers), and what the pending AddProcessSet / RemoveProcessSet
+  // barriers propose, by barrier name.
+  std::map<int, std::vector<int>> sets_;
+  std::map<std::string, std::vector<int>> set_proposals_;
   // The coordinator's latest ClientSettings, for sessions that open after they came.
   std::optional<ClientSettings> settings_;
   // Restart. Forwarded requests without a response yet, in the order sent, indexed by

@@ -17,15 +17,16 @@ absl::Status Invalid(const TensorRequest& r, const std::string& what) {
 }  // namespace
 
 absl::Status CheckRequest(const TensorRequest& r, int size) {
+  const bool known = size > 0;
   if (r.cache_id != 0) {  // the rest is checked once the coordinator resolves the id
-    if (r.rank < 0 || r.rank >= size) {
+    if (r.rank < 0 || (known && r.rank >= size)) {
       return absl::InvalidArgumentError(absl::StrCat("a request sent as cache id ", r.cache_id,
                                                      " names rank ", r.rank, ", out of range"));
     }
     return absl::OkStatus();
   }
   if (r.name.empty()) return absl::InvalidArgumentError("a tensor name must not be empty");
-  if (r.rank < 0 || r.rank >= size) {
+  if (r.rank < 0 || (known && r.rank >= size)) {
     return Invalid(r, absl::StrCat("rank out of range [0, ", size, ")"));
   }
   if (!ValidEnum(static_cast<int>(r.type), 7)) return Invalid(r, "unknown collective type");
@@ -71,20 +72,20 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
       if (r.shape.empty()) return Invalid(r, "needs a tensor of at least one dimension");
       break;
     case CollectiveType::kBroadcast:
-      if (r.root < 0 || r.root >= size) {
+      if (r.root < 0 || (known && r.root >= size)) {
         return Invalid(r, absl::StrCat("root rank ", r.root, " out of range [0, ", size, ")"));
       }
       break;
     case CollectiveType::kAlltoall: {
       if (r.shape.empty()) return Invalid(r, "needs a tensor of at least one dimension");
       if (r.splits.empty()) {
-        if (r.shape[0] % size != 0) {
+        if (known && r.shape[0] % size != 0) {
           return Invalid(r, absl::StrCat("dim 0 (", r.shape[0], ") is not divisible by ", size,
                                          " ranks; pass splits"));
         }
         break;
       }
-      if (static_cast<int>(r.splits.size()) != size) {
+      if (known && static_cast<int>(r.splits.size()) != size) {
         return Invalid(r, absl::StrCat("has ", r.splits.size(), " splits for ", size, " ranks"));
       }
       int64_t sum = 0;

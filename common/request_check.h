@@ -8,8 +8,11 @@
 
 namespace troika {
 
-// INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the job. A
-// request sent as a cache id is only checked for its rank.
+// INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the request's
+// process set, with `request.rank` its position in the set; 0 where the set's size is not
+// known (an agent relaying a set it has not seen formed): what depends on it — the rank's,
+// the root's and the splits' ranges — is then left to the coordinator. A request sent as a
+// cache id is only checked for its rank.
 absl::Status CheckRequest(const TensorRequest& request, int size);
 
 }  // namespace troika

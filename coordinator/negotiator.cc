@@ -203,19 +203,10 @@ bool Negotiator::Complete(const Partial& partial) const {
 }
 
 void Negotiator::OnJoin(std::map<std::string, Partial>::iterator join, int rank, absl::Time now) {
-  if (join->second.count == size_) {
-    ErasePending(join);  // join state resets: a later epoch can join again
-    Ready ready;
-    ready.response.type = CollectiveType::kJoin;
-    ready.response.dtype = DataType::kUint8;
-    ready.response.names = {kJoinTensorName};
-    ready.response.root = rank;  // the last rank to join
-    ready.ready_at = now;
-    ready_.push_back(std::move(ready));
-    return;
-  }
   // Tensors that waited only for this rank are ready now, in the order they were first
-  // submitted (ties by name, so the order is deterministic).
+  // submitted (ties by name, so the order is deterministic). When this is the last join, that
+  // is every tensor still pending — ranks submit before they join, so each was submitted by
+  // every rank or stood in for by a join — and they all run before the join completes.
   std::vector<std::map<std::string, Partial>::iterator> now_ready;
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     if (it != join && Complete(it->second)) now_ready.push_back(it);
@@ -227,6 +218,16 @@ void Negotiator::OnJoin(std::map<std::string, Partial>::iterator join, int rank,
     Partial done = std::move(it->second);
     ErasePending(it);
     MakeReady(std::move(done), now);
+  }
+  if (join->second.count == size_) {
+    ErasePending(join);  // join state resets: a later epoch can join again
+    Ready ready;
+    ready.response.type = CollectiveType::kJoin;
+    ready.response.dtype = DataType::kUint8;
+    ready.response.names = {kJoinTensorName};
+    ready.response.root = rank;  // the last rank to join
+    ready.ready_at = now;
+    ready_.push_back(std::move(ready));
   }
 }
 

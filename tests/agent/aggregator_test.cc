@@ -201,3 +201,57 @@ TEST_F(AggregatorTest, SameNameAfterCompletionStartsAFreshTensor) {
 
 }  // namespace
 }  // namespace troika::agent
+
+namespace troika::agent {
+namespace {
+
+TensorRequest InSet(int rank, const std::string& name, int set) {
+  TensorRequest r = Request(rank, name);
+  r.process_set = set;
+  return r;
+}
+
+TEST_F(AggregatorTest, SameNameInTwoSetsIsTwoTensors) {
+  v1::RequestBatch out;
+  ASSERT_TRUE(aggregator_.Add({InSet(2, "same", 1), InSet(2, "same", 2)}, clock_.Now(), &out).ok());
+  EXPECT_EQ(aggregator_.waiting(), 2);
+  ASSERT_TRUE(aggregator_.Add({InSet(3, "same", 1), InSet(3, "same", 2)}, clock_.Now(), &out).ok());
+  EXPECT_EQ(aggregator_.waiting(), 0);
+  ASSERT_EQ(out.requests_size(), 2);  // one compacted request per set
+  EXPECT_EQ(out.requests(0).process_set(), 1);
+  EXPECT_EQ(out.requests(1).process_set(), 2);
+  EXPECT_THAT(Unpack(out)[0].ranks, ElementsAre(2, 3));
+  // A name twice in one set is still refused.
+  EXPECT_EQ(aggregator_.Add({InSet(2, "x", 1), InSet(2, "x", 1)}, clock_.Now(), &out).code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(AggregatorTest, SetMembersAreAllThatIsWaitedFor) {
+  v1::RequestBatch out;
+  // Before the set's members are known, rank 3 is waited for until the window ends.
+  ASSERT_TRUE(aggregator_.Add({InSet(2, "a", 5)}, clock_.Now(), &out).ok());
+  EXPECT_EQ(out.requests_size(), 0);
+  // Set 5 is {0, 2}: rank 2 alone is this node's member, so "a" goes now.
+  aggregator_.SetMembers(5, {0, 2}, &out);
+  ASSERT_EQ(out.requests_size(), 1);
+  EXPECT_EQ(aggregator_.waiting(), 0);
+  EXPECT_EQ(aggregator_.NextDeadline(), absl::InfiniteFuture());
+  // Later tensors of the set go at once, every time (nothing is left behind per name).
+  for (int i = 0; i < 3; ++i) {
+    v1::RequestBatch next;
+    ASSERT_TRUE(aggregator_.Add({InSet(2, "a", 5)}, clock_.Now(), &next).ok());
+    EXPECT_EQ(next.requests_size(), 1);
+  }
+  EXPECT_EQ(aggregator_.NextDeadline(), absl::InfiniteFuture());
+  // A removed set's waiting tensors go upstream for the coordinator to fail.
+  aggregator_.SetMembers(6, {2, 3}, &out);
+  v1::RequestBatch removed;
+  ASSERT_TRUE(aggregator_.Add({InSet(2, "b", 6)}, clock_.Now(), &removed).ok());
+  EXPECT_EQ(removed.requests_size(), 0);
+  aggregator_.RemoveSet(6, &removed);
+  EXPECT_EQ(removed.requests_size(), 1);
+  EXPECT_EQ(aggregator_.waiting(), 0);
+}
+
+}  // namespace
+}  // namespace troika::agent

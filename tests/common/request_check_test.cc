@@ -87,3 +87,26 @@ TEST(RequestCheckTest, RejectsEachMalformedField) {
 
 }  // namespace
 }  // namespace troika
+
+namespace troika {
+namespace {
+
+TEST(RequestCheckTest, UnknownSetSizeLeavesRanksRootsAndSplitCountsToTheCoordinator) {
+  TensorRequest a2a = Make(CollectiveType::kAlltoall, {3});
+  a2a.rank = 5;
+  a2a.splits = {1, 2};
+  EXPECT_TRUE(CheckRequest(a2a, 0).ok());
+  EXPECT_FALSE(CheckRequest(a2a, 3).ok());  // known: 2 splits for 3 ranks
+  a2a.splits = {1, 1};
+  EXPECT_THAT(CheckRequest(a2a, 0).message(), HasSubstr("splits sum to 2 but dim 0 is 3"));
+  TensorRequest even = Make(CollectiveType::kAlltoall, {3});
+  EXPECT_TRUE(CheckRequest(even, 0).ok());
+  TensorRequest broadcast = Make(CollectiveType::kBroadcast, {3});
+  broadcast.root = 7;
+  EXPECT_TRUE(CheckRequest(broadcast, 0).ok());
+  broadcast.root = -1;
+  EXPECT_FALSE(CheckRequest(broadcast, 0).ok());
+}
+
+}  // namespace
+}  // namespace troika

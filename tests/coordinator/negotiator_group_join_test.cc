@@ -211,6 +211,28 @@ TEST(NegotiatorJoinTest, LastJoinCompletesEveryJoinWithTheLastRankAndResets) {
   EXPECT_THAT(n.Pending()[0].missing_ranks, ElementsAre(2));
 }
 
+TEST(NegotiatorJoinTest, LastJoinRunsTheTensorsTheEarlierJoinerSubmittedFirst) {
+  // Rank 0 submits s0, s1, s2 and joins before they ran; rank 1 submits s0 only, then joins.
+  // s1 and s2 run with rank 0's data (rank 1 joined) before the join completes.
+  Negotiator n(2, NoHold());
+  for (const char* name : {"s0", "s1", "s2"}) ASSERT_TRUE(n.Submit(Request(0, name), kT0).ok());
+  ASSERT_TRUE(n.Submit(Join(0), kT0).ok());
+  ASSERT_TRUE(n.Submit(Request(1, "s0"), kT0).ok());
+  std::vector<Response> first = PollNow(n);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_THAT(first[0].names, ElementsAre("s0"));
+  ASSERT_TRUE(n.Submit(Join(1), kT0).ok());
+  std::vector<Response> out = PollNow(n);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].is_error()) << out[0].error;
+  EXPECT_THAT(out[0].names, ElementsAre("s1", "s2"));
+  EXPECT_THAT(out[0].joined_ranks, ElementsAre(1));
+  EXPECT_EQ(out[1].type, CollectiveType::kJoin);
+  EXPECT_EQ(out[1].root, 1);
+  EXPECT_TRUE(n.idle());
+  EXPECT_THAT(n.Pending(), IsEmpty());
+}
+
 TEST(NegotiatorJoinTest, OpsNeedingEveryRankFailWhileARankIsJoined) {
   Negotiator n(3, NoHold());
   ASSERT_TRUE(n.Submit(Join(2), kT0).ok());

@@ -1,13 +1,15 @@
 // Two hosts for real: network namespaces joined by veth links through a bridge namespace.
 // The coordinator runs in one namespace, a troika-agent with two ranks in each of two others;
 // allreduce and allgather must be correct across the links. Needs root (CAP_SYS_ADMIN and
-// CAP_NET_ADMIN): skips with a clear message where it cannot create namespaces.
+// CAP_NET_ADMIN): skips, saying why, where it cannot create namespaces or cannot enter them
+// (a chroot, some containers).
 
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,15 +24,33 @@ int Sh(const std::string& command) {
   return WaitWithTimeout(StartShell(command + " >/dev/null 2>&1"), absl::Seconds(20));
 }
 
+// `text` without surrounding whitespace, or "(no output)".
+std::string Trimmed(const std::string& text) {
+  const std::string stripped(absl::StripAsciiWhitespace(text));
+  return stripped.empty() ? "(no output)" : stripped;
+}
+
 class NetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     prefix_ = absl::StrCat("tk", getpid() % 100000);
+    dir_ = MakeScratchDir("netns");
     if (Sh("command -v ip") != 0) GTEST_SKIP() << "needs the `ip` tool (Debian: iproute2)";
-    if (Sh(absl::StrCat("ip netns add ", prefix_, "-probe")) != 0) {
-      GTEST_SKIP() << "cannot create network namespaces here (needs root with CAP_SYS_ADMIN)";
+    // Creating a namespace is not enough: entering one (ip netns exec) also remounts /sys and
+    // makes / a slave mount, which fails in a chroot and in some containers.
+    const std::string probe = prefix_ + "-probe";
+    CommandResult created = RunShell("ip netns add " + probe, dir_, absl::Seconds(20));
+    if (created.exit_code != 0) {
+      GTEST_SKIP() << "cannot create network namespaces here (needs root with CAP_SYS_ADMIN): "
+                   << "`ip netns add` says: " << Trimmed(created.err + created.out);
     }
-    Sh(absl::StrCat("ip netns del ", prefix_, "-probe"));
+    CommandResult entered = RunShell("ip netns exec " + probe + " true", dir_, absl::Seconds(20));
+    Sh("ip netns del " + probe);
+    if (entered.exit_code != 0) {
+      GTEST_SKIP() << "network namespaces can be created but not entered here (a chroot or a "
+                   << "restricted container): `ip netns exec` says: "
+                   << Trimmed(entered.err + entered.out);
+    }
     // A bridge namespace joins three hosts: c (coordinator), a and b (agents).
     const std::string br = prefix_ + "-br";
     ASSERT_EQ(Sh(absl::StrCat("ip netns add ", br)), 0);
@@ -53,7 +73,6 @@ class NetnsTest : public ::testing::Test {
           << "setting up host " << host;
       ++octet;
     }
-    dir_ = MakeScratchDir("netns");
   }
 
   void TearDown() override {
