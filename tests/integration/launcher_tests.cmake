@@ -42,3 +42,13 @@ target_compile_definitions(netns_test PRIVATE
   AGENT_BINARY="$<TARGET_FILE:troika-agent>"
   CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
 add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-rank)
+
+# User scenarios (tests/integration/scenarios.h) behind agents, launched by troikarun.
+add_executable(troika-test-scenario-rank ${CMAKE_CURRENT_LIST_DIR}/scenario_rank.cc)
+target_link_libraries(troika-test-scenario-rank PRIVATE troika absl::strings absl::time)
+troika_test(scenario_process_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/scenario_process_test.cc
+  LIBS absl::strings absl::time TIMEOUT 300)
+target_compile_definitions(scenario_process_test PRIVATE
+  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  SCENARIO_RANK_BINARY="$<TARGET_FILE:troika-test-scenario-rank>")
+add_dependencies(scenario_process_test troikarun troika-agent troika-test-scenario-rank)
