@@ -159,6 +159,43 @@ absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
   return CheckRequest(in_set, member->second);
 }
 
+absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
+  const TensorRequest& r = entry.request;
+  const int64_t elements = NumElements(r.shape);
+  if (elements == 0) return absl::OkStatus();
+  auto invalid = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveName(r.type), " '", r.name,
+                                                   "' on rank ", membership_.rank, ": ", what));
+  };
+  const std::string shape = absl::StrCat(" (shape ", ShapeString(r.shape), ", ", elements,
+                                         elements == 1 ? " element)" : " elements)");
+  switch (r.type) {
+    case CollectiveType::kBarrier:
+    case CollectiveType::kJoin:
+      return absl::OkStatus();
+    case CollectiveType::kBroadcast: {
+      // The root is a position in the request's set; CheckInSet found this rank in it.
+      int position = membership_.rank;
+      if (r.process_set != 0) {
+        absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(r.process_set);
+        if (member.ok()) position = member->first;
+      }
+      if (position == r.root && entry.in == nullptr) {
+        return invalid(absl::StrCat("the input buffer is null on the root", shape));
+      }
+      break;
+    }
+    default:
+      if (entry.in == nullptr) return invalid(absl::StrCat("the input buffer is null", shape));
+  }
+  const bool writes_out =
+      r.type == CollectiveType::kAllreduce || r.type == CollectiveType::kBroadcast;
+  if (writes_out && entry.out == nullptr) {
+    return invalid(absl::StrCat("the output buffer is null", shape));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ContextImpl::Place(Entry& entry, const Device& device,
                                 std::optional<Compression> compression) {
   TensorRequest& r = entry.request;
@@ -204,6 +241,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
   Entry entry{std::move(request), in, out, state};
   absl::Status status = Place(entry, device, compression);
   if (status.ok()) status = CheckInSet(entry.request);
+  if (status.ok()) status = CheckBuffers(entry);
   if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
     StartOp(*state);
@@ -228,6 +266,7 @@ std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries, const D
     handles.push_back(Handle(e.state));
     if (status.ok()) status = Place(e, device, compression);
     if (status.ok()) status = CheckInSet(e.request);
+    if (status.ok()) status = CheckBuffers(e);
   }
   std::vector<std::shared_ptr<OpState>> states;
   for (const Entry& e : entries) states.push_back(e.state);

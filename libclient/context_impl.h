@@ -82,6 +82,11 @@ class ContextImpl {
   // CheckRequest against the size of the request's process set; FAILED_PRECONDITION if this
   // rank is not in that set.
   absl::Status CheckInSet(const TensorRequest& request) const;
+  // INVALID_ARGUMENT, naming the op and tensor, for a null buffer the operation would touch:
+  // the input of a tensor with elements (except on a broadcast's non-root, which never reads
+  // it), the output of an allreduce or broadcast with elements. After CheckInSet (the shape
+  // and the set are valid).
+  absl::Status CheckBuffers(const Entry& entry) const;
 
   Membership membership_;
   std::unique_ptr<ControlChannel> channel_;

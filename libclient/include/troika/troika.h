@@ -11,7 +11,11 @@
 // coordinator, executed in the job-wide order on the data plane, and completes its Handle.
 // Operations are matched across ranks by name: every rank must submit each name, and a name
 // may be in flight only once per rank. Buffers passed in must stay valid, and inputs
-// unchanged, until the handle is done.
+// unchanged, until the handle is done. A null buffer the operation would touch — the input of
+// a tensor with elements (a broadcast reads it on the root only), the output of an allreduce
+// or broadcast with elements — fails the handle at once with INVALID_ARGUMENT naming the op
+// and the tensor; like every error found at submission it is this rank's alone (the op is
+// not sent, and ranks that did submit it wait for it).
 //
 // Thread contract: Context is thread-safe; Handle is thread-safe.
 
