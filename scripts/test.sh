@@ -2,9 +2,40 @@
 # Installs what the build and the tests need (scripts/setup.sh --test-tools), builds Troika
 # with its tests (-j2), runs the whole test suite with ctest, then the libFuzzer target for
 # TROIKA_FUZZ_SECONDS (default 60; scripts/fuzz.sh). Usage: scripts/test.sh [extra ctest arguments]
+#
+# After ctest it lists the skipped tests with their reasons (ctest hides a skipped test's
+# output); it ends with the fuzz run's figures and, as the very last line,
+#   summary: P passed, F failed, S skipped
+# It exits non-zero when a test or the fuzz run fails (the fuzz target is not run after a
+# failed test suite).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" --test-tools
 cd "$root/build"
-ctest --output-on-failure --timeout 900 -j2 "$@"
-"$root/scripts/fuzz.sh" "${TROIKA_FUZZ_SECONDS:-60}"
+junit="$root/build/ctest-junit.xml"
+rm -f "$junit"
+ctest_status=0
+ctest --output-on-failure --timeout 900 -j2 --output-junit "$junit" "$@" || ctest_status=$?
+
+report=$(python3 "$root/scripts/ctest_report.py" "$junit" "$root/build/Testing/Temporary/LastTest.log")
+counts=$(tail -n 1 <<<"$report")
+sed '$d' <<<"$report"
+
+fuzz_status=0
+if ((ctest_status == 0)); then
+  seconds=${TROIKA_FUZZ_SECONDS:-60}
+  fuzz_log="$root/build/fuzz.log"
+  "$root/scripts/fuzz.sh" "$seconds" 2>&1 | tee "$fuzz_log" || fuzz_status=$?
+  # libFuzzer's last words: "Done 123456 runs in 61 second(s)".
+  runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2 s, \1 runs/p' "$fuzz_log" | tail -n 1)
+  if ((fuzz_status == 0)); then
+    echo "fuzz: ${runs:-$seconds s}, no crash"
+  else
+    echo "fuzz: FAILED (exit status $fuzz_status${runs:+ after $runs}): see its output above; the reproducer is in build-fuzz/"
+  fi
+else
+  echo "test.sh: ctest failed (exit status $ctest_status); the fuzz target was not run"
+fi
+echo "summary: $counts"
+if ((ctest_status != 0)); then exit "$ctest_status"; fi
+exit "$fuzz_status"
