@@ -26,6 +26,9 @@ std::vector<double> TrainAndDump(const std::string& launch, int steps) {
                             " --steps ", steps, " --dump_weights ", weights),
                dir, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << launch << ": " << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(absl::StrCat(
+                         "\\[0\\] troika-example-train: done: ", steps, " steps in [0-9.]+ s")))
+      << launch;
   return ReadWeights(weights);
 }
 

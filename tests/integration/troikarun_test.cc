@@ -45,6 +45,18 @@ TEST(TroikarunTest, ExampleOnFourRanksSucceedsAndTheLossFalls) {
   EXPECT_LT(losses.back(), 0.25 * losses.front()) << r.out;
   EXPECT_THAT(r.out, Not(HasSubstr("[1] step"))) << "only rank 0 reports the loss";
   EXPECT_THAT(r.out, HasSubstr("[0] troika-example-train: 4 ranks, global batch 256 (64 per"));
+  // It ends with a summary: steps, wall time, steps/s, first -> last loss.
+  std::smatch summary;
+  ASSERT_TRUE(std::regex_search(
+      r.out, summary,
+      std::regex(R"(\[0\] troika-example-train: done: 30 steps in ([0-9.]+) s \(([0-9.]+) )"
+                 R"(steps/s\), loss ([0-9.]+) -> ([0-9.]+)\n)")))
+      << r.out;
+  EXPECT_GT(std::stod(summary[1]), 0.0);
+  EXPECT_GT(std::stod(summary[2]), 0.0);
+  EXPECT_DOUBLE_EQ(std::stod(summary[3]), losses.front());
+  EXPECT_DOUBLE_EQ(std::stod(summary[4]), losses.back());
+  EXPECT_THAT(r.out, Not(HasSubstr("[1] troika-example-train: done"))) << "rank 0 only";
 }
 
 TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
