@@ -275,6 +275,53 @@ int troika_reducescatter(troika_context* ctx, const char* name, const void* in, 
   });
 }
 
+int troika_allgather_into(troika_context* ctx, const char* name, const void* in, void* out,
+                          size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                          troika_handle** handle) {
+  constexpr char kFn[] = "troika_allgather_into";
+  return Guard(kFn, [&] {
+    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
+    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
+    if (!dims.ok()) return Report(dims.status());
+    return Wrap(ctx->context->AllgatherInto(name, in, out, out_bytes,
+                                            static_cast<troika::DataType>(dtype), *std::move(dims)),
+                handle);
+  });
+}
+
+int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, void* out,
+                         size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                         const int64_t* splits, int nsplits, troika_handle** handle) {
+  constexpr char kFn[] = "troika_alltoall_into";
+  return Guard(kFn, [&] {
+    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
+    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
+    if (!dims.ok()) return Report(dims.status());
+    auto split_list = Dims(What(kFn, name), "splits", "nsplits", splits, nsplits);
+    if (!split_list.ok()) return Report(split_list.status());
+    return Wrap(ctx->context->AlltoallInto(name, in, out, out_bytes,
+                                           static_cast<troika::DataType>(dtype), *std::move(dims),
+                                           *std::move(split_list)),
+                handle);
+  });
+}
+
+int troika_reducescatter_into(troika_context* ctx, const char* name, const void* in, void* out,
+                              size_t out_bytes, int dtype, const int64_t* shape, int ndim, int op,
+                              double prescale, double postscale, troika_handle** handle) {
+  constexpr char kFn[] = "troika_reducescatter_into";
+  return Guard(kFn, [&] {
+    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
+    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
+    if (!dims.ok()) return Report(dims.status());
+    return Wrap(ctx->context->ReducescatterInto(name, in, out, out_bytes,
+                                                static_cast<troika::DataType>(dtype),
+                                                *std::move(dims),
+                                                ReduceOptions(op, prescale, postscale)),
+                handle);
+  });
+}
+
 int troika_barrier(troika_context* ctx, troika_handle** handle) {
   return Guard("troika_barrier", [&] {
     if (int code = CheckOp("troika_barrier", ctx, nullptr, handle, false); code != 0) return code;

@@ -24,6 +24,25 @@ size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize());
 
 }  // namespace
 
+uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int64_t>& shape,
+                                  std::shared_ptr<uint8_t>* scratch) {
+  if (!e.caller_output) return Output(e, bytes);
+  if (bytes <= e.out_bytes) {
+    // Not owned: an aliasing pointer with no owner.
+    return e.state->SetOutput(
+        std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), static_cast<uint8_t*>(e.out)),
+        bytes);
+  }
+  e.outcome = absl::OutOfRangeError(absl::StrCat(
+      CollectiveName(e.request.type), " '", e.request.name, "' on rank ", e.request.rank,
+      ": the result needs ", bytes, " bytes (shape ", ShapeString(shape),
+      "), but the caller's output buffer holds ", e.out_bytes,
+      "; this rank took part in the collective and discarded its result"));
+  if (scratch == nullptr) return nullptr;
+  *scratch = outputs_.Acquire(bytes);
+  return scratch->get();
+}
+
 absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response& response,
                                    const std::vector<Entry*>& entries) {
   comm_ = &comm;
@@ -108,8 +127,9 @@ absl::Status CollectiveRunner::Allgather(const Response& response, Entry& e) {
     recv[r] = static_cast<size_t>(response.sizes[r]) * row;
     rows += response.sizes[r];
   }
-  uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
+  std::shared_ptr<uint8_t> scratch;
+  uint8_t* out = Result(e, static_cast<size_t>(rows) * row, e.state->output_shape, &scratch);
   return comm_->Allgatherv(e.in, out, recv);
 }
 
@@ -136,8 +156,9 @@ absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
     e.state->received_splits[j] = from_j;
     rows += from_j;
   }
-  uint8_t* out = Output(e, static_cast<size_t>(rows) * row);
   e.state->output_shape = WithDim0(e.request.shape, rows);
+  std::shared_ptr<uint8_t> scratch;
+  uint8_t* out = Result(e, static_cast<size_t>(rows) * row, e.state->output_shape, &scratch);
   return comm_->Alltoallv(e.in, send, out, recv);
 }
 
@@ -163,9 +184,9 @@ absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e)
   }
   uint8_t* mine = buffer + before * element;
   Finish(response, size, mine, counts[rank]);
-  uint8_t* out = Output(e, counts[rank] * element);
-  if (counts[rank] > 0) std::memcpy(out, mine, counts[rank] * element);
   e.state->output_shape = WithDim0(e.request.shape, response.sizes[rank]);
+  uint8_t* out = Result(e, counts[rank] * element, e.state->output_shape, nullptr);
+  if (out != nullptr && counts[rank] > 0) std::memcpy(out, mine, counts[rank] * element);
   return absl::OkStatus();
 }
 

@@ -48,6 +48,14 @@ class CollectiveRunner {
   uint8_t* Output(Entry& e, size_t bytes) {
     return e.state->SetOutput(outputs_.Acquire(bytes), bytes);
   }
+  // Where `e`'s result of `bytes` bytes (shaped `shape`) goes: the caller's buffer if it asked
+  // for that and it has room (the handle's output() is then that pointer), else a handle-owned
+  // one. A caller's buffer too small sets e.outcome (OUT_OF_RANGE, needed vs given bytes) and
+  // gives a scratch buffer, kept alive by `*scratch`, to receive into and discard — or null if
+  // `scratch` is null (the result need not be received anywhere). The rank takes part in the
+  // collective either way, so the other ranks never wait for it.
+  uint8_t* Result(Entry& e, size_t bytes, const std::vector<int64_t>& shape,
+                  std::shared_ptr<uint8_t>* scratch);
 
   transport::Communicator* comm_ = nullptr;  // during Run()
   OutputPool& outputs_;

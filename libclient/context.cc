@@ -162,11 +162,28 @@ absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
 absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
   const TensorRequest& r = entry.request;
   const int64_t elements = NumElements(r.shape);
-  if (elements == 0) return absl::OkStatus();
   auto invalid = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(CollectiveName(r.type), " '", r.name,
                                                    "' on rank ", membership_.rank, ": ", what));
   };
+  if (entry.caller_output) {
+    if (entry.device >= 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          CollectiveName(r.type), " '", r.name, "' on rank ", membership_.rank,
+          ": a caller's output buffer is not supported for GPU operations; use the "
+          "handle-owned result (",
+          r.type == CollectiveType::kAllgather  ? "Allgather"
+          : r.type == CollectiveType::kAlltoall ? "Alltoall"
+                                                : "Reducescatter",
+          " and Handle::output)"));
+    }
+    if (entry.out == nullptr && entry.out_bytes > 0) {
+      return invalid(
+          absl::StrCat("the output buffer is null, but its size is given as ", entry.out_bytes,
+                       " bytes"));
+    }
+  }
+  if (elements == 0) return absl::OkStatus();
   const std::string shape = absl::StrCat(" (shape ", ShapeString(r.shape), ", ", elements,
                                          elements == 1 ? " element)" : " elements)");
   switch (r.type) {
@@ -234,11 +251,14 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
 }
 
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, const Device& device,
-                           std::optional<Compression> compression) {
+                           std::optional<Compression> compression,
+                           std::optional<size_t> out_bytes) {
   request.rank = membership_.rank;
   auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
   Entry entry{std::move(request), in, out, state};
+  entry.caller_output = out_bytes.has_value();
+  entry.out_bytes = out_bytes.value_or(0);
   absl::Status status = Place(entry, device, compression);
   if (status.ok()) status = CheckInSet(entry.request);
   if (status.ok()) status = CheckBuffers(entry);
@@ -370,6 +390,34 @@ Handle Context::Reducescatter(const std::string& name, const void* in, DataType 
   r.postscale = options.postscale;
   r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, nullptr, options.device, options.compression);
+}
+
+Handle Context::AllgatherInto(const std::string& name, const void* in, void* out,
+                              size_t out_bytes, DataType dtype, std::vector<int64_t> shape,
+                              OpOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kAllgather, dtype, std::move(shape));
+  r.process_set = options.process_set;
+  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes);
+}
+
+Handle Context::AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,
+                             DataType dtype, std::vector<int64_t> shape,
+                             std::vector<int64_t> splits, OpOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kAlltoall, dtype, std::move(shape));
+  r.splits = std::move(splits);
+  r.process_set = options.process_set;
+  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes);
+}
+
+Handle Context::ReducescatterInto(const std::string& name, const void* in, void* out,
+                                  size_t out_bytes, DataType dtype, std::vector<int64_t> shape,
+                                  AllreduceOptions options) {
+  TensorRequest r = Request(name, CollectiveType::kReducescatter, dtype, std::move(shape));
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+  r.process_set = options.process_set;
+  return impl_->Submit(std::move(r), in, out, options.device, options.compression, out_bytes);
 }
 
 Handle Context::Barrier(OpOptions options) {

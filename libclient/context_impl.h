@@ -36,9 +36,11 @@ class ContextImpl {
 
   const Membership& membership() const { return membership_; }
   // Checks `request` and submits it, placed on `device` with `compression` (Place); the handle
-  // of an immediate error is already complete.
+  // of an immediate error is already complete. `out_bytes` set: an allgather, alltoall or
+  // reducescatter into the caller's `out` of that many bytes (Entry::caller_output).
   Handle Submit(TensorRequest request, const void* in, void* out, const Device& device = {},
-                std::optional<Compression> compression = std::nullopt);
+                std::optional<Compression> compression = std::nullopt,
+                std::optional<size_t> out_bytes = std::nullopt);
   // Checks every request and submits all of them in one batch, or none (every handle then
   // fails with the first error). Placed as Submit.
   std::vector<Handle> SubmitGroup(std::vector<Entry> entries, const Device& device,
@@ -84,8 +86,9 @@ class ContextImpl {
   absl::Status CheckInSet(const TensorRequest& request) const;
   // INVALID_ARGUMENT, naming the op and tensor, for a null buffer the operation would touch:
   // the input of a tensor with elements (except on a broadcast's non-root, which never reads
-  // it), the output of an allreduce or broadcast with elements. After CheckInSet (the shape
-  // and the set are valid).
+  // it), the output of an allreduce or broadcast with elements, a caller's output buffer
+  // (Entry::caller_output) that is null with a nonzero size. UNIMPLEMENTED for a caller's
+  // output buffer on GPU. After Place and CheckInSet (the device, shape and set are valid).
   absl::Status CheckBuffers(const Entry& entry) const;
 
   Membership membership_;

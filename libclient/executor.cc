@@ -153,7 +153,8 @@ void Executor::Execute(const Response& response) {
   }
   if (!status.ok()) status = on_failure_(status);
   for (Entry& e : entries) {
-    if (e.state) e.state->Complete(status);
+    // A collective that succeeded may still have failed this rank's own part (e.outcome).
+    if (e.state) e.state->Complete(status.ok() ? e.outcome : status);
   }
 }
 

@@ -56,8 +56,17 @@ struct OpState {
 struct Entry {
   TensorRequest request;
   const void* in = nullptr;  // caller-owned input
-  void* out = nullptr;       // caller-owned output (allreduce, broadcast) or null
+  void* out = nullptr;       // caller-owned output (allreduce, broadcast; caller_output) or null
   std::shared_ptr<OpState> state;
+  // Allgather, alltoall, reducescatter into a caller's buffer (Context::AllgatherInto etc.):
+  // `out` (null only if out_bytes is 0) holds out_bytes bytes. Otherwise the result is
+  // handle-owned.
+  bool caller_output = false;
+  size_t out_bytes = 0;
+  // Set while executing, after which the collective itself may still succeed: this rank's own
+  // failure (its caller's output buffer too small for the result), the handle's outcome
+  // instead of OK. The rank took part in the collective all the same.
+  absl::Status outcome;
   // GPU entries (request.device kGpu): the CUDA device and what to wait for before reading
   // `in` (troika::Device).
   int device = -1;

@@ -2,6 +2,7 @@
 
 #include "troika/c_api.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -340,6 +341,85 @@ TEST(CApiTest, CppAllreduceWithANullInputFailsItsHandleOnly) {
     std::vector<float> in(6, 1.0f + rank);
     ASSERT_TRUE(c.Allreduce("n", in.data(), out.data(), DataType::kFloat32, {2, 3}).Wait().ok());
     EXPECT_EQ(out[5], 3.0f);
+  });
+}
+
+TEST(CApiTest, IntoACallersBuffer) {
+  TestCluster cluster;
+  const std::string address = cluster.address();
+  OnEveryRank(2, [&](int rank) {
+    troika_context* ctx = nullptr;
+    ASSERT_EQ(troika_init(address.c_str(), "capi-into", rank, 2, &ctx), 0) << troika_last_error();
+    troika_handle* h = nullptr;
+    // Allgather: rank r contributes r + 1 rows; 3 rows in all.
+    std::vector<int32_t> rows(rank + 1, 7 + rank);
+    int64_t gshape[1] = {rank + 1};
+    std::vector<int32_t> out(4, -1);
+    ASSERT_EQ(troika_allgather_into(ctx, "ag", rows.data(), out.data(), 4 * sizeof(int32_t),
+                                    TROIKA_INT32, gshape, 1, &h),
+              0);
+    ASSERT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    size_t bytes = 0;
+    EXPECT_EQ(troika_handle_output(h, &bytes), out.data());
+    EXPECT_EQ(bytes, 3 * sizeof(int32_t));
+    EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 8, -1}));
+    troika_handle_free(h);
+
+    // Alltoall: rank r sends 1 row to each; reducescatter: 2 rows, one each.
+    int32_t a2a[2] = {10 * rank, 10 * rank + 1};
+    int64_t ashape[1] = {2};
+    int32_t received[2] = {-1, -1};
+    ASSERT_EQ(troika_alltoall_into(ctx, "a2a", a2a, received, sizeof(received), TROIKA_INT32,
+                                   ashape, 1, nullptr, 0, &h),
+              0);
+    ASSERT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(received[0], rank);
+    EXPECT_EQ(received[1], 10 + rank);
+    int64_t splits[2];
+    EXPECT_EQ(troika_handle_received_splits(h, splits, 2), 2);
+    troika_handle_free(h);
+    float rs[2] = {1.0f, 2.0f};
+    float mine = -1.0f;
+    ASSERT_EQ(troika_reducescatter_into(ctx, "rs", rs, &mine, sizeof(mine), TROIKA_FLOAT32, ashape,
+                                        1, TROIKA_SUM, 1, 1, &h),
+              0);
+    ASSERT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(mine, 2.0f * (rank + 1));
+    troika_handle_free(h);
+
+    // Too small on rank 0 only: OUT_OF_RANGE there, the result on rank 1.
+    std::fill(out.begin(), out.end(), -1);
+    ASSERT_EQ(troika_allgather_into(ctx, "ag2", rows.data(), out.data(),
+                                    (rank == 0 ? 2 : 3) * sizeof(int32_t), TROIKA_INT32, gshape, 1,
+                                    &h),
+              0);
+    if (rank == 0) {
+      EXPECT_EQ(troika_handle_wait(h), 11);  // OUT_OF_RANGE
+      EXPECT_NE(std::string(troika_last_error()).find("needs 12 bytes"), std::string::npos)
+          << troika_last_error();
+      EXPECT_EQ(troika_handle_output(h, &bytes), nullptr);
+      EXPECT_EQ(out[0], -1);
+    } else {
+      EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+      EXPECT_EQ(out[2], 8);
+    }
+    troika_handle_free(h);
+
+    // Argument checks as the other operations.
+    EXPECT_INVALID(troika_allgather_into(ctx, nullptr, rows.data(), out.data(), 4, TROIKA_INT32,
+                                         gshape, 1, &h),
+                   "troika_allgather_into: name is NULL");
+    EXPECT_INVALID(troika_alltoall_into(ctx, "x", a2a, received, 8, TROIKA_INT32, ashape, 1,
+                                        nullptr, 1, &h),
+                   "splits is NULL but nsplits is 1");
+    EXPECT_INVALID(troika_reducescatter_into(ctx, "x", rs, &mine, 4, TROIKA_FLOAT32, ashape, -1,
+                                             TROIKA_SUM, 1, 1, &h),
+                   "ndim is -1");
+    EXPECT_HANDLE_INVALID(troika_allgather_into(ctx, "x", rows.data(), nullptr, 4, TROIKA_INT32,
+                                                gshape, 1, &h_),
+                          "output buffer is null, but its size is given as 4 bytes");
+    EXPECT_EQ(troika_shutdown(ctx), 0);
+    troika_free(ctx);
   });
 }
 

@@ -95,6 +95,21 @@ int troika_alltoall(troika_context* ctx, const char* name, const void* in, int d
 int troika_reducescatter(troika_context* ctx, const char* name, const void* in, int dtype,
                          const int64_t* shape, int ndim, int op, double prescale, double postscale,
                          troika_handle** handle);
+/* The same three writing the result into the caller's `out` of `out_bytes` bytes (host memory;
+ * NULL only with 0 bytes) instead of a handle-owned buffer: Context::AllgatherInto,
+ * AlltoallInto, ReducescatterInto. troika_handle_output then returns `out` and the result's
+ * size. A result that does not fit fails the handle with OUT_OF_RANGE (11) naming the bytes
+ * needed and given; this rank still took part in the collective (troika/troika.h says why),
+ * so the other ranks and later operations go on. */
+int troika_allgather_into(troika_context* ctx, const char* name, const void* in, void* out,
+                          size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                          troika_handle** handle);
+int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, void* out,
+                         size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                         const int64_t* splits, int nsplits, troika_handle** handle);
+int troika_reducescatter_into(troika_context* ctx, const char* name, const void* in, void* out,
+                              size_t out_bytes, int dtype, const int64_t* shape, int ndim, int op,
+                              double prescale, double postscale, troika_handle** handle);
 int troika_barrier(troika_context* ctx, troika_handle** handle);
 /* Context::GroupedAllreduce over n tensors: tensor i is names[i], ins[i], outs[i], dtypes[i],
  * shapes[i] (ndims[i] dims). Writes n handles to handles[] (each freed on its own). n < 0, a
@@ -128,7 +143,8 @@ int troika_handle_poll(const troika_handle* handle);
 /* Blocks until done; returns the operation's status code (message: troika_last_error).
  * INVALID_ARGUMENT if handle is NULL. */
 int troika_handle_wait(troika_handle* handle);
-/* Handle-owned result of allgather, alltoall, reducescatter; valid until troika_handle_free.
+/* Handle-owned result of allgather, alltoall, reducescatter; valid until troika_handle_free
+ * (the *_into forms: the caller's `out`).
  * Writes its size to *bytes unless bytes is NULL. A NULL handle: NULL, *bytes = 0 and the
  * message in troika_last_error. */
 const void* troika_handle_output(const troika_handle* handle, size_t* bytes);

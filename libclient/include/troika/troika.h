@@ -162,7 +162,11 @@ class Handle {
   absl::Status WaitOnStream(void* stream) const;
 
   // After a successful Wait(), for allgather, alltoall and reducescatter: the result, owned
-  // by the handle, and its shape (dim 0 is known only after negotiation).
+  // by the handle — or, for AllgatherInto / AlltoallInto / ReducescatterInto, the caller's
+  // buffer it was written to (output() is then that pointer, output_bytes() the result's
+  // size, which may be less than the buffer's) — and its shape (dim 0 is known only after
+  // negotiation). When an *Into op failed with OUT_OF_RANGE, output() is null and
+  // output_shape() (and received_splits()) describe the result that did not fit.
   const void* output() const;
   size_t output_bytes() const;
   const std::vector<int64_t>& output_shape() const;
@@ -215,6 +219,28 @@ class Context {
   // kSum or kAverage. Result handle-owned.
   Handle Reducescatter(const std::string& name, const void* in, DataType dtype,
                        std::vector<int64_t> shape, AllreduceOptions options = {});
+  // Allgather, Alltoall and Reducescatter writing the result into the caller's `out`, which
+  // holds `out_bytes` bytes (host memory; `out` may be null only with 0 bytes), instead of a
+  // handle-owned buffer: no copy beyond what the handle-owned form makes (allgather and
+  // alltoall receive straight into `out`). The result must fit: the result of allgather and
+  // alltoall is sized only after negotiation (the other ranks' dim 0 and splits), so the size
+  // is checked when the operation runs. If it does not fit, this rank still takes part in the
+  // collective — it receives into a scratch buffer and discards the result, leaving `out`
+  // untouched — and then its handle fails with OUT_OF_RANGE naming the bytes needed and
+  // given; the other ranks' results are unaffected and nothing waits on this rank, so the job
+  // goes on (failing before the collective instead would leave the others waiting for it).
+  // Reducescatter's size is known here (dim0 / n rows, one more on the first dim0 % n ranks of
+  // the set of n) but is checked the same way, for the same reason. A null
+  // `out` with a nonzero `out_bytes` is INVALID_ARGUMENT at once; GPU operations
+  // (options.device) are refused with UNIMPLEMENTED: use the handle-owned forms there.
+  Handle AllgatherInto(const std::string& name, const void* in, void* out, size_t out_bytes,
+                       DataType dtype, std::vector<int64_t> shape, OpOptions options = {});
+  Handle AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,
+                      DataType dtype, std::vector<int64_t> shape,
+                      std::vector<int64_t> splits = {}, OpOptions options = {});
+  Handle ReducescatterInto(const std::string& name, const void* in, void* out, size_t out_bytes,
+                           DataType dtype, std::vector<int64_t> shape,
+                           AllreduceOptions options = {});
   // Completes once every rank (of `options.process_set`) has reached the barrier.
   Handle Barrier(OpOptions options = {});
 
