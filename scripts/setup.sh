@@ -3,13 +3,15 @@
 # configures and builds it with -j2 into ./build.
 #
 # Usage: scripts/setup.sh [--no-build | --runtime | --test-tools]
-#   (none)        build packages, then build
+#   (none)        build packages, then build the programs only (RUN_TARGETS: what the
+#                 README's run command runs, and what the container image installs)
 #   --no-build    build packages only
 #   --runtime     only the shared libraries the installed binaries need (the container
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
 #   --test-tools  build packages and what the test suite runs besides the build (promtool
 #                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
-#                 and build/venv with kubernetes-validate), then build
+#                 and build/venv with kubernetes-validate and PyYAML from PyPI), then build
+#                 everything: the programs, the tests and the benchmarks
 set -euo pipefail
 
 PACKAGES=(
@@ -31,6 +33,9 @@ TEST_PACKAGES=(prometheus yamllint python3-venv
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
+# The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
+# installs all of them (CMakeLists.txt, install()).
+RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
 
 mode=${1:-}
 case "$mode" in
@@ -70,4 +75,8 @@ if [[ "$mode" == "--test-tools" ]]; then
   fi
 fi
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${TROIKA_BUILD_TYPE:-RelWithDebInfo}"
-cmake --build "$root/build" -j2
+if [[ "$mode" == "--test-tools" ]]; then
+  cmake --build "$root/build" -j2
+else
+  cmake --build "$root/build" -j2 --target "${RUN_TARGETS[@]}"
+fi
