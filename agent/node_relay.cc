@@ -172,8 +172,10 @@ void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {
   state.lost_timer = 0;
   if (abort_ != nullptr || state.departed || state.reported) return;
   RetireLocked(rank);
-  if (exit_code == 0 && signal == 0) {
-    // It left without a goodbye (it never used Troika, or skipped shutdown): a clean leave.
+  if (exit_code == 0 && signal == 0 && state.had_session) {
+    // It left without a goodbye (it skipped shutdown): a clean leave. One that never opened
+    // a session goes up as an exit report with code 0: the coordinator then fails whatever
+    // waits for it to connect.
     TROIKA_LOG(INFO) << "rank " << rank << " exited with code 0 without a goodbye";
     state.departed = true;
     if (!suspended_) upstream_.SendGoodbye({rank});

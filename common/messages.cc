@@ -23,7 +23,8 @@ std::string DescribeRankExit(const RankExit& exit) {
                         ")");
   }
   if (exit.exit_code < 0) return absl::StrCat(who, " lost its session without leaving the job");
-  return absl::StrCat(who, " exited with code ", exit.exit_code);
+  return absl::StrCat(who, " exited with code ", exit.exit_code,
+                      exit.exit_code == 0 ? " before joining the job" : "");
 }
 
 std::string ProcessSetTensorName(int process_set, const std::string& name) {

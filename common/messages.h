@@ -99,7 +99,9 @@ struct CacheMiss {
 struct RankExit {
   int rank = 0;
   std::string host;
-  int exit_code = 0;  // -1: its session ended without goodbye while its process lived on
+  // -1: its session ended without goodbye while its process lived on. 0: it exited cleanly
+  // before joining the job (it never opened a session): it leaves, the job goes on.
+  int exit_code = 0;
   int signal = 0;     // non-zero: killed by this signal
 
   // What a shell reports for it: the exit code, or 128 + the signal.

@@ -256,18 +256,26 @@ absl::Status Job::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
     if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
       return absl::PermissionDeniedError(absl::StrCat("goodbye for rank ", r, " not owned"));
     }
-    departed_.insert(r);
-    negotiator_.RemoveRank(r, "has shut down");
-    process_sets_.RemoveRank(r, "has shut down");
-    deadlock_detector_.Forget(r);
   }
+  for (int r : ranks) DepartLocked(r, "has shut down");
+  FlushLocked();
+  CheckDeadlockLocked();
+  return absl::OkStatus();
+}
+
+void Job::DepartLocked(int rank, const std::string& why) {
+  if (!departed_.insert(rank).second) return;
+  negotiator_.RemoveRank(rank, why);
+  process_sets_.RemoveRank(rank, why);
+  deadlock_detector_.Forget(rank);
+  // A rank connecting a data plane (Init, AddProcessSet) waits for every member's address:
+  // whatever is not set yet never will be.
+  kv_.Close(absl::FailedPreconditionError(
+      absl::StrCat("rank ", rank, " ", why, "; it will not connect to the other ranks")));
   if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
     state_ = State::kFinished;
     TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
   }
-  FlushLocked();
-  CheckDeadlockLocked();
-  return absl::OkStatus();
 }
 
 absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
@@ -277,6 +285,17 @@ absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
         absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
   }
   if (departed_.count(exit.rank)) return absl::OkStatus();  // it had left cleanly
+  if (exit.exit_code == 0 && exit.signal == 0) {
+    // Its agent saw it exit cleanly without ever joining: it leaves, and the ranks waiting
+    // for it to connect fail at once, naming it (a job of processes that never use Troika
+    // just finishes).
+    DepartLocked(exit.rank, absl::StrCat(exit.host.empty() ? "" : "on ", exit.host,
+                                         exit.host.empty() ? "" : " ",
+                                         "exited with code 0 before joining the job"));
+    FlushLocked();
+    CheckDeadlockLocked();
+    return absl::OkStatus();
+  }
   AbortLocked(AbortCause::kRankExit, DescribeRankExit(exit), exit);
   return absl::OkStatus();
 }
@@ -371,7 +390,7 @@ void Job::Detach(const std::string& reason) {
   const absl::Status status = absl::UnavailableError(reason);
   for (auto& [sink, ranks] : sessions_) sink->End(status);
   FailAttachWaitersLocked(status);
-  kv_.FailWaiters(status);
+  kv_.Close(status);
 }
 
 void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit) {
@@ -387,7 +406,7 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   down->abort_cause = std::move(exit);
   BroadcastLocked(std::move(down));
   FailAttachWaitersLocked(absl::AbortedError(message));
-  kv_.FailWaiters(absl::AbortedError(message));
+  kv_.Close(absl::AbortedError(message));
 }
 
 v1::JobRecord Job::Record() const {

@@ -177,6 +177,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   };
 
   // Checks and binds a session's ranks (OpenSession, ResumeSession).
+  // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
+  // for what is not set yet fail, and the job finishes once every rank left.
+  void DepartLocked(int rank, const std::string& why);
   absl::Status BindSessionLocked(const std::vector<int>& ranks, int64_t epoch, SessionSink* sink);
   // Once every rank's session resumed: asks for a replay, or finishes the resync.
   void MaybeResyncLocked();
@@ -233,7 +236,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;
-  std::set<int> departed_;           // said goodbye
+  std::set<int> departed_;           // said goodbye, or exited 0 before joining
   int64_t next_seq_ = 1;             // the number of the next response broadcast
   bool fresh_sessions_ = false;      // a session opened without resuming
   bool resumed_ = false;             // the job resumed after a coordinator restart

@@ -8,7 +8,7 @@
 
 namespace troika::coordinator {
 
-KvStore::~KvStore() { FailWaiters(absl::CancelledError("the job's key-value store was closed")); }
+KvStore::~KvStore() { Close(absl::CancelledError("the job's key-value store was closed")); }
 
 bool KvStore::AllSetLocked(const std::vector<std::string>& keys) const {
   for (const std::string& k : keys) {
@@ -70,9 +70,11 @@ void KvStore::Get(const std::string& key, absl::Duration timeout, GetCallback do
 void KvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout,
                    WaitCallback done) {
   uint64_t id;
+  absl::Status status;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!AllSetLocked(keys)) {
+    if (!AllSetLocked(keys)) status = closed_;
+    if (!AllSetLocked(keys) && status.ok()) {
       id = next_waiter_++;
       waiters_[id] = Waiter{keys, std::move(done), 0};
       // Armed under the lock so the waiter cannot be completed before its timer id is stored.
@@ -81,7 +83,7 @@ void KvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout,
       return;
     }
   }
-  done(absl::OkStatus());
+  done(status);
 }
 
 void KvStore::Expire(uint64_t id, absl::Duration timeout) {
@@ -102,10 +104,11 @@ void KvStore::Expire(uint64_t id, absl::Duration timeout) {
                    "; not set: ", absl::StrJoin(missing, ", "))));
 }
 
-void KvStore::FailWaiters(const absl::Status& status) {
+void KvStore::Close(const absl::Status& status) {
   Waiters waiters;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_.ok()) closed_ = status;
     waiters.swap(waiters_);
   }
   for (auto& [id, w] : waiters) {

@@ -25,7 +25,7 @@ class KvStore {
   using WaitCallback = std::function<void(absl::Status)>;
 
   explicit KvStore(Scheduler& scheduler) : scheduler_(scheduler) {}
-  ~KvStore();  // fails every waiter with CANCELLED
+  ~KvStore();  // Close(CANCELLED)
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
@@ -34,8 +34,10 @@ class KvStore {
   // DEADLINE_EXCEEDED naming the key.
   void Get(const std::string& key, absl::Duration timeout, GetCallback done);
   void Wait(const std::vector<std::string>& keys, absl::Duration timeout, WaitCallback done);
-  // Fails every waiter with `status` (the job was aborted).
-  void FailWaiters(const absl::Status& status);
+  // Fails every waiter with `status`, and from now on every get or wait for a key that is not
+  // set, at once (the job was aborted, or a rank left that the others may be waiting for).
+  // The first status stays.
+  void Close(const absl::Status& status);
   // Bytes of every key and value held.
   int64_t bytes();
 
@@ -55,6 +57,7 @@ class KvStore {
   std::map<std::string, std::string> values_;  // guarded by mu_
   int64_t bytes_ = 0;                          // guarded by mu_; of values_
   Waiters waiters_;                            // guarded by mu_
+  absl::Status closed_;                        // guarded by mu_; set by Close()
   uint64_t next_waiter_ = 1;                   // guarded by mu_
 };
 

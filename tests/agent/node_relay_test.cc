@@ -299,8 +299,17 @@ TEST_F(NodeRelayTest, FailingProcessIsReportedAtOnceWithItsExitStatus) {
 
 TEST_F(NodeRelayTest, ProcessExitingZeroWithoutGoodbyeLeavesCleanly) {
   auto relay = MakeRelay();
-  relay->ProcessExited(2, 0, 0);  // never opened a session
+  OpenBoth(*relay);
+  relay->ProcessExited(2, 0, 0);
   EXPECT_THAT(upstream_.sent(), ElementsAre("goodbye 2"));
+}
+
+TEST_F(NodeRelayTest, ProcessExitingZeroBeforeItsSessionIsReportedAsAnExit) {
+  // It never joined: the coordinator must hear that it exited, so the ranks waiting for it
+  // to connect fail at once instead of waiting out their timeout.
+  auto relay = MakeRelay();
+  relay->ProcessExited(2, 0, 0);
+  EXPECT_THAT(upstream_.sent(), ElementsAre("exit 2 code 0 signal 0 on node-b"));
 }
 
 TEST_F(NodeRelayTest, SessionEndingWithoutGoodbyeAwaitsTheExitReport) {

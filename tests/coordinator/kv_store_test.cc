@@ -60,7 +60,7 @@ TEST(KvStoreTest, WaitTimesOutNamingMissingKeys) {
   EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("'a'")));
 }
 
-TEST(KvStoreTest, FailWaitersCompletesEveryWaiter) {
+TEST(KvStoreTest, CloseCompletesEveryWaiterAndLaterWaitsForMissingKeys) {
   Scheduler scheduler;
   KvStore kv(scheduler);
   int failed = 0;
@@ -69,8 +69,18 @@ TEST(KvStoreTest, FailWaitersCompletesEveryWaiter) {
   kv.Get("y", absl::Seconds(30), [&](absl::StatusOr<std::string> v) {
     failed += v.status().code() == absl::StatusCode::kAborted;
   });
-  kv.FailWaiters(absl::AbortedError("job aborted"));
+  kv.Set("set", "v");
+  kv.Close(absl::AbortedError("job aborted"));
   EXPECT_EQ(failed, 2);
+  // Later: a wait for a missing key fails at once (it would never be set), with the first
+  // reason; keys already set are still served.
+  kv.Close(absl::CancelledError("second"));
+  kv.Wait({"z"}, absl::Seconds(30),
+          [&](absl::Status s) { failed += s.code() == absl::StatusCode::kAborted; });
+  EXPECT_EQ(failed, 3);
+  bool served = false;
+  kv.Get("set", absl::Seconds(30), [&](absl::StatusOr<std::string> v) { served = v.ok(); });
+  EXPECT_TRUE(served);
 }
 
 }  // namespace

@@ -39,5 +39,30 @@ TEST(ScenarioProcessTest, JoinBeforeWaitingOnTwoRanks) {
   ExpectScenariosPass(2, 2, "join-before-wait");
 }
 
+// A rank that exits before Init (cleanly or not) fails every other rank within seconds,
+// naming it, and troikarun exits promptly: nothing waits out a data-plane timeout (300 s).
+void ExpectEarlyExitEndsTheJob(int code, const std::string& reason) {
+  const std::string dir = MakeScratchDir("early-exit");
+  CommandResult r = RunShell(
+      absl::StrCat(TROIKARUN_BINARY, " -np 3 -- sh -c 'if [ \"$TROIKA_RANK\" = 1 ]; then exit ",
+                   code, "; fi; exec ", SCENARIO_RANK_BINARY, " join-before-wait'"),
+      dir, absl::Seconds(120));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.exit_code, -1) << "troikarun hung";
+  EXPECT_LT(r.elapsed, absl::Seconds(20)) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_THAT(all, HasSubstr(reason)) << all;
+}
+
+TEST(ScenarioProcessTest, RankExitingZeroBeforeInitFailsTheOthersNamingIt) {
+  const std::string dir = MakeScratchDir("early-exit");
+  ExpectEarlyExitEndsTheJob(0, "rank 1 on ");
+  ExpectEarlyExitEndsTheJob(0, "exited with code 0 before joining the job");
+}
+
+TEST(ScenarioProcessTest, RankExitingNonZeroBeforeInitEndsTroikarunPromptly) {
+  ExpectEarlyExitEndsTheJob(3, "exited with code 3");
+}
+
 }  // namespace
 }  // namespace troika::testing
