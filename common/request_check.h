@@ -8,6 +8,10 @@
 
 namespace troika {
 
+// The longest tensor or group name, in bytes: a protocol limit, so a client refuses a longer
+// name itself (the op fails at once on that rank) and the coordinator can rely on it.
+inline constexpr size_t kMaxNameBytes = 1024;
+
 // INVALID_ARGUMENT with a message naming the tensor, or OK. `size`: ranks in the request's
 // process set, with `request.rank` its position in the set; 0 where the set's size is not
 // known (an agent relaying a set it has not seen formed): what depends on it — the rank's,

@@ -41,8 +41,6 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(int, metrics_max_rank_series, 1024,
           "export per-rank metric series only for jobs of at most this many ranks");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message accepted, in bytes");
-ABSL_FLAG(int, max_tensor_name_bytes, 1024,
-          "longest tensor or group name accepted, in bytes (INVALID_ARGUMENT beyond)");
 ABSL_FLAG(int, max_pending_tensors, 65536,
           "most tensors one job (process set) may have pending at once (RESOURCE_EXHAUSTED "
           "beyond)");
@@ -102,7 +100,6 @@ int main(int argc, char** argv) {
   troika::coordinator::CoordinatorOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.registry.negotiator.max_name_bytes = absl::GetFlag(FLAGS_max_tensor_name_bytes);
   options.registry.negotiator.max_pending_tensors = absl::GetFlag(FLAGS_max_pending_tensors);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
@@ -131,11 +128,11 @@ int main(int argc, char** argv) {
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||
-      options.metrics_max_rank_series < 0 || options.registry.negotiator.max_name_bytes < 1 ||
+      options.metrics_max_rank_series < 0 ||
       options.registry.negotiator.max_pending_tensors < 1 || options.max_message_bytes < 1024) {
     std::fprintf(stderr,
-                 "--cache_capacity and --metrics_max_rank_series must be >= 0; --max_jobs, "
-                 "--max_tensor_name_bytes and --max_pending_tensors >= 1; --max_message_bytes "
+                 "--cache_capacity and --metrics_max_rank_series must be >= 0; --max_jobs and "
+                 "--max_pending_tensors >= 1; --max_message_bytes "
                  ">= 1024\n");
     return 2;
   }

@@ -103,13 +103,6 @@ absl::Status Negotiator::Submit(TensorRequest request, absl::Time now) {
     return absl::InvalidArgumentError("a request sent as a cache id goes to SubmitCached");
   }
   if (absl::Status s = CheckRequest(request, size_); !s.ok()) return s;
-  if (request.name.size() > static_cast<size_t>(options_.max_name_bytes) ||
-      request.group.size() > static_cast<size_t>(options_.max_name_bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", request.rank, " sent a tensor or group name of ",
-                     std::max(request.name.size(), request.group.size()), " bytes; at most ",
-                     options_.max_name_bytes, " are accepted (--max_tensor_name_bytes)"));
-  }
   absl::StatusOr<std::map<std::string, Partial>::iterator> it = Arrive(request, now);
   if (!it.ok()) return it.status();
   Partial& partial = (*it)->second;

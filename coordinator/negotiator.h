@@ -45,10 +45,8 @@ struct NegotiatorOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   // Response-cache entries (ResponseCache). 0 disables the cache. Default 1024.
   int cache_capacity = 1024;
-  // Hostile-input limits: longest tensor or group name, in bytes (INVALID_ARGUMENT beyond),
-  // and most tensors pending (submitted by some ranks, not all) at once (RESOURCE_EXHAUSTED
-  // beyond). Defaults 1024 and 65536.
-  int max_name_bytes = 1024;
+  // Hostile-input limit: most tensors pending (submitted by some ranks, not all) at once
+  // (RESOURCE_EXHAUSTED beyond). Default 65536. (Names: kMaxNameBytes, in CheckRequest.)
   int max_pending_tensors = 65536;
 };
 

@@ -1,4 +1,5 @@
 #include "coordinator/negotiator.h"
+#include "common/request_check.h"
 
 #include <string>
 #include <vector>
@@ -92,14 +93,16 @@ TEST(NegotiatorTest, CompatibleAllreducesFuseUpToThreshold) {
 
 TEST(NegotiatorTest, HostileNamesAndFloodsAreRefusedWithoutHarm) {
   NegotiatorOptions o = NoHold();
-  o.max_name_bytes = 16;
   o.max_pending_tensors = 3;
   Negotiator n(2, o);
-  absl::Status long_name = n.Submit(Allreduce(0, std::string(17, 'x')), kT0);
+  absl::Status long_name = n.Submit(Allreduce(0, std::string(kMaxNameBytes + 1, 'x')), kT0);
   EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(long_name.message(), HasSubstr("17 bytes; at most 16"));
+  EXPECT_THAT(long_name.message(), HasSubstr("name of 1025 bytes"));
+  EXPECT_TRUE(n.Submit(Allreduce(0, std::string(kMaxNameBytes, 'y')), kT0).ok());
+  ASSERT_TRUE(n.Submit(Allreduce(1, std::string(kMaxNameBytes, 'y')), kT0).ok());
+  ASSERT_EQ(PollNow(n).size(), 1u);
   TensorRequest long_group = Allreduce(0, "g0");
-  long_group.group = std::string(40, 'g');
+  long_group.group = std::string(kMaxNameBytes + 1, 'g');
   long_group.group_size = 1;
   EXPECT_EQ(n.Submit(long_group, kT0).code(), absl::StatusCode::kInvalidArgument);
   // Rank 0 floods names rank 1 never submits: the fourth pending one is refused.

@@ -43,7 +43,6 @@ void Run(FuzzedDataProvider& in) {
   options.cache_capacity = in.ConsumeIntegralInRange<int>(0, 8);
   options.fusion_threshold_bytes = in.ConsumeIntegralInRange<int64_t>(0, 1 << 20);
   options.cycle_time = absl::Microseconds(in.ConsumeIntegralInRange<int>(0, 2000));
-  options.max_name_bytes = 64;
   options.max_pending_tensors = 32;
   Negotiator negotiator(size, options);
   ProcessSets sets(size, options);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/request_check.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -25,7 +26,6 @@ class HostileInputTest : public ::testing::Test {
     options.max_message_bytes = 1 << 20;
     options.registry.max_job_size = 64;
     options.registry.max_jobs = 4;
-    options.registry.negotiator.max_name_bytes = 128;
     options.registry.negotiator.max_pending_tensors = 8;
     cluster_ = std::make_unique<TestCluster>(options);
     stub_ = v1::Coordinator::NewStub(
@@ -144,18 +144,19 @@ TEST_F(HostileInputTest, MalformedCallsGetAClearStatus) {
 }
 
 TEST_F(HostileInputTest, MalformedSessionsEndWithTheReasonAndHurtOnlyTheirOwnJob) {
-  // A victim job whose only rank is a hand-written hostile client.
-  auto ctx = Context();
-  v1::CreateJobRequest create;
-  create.set_job("victim");
-  create.set_size(1);
-  v1::CreateJobResponse created;
-  ASSERT_TRUE(stub_->CreateJob(ctx.get(), create, &created).ok());
-  v1::AttachRequest attach;
-  attach.set_job("victim");
-  attach.set_rank(0);
-  v1::AttachResponse attached;
-  ASSERT_TRUE(stub_->Attach(Context().get(), attach, &attached).ok());
+  // Victim jobs whose only rank is a hand-written hostile client.
+  for (const char* victim : {"victim", "victim2"}) {
+    v1::CreateJobRequest create;
+    create.set_job(victim);
+    create.set_size(1);
+    v1::CreateJobResponse created;
+    ASSERT_TRUE(stub_->CreateJob(Context().get(), create, &created).ok());
+    v1::AttachRequest attach;
+    attach.set_job(victim);
+    attach.set_rank(0);
+    v1::AttachResponse attached;
+    ASSERT_TRUE(stub_->Attach(Context().get(), attach, &attached).ok());
+  }
 
   // Requests before hello.
   {
@@ -172,7 +173,7 @@ TEST_F(HostileInputTest, MalformedSessionsEndWithTheReasonAndHurtOnlyTheirOwnJob
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(s.error_message(), HasSubstr("must start with hello"));
   }
-  // An out-of-range dtype, then a name beyond --max_tensor_name_bytes (128 here).
+  // An out-of-range dtype; a name beyond kMaxNameBytes (a client refuses it itself).
   v1::Up bad_dtype;
   v1::Request* r = bad_dtype.mutable_requests()->add_requests();
   r->set_name("t");
@@ -181,6 +182,13 @@ TEST_F(HostileInputTest, MalformedSessionsEndWithTheReasonAndHurtOnlyTheirOwnJob
   grpc::Status s = SessionEndsWith("victim", bad_dtype);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("unknown dtype"));
+  v1::Up long_name;
+  r = long_name.mutable_requests()->add_requests();
+  r->set_name(std::string(kMaxNameBytes + 1, 'n'));
+  r->add_shape(4);
+  s = SessionEndsWith("victim2", long_name);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("longer than the 1024 bytes allowed"));
 }
 
 TEST_F(HostileInputTest, LimitsOnNamesAndPendingTensorsReachTheClient) {
@@ -199,15 +207,28 @@ TEST_F(HostileInputTest, LimitsOnNamesAndPendingTensorsReachTheClient) {
   EXPECT_THAT(last.message(), HasSubstr("--max_pending_tensors"));
   for (auto& ctx : contexts) ctx->Shutdown().IgnoreError();
 
-  auto named = cluster_->Join("named", 1);
-  ASSERT_EQ(named.size(), 1u);
-  absl::Status s =
-      named[0]
-          ->Allreduce(std::string(200, 'n'), v.data(), v.data(), DataType::kFloat32, {4})
-          .Wait();
+  // A name beyond kMaxNameBytes fails that one op at once on the rank that submitted it; the
+  // job goes on.
+  auto named = cluster_->Join("named", 2);
+  ASSERT_EQ(named.size(), 2u);
+  Handle too_long =
+      named[0]->Allreduce(std::string(100 * 1024, 'n'), v.data(), v.data(), DataType::kFloat32,
+                          {4});
+  ASSERT_TRUE(too_long.Poll()) << "refused before anything left the process";
+  absl::Status s = too_long.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr("at most 128"));
-  named[0]->Shutdown().IgnoreError();
+  EXPECT_THAT(s.message(), HasSubstr("name of 102400 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("longer than the 1024 bytes allowed"));
+  OnEveryRank(2, [&](int rank) {
+    std::vector<float> x(4, 1.0f);
+    EXPECT_TRUE(named[rank]
+                    ->Allreduce(std::string(kMaxNameBytes, 'm'), x.data(), x.data(),
+                                DataType::kFloat32, {4})
+                    .Wait()
+                    .ok());
+    EXPECT_EQ(x[0], 2.0f);
+  });
+  for (auto& ctx : named) ctx->Shutdown().IgnoreError();
 }
 
 }  // namespace
