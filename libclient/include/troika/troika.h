@@ -40,7 +40,12 @@ class ContextImpl;
 
 // How a rank finds and joins its job. Every field can come from a TROIKA_* variable.
 struct Options {
-  // Coordinator or local agent address: "host:port" or "unix:/path". TROIKA_COORDINATOR.
+  // Coordinator or local agent address: "host:port" (a name, an IPv4 address or "[ipv6]";
+  // port 1-65535), "dns:///host:port", or a Unix socket "unix:/path" ("unix:relative/path"
+  // too). TROIKA_COORDINATOR. Init fails at once with INVALID_ARGUMENT naming the address and
+  // what is wrong with it ("no port", "port 99999 is out of range", ...), and with UNAVAILABLE
+  // "cannot reach the coordinator at ADDRESS: ..." if the socket does not exist or the host
+  // name does not resolve.
   std::string coordinator;
   // Transport security toward a "host:port" coordinator (a "unix:" socket is local and needs
   // none): the PEM file of the CA that signed the coordinator's certificate (TROIKA_TLS_CA),
@@ -68,7 +73,12 @@ struct Options {
   std::string data_host;
   // Data plane: "gloo" (TCP). TROIKA_TRANSPORT; default "gloo".
   std::string transport = "gloo";
-  // How long Init waits for every rank to attach. TROIKA_ATTACH_TIMEOUT (seconds); 60 s.
+  // How long Init waits for the connection to the coordinator (or agent) before failing with
+  // UNAVAILABLE naming the address and the cause ("nothing accepts connections there
+  // (connection refused)", a failed TLS handshake, ...). TROIKA_CONNECT_TIMEOUT (seconds);
+  // 10 s.
+  absl::Duration connect_timeout = absl::Seconds(10);
+  // How long Init then waits for every rank to attach. TROIKA_ATTACH_TIMEOUT (seconds); 60 s.
   absl::Duration attach_timeout = absl::Seconds(60);
   // Upper bound for data-plane connection set-up and for any single transfer.
   // TROIKA_DATA_TIMEOUT (seconds); default 300 s.
@@ -148,7 +158,11 @@ struct StepTiming {
 class Handle {
  public:
   Handle() = default;
-  // True once the operation finished, successfully or not. Never blocks.
+  // True once the operation finished, successfully or not. Never blocks. Polling counts as
+  // waiting for deadlock detection (docs/protocol.md, Deadlocks) while it goes on: once polls
+  // of an unfinished operation have spanned 50 ms, the rank counts as blocked on it until the
+  // operation finishes or 500 ms pass without a poll of it. A single poll (then computing)
+  // never counts.
   bool Poll() const;
   // Blocks until the operation finished; returns its outcome.
   absl::Status Wait() const;
@@ -271,8 +285,10 @@ class Context {
 
   // This rank is out of data (uneven inputs). Until every rank has joined, this rank submits
   // nothing (submissions fail at once) while its library keeps taking part in the other
-  // ranks' work: allreduces proceed without waiting for it — it contributes zeros, and
-  // kAverage divides by the ranks that contributed — and barriers include it. Allgather,
+  // ranks' work: allreduces proceed without waiting for it — it contributes zeros (to kMin,
+  // kMax and kProduct too; see ReduceOp), and kAverage divides by the ranks that
+  // contributed — and barriers include it. Operations it submitted before joining run with
+  // its data. Allgather,
   // alltoall, reducescatter, and broadcast from this rank fail on the other ranks while it is
   // joined. The handle completes once every rank has joined; joined_last_rank() then names
   // the last rank to join. Afterwards the job goes on as before (a next epoch may join again).

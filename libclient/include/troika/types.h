@@ -19,6 +19,18 @@ enum class DataType : int {
 };
 inline constexpr int kNumDataTypes = 8;
 
+// How allreduce and reducescatter combine the ranks' tensors, elementwise. What to expect
+// beyond plain arithmetic:
+//   - Integer sums and products wrap around (two's complement), as in C++ unsigned math.
+//   - kAverage is a sum, then a division by the number of contributing ranks: for integer
+//     dtypes an exact integer division rounding toward zero (-7 / 2 == -3), as C++ `/`.
+//   - prescale and postscale (AllreduceOptions) are applied in double (float for the 16-bit
+//     float types) and converted back; integer results are rounded toward zero and saturate
+//     at the dtype's limits (NaN becomes 0).
+//   - Floating-point kMin and kMax propagate NaN.
+//   - While ranks have joined (Context::Join) they contribute zeros to every op, kMin, kMax
+//     and kProduct included (a max over negative values then yields 0, a product 0);
+//     kAverage divides by the ranks that did not join. Use kSum or kAverage with Join.
 enum class ReduceOp : int {
   kSum = 0,
   kAverage = 1,
