@@ -83,6 +83,7 @@ absl::Status ContextImpl::Start(const Options& options) {
                                          [controller = controller_.get()](WaitState state) {
                                            controller->SendWaitState(std::move(state));
                                          });
+  controller_->TrackWaits(waits_);  // lapses registrations by polling when the polls stop
   executor_->Start();
   controller_->Start();
   return absl::OkStatus();

@@ -18,6 +18,18 @@ Controller::Controller(int rank, ControlChannel& channel, TensorTable& table, Ex
 
 Controller::~Controller() { Shutdown(absl::ZeroDuration()); }
 
+void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
+  waits_ = std::move(waits);
+  if (!waits_) return;
+  waits_->SetWake([this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      polls_registered_ = true;
+    }
+    cv_.notify_one();
+  });
+}
+
 void Controller::Start() {
   sender_ = std::thread([this] { SendLoop(); });
   receiver_ = std::thread([this] { ReceiveLoop(); });
@@ -75,10 +87,10 @@ void Controller::StepsQueued() {
 }
 
 bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
-                             absl::Time& next_steps) {
+                             absl::Time& next_steps, absl::Time expire_waits) {
   auto wake = [&] {
-    return stop_sending_ || settings_changed_ || steps_queued_ || !outbox_.empty() ||
-           !wait_states_.empty();
+    return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
+           !outbox_.empty() || !wait_states_.empty();
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -92,13 +104,14 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
     next_steps = now + kStepReportInterval;
   }
   steps_queued_ = false;
-  const absl::Time deadline = std::min(next_report, next_steps);
+  const absl::Time deadline = std::min({next_report, next_steps, expire_waits});
   if (deadline == absl::InfiniteFuture()) {
     cv_.wait(lock, wake);
   } else {
     cv_.wait_until(lock, absl::ToChronoTime(deadline), wake);
   }
   settings_changed_ = false;
+  polls_registered_ = false;
   const absl::Time after = absl::Now();
   if (after < next_report && after < next_steps) return false;
   // The report takes every pending step, whichever deadline brought it.
@@ -114,9 +127,12 @@ void Controller::SendLoop() {
   absl::Time next_steps = absl::InfiniteFuture();
   for (;;) {
     bool report_due = false;
+    // Registrations by polling whose polls stopped lapse here (a changed wait set is queued
+    // through SendWaitState); outside mu_, which the tracker's sink takes.
+    const absl::Time expire_waits = waits_ ? waits_->Expire(absl::Now()) : absl::InfiniteFuture();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      report_due = WaitForWork(lock, next_report, next_steps);
+      report_due = WaitForWork(lock, next_report, next_steps, expire_waits);
       if (stop_sending_) break;
       batch.swap(outbox_);
       waits.swap(wait_states_);

@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "libclient/executor.h"
 #include "libclient/request_cache.h"
 #include "libclient/tensor_table.h"
+#include "libclient/wait_tracker.h"
 
 namespace troika::internal {
 
@@ -40,6 +42,9 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
+  // Before Start(): the rank's wait tracker, whose registrations by polling (which lapse when
+  // the polls stop) the sender expires on time. Optional.
+  void TrackWaits(std::shared_ptr<WaitTracker> waits);
   void Start();
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down.
@@ -59,11 +64,13 @@ class Controller {
 
  private:
   void SendLoop();
-  // Waits (mu_ held in `lock`) until there is something to send or a report is due; returns
-  // whether one is. `next_report`, `next_steps`: when the periodic report and the report of
-  // pending steps are due (InfiniteFuture: not scheduled); advanced here.
+  // Waits (mu_ held in `lock`) until there is something to send or a report is due, or
+  // `expire_waits` (when the wait tracker's next registration by polling lapses) passed, or a
+  // new one began; returns whether a report is due. `next_report`, `next_steps`: when the
+  // periodic report and the report of pending steps are due (InfiniteFuture: not scheduled);
+  // advanced here.
   bool WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
-                   absl::Time& next_steps);
+                   absl::Time& next_steps, absl::Time expire_waits);
   // Sends `batch` (compressing cached requests in place), with each wait state in `waits`
   // before the request at its position.
   absl::Status SendBatch(std::vector<TensorRequest>& batch,
@@ -79,6 +86,7 @@ class Controller {
   ExecStats& stats_;
   const std::function<void(absl::Status)> on_failure_;
   RequestCache cache_;  // thread-safe
+  std::shared_ptr<WaitTracker> waits_;  // set before Start(); may be null
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -90,6 +98,7 @@ class Controller {
   bool shutting_down_ = false;     // guarded by mu_
   bool settings_changed_ = false;  // guarded by mu_
   bool steps_queued_ = false;      // guarded by mu_; StepsQueued() since the sender looked
+  bool polls_registered_ = false;  // guarded by mu_; a registration by polling began since
   std::thread sender_;
   std::thread receiver_;
 };

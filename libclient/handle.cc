@@ -1,6 +1,7 @@
 // Handle and OpState: completion of one operation.
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/time/clock.h"
 #include "libclient/op_state.h"
@@ -12,13 +13,20 @@ namespace troika {
 namespace internal {
 
 bool OpState::Complete(absl::Status s) {
+  uint64_t polled = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return false;
     done = true;
     status = std::move(s);
+    polled = poll_id;
   }
   cv.notify_all();
+  if (polled != 0) {
+    // Polled while not done: end the run (and any registration as blocked) now, not a lease
+    // later. Outside mu: the tracker's sink takes other locks.
+    if (std::shared_ptr<WaitTracker> t = tracker.lock()) t->PollEnded(polled);
+  }
   if (step_clock) step_clock->OpFinished();
   return true;
 }
@@ -30,6 +38,12 @@ uint8_t* OpState::SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes) {
 }
 
 namespace {
+
+// Ids of polled ops with their wait tracker (OpState::poll_id): unique in the process.
+uint64_t NextPollId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 // Waits until `state` is done (true) or `deadline` passes (false). A wait still going after
 // kBlockedAfter registers with the op's wait tracker until it ends.
@@ -69,8 +83,31 @@ const std::vector<int64_t> kEmpty;
 
 bool Handle::Poll() const {
   if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  internal::OpState& state = *state_;
+  uint64_t id = 0;
+  absl::Time now;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (state.done) return true;
+    // Not done: a run of polls counts as waiting (internal::WaitTracker::Polled). The tracker
+    // hears of it at most every kPollNoticeEvery, so spinning costs this lock and a clock read.
+    now = absl::Now();
+    if (now - state.poll_noticed < internal::kPollNoticeEvery) return false;
+    state.poll_noticed = now;
+    if (state.poll_id == 0) state.poll_id = internal::NextPollId();
+    id = state.poll_id;
+  }
+  std::shared_ptr<internal::WaitTracker> tracker = state.tracker.lock();
+  if (!tracker) return false;
+  tracker->Polled(id, state.name, now);  // outside mu: the tracker's sink takes other locks
+  // If the op completed meanwhile, Complete() may have ended the run before Polled renewed it:
+  // end it again.
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (!state.done) return false;
+  }
+  tracker->PollEnded(id);
+  return true;
 }
 
 absl::Status Handle::Wait() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "common/messages.h"
 
 namespace troika::internal {
@@ -45,6 +46,10 @@ struct OpState {
   // kBlockedAfter reports `name` to `tracker` (libclient/wait_tracker.h), if it still lives.
   std::string name;
   std::weak_ptr<WaitTracker> tracker;
+  // Handle::Poll of the op while not done (guarded by mu): the op's id with `tracker`
+  // (WaitTracker::Polled; 0 until first polled) and when the tracker was last told.
+  uint64_t poll_id = 0;
+  absl::Time poll_noticed = absl::InfinitePast();
   // Set (after StepClock::OpStarted) before the operation is submitted, so whatever completes
   // it sees it; constant after. The one completion calls its OpFinished().
   std::shared_ptr<StepClock> step_clock;

@@ -1,5 +1,6 @@
 #include "libclient/wait_tracker.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -22,11 +23,69 @@ void WaitTracker::Unblocked(uint64_t token) {
 void WaitTracker::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   sink_ = nullptr;
+  wake_ = nullptr;
+}
+
+void WaitTracker::Polled(uint64_t op, const std::string& name, absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, first] = polls_.try_emplace(op);
+  PollRun& run = it->second;
+  if (first) {
+    run.name = name;
+    run.since = run.last = now;
+  } else if (now - run.last >= kPollLease) {
+    // The polls stopped for longer than the lease: a new run (Expire had not noticed yet).
+    run.since = now;
+    if (run.blocked) {
+      run.blocked = false;
+      ReportLocked();
+    }
+  }
+  run.last = std::max(run.last, now);  // concurrent pollers may arrive out of order
+  if (!run.blocked && run.last - run.since >= kBlockedAfter) {
+    run.blocked = true;
+    ReportLocked();
+    if (wake_) wake_();
+  }
+}
+
+void WaitTracker::PollEnded(uint64_t op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = polls_.find(op);
+  if (it == polls_.end()) return;
+  const bool blocked = it->second.blocked;
+  polls_.erase(it);
+  if (blocked) ReportLocked();
+}
+
+absl::Time WaitTracker::Expire(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool lapsed = false;
+  absl::Time next = absl::InfiniteFuture();
+  for (auto it = polls_.begin(); it != polls_.end();) {
+    if (now - it->second.last >= kPollLease) {
+      lapsed |= it->second.blocked;
+      it = polls_.erase(it);
+      continue;
+    }
+    if (it->second.blocked) next = std::min(next, it->second.last + kPollLease);
+    ++it;
+  }
+  if (lapsed) ReportLocked();
+  return next;
+}
+
+void WaitTracker::SetWake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_ = std::move(wake);
 }
 
 void WaitTracker::ReportLocked() {
   std::set<std::string> names;
   for (const auto& [token, name] : blocked_) names.insert(name);
+  for (const auto& [op, run] : polls_) {
+    if (run.blocked) names.insert(run.name);
+  }
   std::vector<std::string> now(names.begin(), names.end());
   if (now == reported_) return;
   reported_ = now;

@@ -6,8 +6,16 @@
 // controller's outbox). Once every blocked thread returned it sends one empty WaitState —
 // only if a non-empty one was sent, so fast ops never cost a message.
 //
-// Thread-safe: any thread may call Blocked/Unblocked/Detach. The sink is called under the
-// tracker's lock (so states leave in order) and must not block or call back.
+// A rank that spins on Handle::Poll() is as stuck as one in Wait, so polling counts too — but
+// only while it goes on: a poll is a lease, not a wait. Polls of one not-done op (Polled) whose
+// run spans at least kBlockedAfter register the rank as blocked on the op's name; the
+// registration lapses when no poll of the op came for kPollLease (Expire, which the
+// controller's send loop calls at the time its last call returned) or when the op completes
+// (PollEnded). A rank that polled once and went off to compute is therefore never counted as
+// blocked, and one that stopped polling is counted for at most kPollLease more.
+//
+// Thread-safe: any thread may call any method. The sink and the wake callback are called
+// under the tracker's lock (so states leave in order) and must not block or call back.
 
 #include <cstdint>
 #include <functional>
@@ -25,6 +33,17 @@ namespace troika::internal {
 // that a training step's ordinary waits (ops completing within milliseconds) report nothing;
 // short enough that a deadlock is detected well within a second.
 inline constexpr absl::Duration kBlockedAfter = absl::Milliseconds(50);
+// How long a registration by polling outlives the op's last poll. A loop that polls a handle
+// between chunks of other work stays registered if the chunks are shorter than this; a rank
+// that stopped polling (and may be computing what the others wait for) is taken for blocked
+// for at most this long — the window in which a rank that polled for a while and then went off
+// to compute could be mistaken for a deadlocked one. Half a second keeps that window small
+// while covering polling loops far slower than any spin.
+inline constexpr absl::Duration kPollLease = absl::Milliseconds(500);
+// Handle::Poll tells the tracker about a not-done op at most this often (per op), so a spin
+// on Poll costs the op's lock and a clock read, not the tracker's lock. Well below
+// kBlockedAfter and kPollLease.
+inline constexpr absl::Duration kPollNoticeEvery = absl::Milliseconds(5);
 
 class WaitTracker {
  public:
@@ -41,7 +60,30 @@ class WaitTracker {
   // Drops the sink: nothing is sent after this returns (the context is shutting down).
   void Detach();
 
+  // The op named `name`, identified by `op` (unique per op, nonzero; OpState::poll_id), was
+  // polled at `now` and was not done. Starts a run of polls (or a new one, if the last poll
+  // is kPollLease old or more); registers the rank as blocked on `name` once the run spans
+  // kBlockedAfter; renews the registration. Allocates only for an op's first poll.
+  void Polled(uint64_t op, const std::string& name, absl::Time now);
+  // The polled op `op` completed: its run of polls and any registration end now.
+  void PollEnded(uint64_t op);
+  // Lapses the registrations (and forgets the runs) whose last poll is kPollLease or more
+  // before `now`. Returns when the next registration lapses if not renewed (InfiniteFuture:
+  // none) — when to call Expire again.
+  absl::Time Expire(absl::Time now);
+  // `wake` is called (under the tracker's lock; it must not block or call back) whenever a
+  // registration by polling begins, so that whoever calls Expire looks at its result again.
+  void SetWake(std::function<void()> wake);
+
  private:
+  // A run of polls of one not-done op.
+  struct PollRun {
+    std::string name;
+    absl::Time since;      // the run's first poll
+    absl::Time last;       // its latest poll
+    bool blocked = false;  // registered: polled for at least kBlockedAfter
+  };
+
   // Sends the current wait set if it differs from the last one sent.
   void ReportLocked();
 
@@ -49,7 +91,9 @@ class WaitTracker {
   std::mutex mu_;
   // Guarded by mu_.
   Sink sink_;
+  std::function<void()> wake_;
   std::map<uint64_t, std::string> blocked_;  // token -> name
+  std::map<uint64_t, PollRun> polls_;        // op -> its run of polls
   uint64_t next_token_ = 1;
   std::vector<std::string> reported_;  // the last wait set sent; sorted, distinct
 };

@@ -15,6 +15,7 @@
 namespace troika::testing {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 TEST(DeadlockTest, RanksWaitingForTensorsNoOneElseSubmitsAreAbortedNamingThem) {
@@ -66,6 +67,86 @@ TEST(DeadlockTest, TrainingWithSlowRanksIsNotMistakenForADeadlock) {
       for (Handle& h : handles) {
         if (absl::Status s = h.Wait(); !s.ok() && statuses[rank].ok()) statuses[rank] = s;
       }
+    }
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  for (auto& c : contexts) EXPECT_TRUE(c->Shutdown().ok());
+}
+
+// Polls `handles` round-robin, 1 ms apart, until all are done or `limit` passed; returns how
+// long that took.
+absl::Duration PollUntilDone(const std::vector<Handle>& handles, absl::Duration limit) {
+  const absl::Time start = absl::Now();
+  for (;;) {
+    bool all_done = true;
+    for (const Handle& h : handles) all_done &= h.Poll();
+    if (all_done || absl::Now() - start > limit) return absl::Now() - start;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(DeadlockTest, RanksSpinningOnPollForTensorsThatCanNeverCompleteAreAborted) {
+  TestCluster cluster;
+  auto contexts = cluster.Join("poll-deadlock", 4);
+  ASSERT_EQ(contexts.size(), 4u);
+  std::vector<absl::Status> statuses(4);
+  std::vector<absl::Duration> polled(4);
+  OnEveryRank(4, [&](int rank) {
+    // The ranks diverged: 0-2 submit grad/a first, rank 3 grad/b and grad/c; each polls what
+    // it submitted (rank 3 both, in turn) before submitting the rest, never calling Wait.
+    float x[3] = {1, 1, 1};
+    std::vector<Handle> handles;
+    if (rank == 3) {
+      handles.push_back(contexts[rank]->Allreduce("grad/b", &x[1], &x[1], DataType::kFloat32, {1}));
+      handles.push_back(contexts[rank]->Allreduce("grad/c", &x[2], &x[2], DataType::kFloat32, {1}));
+    } else {
+      handles.push_back(contexts[rank]->Allreduce("grad/a", &x[0], &x[0], DataType::kFloat32, {1}));
+    }
+    polled[rank] = PollUntilDone(handles, absl::Seconds(30));
+    statuses[rank] = handles[0].Poll() ? handles[0].Wait() : absl::OkStatus();
+  });
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    EXPECT_FALSE(statuses[r].ok());
+    EXPECT_LT(polled[r], absl::Seconds(10));
+    const std::string message(statuses[r].message());
+    EXPECT_THAT(message, HasSubstr("deadlock"));
+    // Rank 3's ops register one by one, each once its own polls spanned the threshold; the
+    // job is aborted as soon as every rank is blocked, so with one or both.
+    EXPECT_THAT(message, AnyOf(HasSubstr("rank 3 waits for 'grad/b'"),
+                               HasSubstr("rank 3 waits for 'grad/c'")));
+    EXPECT_THAT(message, HasSubstr("ranks 0-2 wait for 'grad/a'"));
+  }
+  for (auto& c : contexts) c->Shutdown().IgnoreError();
+}
+
+TEST(DeadlockTest, ARankThatPolledOnceAndWentOffToComputeIsNotTakenForBlocked) {
+  TestCluster cluster;
+  auto contexts = cluster.Join("poll-compute", 4);
+  ASSERT_EQ(contexts.size(), 4u);
+  std::vector<absl::Status> statuses(4);
+  OnEveryRank(4, [&](int rank) {
+    float b = 1;
+    float c = 1;
+    Context& ctx = *contexts[rank];
+    if (rank == 0) {
+      // Submits grad/c, polls it once (not done: the others submit it after grad/b), then
+      // computes for longer than any lease before submitting the grad/b the others wait for.
+      Handle hc = ctx.Allreduce("grad/c", &c, &c, DataType::kFloat32, {1});
+      EXPECT_FALSE(hc.Poll());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      Handle hb = ctx.Allreduce("grad/b", &b, &b, DataType::kFloat32, {1});
+      statuses[rank] = hb.Wait();
+      if (absl::Status s = hc.Wait(); statuses[rank].ok()) statuses[rank] = s;
+    } else {
+      statuses[rank] = ctx.Allreduce("grad/b", &b, &b, DataType::kFloat32, {1}).Wait();
+      if (statuses[rank].ok()) {
+        statuses[rank] = ctx.Allreduce("grad/c", &c, &c, DataType::kFloat32, {1}).Wait();
+      }
+    }
+    if (statuses[rank].ok()) {
+      EXPECT_EQ(b, 4);
+      EXPECT_EQ(c, 4);
     }
   });
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
