@@ -301,11 +301,14 @@ void Agent::OnClosed(const absl::Status& status) {
     session_closed_ = true;
     awaiting_resume_ = false;
     if (!close_requested_ && abort_ == nullptr) {
-      lost = status.ok()
-                 ? absl::StrCat("the coordinator at ", options_.coordinator, " ended the session")
-                 : std::string(status.message());
       // Only a broken connection is worth reconnecting for: an error status is the
-      // coordinator's answer.
+      // coordinator's answer, and its message says so ("the coordinator ended the session:
+      // rank 0 already has a session").
+      lost = status.ok() ? absl::StrCat("lost the coordinator: the coordinator at ",
+                                        options_.coordinator, " ended the session")
+             : absl::IsUnavailable(status) || absl::IsCancelled(status)
+                 ? absl::StrCat("lost the coordinator: ", status.message())
+                 : std::string(status.message());
       reconnect = absl::IsUnavailable(status) && options_.reconnect_timeout > absl::ZeroDuration();
       if (reconnect) {
         reconnecting_ = true;
@@ -338,7 +341,7 @@ void Agent::Reconnect() {
       [this, deadline](absl::StatusOr<NodeBlock> block) {
         if (!block.ok()) return ReconnectFailed(block.status());
         if (block->first_rank != ranks_.front()) {
-          return GiveUp(absl::StrCat("the coordinator gave this node ranks from ",
+          return GiveUp(absl::StrCat("lost the coordinator: it gave this node ranks from ",
                                      block->first_rank, " on reconnecting; it had ",
                                      FormatRanks(ranks_)));
         }
@@ -350,7 +353,8 @@ void Agent::Reconnect() {
               [this](absl::StatusOr<std::vector<Membership>> memberships) {
                 if (!memberships.ok()) return ReconnectFailed(memberships.status());
                 if (memberships->front().epoch != epoch_) {
-                  return GiveUp(absl::StrCat("the job is at epoch ", memberships->front().epoch,
+                  return GiveUp(absl::StrCat("lost the coordinator: the job is at epoch ",
+                                             memberships->front().epoch,
                                              " on reconnecting; it was at ", epoch_));
                 }
                 {
@@ -380,24 +384,24 @@ void Agent::ReconnectFailed(const absl::Status& status) {
              (absl::IsCancelled(status) && !upstream_->cancelled())) &&
             absl::Now() + absl::Seconds(1) < reconnect_deadline_;
   }
-  if (!retry) return GiveUp(std::string(status.message()));
+  if (!retry) return GiveUp(absl::StrCat("lost the coordinator: ", status.message()));
   TROIKA_LOG(INFO) << "reconnecting: " << status << "; trying again in 1s";
   scheduler_->RunAfter(absl::Seconds(1), [this] { Reconnect(); });
 }
 
-void Agent::GiveUp(const std::string& lost) {
+void Agent::GiveUp(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     reconnecting_ = false;
     awaiting_resume_ = false;
     if (!lost_.empty() || abort_ != nullptr || close_requested_) return;
-    lost_ = lost;
+    lost_ = why;
   }
   // The ranks learn why at once, instead of waiting on a coordinator that is gone.
   auto abort = std::make_shared<coordinator::DownMessage>();
-  abort->abort_reason = absl::StrCat("lost the coordinator: ", lost);
+  abort->abort_reason = why;
   relay_->Deliver(std::move(abort));
-  supervisor_->Stop("lost the coordinator");
+  supervisor_->Stop(why);
   Wake();
 }
 
@@ -477,7 +481,7 @@ int Agent::ExitCode(const SupervisorResult& result) {
     return 1;
   }
   if (!lost_.empty()) {
-    Say(absl::StrCat("job aborted: lost the coordinator: ", lost_));
+    Say(absl::StrCat("job aborted: ", lost_));
     return 1;
   }
   const int code = result.ExitCode();

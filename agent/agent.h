@@ -78,8 +78,9 @@ class Agent {
   // session again; retried until reconnect_deadline_.
   void Reconnect();
   void ReconnectFailed(const absl::Status& status);
-  // The coordinator is gone for good: the ranks learn why and are stopped.
-  void GiveUp(const std::string& lost);
+  // The job is over for this node without an abort from the coordinator (it is gone for
+  // good, or refused this node's session): the ranks learn `why` and are stopped.
+  void GiveUp(const std::string& why);
   // After the ranks are gone: lets the attach settle and the session end (bounded).
   void FinishUpstream(bool signalled);
   // Waits until `done` holds (checked under mu_): 0; `deadline` passes: -1; or a signal
@@ -125,7 +126,7 @@ class Agent {
   bool session_closed_ = false;
   bool close_requested_ = false;
   std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
-  std::string lost_;              // non-empty: the upstream session ended unexpectedly, and why
+  std::string lost_;  // non-empty: the upstream session ended unexpectedly: why (GiveUp)
   int node_rank_ = -1;            // from the first RegisterNode
   int64_t epoch_ = 0;             // from the first Attach
   bool reconnecting_ = false;     // between losing the coordinator and a new session (or giving up)

@@ -87,7 +87,8 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* AgentService::Session(grpc::CallbackS
           const std::string& job) -> absl::StatusOr<std::shared_ptr<coordinator::SessionHandler>> {
         if (absl::Status s = CheckJob(job); !s.ok()) return s;
         return std::shared_ptr<coordinator::SessionHandler>(relay_);
-      });
+      },
+      "this node's troika-agent");
 }
 
 grpc::ServerUnaryReactor* AgentService::KvSet(grpc::CallbackServerContext* context,

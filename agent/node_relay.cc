@@ -360,7 +360,7 @@ absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) 
   return absl::OkStatus();
 }
 
-void NodeRelay::CloseSession(SessionSink* sink) {
+void NodeRelay::CloseSession(SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;
@@ -368,6 +368,13 @@ void NodeRelay::CloseSession(SessionSink* sink) {
     RankState& state = ranks_[rank];
     state.sink = nullptr;
     if (abort_ != nullptr || state.departed || state.exited || state.reported) continue;
+    if (!ended.ok()) {
+      // This relay ended it for what it sent: the job learns that, not a later "shut down"
+      // or "lost its session".
+      RetireLocked(rank);
+      SendExitLocked({rank, options_.host, -1, 0, std::string(ended.message())});
+      continue;
+    }
     // Its process is probably dying: its exit report names the cause better than we can.
     std::weak_ptr<NodeRelay> weak = weak_from_this();
     state.lost_timer = scheduler_.RunAfter(options_.lost_session_grace, [weak, rank] {

@@ -128,7 +128,7 @@ class NodeRelay : public coordinator::SessionHandler,
   absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
   absl::Status ReportWaitState(coordinator::SessionSink* sink, const WaitState& state) override;
   absl::Status ReportExec(coordinator::SessionSink* sink, const ExecReport& report) override;
-  void CloseSession(coordinator::SessionSink* sink) override;
+  void CloseSession(coordinator::SessionSink* sink, const absl::Status& ended) override;
 
  private:
   struct RankState {

@@ -348,11 +348,7 @@ void Upstream::SendReplay(v1::ResponseBatch batch) {
 
 void Upstream::SendRankExit(const RankExit& exit) {
   v1::Up up;
-  v1::RankExit* wire = up.mutable_rank_exit();
-  wire->set_rank(exit.rank);
-  wire->set_host(exit.host);
-  wire->set_exit_code(exit.exit_code);
-  wire->set_signal(exit.signal);
+  ToWire(exit, up.mutable_rank_exit());
   Enqueue(std::move(up));
 }
 

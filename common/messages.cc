@@ -22,6 +22,9 @@ std::string DescribeRankExit(const RankExit& exit) {
     return absl::StrCat(who, " was killed by signal ", exit.signal, " (", strsignal(exit.signal),
                         ")");
   }
+  if (!exit.reason.empty()) {
+    return absl::StrCat(who, ": its agent ended its session: ", exit.reason);
+  }
   if (exit.exit_code < 0) return absl::StrCat(who, " lost its session without leaving the job");
   return absl::StrCat(who, " exited with code ", exit.exit_code,
                       exit.exit_code == 0 ? " before joining the job" : "");

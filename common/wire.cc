@@ -163,16 +163,22 @@ Response FromWire(const v1::Response& in) {
   return out;
 }
 
+void ToWire(const RankExit& in, v1::RankExit* out) {
+  out->set_rank(in.rank);
+  out->set_host(in.host);
+  out->set_exit_code(in.exit_code);
+  out->set_signal(in.signal);
+  out->set_reason(in.reason);
+}
+
+RankExit FromWire(const v1::RankExit& in) {
+  return {in.rank(), in.host(), in.exit_code(), in.signal(), in.reason()};
+}
+
 void ToWire(const DownMessage& in, v1::Down* out) {
   if (!in.abort_reason.empty()) {
     out->mutable_abort()->set_reason(in.abort_reason);
-    if (const auto& cause = in.abort_cause) {
-      v1::RankExit* wire = out->mutable_abort()->mutable_cause();
-      wire->set_rank(cause->rank);
-      wire->set_host(cause->host);
-      wire->set_exit_code(cause->exit_code);
-      wire->set_signal(cause->signal);
-    }
+    if (const auto& cause = in.abort_cause) ToWire(*cause, out->mutable_abort()->mutable_cause());
     return;
   }
   if (in.replay_to > 0) {
@@ -203,8 +209,7 @@ DownMessage FromWire(const v1::Down& in) {
     out.abort_reason = in.abort().reason();
     if (out.abort_reason.empty()) out.abort_reason = "the job was aborted";
     if (in.abort().has_cause()) {
-      const v1::RankExit& c = in.abort().cause();
-      out.abort_cause = RankExit{c.rank(), c.host(), c.exit_code(), c.signal()};
+      out.abort_cause = FromWire(in.abort().cause());
     }
     return out;
   }

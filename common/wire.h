@@ -21,6 +21,8 @@ absl::Status AppendFromWire(const v1::Request& in, std::vector<TensorRequest>* o
 bool CompactToWire(const std::vector<TensorRequest>& requests, v1::Request* out);
 void ToWire(const Response& in, v1::Response* out);
 Response FromWire(const v1::Response& in);
+void ToWire(const RankExit& in, v1::RankExit* out);
+RankExit FromWire(const v1::RankExit& in);
 void ToWire(const DownMessage& in, v1::Down* out);
 // An abort without a reason gets a generic one, so abort_reason is non-empty exactly for
 // aborts.

@@ -220,7 +220,7 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(
         if (!found.ok()) return found.status();
         return std::shared_ptr<SessionHandler>(*std::move(found));
       },
-      &stats_);
+      "the coordinator", &stats_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

@@ -26,6 +26,8 @@ const char* AbortCauseName(AbortCause cause) {
       return "cancelled";
     case AbortCause::kShutdown:
       return "shutdown";
+    case AbortCause::kProtocolError:
+      return "protocol_error";
   }
   return "unknown";
 }
@@ -360,7 +362,7 @@ std::vector<PendingTensor> Job::PendingLocked() const {
   return pending;
 }
 
-void Job::CloseSession(SessionSink* sink) {
+void Job::CloseSession(SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;
@@ -371,8 +373,14 @@ void Job::CloseSession(SessionSink* sink) {
   }
   sessions_.erase(it);
   if (!lost.empty() && state_ == State::kRunning && !detached_) {
-    AbortLocked(AbortCause::kConnectionLost,
-                absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
+    if (ended.ok()) {
+      AbortLocked(AbortCause::kConnectionLost,
+                  absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
+    } else {
+      AbortLocked(AbortCause::kProtocolError,
+                  absl::StrCat("the coordinator ended the session of ", FormatRanks(lost), ": ",
+                               ended.message()));
+    }
   }
   MaybeDoneLocked();
 }

@@ -42,9 +42,18 @@
 namespace troika::coordinator {
 
 // Why a job was aborted, for metrics (the reason text says more).
-enum class AbortCause { kRankExit, kConnectionLost, kDeadlock, kStall, kCancelled, kShutdown };
-inline constexpr int kNumAbortCauses = 6;
-// "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown".
+enum class AbortCause {
+  kRankExit,
+  kConnectionLost,
+  kDeadlock,
+  kStall,
+  kCancelled,
+  kShutdown,
+  kProtocolError,  // a session was ended for what it sent (by the coordinator or an agent)
+};
+inline constexpr int kNumAbortCauses = 7;
+// "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown",
+// "protocol_error".
 const char* AbortCauseName(AbortCause cause);
 
 struct JobOptions {
@@ -135,7 +144,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) override;
   // Feeds the timeline and the autotuner.
   absl::Status ReportExec(SessionSink* sink, const ExecReport& report) override;
-  void CloseSession(SessionSink* sink) override;
+  void CloseSession(SessionSink* sink, const absl::Status& ended) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
   void Abort(AbortCause cause, const std::string& reason);

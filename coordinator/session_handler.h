@@ -16,7 +16,7 @@ namespace troika::coordinator {
 class SessionHandler {
  public:
   virtual ~SessionHandler() = default;
-  // Binds `sink` to `ranks` until CloseSession(sink).
+  // Binds `sink` to `ranks` until CloseSession(sink, ...).
   virtual absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
                                    SessionSink* sink) = 0;
   // Binds `sink` to `ranks` of a peer that reconnects after a coordinator restart, having
@@ -40,8 +40,10 @@ class SessionHandler {
   virtual absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) = 0;
   // The session's rank `report.rank` reports its execution (ClientSettings asked for it).
   virtual absl::Status ReportExec(SessionSink* sink, const ExecReport& report) = 0;
-  // The stream is over. No Send() reaches `sink` after this returns.
-  virtual void CloseSession(SessionSink* sink) = 0;
+  // The stream is over: `ended` is OK if the peer closed it or it broke, else the error this
+  // side ended it with (one of the handler's errors above: the peer's protocol violation).
+  // No Send() reaches `sink` after this returns.
+  virtual void CloseSession(SessionSink* sink, const absl::Status& ended) = 0;
 };
 
 }  // namespace troika::coordinator

@@ -9,8 +9,8 @@
 
 namespace troika::coordinator {
 
-SessionReactor::SessionReactor(Lookup lookup, ControlStats* stats)
-    : lookup_(std::move(lookup)), stats_(stats) {
+SessionReactor::SessionReactor(Lookup lookup, std::string server, ControlStats* stats)
+    : lookup_(std::move(lookup)), server_(std::move(server)), stats_(stats) {
   if (stats_) stats_->sessions_opened.fetch_add(1, std::memory_order_relaxed);
   StartRead(&up_);
 }
@@ -29,7 +29,9 @@ void SessionReactor::OnReadDone(bool ok) {
   if (absl::Status status = Handle(up_); !status.ok()) {
     TROIKA_LOG(WARNING) << "session closed: " << status;
     std::lock_guard<std::mutex> lock(mu_);
-    FinishLocked(status);
+    if (!finishing_) verdict_ = status;
+    FinishLocked(absl::Status(status.code(),
+                              absl::StrCat(server_, " ended the session: ", status.message())));
     return;
   }
   StartRead(&up_);
@@ -67,10 +69,8 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
       std::vector<int> ranks(up.goodbye().ranks().begin(), up.goodbye().ranks().end());
       return handler_->Goodbye(this, ranks);
     }
-    case v1::Up::kRankExit: {
-      const v1::RankExit& e = up.rank_exit();
-      return handler_->ReportExit(this, {e.rank(), e.host(), e.exit_code(), e.signal()});
-    }
+    case v1::Up::kRankExit:
+      return handler_->ReportExit(this, FromWire(up.rank_exit()));
     case v1::Up::kWaitState:
       return handler_->ReportWaitState(this, FromWire(up.wait_state()));
     case v1::Up::kExecReport:
@@ -142,7 +142,7 @@ void SessionReactor::FinishLocked(const absl::Status& status) {
 }
 
 void SessionReactor::OnDone() {
-  if (handler_) handler_->CloseSession(this);
+  if (handler_) handler_->CloseSession(this, verdict_);
   delete this;
 }
 

@@ -25,8 +25,10 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   using Lookup =
       std::function<absl::StatusOr<std::shared_ptr<SessionHandler>>(const std::string& job)>;
 
+  // `server` names this side in the status a handler's error ends the stream with ("the
+  // coordinator", "this node's troika-agent"), so the peer can say who refused what.
   // `stats` (optional, must outlive the stream) counts the stream's traffic.
-  explicit SessionReactor(Lookup lookup, ControlStats* stats = nullptr);
+  SessionReactor(Lookup lookup, std::string server, ControlStats* stats = nullptr);
 
   void Send(std::shared_ptr<const DownMessage> message) override;
   void End(const absl::Status& status) override;
@@ -43,6 +45,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   void StartWriteLocked();
 
   const Lookup lookup_;
+  const std::string server_;
   ControlStats* const stats_;
   v1::Up up_;                                // owned by the read side
   std::shared_ptr<SessionHandler> handler_;  // set by Hello, read side only
@@ -54,6 +57,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   bool finishing_ = false;
   bool finished_ = false;
   grpc::Status finish_status_;
+  absl::Status verdict_;  // the handler's error this side ended the stream with, if it did
 };
 
 }  // namespace troika::coordinator

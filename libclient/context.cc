@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/request_check.h"
@@ -77,8 +79,12 @@ absl::Status ContextImpl::Start(const Options& options) {
   executor_ = std::make_unique<Executor>(
       table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_, *steps_,
       device_plane_.get(), [this](absl::Status status) { return FailFromDataPlane(status); });
-  controller_ =
-      std::make_unique<Controller>(membership_.rank, *channel_, table_, *executor_, stats_, fail);
+  const std::string peer =
+      absl::StartsWith(options.coordinator, "unix:")
+          ? absl::StrCat("the troika-agent (or coordinator) at ", options.coordinator)
+          : absl::StrCat("the coordinator at ", options.coordinator);
+  controller_ = std::make_unique<Controller>(membership_.rank, peer, *channel_, table_,
+                                             *executor_, stats_, fail);
   waits_ = std::make_shared<WaitTracker>(membership_.rank,
                                          [controller = controller_.get()](WaitState state) {
                                            controller->SendWaitState(std::move(state));

@@ -7,9 +7,11 @@
 
 namespace troika::internal {
 
-Controller::Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
-                       ExecStats& stats, std::function<void(absl::Status)> on_failure)
+Controller::Controller(int rank, std::string peer, ControlChannel& channel, TensorTable& table,
+                       Executor& executor, ExecStats& stats,
+                       std::function<void(absl::Status)> on_failure)
     : rank_(rank),
+      peer_(std::move(peer)),
       channel_(channel),
       table_(table),
       executor_(executor),
@@ -228,16 +230,18 @@ void Controller::ReceiveLoop() {
         if (!expected) {
           // The coordinator's verdict on what this rank sent (a limit, a malformed request, a
           // wrong token) keeps its code; anything else is a lost connection.
+          // (Its message names who: "the coordinator ended the session: ...", "this node's
+          // troika-agent ended the session: ..."); anything else is a lost connection.
           const absl::StatusCode code = event.status.code();
-          const bool verdict = code == absl::StatusCode::kInvalidArgument ||
-                               code == absl::StatusCode::kResourceExhausted ||
-                               code == absl::StatusCode::kPermissionDenied ||
-                               code == absl::StatusCode::kFailedPrecondition;
-          on_failure_(absl::Status(
-              verdict ? code : absl::StatusCode::kUnavailable,
-              absl::StrCat(verdict ? "the coordinator ended the session"
-                                   : "lost the session with the coordinator",
-                           event.status.ok() ? "" : absl::StrCat(": ", event.status.message()))));
+          const bool lost = event.status.ok() || code == absl::StatusCode::kUnavailable ||
+                            code == absl::StatusCode::kCancelled ||
+                            code == absl::StatusCode::kDeadlineExceeded ||
+                            code == absl::StatusCode::kUnknown ||
+                            code == absl::StatusCode::kInternal;
+          on_failure_(lost ? absl::UnavailableError(absl::StrCat(
+                                 "lost the session with ", peer_,
+                                 event.status.ok() ? "" : ": ", event.status.message()))
+                           : event.status);
         }
         return;
       }

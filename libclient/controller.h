@@ -35,9 +35,10 @@ class Controller {
   // context (closing the table, aborting the executor).
   // `stats`: what the executor records, reported as ExecReports while the coordinator's
   // ClientSettings ask for them, and the step samples queued there (StepsQueued), reported
-  // within kStepReportInterval and in a last report before goodbye.
-  Controller(int rank, ControlChannel& channel, TensorTable& table, Executor& executor,
-             ExecStats& stats, std::function<void(absl::Status)> on_failure);
+  // within kStepReportInterval and in a last report before goodbye. `peer`: what the channel
+  // talks to ("troika-agent or coordinator at unix:/..."), for messages.
+  Controller(int rank, std::string peer, ControlChannel& channel, TensorTable& table,
+             Executor& executor, ExecStats& stats, std::function<void(absl::Status)> on_failure);
   ~Controller();
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
@@ -80,6 +81,7 @@ class Controller {
   absl::Status SendReport();
 
   const int rank_;
+  const std::string peer_;
   ControlChannel& channel_;
   TensorTable& table_;
   Executor& executor_;

@@ -56,6 +56,12 @@ class FakeUpstream : public RelayUpstream {
   void SendRankExit(const RankExit& exit) override {
     Record("exit " + std::to_string(exit.rank) + " code " + std::to_string(exit.exit_code) +
            " signal " + std::to_string(exit.signal) + " on " + exit.host);
+    std::lock_guard<std::mutex> lock(mu_);
+    exits_.push_back(exit);
+  }
+  std::vector<RankExit> exits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exits_;
   }
   std::vector<std::string> sent() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,6 +84,7 @@ class FakeUpstream : public RelayUpstream {
       next_.set_value(text);
     }
   }
+  std::vector<RankExit> exits_;  // guarded by mu_
   std::mutex mu_;
   std::vector<std::string> sent_;
   std::promise<std::string> next_;
@@ -244,9 +251,20 @@ TEST_F(NodeRelayTest, GoodbyeGoesUpstreamAfterTheRanksWaitingRequests) {
   EXPECT_THAT(upstream_.sent(), ElementsAre("requests grad:2", "goodbye 2"));
   ASSERT_TRUE(relay->Submit(&sink3_, {Request(3, "next")}).ok());
   EXPECT_THAT(upstream_.sent().back(), "requests next:3") << "rank 3 is the only live rank";
-  relay->CloseSession(&sink2_);
+  relay->CloseSession(&sink2_, absl::OkStatus());
   relay->ProcessExited(2, 0, 0);
   EXPECT_EQ(upstream_.sent().size(), 3u) << "nothing more for a rank that left cleanly";
+}
+
+TEST_F(NodeRelayTest, SessionTheRelayEndedIsReportedWithTheVerdictAtOnce) {
+  auto relay = MakeRelay();  // an hour of grace: only the verdict can report it now
+  OpenBoth(*relay);
+  relay->CloseSession(&sink2_, absl::InvalidArgumentError("negative dimension"));
+  EXPECT_THAT(upstream_.sent(), ElementsAre("exit 2 code -1 signal 0 on node-b"));
+  ASSERT_EQ(upstream_.exits().size(), 1u);
+  EXPECT_EQ(upstream_.exits()[0].reason, "negative dimension");
+  relay->ProcessExited(2, 0, 0);  // its later exit, cleanly or not, adds nothing
+  EXPECT_EQ(upstream_.sent().size(), 1u);
 }
 
 TEST_F(NodeRelayTest, WaitStateGoesUpstreamAtOnceUnchangedForOwnedLiveRanks) {
@@ -293,7 +311,7 @@ TEST_F(NodeRelayTest, FailingProcessIsReportedAtOnceWithItsExitStatus) {
   OpenBoth(*relay);
   relay->ProcessExited(3, 0, 9);
   EXPECT_THAT(upstream_.sent(), ElementsAre("exit 3 code 0 signal 9 on node-b"));
-  relay->CloseSession(&sink3_);
+  relay->CloseSession(&sink3_, absl::OkStatus());
   EXPECT_EQ(upstream_.sent().size(), 1u);
 }
 
@@ -315,7 +333,7 @@ TEST_F(NodeRelayTest, ProcessExitingZeroBeforeItsSessionIsReportedAsAnExit) {
 TEST_F(NodeRelayTest, SessionEndingWithoutGoodbyeAwaitsTheExitReport) {
   auto relay = MakeRelay();  // an hour of grace: only the exit report can come
   OpenBoth(*relay);
-  relay->CloseSession(&sink2_);
+  relay->CloseSession(&sink2_, absl::OkStatus());
   EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
   relay->ProcessExited(2, 3, 0);
   EXPECT_THAT(upstream_.sent(), ElementsAre("exit 2 code 3 signal 0 on node-b"));
@@ -325,7 +343,7 @@ TEST_F(NodeRelayTest, SessionEndingWithoutGoodbyeWhileTheProcessLivesIsReportedL
   auto relay = MakeRelay(absl::Milliseconds(20));
   OpenBoth(*relay);
   std::future<std::string> next = upstream_.Next();
-  relay->CloseSession(&sink3_);
+  relay->CloseSession(&sink3_, absl::OkStatus());
   ASSERT_EQ(next.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(next.get(), "exit 3 code -1 signal 0 on node-b");
   relay->ProcessExited(3, 0, 15);

@@ -199,9 +199,9 @@ TEST_F(CoordinatorMetricsTest, RankExitAndLostSessionAreCountedAndReleasedJobsEn
   ASSERT_TRUE(lost->OpenSession({0}, 1, &l0).ok());
   ASSERT_TRUE(lost->OpenSession({1}, 1, &l1).ok());
   ASSERT_TRUE(exited->ReportExit(&e0, RankExit{.rank = 0, .host = "a", .exit_code = 1}).ok());
-  lost->CloseSession(&l1);
-  exited->CloseSession(&e0);
-  lost->CloseSession(&l0);
+  lost->CloseSession(&l1, absl::OkStatus());
+  exited->CloseSession(&e0, absl::OkStatus());
+  lost->CloseSession(&l0, absl::OkStatus());
   exited.reset();
   lost.reset();
   // Both jobs are done; the registry drops them on the scheduler's thread, in order before a

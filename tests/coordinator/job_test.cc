@@ -183,13 +183,40 @@ TEST_F(JobTest, LostSessionAbortsJobOnEverySession) {
   FakeSink s0, s1;
   ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
   ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
-  job->CloseSession(&s1);
+  job->CloseSession(&s1, absl::OkStatus());
   EXPECT_EQ(job->state(), Job::State::kAborted);
   ASSERT_EQ(s0.messages().size(), 1u);
   EXPECT_THAT(s0.messages()[0].abort_reason, HasSubstr("rank 1 lost the connection"));
   EXPECT_FALSE(job->done());  // s0 still open
-  job->CloseSession(&s0);
+  job->CloseSession(&s0, absl::OkStatus());
   EXPECT_TRUE(job->done());
+}
+
+TEST_F(JobTest, SessionEndedForWhatItSentAbortsTheJobSayingSo) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  job->CloseSession(&s1, absl::InvalidArgumentError("allreduce 'x' on rank 1: unknown dtype"));
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(s0.messages().size(), 1u);
+  EXPECT_THAT(s0.messages()[0].abort_reason,
+              HasSubstr("the coordinator ended the session of rank 1: allreduce 'x' on rank 1: "
+                        "unknown dtype"));
+}
+
+TEST_F(JobTest, RankEndedByItsAgentAbortsTheJobNamingTheAgentsVerdict) {
+  auto job = MakeJob(2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink s0, s1;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->ReportExit(&s1, {1, "a", -1, 0, "negative dimension"}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(s0.messages().size(), 1u);
+  EXPECT_THAT(s0.messages()[0].abort_reason,
+              HasSubstr("rank 1 on a: its agent ended its session: negative dimension"));
 }
 
 TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
@@ -204,8 +231,8 @@ TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
   EXPECT_THAT(s1.messages()[0].responses[0].error, HasSubstr("rank 0 has shut down"));
   ASSERT_TRUE(job->Goodbye(&s1, {1}).ok());
   EXPECT_EQ(job->state(), Job::State::kFinished);
-  job->CloseSession(&s0);
-  job->CloseSession(&s1);
+  job->CloseSession(&s0, absl::OkStatus());
+  job->CloseSession(&s1, absl::OkStatus());
   EXPECT_TRUE(job->done());
   EXPECT_TRUE(s0.messages().empty() || s0.messages().back().abort_reason.empty());
 }
