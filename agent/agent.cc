@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -76,6 +79,37 @@ int Agent::Register() {
     return 1;
   }
   upstream_ = *std::move(upstream);
+  const std::string registering = absl::StrCat("registering with job '", options_.job, "'");
+  // The first connection fails fast, naming the address and the cause: a missing socket or a
+  // host that does not resolve at once, anything else after --connect_timeout (reconnecting
+  // to a coordinator that was lost keeps --reconnect_timeout). A thread waits, so that a
+  // signal is still answered at once.
+  {
+    std::atomic<bool> stop{false};
+    std::optional<absl::Status> connected;  // guarded by mu_
+    std::thread waiter([&] {
+      absl::Status s =
+          upstream_->WaitForConnection(std::min(options_.connect_timeout, options_.attach_timeout),
+                                       [&stop] { return stop.load(); });
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        connected = std::move(s);
+      }
+      Wake();
+    });
+    const int signal =
+        WaitUntil([&connected] { return connected.has_value(); }, absl::InfiniteFuture());
+    stop = true;
+    waiter.join();
+    if (signal > 0) {
+      Say(absl::StrCat("received ", SignalDescription(signal), " while connecting"));
+      return 128 + signal;
+    }
+    if (!connected->ok()) {
+      Say(absl::StrCat(registering, ": ", connected->message()));
+      return 1;
+    }
+  }
   const int size = options_.nnodes * options_.nproc_per_node;
   attach_deadline_ = absl::Now() + options_.attach_timeout;
   upstream_->RegisterNode(options_.job, size, options_.host, options_.nproc_per_node,

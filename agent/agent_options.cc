@@ -14,7 +14,8 @@ Usage: troika-agent --coordinator=HOST:PORT --job=NAME --nnodes=N --nproc-per-no
                     [options] -- COMMAND [ARGS...]
 
 Options:
-  --coordinator HOST:PORT   the Troika coordinator (unix:PATH too); required
+  --coordinator HOST:PORT   the Troika coordinator: HOST a name, an IPv4 address or [IPv6],
+                            PORT 1-65535 (dns:///HOST:PORT and unix:PATH too); required
   --tls_ca PEM              TLS to a HOST:PORT coordinator: the CA of its certificate;
                             default $TROIKA_TLS_CA
   --tls_cert PEM, --tls_key PEM
@@ -47,6 +48,10 @@ Options:
                             what has arrived goes upstream; default 2ms (0: never waits)
   --attach_timeout DUR      how long to wait for the coordinator and for the other nodes to
                             attach; default 60s
+  --connect_timeout DUR     how long to wait at start for the first connection to the
+                            coordinator before failing with the address and the cause (a
+                            malformed address, a missing socket or a host that does not
+                            resolve fail at once); at most --attach_timeout; default 10s
   --metrics_listen HOST:PORT  serve HTTP /metrics, /healthz and /readyz there (docs/metrics.md);
                             default: off
   --stop_with_parent BOOL   true: stop the ranks (as on SIGTERM) when the process that started
@@ -136,11 +141,7 @@ absl::Status SetString(const std::string& flag, const std::string& value, std::s
 
 absl::Status SetFlag(const std::string& name, const std::string& value, AgentOptions& o) {
   if (name == "coordinator") {
-    if (!IsCoordinatorAddress(value)) {
-      return UsageError(
-          kProgram,
-          absl::StrCat("--coordinator must be HOST:PORT or unix:PATH, got '", value, "'"));
-    }
+    if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     o.coordinator = value;
     return absl::OkStatus();
   }
@@ -172,6 +173,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
   if (name == "reconnect_timeout") return ParseDuration(name, value, false, &o.reconnect_timeout);
   if (name == "aggregation_window") return ParseDuration(name, value, false, &o.aggregation_window);
   if (name == "attach_timeout") return ParseDuration(name, value, true, &o.attach_timeout);
+  if (name == "connect_timeout") return ParseDuration(name, value, true, &o.connect_timeout);
   if (name == "stop_with_parent") {
     if (value != "true" && value != "false") {
       return UsageError(kProgram, "--stop_with_parent must be true or false");

@@ -54,6 +54,12 @@ struct AgentOptions {
   // --attach_timeout: how long registering and attaching wait for the coordinator and the
   // other nodes. Default 60 s (the client library's default).
   absl::Duration attach_timeout = absl::Seconds(60);
+  // --connect_timeout: how long the agent waits at start for its first connection to the
+  // coordinator (one that is still starting, or not there at all) before it fails naming the
+  // address and the cause; at most --attach_timeout. A malformed --coordinator, a missing
+  // socket or an unresolvable host fail at once. Reconnections after the coordinator was lost
+  // keep --reconnect_timeout. Default 10 s (the client library's default).
+  absl::Duration connect_timeout = absl::Seconds(10);
   // --stop_with_parent: stop (as on SIGTERM) when the process that started the agent exits.
   // Default false; troikarun sets it.
   bool stop_with_parent = false;

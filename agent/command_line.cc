@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/address.h"
 
 extern char** environ;
 
@@ -74,12 +75,12 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& program,
   return duration;
 }
 
-bool IsCoordinatorAddress(const std::string& value) {
-  if (value.rfind("unix:", 0) == 0) return value.size() > 5;
-  const size_t colon = value.rfind(':');
-  int port = 0;
-  return colon != std::string::npos && colon > 0 &&
-         absl::SimpleAtoi(value.substr(colon + 1), &port) && port > 0 && port < 65536;
+absl::Status CheckCoordinatorFlag(const std::string& program, const std::string& value) {
+  absl::StatusOr<CoordinatorAddress> address = ParseCoordinatorAddress(value);
+  if (!address.ok()) {
+    return UsageError(program, absl::StrCat("--coordinator: ", address.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,

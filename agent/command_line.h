@@ -40,8 +40,10 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& program,
                                                  const std::string& flag, const std::string& text,
                                                  bool positive = false);
 
-// "host:port" ("[v6]:port" too), or "unix:/path".
-bool IsCoordinatorAddress(const std::string& value);
+// --coordinator's value: an address common/address.h accepts ("host:port", "[v6]:port",
+// "unix:/path", ...). Otherwise a usage error "--coordinator: coordinator address 'X' is
+// invalid: WHAT (...)".
+absl::Status CheckCoordinatorFlag(const std::string& program, const std::string& value);
 
 // The environment of rank processes: `base` ("NAME=value" entries, e.g. from environ) with
 // every variable in `overrides` set, replacing an inherited value of the same name.

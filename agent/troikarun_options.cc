@@ -95,10 +95,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
   if (name == "nproc_per_node")
     return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
   if (name == "coordinator") {
-    if (!IsCoordinatorAddress(value)) {
-      return UsageError(kProgram,
-                        absl::StrCat("--coordinator must be HOST:PORT, got '", value, "'"));
-    }
+    if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     options.coordinator = value;
   } else if (name == "job") {
     if (value.empty()) return UsageError(kProgram, "--job must not be empty");

@@ -48,7 +48,8 @@ struct Upstream::Call {
 };
 
 absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Create(UpstreamOptions options) {
-  if (options.address.empty()) return absl::InvalidArgumentError("no coordinator address given");
+  absl::StatusOr<CoordinatorAddress> address = ParseCoordinatorAddress(options.address);
+  if (!address.ok()) return address.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
@@ -66,11 +67,14 @@ absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Create(UpstreamOptions optio
   auto credentials = MakeChannelCredentials(options.tls, options.address);
   if (!credentials.ok()) return credentials.status();
   auto channel = grpc::CreateCustomChannel(options.address, *credentials, args);
-  return std::unique_ptr<Upstream>(new Upstream(std::move(options), std::move(channel)));
+  return std::unique_ptr<Upstream>(
+      new Upstream(std::move(options), *std::move(address), std::move(channel)));
 }
 
-Upstream::Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> channel)
+Upstream::Upstream(UpstreamOptions options, CoordinatorAddress address,
+                   std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
+      address_(std::move(address)),
       channel_(std::move(channel)),
       stub_(v1::Coordinator::NewStub(channel_)),
       job_token_(options_.job_token) {}
@@ -79,6 +83,12 @@ Upstream::~Upstream() {
   Cancel();
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [&] { return calls_.empty() && live_sessions_ == 0; });
+}
+
+absl::Status Upstream::WaitForConnection(absl::Duration timeout,
+                                         const std::function<bool()>& cancelled) {
+  if (absl::Status s = CheckCoordinatorEndpoint(address_, timeout); !s.ok()) return s;
+  return WaitForCoordinator(channel_, address_, timeout, cancelled);
 }
 
 absl::Status Upstream::Describe(const grpc::Status& status, const std::string& what) const {

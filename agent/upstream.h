@@ -12,9 +12,9 @@
 // the connection breaks under them, within their deadline; the keys set through this
 // upstream are kept so that ReplayKvSets() can put them into a restarted coordinator.
 //
-// Thread-safe. Nothing here blocks; callbacks run on gRPC threads (or, for a call that fails
-// at once, on the caller's) and must not block. Messages queued before OpenSession() are sent right
-// after its Hello.
+// Thread-safe. Nothing here blocks but WaitForConnection(); callbacks run on gRPC threads (or, for
+// a call that fails at once, on the caller's) and must not block. Messages queued before
+// OpenSession() are sent right after its Hello.
 
 #include <condition_variable>
 #include <deque>
@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/node_relay.h"
+#include "common/address.h"
 #include "common/tls.h"
 #include "coordinator/session_sink.h"
 #include "troika/types.h"
@@ -38,7 +39,8 @@
 namespace troika::agent {
 
 struct UpstreamOptions {
-  // The coordinator: host:port or unix:/path. Required.
+  // The coordinator: host:port, unix:/path, ... (common/address.h). Required; Create() fails
+  // with INVALID_ARGUMENT naming what is wrong with a malformed one.
   std::string address;
   // A coordinator that answers no keepalive ping for this long is gone: the session ends
   // (UNAVAILABLE). Pings go every half of it, each answered within the other half.
@@ -81,6 +83,13 @@ class Upstream final : public RelayUpstream {
   }
 
   using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
+
+  // The agent's first connection, at start-up: blocks up to `timeout` until the channel is
+  // connected. UNAVAILABLE naming the address and the cause (common/address.h) — at once for
+  // a socket that does not exist or a host name that does not resolve; CANCELLED once
+  // `cancelled` (polled every 100 ms) returns true. Later calls wait for the coordinator on
+  // their own (a restarting one, within their deadlines).
+  absl::Status WaitForConnection(absl::Duration timeout, const std::function<bool()>& cancelled);
 
   // Creates or looks up job `job` of `size` ranks and reserves `nproc` ranks for this node
   // (block `node_rank`, or any free one if -1); `done` gets the block. Waits up to `timeout`
@@ -126,7 +135,8 @@ class Upstream final : public RelayUpstream {
   template <typename Request, typename Response>
   struct Call;
 
-  Upstream(UpstreamOptions options, std::shared_ptr<grpc::Channel> channel);
+  Upstream(UpstreamOptions options, CoordinatorAddress address,
+           std::shared_ptr<grpc::Channel> channel);
 
   // Starts one asynchronous unary call through `start` and tracks it for Cancel().
   template <typename Request, typename Response, typename Start>
@@ -147,6 +157,7 @@ class Upstream final : public RelayUpstream {
 
   // Constant after construction.
   const UpstreamOptions options_;
+  const CoordinatorAddress address_;  // options_.address, parsed
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/address.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "troika/v1/troika.grpc.pb.h"
@@ -69,10 +71,15 @@ struct AdminClient::Stub {
 
 AdminClient::AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
                          absl::Duration timeout, std::string job_token)
-    : timeout_(timeout),
+    : address_(address),
+      timeout_(timeout),
       admin_token_(std::move(admin_token)),
       job_token_(std::move(job_token)),
       stub_(std::make_unique<Stub>()) {
+  if (auto checked = CheckCoordinatorAddress(address, timeout); !checked.ok()) {
+    unusable_ = checked.status();
+    return;
+  }
   auto credentials = MakeChannelCredentials(tls, address);
   if (!credentials.ok()) {
     unusable_ = credentials.status();
@@ -82,6 +89,17 @@ AdminClient::AdminClient(const std::string& address, const ClientTls& tls, std::
 }
 
 AdminClient::~AdminClient() = default;
+
+absl::Status AdminClient::Reached(const absl::Status& status) const {
+  if (status.code() == absl::StatusCode::kUnavailable ||
+      (status.code() == absl::StatusCode::kDeadlineExceeded &&
+       status.message() == "Deadline Exceeded")) {
+    // gRPC's own transport-level failure, not an answer from the coordinator.
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the coordinator at ", address_, " (", status.message(), ")"));
+  }
+  return status;
+}
 
 namespace {
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
@@ -99,7 +117,7 @@ absl::StatusOr<std::vector<JobSummary>> AdminClient::ListJobs() {
   SetDeadline(context, timeout_);
   AddToken(context, kAdminTokenHeader, admin_token_);
   v1::ListJobsResponse response;
-  absl::Status status = FromGrpc(stub_->stub->ListJobs(&context, {}, &response));
+  absl::Status status = Reached(FromGrpc(stub_->stub->ListJobs(&context, {}, &response)));
   if (!status.ok()) return status;
   std::vector<JobSummary> jobs;
   for (const v1::JobSummary& j : response.jobs()) {
@@ -118,7 +136,7 @@ absl::StatusOr<JobInfo> AdminClient::DescribeJob(const std::string& job) {
   v1::DescribeJobRequest request;
   request.set_job(job);
   v1::JobDescription response;
-  absl::Status status = FromGrpc(stub_->stub->DescribeJob(&context, request, &response));
+  absl::Status status = Reached(FromGrpc(stub_->stub->DescribeJob(&context, request, &response)));
   if (!status.ok()) return status;
   return FromWire(response);
 }
@@ -132,7 +150,7 @@ absl::Status AdminClient::CancelJob(const std::string& job, const std::string& r
   request.set_job(job);
   request.set_reason(reason);
   v1::CancelJobResponse response;
-  return FromGrpc(stub_->stub->CancelJob(&context, request, &response));
+  return Reached(FromGrpc(stub_->stub->CancelJob(&context, request, &response)));
 }
 
 absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
@@ -146,7 +164,7 @@ absl::StatusOr<std::string> AdminClient::StartTimeline(const std::string& job,
   request.set_file(file);
   request.set_max_bytes(max_bytes);
   v1::StartTimelineResponse response;
-  absl::Status status = FromGrpc(stub_->stub->StartTimeline(&context, request, &response));
+  absl::Status status = Reached(FromGrpc(stub_->stub->StartTimeline(&context, request, &response)));
   if (!status.ok()) return status;
   return response.path();
 }
@@ -159,7 +177,7 @@ absl::StatusOr<TimelineInfo> AdminClient::StopTimeline(const std::string& job) {
   v1::StopTimelineRequest request;
   request.set_job(job);
   v1::TimelineDescription response;
-  absl::Status status = FromGrpc(stub_->stub->StopTimeline(&context, request, &response));
+  absl::Status status = Reached(FromGrpc(stub_->stub->StopTimeline(&context, request, &response)));
   if (!status.ok()) return status;
   return FromWire(response);
 }

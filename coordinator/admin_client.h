@@ -19,11 +19,13 @@ namespace troika::coordinator {
 
 class AdminClient {
  public:
-  // `address`: host:port of the coordinator, reached with `tls`; every call carries
-  // `admin_token`, and DescribeJob also `job_token` where one is given: the coordinator
-  // describes a job to the holder of its own token (the other calls need the admin token).
-  // Empty tokens are not sent. Connects lazily; never fails here: if `tls` cannot secure the
-  // channel, every call returns why.
+  // `address`: the coordinator (host:port, ...: common/address.h), reached with `tls`; every
+  // call carries `admin_token`, and DescribeJob also `job_token` where one is given: the
+  // coordinator describes a job to the holder of its own token (the other calls need the
+  // admin token). Empty tokens are not sent. Connects lazily; never fails here: if `address`
+  // is malformed (INVALID_ARGUMENT), names a missing socket or a host that does not resolve
+  // (UNAVAILABLE), or `tls` cannot secure the channel, every call returns why. A coordinator
+  // that cannot be reached is UNAVAILABLE "cannot reach the coordinator at ADDRESS (...)".
   AdminClient(const std::string& address, const ClientTls& tls, std::string admin_token,
               absl::Duration timeout = absl::Seconds(10), std::string job_token = {});
   ~AdminClient();
@@ -42,6 +44,9 @@ class AdminClient {
 
  private:
   struct Stub;
+  absl::Status Reached(const absl::Status& status) const;
+
+  const std::string address_;
   const absl::Duration timeout_;
   const std::string admin_token_;
   const std::string job_token_;

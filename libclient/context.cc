@@ -332,7 +332,7 @@ Context::~Context() = default;
 absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& options) {
   auto channel = internal::GrpcControlChannel::Connect(
       options.coordinator, {options.tls_ca, options.tls_cert, options.tls_key, options.plaintext},
-      options.job_token);
+      options.job_token, std::min(options.connect_timeout, options.attach_timeout));
   if (!channel.ok()) return channel.status();
   auto transport = transport::CreateTransport(options.transport);
   if (!transport.ok()) return transport.status();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/address.h"
 #include "common/grpc_status.h"
 #include "common/wire.h"
 #include "grpcpp/grpcpp.h"
@@ -85,14 +86,20 @@ class GrpcStore final : public transport::Store {
 };
 
 absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
-    const std::string& address, const ClientTls& tls, std::string job_token) {
-  if (address.empty()) return absl::InvalidArgumentError("no coordinator address given");
+    const std::string& address, const ClientTls& tls, std::string job_token,
+    absl::Duration connect_timeout) {
+  // A malformed address, a missing socket or a name that does not resolve fail at once.
+  absl::StatusOr<CoordinatorAddress> parsed = CheckCoordinatorAddress(address, connect_timeout);
+  if (!parsed.ok()) return parsed.status();
   auto credentials = MakeChannelCredentials(tls, address);
   if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   auto channel = grpc::CreateCustomChannel(address, *credentials, args);
+  // Anything else that keeps the channel from connecting (nothing listening, a TLS handshake
+  // that fails) within the connect timeout, rather than within the attach timeout.
+  if (absl::Status s = WaitForCoordinator(channel, *parsed, connect_timeout); !s.ok()) return s;
   return std::unique_ptr<GrpcControlChannel>(
       new GrpcControlChannel(address, std::move(channel), std::move(job_token)));
 }

@@ -16,12 +16,16 @@ class GrpcStore;
 
 class GrpcControlChannel final : public ControlChannel {
  public:
-  // INVALID_ARGUMENT (or the file's error) if `tls` cannot secure a channel to `address`.
+  // Connects to `address` (common/address.h), waiting up to `connect_timeout` for the channel:
+  // INVALID_ARGUMENT at once for a malformed address; UNAVAILABLE naming the address and the
+  // cause, at once for a missing socket or a host that does not resolve, else once
+  // `connect_timeout` has passed without a connection. INVALID_ARGUMENT (or the file's error)
+  // if `tls` cannot secure a channel to `address`.
   // `job_token`: carried by every call (empty: none; a job this channel creates then gets a
   // generated token, which later calls carry).
-  static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(const std::string& address,
-                                                                     const ClientTls& tls,
-                                                                     std::string job_token = "");
+  static absl::StatusOr<std::unique_ptr<GrpcControlChannel>> Connect(
+      const std::string& address, const ClientTls& tls, std::string job_token = "",
+      absl::Duration connect_timeout = absl::Seconds(10));
   ~GrpcControlChannel() override;
 
   absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,

@@ -78,6 +78,9 @@ absl::StatusOr<Options> Options::FromEnvironment() {
   o.host = Get("TROIKA_HOST") ? Get("TROIKA_HOST") : HostName();
   if (const char* v = Get("TROIKA_DATA_HOST")) o.data_host = v;
   if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;
+  if (absl::Status s = ReadSeconds("TROIKA_CONNECT_TIMEOUT", &o.connect_timeout); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
   if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
   if (absl::Status s = SecurityFromEnvironment(o); !s.ok()) return s;

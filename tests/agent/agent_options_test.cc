@@ -26,6 +26,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
                            "--liveness_timeout=4s",
                            "--aggregation_window=0",
                            "--attach_timeout=2m",
+                           "--connect_timeout=3s",
                            "--stop_with_parent=true",
                            "--log_level=info",
                            "--metrics_listen=0.0.0.0:9091",
@@ -46,6 +47,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(o->grace_period, absl::Milliseconds(250));
   EXPECT_EQ(o->liveness_timeout, absl::Seconds(4));
   EXPECT_EQ(o->aggregation_window, absl::ZeroDuration());
+  EXPECT_EQ(o->connect_timeout, absl::Seconds(3));
   EXPECT_EQ(o->attach_timeout, absl::Minutes(2));
   EXPECT_TRUE(o->stop_with_parent);
   EXPECT_EQ(o->log_level, "info");
@@ -66,6 +68,7 @@ TEST(AgentOptionsTest, DefaultsAndUnderscoreSpellings) {
   EXPECT_EQ(o->liveness_timeout, absl::Seconds(10));
   EXPECT_EQ(o->aggregation_window, absl::Milliseconds(2));
   EXPECT_EQ(o->attach_timeout, absl::Seconds(60));
+  EXPECT_EQ(o->connect_timeout, absl::Seconds(10));
   EXPECT_FALSE(o->stop_with_parent);
   EXPECT_EQ(o->log_level, "warning");
   EXPECT_EQ(o->metrics_listen, "");
@@ -88,6 +91,7 @@ TEST(AgentOptionsTest, HelpNeedsNothingElseAndDescribesEveryOption) {
                            "--liveness_timeout",
                            "--aggregation_window",
                            "--attach_timeout",
+                           "--connect_timeout",
                            "--stop_with_parent",
                            "--log_level",
                            "--metrics_listen",
@@ -120,8 +124,13 @@ TEST(AgentOptionsTest, UsageErrorsNameTheProblem) {
       {{"--coordinator=h:1", "--job=j", "--nnodes=1", "--", "x"}, "--nproc-per-node is required"},
       {with({"--node_rank=2", "--", "x"}), "--node_rank 2 is not below --nnodes 2"},
       {with({"--nproc-per-node=0", "--", "x"}), "between 1 and 1024, got 0"},
-      {with({"--coordinator=nohost", "--", "x"}), "HOST:PORT or unix:PATH"},
+      {with({"--coordinator=nohost", "--", "x"}),
+       "--coordinator: coordinator address 'nohost' is invalid: no port (expected host:port, "
+       "[ipv6]:port or unix:/path/to/socket)"},
+      {with({"--coordinator=h:0", "--", "x"}), "port 0 is out of range (1-65535)"},
+      {with({"--coordinator=unix:", "--", "x"}), "'unix:' is invalid: empty socket path"},
       {with({"--liveness_timeout=0", "--", "x"}), "> 0"},
+      {with({"--connect_timeout=0", "--", "x"}), "--connect_timeout must be finite and > 0"},
       {with({"--grace_period=soon", "--", "x"}), "not a duration"},
       {with({"--stop_with_parent=yes", "--", "x"}), "true or false"},
       {with({"--bogus=1", "--", "x"}), "unknown option 'bogus'"},

@@ -64,10 +64,12 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "--", "x"}, "'-np' needs a value"},
       {{"-np", "2", "--grace_period", "soon", "--", "x"}, "not a duration"},
       {{"-np", "2", "--grace_period", "-1s", "--", "x"}, ">= 0"},
-      {{"-np", "2", "--coordinator", "nohostport", "--", "x"}, "HOST:PORT"},
-      {{"-np", "2", "--coordinator", "127.0.0.1:", "--", "x"}, "HOST:PORT"},
-      {{"-np", "2", "--coordinator", ":7070", "--", "x"}, "HOST:PORT"},
-      {{"-np", "2", "--coordinator", "h:99999", "--", "x"}, "HOST:PORT"},
+      {{"-np", "2", "--coordinator", "nohostport", "--", "x"},
+       "--coordinator: coordinator address 'nohostport' is invalid: no port"},
+      {{"-np", "2", "--coordinator", "127.0.0.1:", "--", "x"}, "'127.0.0.1:' is invalid: no port"},
+      {{"-np", "2", "--coordinator", ":7070", "--", "x"}, "':7070' is invalid: empty host"},
+      {{"-np", "2", "--coordinator", "h:99999", "--", "x"}, "port 99999 is out of range"},
+      {{"-np", "2", "--coordinator", "[::1", "--", "x"}, "'[' without a closing ']'"},
       {{"-np", "2", "--bogus", "1", "--", "x"}, "unknown option 'bogus'"},
   };
   for (const Case& c : cases) {

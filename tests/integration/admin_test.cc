@@ -267,6 +267,37 @@ TEST_F(AdminTest, TroikactlCancelAbortsTheJob) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("cancelled by troikactl: bad-data"));
 }
 
+// A bad --coordinator fails troikactl at once (exit 1), naming the address and what is wrong
+// with it or why it cannot be reached.
+TEST(TroikactlAddressTest, BadCoordinatorFailsAtOnceNamingTheAddressAndTheCause) {
+  struct Case {
+    std::string address;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"no-port-here", "coordinator address 'no-port-here' is invalid: no port"},
+           {"localhost:0", "coordinator address 'localhost:0' is invalid: port 0 is out of range"},
+           {"[::1", "coordinator address '[::1' is invalid: '[' without a closing ']'"},
+           {"unix:/nonexistent/troika.sock",
+            "cannot reach the coordinator at unix:/nonexistent/troika.sock: no socket at "
+            "/nonexistent/troika.sock"},
+           {"troika-no-such-host.invalid:7070",  // RFC 6761: never resolves
+            "cannot reach the coordinator at troika-no-such-host.invalid:7070: cannot resolve "
+            "host 'troika-no-such-host.invalid'"},
+           {"127.0.0.1:1", "cannot reach the coordinator at 127.0.0.1:1 ("},
+       }) {
+    SCOPED_TRACE(c.address);
+    std::string output;
+    const absl::Time start = absl::Now();
+    EXPECT_EQ(RunTroikactl(absl::StrCat("--plaintext --admin_token_file= --coordinator='",
+                                        c.address, "' list"),
+                           &output),
+              1);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_THAT(output, HasSubstr(absl::StrCat("troikactl: ", c.message))) << output;
+  }
+}
+
 // Every program a user runs answers --help (and -h) with its usage on stdout and exit 0,
 // naming itself and no source path of the build machine (Abseil's own --help exits 1 and
 // prints "Flags from /path/to/main.cc").

@@ -220,6 +220,46 @@ TEST_F(AgentProcessTest, UnreachableCoordinatorFailsRegistrationWithAMessage) {
                                "coordinator at 127.0.0.1:1"));
 }
 
+// A bad --coordinator fails the agent promptly, naming the address and the cause: a malformed
+// one (usage error, 2), a missing socket or a name that does not resolve at once; a port where
+// nothing listens after --connect_timeout (10 s) — never after --attach_timeout (60 s).
+TEST_F(AgentProcessTest, BadCoordinatorAddressFailsAtOnceNamingItAndTheCause) {
+  auto run = [&](const std::string& coordinator) {
+    return RunShell(absl::StrCat("exec ", AGENT_BINARY, " --plaintext=true --coordinator=",
+                                 coordinator, " --job=j --nnodes=1 --nproc-per-node=1 -- true"),
+                    dir_, absl::Seconds(90));
+  };
+  CommandResult malformed = run("no-port-here");
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_LT(malformed.elapsed, absl::Seconds(5));
+  EXPECT_THAT(malformed.err, HasSubstr("--coordinator: coordinator address 'no-port-here' is "
+                                       "invalid: no port"));
+  CommandResult out_of_range = run("localhost:99999");
+  EXPECT_EQ(out_of_range.exit_code, 2);
+  EXPECT_THAT(out_of_range.err, HasSubstr("port 99999 is out of range (1-65535)"));
+
+  CommandResult missing = run("unix:/nonexistent/troika.sock");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_LT(missing.elapsed, absl::Seconds(5));
+  EXPECT_THAT(missing.err, HasSubstr("troika-agent: registering with job 'j': cannot reach the "
+                                     "coordinator at unix:/nonexistent/troika.sock: no socket at "
+                                     "/nonexistent/troika.sock"));
+
+  CommandResult unresolvable = run("troika-no-such-host.invalid:7070");  // RFC 6761
+  EXPECT_EQ(unresolvable.exit_code, 1);
+  EXPECT_LT(unresolvable.elapsed, absl::Seconds(15));
+  EXPECT_THAT(unresolvable.err,
+              HasSubstr("cannot reach the coordinator at troika-no-such-host.invalid:7070: cannot "
+                        "resolve host 'troika-no-such-host.invalid'"));
+
+  CommandResult refused = run("127.0.0.1:1");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_LT(refused.elapsed, absl::Seconds(15));
+  EXPECT_THAT(refused.err, HasSubstr("troika-agent: registering with job 'j': cannot reach the "
+                                     "coordinator at 127.0.0.1:1 within 10s: nothing accepts "
+                                     "connections there (connection refused)"));
+}
+
 // Runs a job of 2 agents x 2 ranks twice on a coordinator with a state directory: once
 // undisturbed, once with the coordinator stopped by `signal` at step 20 and started again on
 // the same address. Expects the second run to complete with the weights of the first.

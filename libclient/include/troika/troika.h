@@ -75,8 +75,8 @@ struct Options {
   std::string transport = "gloo";
   // How long Init waits for the connection to the coordinator (or agent) before failing with
   // UNAVAILABLE naming the address and the cause ("nothing accepts connections there
-  // (connection refused)", a failed TLS handshake, ...). TROIKA_CONNECT_TIMEOUT (seconds);
-  // 10 s.
+  // (connection refused)", a failed TLS handshake, ...); at most attach_timeout.
+  // TROIKA_CONNECT_TIMEOUT (seconds); 10 s.
   absl::Duration connect_timeout = absl::Seconds(10);
   // How long Init then waits for every rank to attach. TROIKA_ATTACH_TIMEOUT (seconds); 60 s.
   absl::Duration attach_timeout = absl::Seconds(60);
