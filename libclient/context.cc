@@ -174,16 +174,6 @@ absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
                                                    "' on rank ", membership_.rank, ": ", what));
   };
   if (entry.caller_output) {
-    if (entry.device >= 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          CollectiveName(r.type), " '", r.name, "' on rank ", membership_.rank,
-          ": a caller's output buffer is not supported for GPU operations; use the "
-          "handle-owned result (",
-          r.type == CollectiveType::kAllgather  ? "Allgather"
-          : r.type == CollectiveType::kAlltoall ? "Alltoall"
-                                                : "Reducescatter",
-          " and Handle::output)"));
-    }
     if (entry.out == nullptr && entry.out_bytes > 0) {
       return invalid(
           absl::StrCat("the output buffer is null, but its size is given as ", entry.out_bytes,

@@ -87,8 +87,8 @@ class ContextImpl {
   // INVALID_ARGUMENT, naming the op and tensor, for a null buffer the operation would touch:
   // the input of a tensor with elements (except on a broadcast's non-root, which never reads
   // it), the output of an allreduce or broadcast with elements, a caller's output buffer
-  // (Entry::caller_output) that is null with a nonzero size. UNIMPLEMENTED for a caller's
-  // output buffer on GPU. After Place and CheckInSet (the device, shape and set are valid).
+  // (Entry::caller_output) that is null with a nonzero size. After Place and CheckInSet (the
+  // device, shape and set are valid).
   absl::Status CheckBuffers(const Entry& entry) const;
 
   Membership membership_;

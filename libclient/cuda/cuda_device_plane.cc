@@ -144,6 +144,8 @@ class CudaDevicePlane final : public DevicePlane {
   struct InFlight {
     std::shared_ptr<Event> done;
     std::vector<std::shared_ptr<OpState>> states;
+    std::vector<absl::Status> outcomes;  // by state: a rank's own failure (Entry::outcome)
+    std::vector<std::shared_ptr<uint8_t>> discarded;  // results received and thrown away
     NcclComm* comm = nullptr;  // checked for asynchronous errors while waiting
   };
 
@@ -154,6 +156,10 @@ class CudaDevicePlane final : public DevicePlane {
   absl::Status WaitForInputs(const std::vector<Entry>& entries);
   uint8_t* Reserve(size_t bytes, absl::Status* status);
   absl::StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes);
+  // Where `e`'s `bytes`-byte result goes, taken by its handle: the caller's buffer if it gave
+  // one and it is large enough, else new device memory (a caller's buffer that is too small
+  // sets e.outcome: the rank takes part and discards the result).
+  absl::StatusOr<uint8_t*> Result(Entry& e, size_t bytes, const std::vector<int64_t>& shape);
   absl::Status Copy(const std::vector<CopyItem>& items, const CopyTransform& transform);
   absl::Status Nccl(ncclResult_t result, const std::string& what) {
     return comm_->Settle(result, what, aborted_);
@@ -179,6 +185,8 @@ class CudaDevicePlane final : public DevicePlane {
   int generation_ = 0;        // of communicators: a rebuilt one bootstraps under a new key
   NcclComm* comm_ = nullptr;  // during one Launch
   DeviceGroup group_;         // during one Launch
+  // During one Launch: results received for a caller whose buffer was too small (Result).
+  std::vector<std::shared_ptr<uint8_t>> discarded_;
 
   std::mutex comms_mu_;
   std::map<int, std::unique_ptr<NcclComm>> comms_;  // by process set; guarded by comms_mu_
@@ -263,6 +271,29 @@ uint8_t* CudaDevicePlane::Reserve(size_t bytes, absl::Status* status) {
   return fusion_;
 }
 
+absl::StatusOr<uint8_t*> CudaDevicePlane::Result(Entry& e, size_t bytes,
+                                                 const std::vector<int64_t>& shape) {
+  if (e.caller_output && bytes <= e.out_bytes) {
+    // Not owned: an aliasing pointer with no owner.
+    return e.state->SetOutput(
+        std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), static_cast<uint8_t*>(e.out)), bytes);
+  }
+  auto out = Allocate(bytes);
+  if (!out.ok()) return out.status();
+  if (e.caller_output) {
+    // Received into scratch space that lives until the operation completes; output() stays
+    // null.
+    discarded_.push_back(*out);
+    e.outcome = absl::OutOfRangeError(absl::StrCat(
+        CollectiveName(e.request.type), " '", e.request.name, "' on rank ", e.request.rank,
+        ": the result needs ", bytes, " bytes (shape ", ShapeString(shape),
+        "), but the caller's output buffer holds ", e.out_bytes,
+        "; this rank took part in the collective and discarded its result"));
+    return out->get();
+  }
+  return e.state->SetOutput(*std::move(out), bytes);
+}
+
 absl::StatusOr<std::shared_ptr<uint8_t>> CudaDevicePlane::Allocate(size_t bytes) {
   void* p = nullptr;
   TROIKA_CUDA_RETURN(cudaMalloc(&p, std::max<size_t>(bytes, 1)),
@@ -285,6 +316,7 @@ absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup
   absl::StatusOr<NcclComm*> comm = Comm(group);
   if (!comm.ok()) return comm.status();
   comm_ = *comm;
+  discarded_.clear();
   group_ = group;
   if (absl::Status s = WaitForInputs(entries); !s.ok()) return s;
   absl::Status status;
@@ -313,7 +345,8 @@ absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup
   TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming),
                      "cudaEventCreate");
   TROIKA_CUDA_RETURN(cudaEventRecord(done->event, stream_), "recording the completion event");
-  InFlight op{done, {}, comm_};
+  InFlight op{done, {}, {}, std::move(discarded_), comm_};
+  discarded_.clear();
   for (Entry& e : entries) {
     if (!e.state) continue;  // a joined rank's stand-in
     {
@@ -324,6 +357,7 @@ absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup
     }
     e.state->cv.notify_all();
     op.states.push_back(e.state);
+    op.outcomes.push_back(e.outcome);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -391,12 +425,12 @@ absl::Status CudaDevicePlane::Allgather(const Response& r, Entry& e) {
   for (int q = 0; q < group_.size; ++q) {
     offsets[q + 1] = offsets[q] + static_cast<size_t>(r.sizes[q]) * row;
   }
-  auto out = Allocate(offsets.back());
-  if (!out.ok()) return out.status();
-  uint8_t* data = e.state->SetOutput(*std::move(out), offsets.back());
   int64_t rows = 0;
   for (int q = 0; q < group_.size; ++q) rows += r.sizes[q];
   e.state->output_shape = WithDim0(e.request.shape, rows);
+  absl::StatusOr<uint8_t*> out = Result(e, offsets.back(), e.state->output_shape);
+  if (!out.ok()) return out.status();
+  uint8_t* data = *out;
   // Variable blocks: one broadcast per rank, grouped into a single NCCL launch.
   ncclGroupStart();
   for (int q = 0; q < group_.size; ++q) {
@@ -431,12 +465,12 @@ absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
     sent += send[j];
     received += recv[j];
   }
-  auto out = Allocate(received);
-  if (!out.ok()) return out.status();
-  uint8_t* data = e.state->SetOutput(*std::move(out), received);
   int64_t rows = 0;
   for (int64_t n : e.state->received_splits) rows += n;
   e.state->output_shape = WithDim0(e.request.shape, rows);
+  absl::StatusOr<uint8_t*> out = Result(e, received, e.state->output_shape);
+  if (!out.ok()) return out.status();
+  uint8_t* data = *out;
   ncclGroupStart();
   for (int j = 0; j < size; ++j) {
     if (send[j] > 0) ncclSend(At(e.in, send_at[j]), send[j], ncclInt8, j, comm_->get(), stream_);
@@ -487,10 +521,10 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
       return s;
     }
   }
-  auto out = Allocate(counts[rank] * element);
-  if (!out.ok()) return out.status();
-  uint8_t* data = e.state->SetOutput(*std::move(out), counts[rank] * element);
   e.state->output_shape = WithDim0(e.request.shape, r.sizes[rank]);
+  absl::StatusOr<uint8_t*> out = Result(e, counts[rank] * element, e.state->output_shape);
+  if (!out.ok()) return out.status();
+  uint8_t* data = *out;
   return Copy({{mine, data, counts[rank]}}, {r.dtype, r.dtype, r.postscale, reduction.divisor});
 }
 
@@ -538,7 +572,7 @@ void CudaDevicePlane::Finish() {
       }
     }
     if (status.ok()) {
-      for (auto& state : op.states) state->Complete(absl::OkStatus());
+      for (size_t i = 0; i < op.states.size(); ++i) op.states[i]->Complete(op.outcomes[i]);
     } else {
       // The context fails; every issued operation reports why (an abort's reason if known).
       Fail(failed, options_.on_failure ? options_.on_failure(status) : status);

@@ -178,6 +178,33 @@ TEST_F(GpuTest, AllgatherBroadcastAlltoallReducescatter) {
               ElementsAre(2, 4, 6, 8, 10, 12));
 }
 
+TEST_F(GpuTest, ResultsIntoTheCallersDeviceBuffer) {
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6};  // shape {3, 2}
+  DeviceBuffer<float> in(rows);
+  DeviceBuffer<float> out(std::vector<float>(8, -1.0f));  // two floats to spare
+  Handle gathered = ctx_->AllgatherInto("ag-into", in.get(), out.get(), out.bytes(),
+                                        DataType::kFloat32, {3, 2}, Gpu());
+  ASSERT_TRUE(gathered.Wait().ok());
+  EXPECT_EQ(gathered.output(), out.get());
+  EXPECT_EQ(gathered.output_bytes(), 6 * sizeof(float));
+  EXPECT_THAT(out.Read(), ElementsAre(1, 2, 3, 4, 5, 6, -1, -1));
+
+  Handle a2a = ctx_->AlltoallInto("a2a-into", in.get(), out.get(), out.bytes(),
+                                  DataType::kFloat32, {3, 2}, {3}, Gpu());
+  ASSERT_TRUE(a2a.Wait().ok());
+  EXPECT_THAT(out.Read(), ElementsAre(1, 2, 3, 4, 5, 6, -1, -1));
+
+  DeviceBuffer<float> small(std::vector<float>(5, -1.0f));
+  Handle rs = ctx_->ReducescatterInto("rs-into", in.get(), small.get(), small.bytes(),
+                                      DataType::kFloat32, {3, 2}, OnGpu());
+  absl::Status s = rs.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_EQ(rs.output(), nullptr);
+  EXPECT_THAT(small.Read(), ElementsAre(-1, -1, -1, -1, -1));  // untouched
+  // The job goes on.
+  ASSERT_TRUE(ctx_->Allgather("after", in.get(), DataType::kFloat32, {3, 2}, Gpu()).Wait().ok());
+}
+
 TEST_F(GpuTest, WaitsForTheProducerStreamAndHandsAnEventToTheConsumer) {
   cudaStream_t producer, consumer;
   ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);

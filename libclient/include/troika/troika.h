@@ -245,8 +245,8 @@ class Context {
   // goes on (failing before the collective instead would leave the others waiting for it).
   // Reducescatter's size is known here (dim0 / n rows, one more on the first dim0 % n ranks of
   // the set of n) but is checked the same way, for the same reason. A null
-  // `out` with a nonzero `out_bytes` is INVALID_ARGUMENT at once; GPU operations
-  // (options.device) are refused with UNIMPLEMENTED: use the handle-owned forms there.
+  // `out` with a nonzero `out_bytes` is INVALID_ARGUMENT at once. On GPU (options.device)
+  // `out` is device memory of that GPU.
   Handle AllgatherInto(const std::string& name, const void* in, void* out, size_t out_bytes,
                        DataType dtype, std::vector<int64_t> shape, OpOptions options = {});
   Handle AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,
