@@ -48,6 +48,11 @@ bool Scheduler::Cancel(TaskId id) {
   return true;
 }
 
+size_t Scheduler::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
 void Scheduler::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {

@@ -35,11 +35,13 @@ class Scheduler {
   TaskId RunAfter(absl::Duration delay, std::function<void()> fn);
   // True if the callback was removed before it ran.
   bool Cancel(TaskId id);
+  // Callbacks queued and not yet run (a long-lived owner's timers must not pile up).
+  size_t pending() const;
 
  private:
   void Loop();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_: due time and id order the queue; ids are unique.
   std::map<std::pair<absl::Time, TaskId>, std::function<void()>> queue_;

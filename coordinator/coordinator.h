@@ -58,6 +58,8 @@ class Coordinator {
   // The HTTP metrics port; 0 without metrics_listen.
   int metrics_port() const;
   JobRegistry& registry() { return *registry_; }
+  // The timers of the coordinator and its jobs.
+  const Scheduler& scheduler() const { return *scheduler_; }
   const ControlStats& control_stats() const { return service_->stats(); }
 
   // Aborts every live job ("coordinator shutting down") — or, with a state store, keeps them

@@ -24,12 +24,13 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = jobs_.find(name); it != jobs_.end()) {
-    if (it->second->size() != size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job '", name, "' already exists with ", it->second->size(), " ranks; asked for ", size));
+    const std::shared_ptr<Job>& job = it->second.job;
+    if (job->size() != size) {
+      return absl::FailedPreconditionError(absl::StrCat("job '", name, "' already exists with ",
+                                                        job->size(), " ranks; asked for ", size));
     }
     *created = false;
-    return it->second;
+    return job;
   }
   if (static_cast<int>(jobs_.size()) >= options_.max_jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -95,10 +96,11 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
     if (absl::Status s = job->Restore(*restored); !s.ok()) return s;
   }
   *holder = job;
-  jobs_[name] = job;
+  Entry& entry = jobs_[name];
+  entry.job = job;
   counters_->started.fetch_add(1, std::memory_order_relaxed);
-  scheduler_.RunAfter(options_.unattached_job_ttl,
-                      [this, name, holder] { RemoveIfDone(name, *holder); });
+  entry.expiry = scheduler_.RunAfter(options_.unattached_job_ttl,
+                                     [this, name, holder] { RemoveIfDone(name, *holder); });
   if (options_.state_store && restored == nullptr) options_.state_store->Save(job->Record());
   TROIKA_LOG(INFO) << "job '" << name << "' " << (restored ? "restored" : "created") << " with "
                    << size << " ranks";
@@ -136,14 +138,20 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& name) 
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job named '", name, "' on this coordinator"));
   }
-  return it->second;
+  return it->second.job;
 }
 
 std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<Job>> out;
-  for (const auto& [name, job] : jobs_) out.push_back(job);
+  out.reserve(jobs_.size());
+  for (const auto& [name, entry] : jobs_) out.push_back(entry.job);
   return out;
+}
+
+size_t JobRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
 }
 
 void JobRegistry::AbortAll(const std::string& reason) {
@@ -172,8 +180,10 @@ void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(name);
     std::shared_ptr<Job> job = weak.lock();
-    if (it == jobs_.end() || it->second != job || !job->done()) return;
-    removed = std::move(it->second);
+    if (it == jobs_.end() || it->second.job != job || !job->done()) return;
+    removed = std::move(it->second.job);
+    // Not run yet unless it is what calls us: either way nothing of the job stays queued.
+    scheduler_.Cancel(it->second.expiry);
     jobs_.erase(it);
   }
   switch (removed->state()) {

@@ -74,6 +74,8 @@ class JobRegistry {
   // NOT_FOUND naming the job if there is none.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& name) const;
   std::vector<std::shared_ptr<Job>> Jobs() const;
+  // Jobs held now.
+  size_t size() const;
   // Aborts every live job with `reason` (coordinator shutdown).
   void AbortAll(const std::string& reason);
   // Detaches every live job (Job::Detach): a coordinator that stops for a restart.
@@ -98,8 +100,16 @@ class JobRegistry {
   const std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
   Scheduler& scheduler_;
   Clock& clock_;
+  // A live job and the timer that drops it if nobody attaches: cancelled when the job is
+  // released, so a finished job leaves nothing in the scheduler (its closure's weak reference
+  // would keep the job's memory, allocated with its control block, until the timer ran).
+  struct Entry {
+    std::shared_ptr<Job> job;
+    Scheduler::TaskId expiry = 0;
+  };
+
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Job>> jobs_;  // guarded by mu_
+  std::map<std::string, Entry> jobs_;  // guarded by mu_
 };
 
 }  // namespace troika::coordinator

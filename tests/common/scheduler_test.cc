@@ -28,6 +28,18 @@ TEST(SchedulerTest, RunsCallbacksInDueOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 
+TEST(SchedulerTest, PendingCountsQueuedCallbacksUntilTheyRunOrAreCancelled) {
+  Scheduler scheduler;
+  EXPECT_EQ(scheduler.pending(), 0u);
+  Scheduler::TaskId later = scheduler.RunAfter(absl::Hours(1), [] {});
+  std::promise<void> ran;
+  scheduler.RunAfter(absl::ZeroDuration(), [&] { ran.set_value(); });
+  ran.get_future().wait();
+  EXPECT_EQ(scheduler.pending(), 1u);  // the hour-long one
+  EXPECT_TRUE(scheduler.Cancel(later));
+  EXPECT_EQ(scheduler.pending(), 0u);
+}
+
 TEST(SchedulerTest, CancelledCallbackNeverRuns) {
   Scheduler scheduler;
   std::atomic<bool> ran{false};
