@@ -209,6 +209,29 @@ TEST_F(AgentProcessTest, RankFailingOnOneNodeAbortsTheOtherWithTheSameExitCode) 
   for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
 }
 
+TEST_F(AgentProcessTest, SecondAgentForARunningNodeIsRefusedSayingSoNotThatItLostTheCoordinator) {
+  const std::string train = absl::StrCat(EXAMPLE_TRAIN_BINARY, " --steps 1000000");
+  StartAgent(0, "dup", train);
+  StartAgent(1, "dup", train);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Out(0).find("step") == std::string::npos && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(Out(0), HasSubstr("step")) << Err(0);
+  // The same node launched twice.
+  const std::string second_dir = MakeScratchDir("second-agent");
+  CommandResult second = RunShell(
+      absl::StrCat("exec ", AGENT_BINARY, " --plaintext=true --coordinator=", address_,
+                   " --job=dup --nnodes=2 --nproc-per-node=2 --node_rank=0 --host=node-a",
+                   " --data_host=127.0.0.1 --grace_period=2s --socket_dir=", second_dir, " -- ",
+                   train),
+      second_dir, absl::Seconds(30));
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("the coordinator ended the session: rank 0 already has a "
+                                    "session"));
+  EXPECT_THAT(second.err, Not(HasSubstr("lost the coordinator")));
+}
+
 TEST_F(AgentProcessTest, UnreachableCoordinatorFailsRegistrationWithAMessage) {
   CommandResult r =
       RunShell(absl::StrCat("exec ", AGENT_BINARY,
