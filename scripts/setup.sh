@@ -20,6 +20,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   prometheus-cpp-dev civetweb libcivetweb-dev libssl-dev
+  pybind11-dev python3-dev  # the Python module troika._troika (python/)
 )
 # The packages holding every shared library of the installed binaries and libtroika beyond
 # those of debian:12-slim (tests/deploy checks this list against ldd of the build).
@@ -31,6 +32,7 @@ RUNTIME_PACKAGES=(
 TEST_PACKAGES=(prometheus yamllint python3-venv
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
+  python3-torch python3-pytest  # the Python tests (tests/python)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image

@@ -1,0 +1,182 @@
+"""Troika's Python front end: the job, its process sets and the names of operations.
+
+Framework-neutral: the compiled core (``troika._troika``) takes raw addresses, dtype numbers and
+shapes, and this package keeps the one context of the process. ``troika.torch`` is the
+``horovod.torch``-compatible layer for PyTorch; scripts use that::
+
+    import troika.torch as hvd
+    hvd.init()
+
+Launch with ``troikarun -np 4 -- python3 train.py`` (troikarun sets the TROIKA_* environment
+every rank joins its job from).
+"""
+
+import atexit as _atexit
+import threading as _threading
+
+from troika._troika import TroikaError, Handle, DTYPES  # noqa: F401
+from troika import _troika
+
+__all__ = [
+    "TroikaError", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
+    "local_rank", "cross_size", "cross_rank", "ProcessSet", "global_process_set",
+    "add_process_set", "remove_process_set", "context",
+]
+
+_lock = _threading.RLock()
+_context = None
+# Generated names: per process set, the number of unnamed operations submitted so far. Every
+# member of a set submits the same sequence of operations, so the numbers agree across ranks.
+_noname_counters = {}
+
+
+class ProcessSet:
+    """A subset of the job's ranks with its own negotiation and communicator (as Horovod's).
+
+    ``ProcessSet([0, 2])`` names the ranks; ``add_process_set`` registers it on every rank.
+    ``process_set_id`` is None until then (0 for the global set).
+    """
+
+    def __init__(self, ranks):
+        self.ranks = sorted(int(r) for r in ranks)
+        if len(set(self.ranks)) != len(self.ranks):
+            raise ValueError("ProcessSet: ranks must be distinct: %s" % (list(ranks),))
+        self.process_set_id = None
+
+    def size(self):
+        """The number of ranks in the set."""
+        return len(self.ranks)
+
+    def rank(self):
+        """This process's position in the set; -1 if it is not a member."""
+        r = rank()
+        return self.ranks.index(r) if r in self.ranks else -1
+
+    def included(self):
+        """True if this process is a member."""
+        return rank() in self.ranks
+
+    def _id(self):
+        if self.process_set_id is None:
+            raise ValueError("process set %s has not been added (add_process_set) or was "
+                             "removed" % (self.ranks,))
+        return self.process_set_id
+
+    def __repr__(self):
+        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+_process_sets = {0: global_process_set}
+
+
+def init(process_sets=None):
+    """Joins the job named by the TROIKA_* environment (set by troikarun or troika-agent).
+
+    Blocks until every rank attached. Idempotent. ``process_sets``: ProcessSet objects or rank
+    lists to add at once, as every rank must (see add_process_set).
+    """
+    global _context
+    with _lock:
+        if _context is None:
+            _context = _troika.Context.init()
+            global_process_set.ranks = list(range(_context.size))
+    for ps in process_sets or []:
+        add_process_set(ps)
+
+
+def shutdown():
+    """Leaves the job; later operations fail until init() (pending ones fail now)."""
+    global _context
+    with _lock:
+        ctx, _context = _context, None
+        for ps_id, ps in list(_process_sets.items()):
+            if ps_id != 0:
+                ps.process_set_id = None
+                del _process_sets[ps_id]
+        _noname_counters.clear()
+    if ctx is not None:
+        ctx.shutdown()
+
+
+def is_initialized():
+    return _context is not None
+
+
+def context():
+    """The process's Context; ValueError if init() was not called."""
+    ctx = _context
+    if ctx is None:
+        raise ValueError("Troika has not been initialized; use hvd.init().")
+    return ctx
+
+
+def size():
+    return context().size
+
+
+def rank():
+    return context().rank
+
+
+def local_size():
+    return context().local_size
+
+
+def local_rank():
+    return context().local_rank
+
+
+def cross_size():
+    return context().cross_size
+
+
+def cross_rank():
+    return context().cross_rank
+
+
+def add_process_set(process_set):
+    """Registers a process set (a ProcessSet or a list of ranks) and returns the ProcessSet.
+
+    Every rank of the job calls it, members or not, with the same ranks and in the same order
+    relative to the other add/remove calls; it blocks until all did.
+    """
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    if ps.process_set_id is not None:
+        raise ValueError("%r was already added" % (ps,))
+    ps_id = context().add_process_set(ps.ranks)
+    with _lock:
+        ps.process_set_id = ps_id
+        _process_sets[ps_id] = ps
+    return ps
+
+
+def remove_process_set(process_set):
+    """Removes a set added by add_process_set (every rank calls it). False if it was not added
+    (or is the global set)."""
+    ps_id = process_set.process_set_id
+    if not ps_id or ps_id not in _process_sets:
+        return False
+    context().remove_process_set(ps_id)
+    with _lock:
+        _process_sets.pop(ps_id, None)
+        process_set.process_set_id = None
+    return True
+
+
+def _generated_name(kind, process_set_id):
+    """A deterministic name for an unnamed operation: "<kind>.noname.<N>", N counting the
+    unnamed operations of the process set in submission order."""
+    with _lock:
+        n = _noname_counters.get(process_set_id, 0) + 1
+        _noname_counters[process_set_id] = n
+    return "%s.noname.%d" % (kind, n)
+
+
+@_atexit.register
+def _shutdown_at_exit():
+    try:
+        shutdown()
+    except Exception:  # the job's failure was reported where it happened
+        pass

@@ -1,0 +1,487 @@
+"""``horovod.torch`` on Troika: a Horovod PyTorch script runs by changing its import line to
+``import troika.torch as hvd``.
+
+Pure Python over the compiled core (which never links torch): tensors are passed by
+``data_ptr()``, dtype and shape. Supported dtypes: uint8, int8, int32, int64, float16, bfloat16,
+float32, float64 (others raise TypeError). CPU tensors; CUDA tensors need a Troika built with
+its GPU data plane (without it the operation fails with TroikaError FAILED_PRECONDITION).
+Non-contiguous tensors are copied to contiguous ones (in-place operations copy the result
+back).
+"""
+
+import pickle
+import threading
+import warnings
+
+import torch
+
+import troika as _troika_pkg
+from troika import (TroikaError, ProcessSet, global_process_set, add_process_set,  # noqa: F401
+                    remove_process_set, init, is_initialized, size, rank, local_size,
+                    local_rank, cross_size, cross_rank)
+from troika import _troika
+
+# Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
+HorovodInternalError = TroikaError
+
+# Reduce operations (the core's numbers).
+Sum = _troika.SUM
+Average = _troika.AVERAGE
+Min = _troika.MIN
+Max = _troika.MAX
+Product = _troika.PRODUCT
+
+_DTYPES = {
+    torch.uint8: _troika.DTYPES["uint8"],
+    torch.int8: _troika.DTYPES["int8"],
+    torch.int32: _troika.DTYPES["int32"],
+    torch.int64: _troika.DTYPES["int64"],
+    torch.float16: _troika.DTYPES["float16"],
+    torch.bfloat16: _troika.DTYPES["bfloat16"],
+    torch.float32: _troika.DTYPES["float32"],
+    torch.float64: _troika.DTYPES["float64"],
+}
+
+
+def shutdown():
+    """Leaves the job; pending operations fail."""
+    with _handles_lock:
+        _handles.clear()
+    _troika_pkg.shutdown()
+
+
+class Compression:
+    """Gradient compression for allreduce (as horovod.torch.Compression): ``none``, ``fp16``
+    (floating tensors travel as float16) and ``bf16`` (as bfloat16)."""
+
+    class none:
+        @staticmethod
+        def compress(tensor):
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor
+
+    class _Cast:
+        wire = None
+
+        @classmethod
+        def compress(cls, tensor):
+            if tensor.dtype.is_floating_point and tensor.dtype != cls.wire:
+                return tensor.to(cls.wire), tensor.dtype
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor if ctx is None else tensor.to(ctx)
+
+    class fp16(_Cast):
+        wire = torch.float16
+
+    class bf16(_Cast):
+        wire = torch.bfloat16
+
+
+# Operations in flight: handle number -> _Pending. Keeps the tensors the core reads and writes
+# alive until synchronize().
+_handles = {}
+_handles_lock = threading.Lock()
+_next_handle = 0
+
+
+class _Pending:
+    __slots__ = ("native", "keep", "finish")
+
+    def __init__(self, native, keep, finish):
+        self.native = native
+        self.keep = keep
+        self.finish = finish  # () -> the operation's result, after a successful wait
+
+
+def _register(native, keep, finish):
+    global _next_handle
+    with _handles_lock:
+        _next_handle += 1
+        h = _next_handle
+        _handles[h] = _Pending(native, keep, finish)
+    return h
+
+
+def _dtype(tensor):
+    try:
+        return _DTYPES[tensor.dtype]
+    except KeyError:
+        raise TypeError(
+            "troika.torch: tensors of dtype %s are not supported by Troika yet (supported: "
+            "uint8, int8, int32, int64, float16, bfloat16, float32, float64)" % tensor.dtype
+        ) from None
+
+
+def _device(tensor):
+    """(device ordinal, ready stream address) of a tensor: (-1, 0) on the CPU."""
+    dev = tensor.device
+    if dev.type == "cpu":
+        return -1, 0
+    if dev.type == "cuda":
+        # The producer is the current stream; the core orders its work after it.
+        return dev.index, torch.cuda.current_stream(dev).cuda_stream
+    raise TypeError("troika.torch: tensors on %s are not supported (CPU or CUDA)" % dev)
+
+
+def _ps_id(process_set):
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError("process_set must be a ProcessSet (hvd.add_process_set), not %r"
+                        % (process_set,))
+    return process_set._id()
+
+
+def _name(kind, name, ps_id):
+    return name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+
+
+def _shape(tensor):
+    return list(tensor.shape)
+
+
+def _nbytes(tensor):
+    return tensor.numel() * tensor.element_size()
+
+
+def _op(op, average):
+    """Horovod's rule: `op` wins, the deprecated `average` maps to Average/Sum, and the default
+    is Average."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        return Average if average else Sum
+    return Average if op is None else op
+
+
+def _result_from(native, dtype, device):
+    """A new tensor holding a handle-owned result (allgather, alltoall)."""
+    out = torch.empty(native.output_shape, dtype=dtype, device=device)
+    native.copy_output(out.data_ptr(), _nbytes(out))
+    return out
+
+
+def poll(handle):
+    """True once the operation of `handle` finished; synchronize() then returns at once."""
+    with _handles_lock:
+        pending = _handles.get(handle)
+    return True if pending is None else pending.native.poll()
+
+
+def synchronize(handle):
+    """Waits for the operation of `handle` and returns its result (a tensor; for alltoall a
+    tuple (output, received_splits)). Raises HorovodInternalError (TroikaError) if it failed."""
+    with _handles_lock:
+        pending = _handles.get(handle)
+    if pending is None:
+        return None
+    try:
+        pending.native.wait()
+        return pending.finish()
+    finally:
+        with _handles_lock:
+            _handles.pop(handle, None)
+
+
+# ----------------------------------------------------------------------------- allreduce
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
+                     process_set):
+    ps_id = _ps_id(process_set)
+    dt = _dtype(tensor)
+    device, stream = _device(tensor)
+    source = tensor.contiguous()
+    if output is None:  # out of place
+        target = torch.empty_like(source, memory_format=torch.contiguous_format)
+        finish = lambda: target  # noqa: E731
+    elif output.is_contiguous():  # in place
+        target = output
+        finish = lambda: output  # noqa: E731
+    else:  # in place on a non-contiguous tensor: through a contiguous copy
+        target = source
+        finish = lambda: output.copy_(target)  # noqa: E731
+    native = _troika_pkg.context().allreduce(
+        _name("allreduce", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
+        _shape(source), op=op, prescale=prescale_factor, postscale=postscale_factor,
+        process_set=ps_id, device=device, ready_stream=stream)
+    return _register(native, (tensor, source, target, output), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` across the ranks into a new tensor; returns a handle for poll() and
+    synchronize(). `op`: Average (default), Sum, Min, Max, Product."""
+    return _allreduce_async(tensor, None, name, _op(op, average), prescale_factor,
+                            postscale_factor, process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """allreduce_async in place: `tensor` receives the result."""
+    return _allreduce_async(tensor, tensor, name, _op(op, average), prescale_factor,
+                            postscale_factor, process_set)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
+    compressed, ctx = compression.compress(tensor)
+    reduced = synchronize(allreduce_async(compressed, average, name, op, prescale_factor,
+                                          postscale_factor, process_set))
+    return compression.decompress(reduced, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` across the ranks in place and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+# ----------------------------------------------------------------------------- allgather
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's `tensor` along dim 0 (which may differ per rank); returns a
+    handle."""
+    ps_id = _ps_id(process_set)
+    dt = _dtype(tensor)
+    device, stream = _device(tensor)
+    source = tensor.contiguous()
+    native = _troika_pkg.context().allgather(
+        _name("allgather", name, ps_id), source.data_ptr(), dt, _shape(source),
+        process_set=ps_id, device=device, ready_stream=stream)
+    return _register(native, (tensor, source),
+                     lambda: _result_from(native, tensor.dtype, tensor.device))
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along dim 0, in rank order."""
+    return synchronize(allgather_async(tensor, name, process_set))
+
+
+# ----------------------------------------------------------------------------- broadcast
+
+
+def _root_position(root_rank, process_set):
+    """Horovod's root_rank is a rank of the job; the core wants its position in the set."""
+    if process_set.process_set_id == 0:
+        return int(root_rank)
+    try:
+        return process_set.ranks.index(int(root_rank))
+    except ValueError:
+        raise ValueError("root_rank %d is not in %r" % (root_rank, process_set)) from None
+
+
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    ps_id = _ps_id(process_set)
+    root = _root_position(root_rank, process_set)
+    dt = _dtype(tensor)
+    device, stream = _device(tensor)
+    source = tensor.contiguous()
+    if output is None:
+        target = torch.empty_like(source, memory_format=torch.contiguous_format)
+        finish = lambda: target  # noqa: E731
+    elif output.is_contiguous():
+        target = output
+        finish = lambda: output  # noqa: E731
+    else:
+        target = source
+        finish = lambda: output.copy_(target)  # noqa: E731
+    native = _troika_pkg.context().broadcast(
+        _name("broadcast", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
+        _shape(source), root, process_set=ps_id, device=device, ready_stream=stream)
+    return _register(native, (tensor, source, target, output), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Copies root_rank's `tensor` to a new tensor on every rank; returns a handle."""
+    return _broadcast_async(tensor, None, root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """broadcast_async in place: `tensor` receives root_rank's values."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor`, on every rank (a new tensor; `tensor` is unchanged)."""
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` with root_rank's and returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ----------------------------------------------------------------------------- alltoall
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[j] rows of `tensor` to the set's j-th rank (even split of dim 0 if None);
+    returns a handle whose synchronize() gives (output, received_splits)."""
+    ps_id = _ps_id(process_set)
+    dt = _dtype(tensor)
+    device, stream = _device(tensor)
+    source = tensor.contiguous()
+    if splits is None:
+        split_list = []
+    elif isinstance(splits, torch.Tensor):
+        split_list = [int(s) for s in splits.tolist()]
+    else:
+        split_list = [int(s) for s in splits]
+    native = _troika_pkg.context().alltoall(
+        _name("alltoall", name, ps_id), source.data_ptr(), dt, _shape(source), split_list,
+        process_set=ps_id, device=device, ready_stream=stream)
+
+    def finish():
+        out = _result_from(native, tensor.dtype, tensor.device)
+        return out, torch.tensor(native.received_splits, dtype=torch.int32)
+
+    return _register(native, (tensor, source), finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """The rows every rank sent this one, in rank order. With `splits`: (output,
+    received_splits), the rows received from each rank."""
+    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    return output if splits is None else (output, received)
+
+
+# ----------------------------------------------------------------------------- reducescatter
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces `tensor` across the set (Average or Sum) and scatters dim 0: the set's i-th
+    rank receives its block of rows (the first dim0 % n ranks one row more). Returns a handle."""
+    ps_id = _ps_id(process_set)
+    dt = _dtype(tensor)
+    device, stream = _device(tensor)
+    source = tensor.contiguous()
+    shape = _shape(source)
+    if not shape:
+        raise ValueError("reducescatter needs a tensor of at least one dimension")
+    n = process_set.size()
+    pos = process_set.rank()
+    rows = shape[0] // n + (1 if 0 <= pos < shape[0] % n else 0) if n > 0 else 0
+    out = torch.empty([rows] + shape[1:], dtype=tensor.dtype, device=tensor.device)
+    native = _troika_pkg.context().reducescatter_into(
+        _name("reducescatter", name, ps_id), source.data_ptr(), out.data_ptr(), _nbytes(out),
+        dt, shape, op=op, prescale=prescale_factor, postscale=postscale_factor,
+        process_set=ps_id, device=device, ready_stream=stream)
+    return _register(native, (tensor, source, out), lambda: out)
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's block of rows of `tensor` reduced across the set (Average or Sum)."""
+    compressed, ctx = compression.compress(tensor)
+    out = synchronize(reducescatter_async(compressed, name, op, process_set, prescale_factor,
+                                          postscale_factor))
+    return compression.decompress(out, ctx)
+
+
+# ----------------------------------------------------------------------------- barrier, join
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the set reached it."""
+    _troika_pkg.context().barrier(process_set=_ps_id(process_set)).wait()
+
+
+def join(device=-1):
+    """This rank is out of data: until every rank joined, the others' allreduces go on without
+    it (it contributes zeros). Blocks until all joined; returns the last rank to join."""
+    native = _troika_pkg.context().join()
+    native.wait()
+    return native.joined_last_rank
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites every rank's parameters with root_rank's: `params` is a model's
+    state_dict() or named_parameters() (or a list of tensors)."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif isinstance(params, list):
+        items = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        items = list(params)
+    handles = []
+    for name, p in items:
+        if not isinstance(p, torch.Tensor):
+            raise ValueError("broadcast_parameters: %s is not a tensor" % (name,))
+        with torch.no_grad():
+            handles.append(broadcast_async_(p.data if p.requires_grad else p, root_rank,
+                                            name=None if name is None else
+                                            "broadcast_parameters." + name,
+                                            process_set=process_set))
+    for h in handles:
+        synchronize(h)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (pickled), on every rank."""
+    base = name if name is not None else type(obj).__name__
+    if rank() == root_rank:
+        payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    else:
+        payload = None
+        length = torch.zeros(1, dtype=torch.int64)
+    broadcast_(length, root_rank, name=base + ".size" if name else None,
+               process_set=process_set)
+    if payload is None:
+        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(payload, root_rank, name=base + ".data" if name else None,
+               process_set=process_set)
+    return obj if rank() == root_rank else pickle.loads(payload.numpy().tobytes())
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Makes every rank's optimizer state (hyperparameters and per-parameter state) root_rank's."""
+    state = broadcast_object(optimizer.state_dict() if rank() == root_rank else None,
+                             root_rank, process_set=process_set)
+    if rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's `obj` (pickled), as a list in rank order."""
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64),
+                      name=None if name is None else name + ".sizes", process_set=process_set)
+    gathered = allgather(data, name=None if name is None else name + ".data",
+                         process_set=process_set)
+    out, offset = [], 0
+    for n in sizes.tolist():
+        out.append(pickle.loads(gathered[offset:offset + n].numpy().tobytes()))
+        offset += n
+    return out
+
+
+def gloo_built():
+    return True
+
+
+def gloo_enabled():
+    return True
+
+
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+

@@ -1,0 +1,372 @@
+// troika._troika: the compiled Python module over libtroika's C++ API.
+//
+// It never includes or links a framework (PyTorch or other): buffers are raw addresses given
+// as Python ints, data types the integers of troika::DataType, shapes lists of ints, CUDA
+// streams addresses. The framework layers (python/troika/torch/) are pure Python on top, so one
+// build serves every torch version a user has.
+//
+// The GIL is released wherever the call may block: Context.init, Handle.wait, add/remove of a
+// process set, Context.shutdown. Submissions never block and keep it. Handles may be waited
+// from any thread. Every error is a troika.TroikaError (a RuntimeError) with `code` (the
+// status code's name, "INVALID_ARGUMENT") and `message` (Troika's text); str() is
+// "CODE: message".
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "troika/troika.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// The exception class, created at import (a subclass of RuntimeError).
+PyObject* g_troika_error = nullptr;
+
+[[noreturn]] void RaiseStatus(const absl::Status& status) {
+  std::string code = absl::StatusCodeToString(status.code());
+  std::string message(status.message());
+  std::string text = code + ": " + message;
+  py::object cls = py::reinterpret_borrow<py::object>(g_troika_error);
+  py::object exc = cls(text);
+  exc.attr("code") = code;
+  exc.attr("message") = message;
+  PyErr_SetObject(g_troika_error, exc.ptr());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) RaiseStatus(status);
+}
+
+troika::DataType ToDataType(int dtype) {
+  if (dtype < 0 || dtype >= troika::kNumDataTypes) {
+    throw py::value_error("dtype " + std::to_string(dtype) + " is not a troika DataType (0.." +
+                          std::to_string(troika::kNumDataTypes - 1) + ")");
+  }
+  return static_cast<troika::DataType>(dtype);
+}
+
+troika::ReduceOp ToReduceOp(int op) {
+  if (op < 0 || op > static_cast<int>(troika::ReduceOp::kProduct)) {
+    throw py::value_error("op " + std::to_string(op) + " is not a troika ReduceOp");
+  }
+  return static_cast<troika::ReduceOp>(op);
+}
+
+void* Ptr(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+troika::Device MakeDevice(int device, uintptr_t ready_stream) {
+  troika::Device d;
+  d.ordinal = device;
+  d.ready_stream = Ptr(ready_stream);
+  return d;
+}
+
+troika::OpOptions MakeOpOptions(int process_set, int device, uintptr_t ready_stream) {
+  troika::OpOptions o;
+  o.process_set = process_set;
+  o.device = MakeDevice(device, ready_stream);
+  return o;
+}
+
+troika::AllreduceOptions MakeAllreduceOptions(int op, double prescale, double postscale,
+                                              int process_set, int device,
+                                              uintptr_t ready_stream) {
+  troika::AllreduceOptions o;
+  o.op = ToReduceOp(op);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  o.process_set = process_set;
+  o.device = MakeDevice(device, ready_stream);
+  return o;
+}
+
+// A troika::Handle plus where its buffers live (device -1: host).
+struct PyHandle {
+  troika::Handle handle;
+  int device = -1;
+
+  bool Poll() const { return handle.Poll(); }
+
+  // Blocks (without the GIL) until done; raises TroikaError if the op failed. With a timeout
+  // in seconds: returns False if still running then, True once done.
+  bool Wait(std::optional<double> timeout) const {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = timeout ? handle.WaitFor(absl::Seconds(*timeout)) : handle.Wait();
+    }
+    if (timeout && absl::IsDeadlineExceeded(s) && !handle.Poll()) return false;
+    Check(s);
+    return true;
+  }
+
+  void WaitOnStream(uintptr_t stream) const {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = handle.WaitOnStream(Ptr(stream));
+    }
+    Check(s);
+  }
+
+  // Copies a handle-owned result (allgather, alltoall, reducescatter) into the caller's host
+  // buffer of `capacity` bytes; returns the bytes copied. The op must have succeeded.
+  size_t CopyOutput(uintptr_t dst, size_t capacity) const {
+    if (!handle.Poll()) throw py::value_error("copy_output: the operation has not completed");
+    Check(handle.Wait());
+    if (device >= 0) {
+      throw py::value_error("copy_output copies host results; this result is in GPU memory");
+    }
+    const size_t bytes = handle.output_bytes();
+    if (bytes > capacity) {
+      throw py::value_error("copy_output: the result has " + std::to_string(bytes) +
+                            " bytes, the buffer " + std::to_string(capacity));
+    }
+    if (bytes > 0) {
+      if (dst == 0 || handle.output() == nullptr) {
+        throw py::value_error("copy_output: null buffer");
+      }
+      std::memcpy(Ptr(dst), handle.output(), bytes);
+    }
+    return bytes;
+  }
+};
+
+PyHandle Wrap(troika::Handle h, int device) { return PyHandle{std::move(h), device}; }
+
+std::vector<int64_t> Shape(const std::vector<int64_t>& shape) { return shape; }
+
+}  // namespace
+
+PYBIND11_MODULE(_troika, m) {
+  m.doc() = "Troika's compiled core: collectives over raw buffers (see troika.torch)";
+
+  g_troika_error = PyErr_NewExceptionWithDoc(
+      "troika.TroikaError",
+      "A Troika operation failed. `code`: the status code's name (e.g. 'INVALID_ARGUMENT'); "
+      "`message`: Troika's message.",
+      PyExc_RuntimeError, nullptr);
+  m.add_object("TroikaError", py::handle(g_troika_error));
+
+  // Enum values as plain ints, so that the Python layers pass them back unchanged.
+  py::dict dtypes;
+  dtypes["uint8"] = static_cast<int>(troika::DataType::kUint8);
+  dtypes["int8"] = static_cast<int>(troika::DataType::kInt8);
+  dtypes["int32"] = static_cast<int>(troika::DataType::kInt32);
+  dtypes["int64"] = static_cast<int>(troika::DataType::kInt64);
+  dtypes["float16"] = static_cast<int>(troika::DataType::kFloat16);
+  dtypes["bfloat16"] = static_cast<int>(troika::DataType::kBFloat16);
+  dtypes["float32"] = static_cast<int>(troika::DataType::kFloat32);
+  dtypes["float64"] = static_cast<int>(troika::DataType::kFloat64);
+  m.attr("DTYPES") = dtypes;
+  m.attr("SUM") = static_cast<int>(troika::ReduceOp::kSum);
+  m.attr("AVERAGE") = static_cast<int>(troika::ReduceOp::kAverage);
+  m.attr("MIN") = static_cast<int>(troika::ReduceOp::kMin);
+  m.attr("MAX") = static_cast<int>(troika::ReduceOp::kMax);
+  m.attr("PRODUCT") = static_cast<int>(troika::ReduceOp::kProduct);
+
+  py::class_<PyHandle>(m, "Handle")
+      .def("poll", &PyHandle::Poll, "True once the operation finished (never blocks)")
+      .def("wait", &PyHandle::Wait, py::arg("timeout") = py::none(),
+           "Blocks until done, without the GIL; raises TroikaError if the operation failed. "
+           "With timeout (seconds): False if still running then.")
+      .def("wait_on_stream", &PyHandle::WaitOnStream, py::arg("stream"),
+           "GPU operations: makes the CUDA stream (an address) wait for the result")
+      .def("copy_output", &PyHandle::CopyOutput, py::arg("dst"), py::arg("capacity"),
+           "Copies a handle-owned host result to the address dst (capacity bytes); returns "
+           "the bytes copied")
+      .def_property_readonly("output_bytes",
+                             [](const PyHandle& h) { return h.handle.output_bytes(); })
+      .def_property_readonly(
+          "output_address",
+          [](const PyHandle& h) { return reinterpret_cast<uintptr_t>(h.handle.output()); })
+      .def_property_readonly("output_shape",
+                             [](const PyHandle& h) { return Shape(h.handle.output_shape()); })
+      .def_property_readonly(
+          "received_splits", [](const PyHandle& h) { return Shape(h.handle.received_splits()); })
+      .def_property_readonly("joined_last_rank",
+                             [](const PyHandle& h) { return h.handle.joined_last_rank(); })
+      .def_property_readonly("device", [](const PyHandle& h) { return h.device; });
+
+  py::class_<troika::Context>(m, "Context")
+      .def_static(
+          "init",
+          []() {
+            absl::StatusOr<troika::Options> options = troika::Options::FromEnvironment();
+            Check(options.status());
+            absl::StatusOr<std::unique_ptr<troika::Context>> ctx;
+            {
+              py::gil_scoped_release release;
+              ctx = troika::Context::Init(*options);
+            }
+            Check(ctx.status());
+            return std::move(*ctx);
+          },
+          "Joins the job the TROIKA_* environment names (troikarun sets it); blocks until "
+          "every rank attached")
+      .def_property_readonly("rank", &troika::Context::rank)
+      .def_property_readonly("size", &troika::Context::size)
+      .def_property_readonly("local_rank", &troika::Context::local_rank)
+      .def_property_readonly("local_size", &troika::Context::local_size)
+      .def_property_readonly("cross_rank", &troika::Context::cross_rank)
+      .def_property_readonly("cross_size", &troika::Context::cross_size)
+      .def(
+          "allreduce",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
+             std::vector<int64_t> shape, int op, double prescale, double postscale,
+             int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                         device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+          py::arg("shape"), py::arg("op") = static_cast<int>(troika::ReduceOp::kSum),
+          py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("process_set") = 0,
+          py::arg("device") = -1, py::arg("ready_stream") = 0)
+      .def(
+          "allgather",
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
+             std::vector<int64_t> shape, int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.Allgather(name, Ptr(in), ToDataType(dtype), std::move(shape),
+                                    MakeOpOptions(process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"),
+          py::arg("process_set") = 0, py::arg("device") = -1, py::arg("ready_stream") = 0)
+      .def(
+          "allgather_into",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
+             size_t out_bytes, int dtype, std::vector<int64_t> shape, int process_set,
+             int device, uintptr_t ready_stream) {
+            return Wrap(c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                        std::move(shape),
+                                        MakeOpOptions(process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
+          py::arg("dtype"), py::arg("shape"), py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
+      .def(
+          "broadcast",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
+             std::vector<int64_t> shape, int root, int process_set, int device,
+             uintptr_t ready_stream) {
+            return Wrap(c.Broadcast(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+                                    root, MakeOpOptions(process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+          py::arg("shape"), py::arg("root"), py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
+      .def(
+          "alltoall",
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
+             std::vector<int64_t> shape, std::vector<int64_t> splits, int process_set,
+             int device, uintptr_t ready_stream) {
+            return Wrap(c.Alltoall(name, Ptr(in), ToDataType(dtype), std::move(shape),
+                                   std::move(splits),
+                                   MakeOpOptions(process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"),
+          py::arg("splits") = std::vector<int64_t>{}, py::arg("process_set") = 0,
+          py::arg("device") = -1, py::arg("ready_stream") = 0)
+      .def(
+          "alltoall_into",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
+             size_t out_bytes, int dtype, std::vector<int64_t> shape,
+             std::vector<int64_t> splits, int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.AlltoallInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                       std::move(shape), std::move(splits),
+                                       MakeOpOptions(process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
+          py::arg("dtype"), py::arg("shape"), py::arg("splits") = std::vector<int64_t>{},
+          py::arg("process_set") = 0, py::arg("device") = -1, py::arg("ready_stream") = 0)
+      .def(
+          "reducescatter",
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
+             std::vector<int64_t> shape, int op, double prescale, double postscale,
+             int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.Reducescatter(name, Ptr(in), ToDataType(dtype), std::move(shape),
+                                        MakeAllreduceOptions(op, prescale, postscale,
+                                                             process_set, device, ready_stream)),
+                        device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
+      .def(
+          "reducescatter_into",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
+             size_t out_bytes, int dtype, std::vector<int64_t> shape, int op, double prescale,
+             double postscale, int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(
+                c.ReducescatterInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                    std::move(shape),
+                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                         device, ready_stream)),
+                device);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
+          py::arg("dtype"), py::arg("shape"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
+      .def(
+          "barrier",
+          [](troika::Context& c, int process_set) {
+            return Wrap(c.Barrier(MakeOpOptions(process_set, -1, 0)), -1);
+          },
+          py::arg("process_set") = 0)
+      .def("join", [](troika::Context& c) { return Wrap(c.Join(), -1); })
+      .def(
+          "add_process_set",
+          [](troika::Context& c, std::vector<int> ranks) {
+            absl::StatusOr<int> id;
+            {
+              py::gil_scoped_release release;
+              id = c.AddProcessSet(std::move(ranks));
+            }
+            Check(id.status());
+            return *id;
+          },
+          py::arg("ranks"), "Every rank of the job calls it with the same ranks; returns the id")
+      .def(
+          "remove_process_set",
+          [](troika::Context& c, int id) {
+            absl::Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.RemoveProcessSet(id);
+            }
+            Check(s);
+          },
+          py::arg("id"))
+      .def(
+          "shutdown",
+          [](troika::Context& c) {
+            absl::Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.Shutdown();
+            }
+            Check(s);
+          },
+          "Leaves the job; raises the error that had failed the context, if one did");
+}

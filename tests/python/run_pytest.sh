@@ -1,0 +1,12 @@
+#!/bin/sh
+# run_pytest.sh TROIKARUN NP PYTHON TEST_FILE: runs TEST_FILE under pytest on NP ranks started by
+# troikarun (each rank runs pytest; they share the job). Exit 77 (skipped) if PYTHON lacks torch
+# or pytest. pytest's own status passes through troikarun: a failing rank fails the job, and
+# "no tests collected" (5) is a failure too.
+set -eu
+troikarun=$1 np=$2 python=$3 file=$4
+if ! "$python" -c 'import torch, pytest' 2>/dev/null; then
+  echo "Python tests skipped: $python cannot import torch and pytest (Debian: python3-torch python3-pytest; scripts/setup.sh --test-tools)"
+  exit 77
+fi
+exec "$troikarun" -np "$np" -- "$python" -m pytest -x -q -p no:cacheprovider "$file"

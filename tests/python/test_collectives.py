@@ -1,0 +1,265 @@
+"""Every collective of troika.torch x the runtime's dtypes x in-place / out-of-place x sync /
+async, on the whole job; each rank computes the expected result from every rank's input
+(conftest.rank_input)."""
+
+import os
+import time
+
+import pytest
+import torch
+
+import troika.torch as hvd
+from conftest import DTYPES, FLOAT_DTYPES, assert_equal, rank_input
+
+OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
+       "product": hvd.Product}
+
+
+def expected_reduce(op, dtype, shape, ranks, pre=1.0, post=1.0):
+    """The reduction of the ranks' inputs, by the runtime's rules (troika/types.h): integer
+    averages divide exactly, rounding toward zero."""
+    xs = [rank_input(dtype, shape, r, product=op == hvd.Product) for r in ranks]
+    if dtype.is_floating_point:
+        xs = [x.to(torch.float64) * pre for x in xs]
+    else:
+        xs = [x.to(torch.int64) for x in xs]
+    acc = xs[0].clone()
+    for x in xs[1:]:
+        if op in (hvd.Sum, hvd.Average):
+            acc = acc + x
+        elif op == hvd.Min:
+            acc = torch.minimum(acc, x)
+        elif op == hvd.Max:
+            acc = torch.maximum(acc, x)
+        else:
+            acc = acc * x
+    if op == hvd.Average:
+        acc = acc / len(ranks) if dtype.is_floating_point else torch.div(
+            acc, len(ranks), rounding_mode="trunc")
+    if dtype.is_floating_point:
+        acc = acc * post
+    return acc.to(dtype)
+
+
+def test_membership():
+    assert hvd.size() == int(os.environ["TROIKA_SIZE"])
+    assert hvd.rank() == int(os.environ["TROIKA_RANK"])
+    assert 0 <= hvd.local_rank() < hvd.local_size() <= hvd.size()
+    assert 0 <= hvd.cross_rank() < hvd.cross_size()
+    # troikarun runs every rank on this host: one node.
+    assert hvd.local_size() == hvd.size() and hvd.cross_size() == 1
+    assert hvd.local_rank() == hvd.rank()
+    assert hvd.global_process_set.ranks == list(range(hvd.size()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("opname", list(OPS))
+@pytest.mark.parametrize("variant", ["allreduce", "allreduce_async", "allreduce_",
+                                     "allreduce_async_"])
+def test_allreduce(dtype, opname, variant):
+    op = OPS[opname]
+    shape = [17, 3]
+    x = rank_input(dtype, shape, hvd.rank(), product=op == hvd.Product)
+    before = x.clone()
+    fn = getattr(hvd, variant)
+    if variant.endswith("async") or variant.endswith("async_"):
+        h = fn(x, op=op)
+        out = hvd.synchronize(h)
+        assert hvd.poll(h)  # a synchronized handle is done
+    else:
+        out = fn(x, op=op)
+    want = expected_reduce(op, dtype, shape, range(hvd.size()))
+    assert_equal(out, want)
+    if variant.endswith("_"):
+        assert out is x  # in place
+    else:
+        assert_equal(x, before)  # out of place: input unchanged
+        assert out.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("opname", ["sum", "average"])
+def test_allreduce_prescale_postscale(dtype, opname):
+    op = OPS[opname]
+    x = rank_input(dtype, [9], hvd.rank())
+    out = hvd.allreduce(x, op=op, prescale_factor=0.5, postscale_factor=3.0)
+    assert_equal(out, expected_reduce(op, dtype, [9], range(hvd.size()), pre=0.5, post=3.0))
+
+
+def test_allreduce_default_op_is_average_and_deprecated_average():
+    x = rank_input(torch.float32, [5], hvd.rank())
+    avg = expected_reduce(hvd.Average, torch.float32, [5], range(hvd.size()))
+    total = expected_reduce(hvd.Sum, torch.float32, [5], range(hvd.size()))
+    assert_equal(hvd.allreduce(x), avg)
+    with pytest.warns(DeprecationWarning):
+        assert_equal(hvd.allreduce(x, average=True), avg)
+    with pytest.warns(DeprecationWarning):
+        assert_equal(hvd.allreduce(x, average=False), total)
+    with pytest.raises(ValueError, match="supersedes average"):
+        hvd.allreduce(x, average=True, op=hvd.Sum)  # refused before anything is submitted
+
+
+def test_allreduce_named_and_scalar_and_empty():
+    s = torch.tensor(float(hvd.rank() + 1), dtype=torch.float64)
+    out = hvd.allreduce(s, name="scalar", op=hvd.Sum)
+    assert out.shape == torch.Size([])
+    assert out.item() == sum(r + 1 for r in range(hvd.size()))
+    e = torch.empty(0, 4, dtype=torch.float32)
+    assert hvd.allreduce(e, name="empty", op=hvd.Sum).shape == (0, 4)
+
+
+def test_allreduce_non_contiguous_in_place():
+    base = rank_input(torch.float32, [4, 6], hvd.rank())
+    t = base.t()  # a transposed view: not contiguous
+    assert not t.is_contiguous()
+    want = expected_reduce(hvd.Sum, torch.float32, [4, 6], range(hvd.size())).t()
+    out = hvd.allreduce_(t, op=hvd.Sum)
+    assert out is t
+    assert_equal(t, want)
+    assert_equal(base, want.t())  # written through the view
+    u = rank_input(torch.float32, [4, 6], hvd.rank()).t()
+    assert_equal(hvd.allreduce(u, op=hvd.Sum), want)
+
+
+def test_allreduce_fp16_compression():
+    x = rank_input(torch.float32, [33], hvd.rank())
+    out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert out.dtype == torch.float32
+    assert_equal(out, expected_reduce(hvd.Sum, torch.float32, [33], range(hvd.size())))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("variant", ["allgather", "allgather_async"])
+def test_allgather(dtype, variant):
+    # Rank r contributes r+1 rows (rank 0 none in a second round): dim 0 differs per rank.
+    for rows_of in (lambda r: r + 1, lambda r: r):
+        x = rank_input(dtype, [rows_of(hvd.rank()), 3], hvd.rank())
+        if variant == "allgather":
+            out = hvd.allgather(x)
+        else:
+            out = hvd.synchronize(hvd.allgather_async(x))
+        want = torch.cat([rank_input(dtype, [rows_of(r), 3], r) for r in range(hvd.size())])
+        assert_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("variant", ["broadcast", "broadcast_async", "broadcast_",
+                                     "broadcast_async_"])
+def test_broadcast(dtype, variant):
+    for root in range(hvd.size()):
+        x = rank_input(dtype, [5, 2], hvd.rank())
+        before = x.clone()
+        fn = getattr(hvd, variant)
+        out = fn(x, root)
+        if "async" in variant:
+            out = hvd.synchronize(out)
+        assert_equal(out, rank_input(dtype, [5, 2], root))
+        if variant.endswith("_"):
+            assert out is x
+        else:
+            assert_equal(x, before)
+
+
+def test_broadcast_non_contiguous_in_place():
+    base = rank_input(torch.float64, [3, 4], hvd.rank())
+    t = base.t()
+    hvd.broadcast_(t, 0)
+    assert_equal(base, rank_input(torch.float64, [3, 4], 0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("variant", ["alltoall", "alltoall_async"])
+def test_alltoall_with_splits(dtype, variant):
+    # Rank r sends j+1 rows to rank j, each row holding 10*r + j.
+    n, me = hvd.size(), hvd.rank()
+    splits = [j + 1 for j in range(n)]
+    x = torch.cat([torch.full([j + 1, 2], 10 * me + j, dtype=torch.int64) for j in range(n)])
+    x = x.to(dtype)
+    if variant == "alltoall":
+        out, received = hvd.alltoall(x, splits=torch.tensor(splits, dtype=torch.int32))
+    else:
+        out, received = hvd.synchronize(hvd.alltoall_async(x, splits=splits))
+    want = torch.cat([torch.full([me + 1, 2], 10 * i + me, dtype=torch.int64)
+                      for i in range(n)]).to(dtype)
+    assert_equal(out, want)
+    assert received.dtype == torch.int32
+    assert received.tolist() == [me + 1] * n
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_alltoall_even_split(dtype):
+    n, me = hvd.size(), hvd.rank()
+    x = torch.cat([torch.full([2, 3], 10 * me + j, dtype=torch.int64)
+                   for j in range(n)]).to(dtype)
+    out = hvd.alltoall(x)  # no splits: the output alone, as Horovod
+    assert isinstance(out, torch.Tensor)
+    want = torch.cat([torch.full([2, 3], 10 * i + me, dtype=torch.int64)
+                      for i in range(n)]).to(dtype)
+    assert_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("opname", ["sum", "average"])
+@pytest.mark.parametrize("variant", ["reducescatter", "reducescatter_async"])
+def test_reducescatter(dtype, opname, variant):
+    op = OPS[opname]
+    n, me = hvd.size(), hvd.rank()
+    shape = [2 * n + 1, 3]  # uneven: the first rank gets one row more
+    x = rank_input(dtype, shape, me)
+    if variant == "reducescatter":
+        out = hvd.reducescatter(x, op=op)
+    else:
+        out = hvd.synchronize(hvd.reducescatter_async(x, op=op))
+    full = expected_reduce(op, dtype, shape, range(n))
+    rows = [shape[0] // n + (1 if r < shape[0] % n else 0) for r in range(n)]
+    start = sum(rows[:me])
+    assert_equal(out, full[start:start + rows[me]])
+
+
+def test_reducescatter_default_op_is_average():
+    n = hvd.size()
+    x = rank_input(torch.float32, [n, 2], hvd.rank())
+    full = expected_reduce(hvd.Average, torch.float32, [n, 2], range(n))
+    assert_equal(hvd.reducescatter(x), full[hvd.rank():hvd.rank() + 1])
+
+
+def test_many_in_flight_then_poll_and_synchronize():
+    xs = [rank_input(torch.float32, [100 + i], hvd.rank()) for i in range(20)]
+    handles = [hvd.allreduce_async(x, op=hvd.Sum) for x in xs]
+    deadline = time.monotonic() + 60
+    while not all(hvd.poll(h) for h in handles):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    for i, h in enumerate(handles):
+        assert_equal(hvd.synchronize(h),
+                     expected_reduce(hvd.Sum, torch.float32, [100 + i], range(hvd.size())))
+    assert hvd.synchronize(handles[0]) is None  # a handle is synchronized once
+
+
+def test_barrier():
+    # Rank 0 arrives 0.3 s late: nobody leaves the barrier before it arrived.
+    hvd.barrier()
+    start = time.monotonic()
+    if hvd.rank() == 0:
+        time.sleep(0.3)
+    hvd.barrier()
+    assert time.monotonic() - start >= 0.25
+
+
+def test_join():
+    # The last rank runs out of data first; the others' allreduces go on without it (it adds
+    # zeros; Average divides by the ranks that contributed); then they join too.
+    n, me = hvd.size(), hvd.rank()
+    if me == n - 1:
+        last = hvd.join()
+    else:
+        ones = torch.ones(4)
+        assert_equal(hvd.allreduce(ones, name="join.sum", op=hvd.Sum), torch.full([4], n - 1.0))
+        assert_equal(hvd.allreduce(ones, name="join.avg", op=hvd.Average), torch.ones(4))
+        last = hvd.join()
+    assert 0 <= last < n
+    lasts = hvd.allgather(torch.tensor([last], dtype=torch.int32), name="join.lasts")
+    assert lasts.tolist() == [last] * n  # every rank names the same last rank
+    # The job goes on.
+    assert_equal(hvd.allreduce(torch.ones(2), name="after.join", op=hvd.Sum),
+                 torch.full([2], float(n)))

@@ -1,0 +1,156 @@
+"""The compiled core troika._troika alone (no torch): raw addresses, dtype numbers, shapes;
+handle-owned results and the *_into forms writing into a caller's buffer."""
+
+import ctypes
+
+import pytest
+
+import troika
+from troika import _troika
+
+F32 = _troika.DTYPES["float32"]
+I64 = _troika.DTYPES["int64"]
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    c = troika.context()
+    assert (c.rank, c.size) == (troika.rank(), troika.size())
+    return c
+
+
+def addr(buf):
+    return ctypes.addressof(buf)
+
+
+def floats(values):
+    return (ctypes.c_float * len(values))(*values)
+
+
+def test_enums():
+    assert sorted(_troika.DTYPES) == sorted(
+        ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"])
+    assert len({_troika.SUM, _troika.AVERAGE, _troika.MIN, _troika.MAX, _troika.PRODUCT}) == 5
+
+
+def test_allreduce_in_place(ctx):
+    buf = floats([ctx.rank + 1.0] * 8)
+    h = ctx.allreduce("m.allreduce", addr(buf), addr(buf), F32, [8], op=_troika.SUM)
+    assert h.wait() is True
+    assert h.poll()
+    assert list(buf) == [float(sum(range(1, ctx.size + 1)))] * 8
+
+
+def test_wait_with_timeout(ctx):
+    buf = floats([1.0])
+    if ctx.rank == 0:
+        # Rank 0 submits first and waits briefly: the others have not submitted yet.
+        h = ctx.allreduce("m.timeout", addr(buf), addr(buf), F32, [1], op=_troika.SUM)
+        assert h.wait(timeout=0.05) is False
+        ctx.barrier().wait()
+    else:
+        ctx.barrier().wait()
+        h = ctx.allreduce("m.timeout", addr(buf), addr(buf), F32, [1], op=_troika.SUM)
+    assert h.wait(timeout=60) is True
+    assert buf[0] == float(ctx.size)
+
+
+def test_allgather_handle_owned_and_copy_out(ctx):
+    n = ctx.rank + 1
+    src = (ctypes.c_int64 * n)(*([ctx.rank] * n))
+    h = ctx.allgather("m.allgather", addr(src), I64, [n])
+    h.wait()
+    total = sum(r + 1 for r in range(ctx.size))
+    assert h.output_shape == [total]
+    assert h.output_bytes == total * 8
+    dst = (ctypes.c_int64 * total)()
+    assert h.copy_output(addr(dst), ctypes.sizeof(dst)) == total * 8
+    assert list(dst) == [r for r in range(ctx.size) for _ in range(r + 1)]
+    small = (ctypes.c_int64 * 1)()
+    with pytest.raises(ValueError, match="bytes"):
+        h.copy_output(addr(small), ctypes.sizeof(small))
+
+
+def test_allgather_into(ctx):
+    src = (ctypes.c_int64 * 2)(ctx.rank, ctx.rank)
+    dst = (ctypes.c_int64 * (2 * ctx.size + 3))()  # larger than needed: fine
+    h = ctx.allgather_into("m.allgather_into", addr(src), addr(dst), ctypes.sizeof(dst), I64, [2])
+    h.wait()
+    assert h.output_shape == [2 * ctx.size]
+    assert h.output_bytes == 2 * ctx.size * 8
+    assert h.output_address == addr(dst)
+    assert list(dst)[:2 * ctx.size] == [r for r in range(ctx.size) for _ in range(2)]
+
+
+def test_into_too_small_fails_only_that_rank(ctx):
+    # Rank 0 gives a buffer one row short: its handle fails with OUT_OF_RANGE, the others get
+    # their result, and the job goes on.
+    src = (ctypes.c_int64 * 1)(ctx.rank)
+    rows = ctx.size - 1 if ctx.rank == 0 else ctx.size
+    dst = (ctypes.c_int64 * max(rows, 1))()
+    h = ctx.allgather_into("m.too_small", addr(src), addr(dst), rows * 8, I64, [1])
+    if ctx.rank == 0:
+        with pytest.raises(troika.TroikaError) as e:
+            h.wait()
+        assert e.value.code == "OUT_OF_RANGE"
+        assert h.output_shape == [ctx.size]
+    else:
+        h.wait()
+        assert list(dst) == list(range(ctx.size))
+    ctx.barrier().wait()
+
+
+def test_alltoall_and_alltoall_into(ctx):
+    n = ctx.size
+    # Rank r sends one row [10r + j] to rank j.
+    src = (ctypes.c_int64 * n)(*[10 * ctx.rank + j for j in range(n)])
+    h = ctx.alltoall("m.alltoall", addr(src), I64, [n], [1] * n)
+    h.wait()
+    assert h.received_splits == [1] * n
+    out = (ctypes.c_int64 * n)()
+    h.copy_output(addr(out), ctypes.sizeof(out))
+    assert list(out) == [10 * i + ctx.rank for i in range(n)]
+    out2 = (ctypes.c_int64 * n)()
+    h2 = ctx.alltoall_into("m.alltoall_into", addr(src), addr(out2), ctypes.sizeof(out2), I64,
+                           [n])
+    h2.wait()
+    assert h2.received_splits == [1] * n
+    assert list(out2) == list(out)
+
+
+def test_reducescatter_and_into(ctx):
+    n = ctx.size
+    src = floats([float(ctx.rank + i) for i in range(n)])
+    h = ctx.reducescatter("m.reducescatter", addr(src), F32, [n], op=_troika.SUM)
+    h.wait()
+    assert h.output_shape == [1]
+    out = floats([0.0])
+    h.copy_output(addr(out), 4)
+    want = float(sum(r + ctx.rank for r in range(n)))
+    assert out[0] == want
+    out2 = floats([0.0])
+    ctx.reducescatter_into("m.reducescatter_into", addr(src), addr(out2), 4, F32, [n],
+                           op=_troika.SUM).wait()
+    assert out2[0] == want
+
+
+def test_broadcast_and_join(ctx):
+    buf = floats([float(ctx.rank)] * 3)
+    ctx.broadcast("m.broadcast", addr(buf), addr(buf), F32, [3], ctx.size - 1).wait()
+    assert list(buf) == [float(ctx.size - 1)] * 3
+    h = ctx.join()
+    h.wait()
+    assert 0 <= h.joined_last_rank < ctx.size
+
+
+def test_bad_arguments(ctx):
+    with pytest.raises(ValueError, match="dtype"):
+        ctx.allreduce("m.bad", 0, 0, 99, [1])
+    with pytest.raises(ValueError, match="op"):
+        ctx.allreduce("m.bad", 0, 0, F32, [1], op=42)
+    # A null buffer with elements fails this rank's handle at once (nothing is sent).
+    h = ctx.allreduce("m.null", 0, 0, F32, [4])
+    with pytest.raises(troika.TroikaError) as e:
+        h.wait()
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert isinstance(e.value, RuntimeError)
