@@ -485,3 +485,6 @@ def mpi_built():
 def mpi_enabled():
     return False
 
+
+
+from troika.torch.optimizer import DistributedOptimizer  # noqa: E402,F401
