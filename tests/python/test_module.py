@@ -154,3 +154,27 @@ def test_bad_arguments(ctx):
         h.wait()
     assert e.value.code == "INVALID_ARGUMENT"
     assert isinstance(e.value, RuntimeError)
+
+
+def test_wait_from_other_threads(ctx):
+    # Handle.wait releases the GIL: several threads wait on handles while this one submits.
+    import threading
+    bufs = [floats([float(ctx.rank + i)] * 16) for i in range(8)]
+    handles = [ctx.allreduce("m.thread.%d" % i, addr(b), addr(b), F32, [16], op=_troika.SUM)
+               for i, b in enumerate(bufs)]
+    errors = []
+
+    def waiter(h):
+        try:
+            h.wait()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=waiter, args=(h,)) for h in handles]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for i, b in enumerate(bufs):
+        assert list(b) == [float(sum(r + i for r in range(ctx.size)))] * 16
