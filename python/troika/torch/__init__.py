@@ -20,6 +20,7 @@ from troika import (TroikaError, ProcessSet, global_process_set, add_process_set
                     remove_process_set, init, is_initialized, size, rank, local_size,
                     local_rank, cross_size, cross_rank)
 from troika import _troika
+from troika.torch import autograd as _autograd
 
 # Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
 HorovodInternalError = TroikaError
@@ -211,6 +212,9 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         _name("allreduce", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
         _shape(source), op=op, prescale=prescale_factor, postscale=postscale_factor,
         process_set=ps_id, device=device, ready_stream=stream)
+    if output is None:  # out of place: differentiable (autograd.py)
+        finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
+                                  postscale_factor, process_set)
     return _register(native, (tensor, source, target, output), finish)
 
 
@@ -258,8 +262,9 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     native = _troika_pkg.context().allgather(
         _name("allgather", name, ps_id), source.data_ptr(), dt, _shape(source),
         process_set=ps_id, device=device, ready_stream=stream)
-    return _register(native, (tensor, source),
-                     lambda: _result_from(native, tensor.dtype, tensor.device))
+    return _register(native, (tensor, source), _autograd.attach(
+        lambda: _result_from(native, tensor.dtype, tensor.device), tensor, _autograd.Allgather,
+        process_set))
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -298,6 +303,8 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     native = _troika_pkg.context().broadcast(
         _name("broadcast", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
         _shape(source), root, process_set=ps_id, device=device, ready_stream=stream)
+    if output is None:  # out of place: differentiable (autograd.py)
+        finish = _autograd.attach(finish, tensor, _autograd.Broadcast, root_rank, process_set)
     return _register(native, (tensor, source, target, output), finish)
 
 
@@ -345,7 +352,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         out = _result_from(native, tensor.dtype, tensor.device)
         return out, torch.tensor(native.received_splits, dtype=torch.int32)
 
-    return _register(native, (tensor, source), finish)
+    return _register(native, (tensor, source),
+                     _autograd.attach(finish, tensor, _autograd.Alltoall, process_set))
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -377,7 +385,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
         _name("reducescatter", name, ps_id), source.data_ptr(), out.data_ptr(), _nbytes(out),
         dt, shape, op=op, prescale=prescale_factor, postscale=postscale_factor,
         process_set=ps_id, device=device, ready_stream=stream)
-    return _register(native, (tensor, source, out), lambda: out)
+    return _register(native, (tensor, source, out), _autograd.attach(
+        lambda: out, tensor, _autograd.Reducescatter, op, prescale_factor, postscale_factor,
+        process_set))
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,

@@ -1,0 +1,143 @@
+"""Autograd for troika.torch's collectives, with Horovod's gradients.
+
+The out-of-place forms (``allreduce``, ``allgather``, ``broadcast``, ``alltoall``,
+``reducescatter`` and their ``_async`` forms, whose result ``synchronize()`` returns) give a
+result that is differentiable with respect to their input when that input requires grad and
+grad mode was on at submission. The in-place ``_`` forms are not differentiable.
+
+Gradients (the loss being the sum of every rank's loss; each rank backpropagates its own):
+
+- allreduce: an allreduce of the gradient with the same op and scales (Average averages,
+  Sum sums). For Min, Max and Product this is Horovod's convention (the same op applied to the
+  gradients), not the derivative of the reduction.
+- allgather: this rank's rows of the gradient summed across the ranks.
+- broadcast: the gradient summed across the ranks, on the root; zeros elsewhere.
+- alltoall: the reverse alltoall of the gradient (each rank sends back the rows it received).
+- reducescatter: the gradients allgathered (times the scales, divided by the set's size for
+  Average).
+
+The backward passes submit collectives (unnamed: generated names), so every rank of the set
+must run backward through the same operations in the same order, as with Horovod.
+
+How it works: the forward collective is submitted by the ``_async`` form as usual; when its
+result is fetched, ``attach`` records a Function node whose forward hands out that result and
+whose backward runs the gradient's collective.
+"""
+
+import torch
+
+
+class _Box:
+    """Carries a tensor through Function.apply without autograd seeing it as an input."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _hvd():
+    import troika.torch as hvd  # at call time: troika.torch imports this module
+    return hvd
+
+
+def attach(finish, tensor, function, *args):
+    """`finish` (a handle's result getter) made differentiable with respect to `tensor` by
+    `function` (a Function below; `args` go to its forward) if `tensor` requires grad and grad
+    mode is on now (at submission); otherwise `finish` unchanged. For alltoall the result is
+    (output, received_splits) and only the output is differentiable."""
+    if not (isinstance(tensor, torch.Tensor) and tensor.requires_grad
+            and torch.is_grad_enabled()):
+        return finish
+
+    def differentiable_finish():
+        result = finish()
+        with torch.enable_grad():
+            if isinstance(result, tuple):  # alltoall
+                output, received = result
+                return function.apply(tensor, _Box(output), received, *args), received
+            return function.apply(tensor, _Box(result), *args)
+
+    return differentiable_finish
+
+
+class Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, box, op, prescale_factor, postscale_factor, process_set):
+        ctx.op = op
+        ctx.scales = (prescale_factor, postscale_factor)
+        ctx.process_set = process_set
+        return box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        hvd = _hvd()
+        g = hvd.allreduce(grad.contiguous(), op=ctx.op, prescale_factor=ctx.scales[0],
+                          postscale_factor=ctx.scales[1], process_set=ctx.process_set)
+        return g, None, None, None, None, None
+
+
+class Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, box, process_set):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.process_set = process_set
+        return box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        hvd = _hvd()
+        ps = ctx.process_set
+        summed = hvd.allreduce(grad.contiguous(), op=hvd.Sum, process_set=ps)
+        rows = hvd.allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ps)
+        offset = int(rows[:ps.rank()].sum().item())
+        return summed.narrow(0, offset, ctx.rows), None, None
+
+
+class Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, box, root_rank, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        return box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        hvd = _hvd()
+        summed = hvd.allreduce(grad.contiguous(), op=hvd.Sum, process_set=ctx.process_set)
+        if hvd.rank() != ctx.root_rank:
+            summed = torch.zeros_like(summed)
+        return summed, None, None, None
+
+
+class Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, box, received_splits, process_set):
+        ctx.received_splits = received_splits
+        ctx.process_set = process_set
+        return box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        hvd = _hvd()
+        g, _ = hvd.alltoall(grad.contiguous(), splits=ctx.received_splits,
+                            process_set=ctx.process_set)
+        return g, None, None, None
+
+
+class Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, box, op, prescale_factor, postscale_factor, process_set):
+        ctx.scale = prescale_factor * postscale_factor
+        if op == _hvd().Average:
+            ctx.scale /= process_set.size()
+        ctx.process_set = process_set
+        return box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        hvd = _hvd()
+        g = hvd.allgather(grad.contiguous(), process_set=ctx.process_set)
+        if ctx.scale != 1.0:
+            g = g * ctx.scale
+        return g, None, None, None, None, None
