@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -325,6 +326,39 @@ PYBIND11_MODULE(_troika, m) {
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
           py::arg("dtype"), py::arg("shape"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
+      .def(
+          "grouped_allreduce",
+          // tensors: a list of (name, input address, output address, dtype, shape); returns
+          // one Handle per tensor (Context::GroupedAllreduce: negotiated as one group).
+          [](troika::Context& c, const std::string& group,
+             const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, int,
+                                          std::vector<int64_t>>>& tensors,
+             int op, double prescale, double postscale, int process_set, int device,
+             uintptr_t ready_stream) {
+            std::vector<troika::GroupTensor> group_tensors;
+            group_tensors.reserve(tensors.size());
+            for (const auto& [name, in, out, dtype, shape] : tensors) {
+              troika::GroupTensor t;
+              t.name = name;
+              t.in = Ptr(in);
+              t.out = Ptr(out);
+              t.dtype = ToDataType(dtype);
+              t.shape = shape;
+              group_tensors.push_back(std::move(t));
+            }
+            std::vector<PyHandle> handles;
+            for (troika::Handle& h : c.GroupedAllreduce(
+                     group, group_tensors,
+                     MakeAllreduceOptions(op, prescale, postscale, process_set, device,
+                                          ready_stream))) {
+              handles.push_back(Wrap(std::move(h), device));
+            }
+            return handles;
+          },
+          py::arg("group"), py::arg("tensors"),
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
           py::arg("ready_stream") = 0)

@@ -17,7 +17,8 @@ class _DistributedMixin:
     """Mixed in before the wrapped optimizer's class (see DistributedOptimizer)."""
 
     def _troika_setup(self, named_parameters, compression, backward_passes_per_step, op,
-                      gradient_predivide_factor, process_set):
+                      gradient_predivide_factor, process_set, groups=None,
+                      sparse_as_dense=False):
         from troika import torch as hvd
         self._hvd = hvd
         self._compression = compression
@@ -49,7 +50,12 @@ class _DistributedMixin:
         else:
             self._names = {p: "param.%d" % i for i, p in enumerate(params)}
         self._requires_update = [p for p in params if p.requires_grad]
-        self._pending = {}  # parameter -> (handle, compression ctx, wire tensor or None)
+        self._sparse_as_dense = bool(sparse_as_dense)
+        # Explicit groups (groups=/num_groups=): parameter -> its group (a tuple of parameters,
+        # allreduced together once all of them have their gradient); empty without groups.
+        self._groups_of = _make_groups(groups, self._requires_update, self._names)
+        self._group_ready = {g: 0 for g in set(self._groups_of.values())}
+        self._pending = {}  # parameter -> (handle, finish(result of the handle))
         self._remaining = {p: self._passes for p in self._requires_update}
         self._synchronized = False
         self._skip_synchronize = False
@@ -65,52 +71,121 @@ class _DistributedMixin:
 
     def _make_hook(self, p):
         def hook(*unused):
-            if p in self._pending:
+            if p in self._pending or self._remaining[p] <= 0:
                 raise AssertionError(
                     "the gradient of %s was computed more than backward_passes_per_step=%d "
                     "times before step() or synchronize(); raise backward_passes_per_step"
                     % (self._names[p], self._passes))
             self._remaining[p] -= 1
             if self._remaining[p] == 0:
-                self._submit(p)
+                group = self._groups_of.get(p)
+                if group is None:
+                    self._submit(p)
+                else:
+                    self._group_ready[group] += 1
+                    if self._group_ready[group] == len(group):
+                        self._submit_group(group)
         return hook
+
+    def _dense_grad(self, p):
+        """p.grad, made dense if it is sparse and sparse_as_dense is set."""
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        elif p.grad.is_sparse and self._sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        return p.grad
+
+    def _submit_group(self, group):
+        """One grouped allreduce for the gradients of `group` (hvd.grouped_allreduce_async_)."""
+        hvd = self._hvd
+        grads = [self._dense_grad(p) for p in group]
+        for p, g in zip(group, grads):
+            if g.is_sparse:
+                raise ValueError(
+                    "the gradient of %s is sparse: a group of DistributedOptimizer(groups=...) "
+                    "allreduces dense gradients; pass sparse_as_dense=True" % self._names[p])
+        compressed = [self._compression.compress(g) for g in grads]
+        handle = hvd.grouped_allreduce_async_(
+            [w for w, _ in compressed], name="DistributedOptimizer.group." + self._names[group[0]],
+            op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
+            process_set=self._process_set)
+        for i, (p, g, (wire, ctx)) in enumerate(zip(group, grads, compressed)):
+            self._pending[p] = (handle, self._group_finish(p, i, g, wire, ctx))
+
+    def _group_finish(self, p, i, grad, wire, ctx):
+        def finish(results):
+            if wire is not grad:
+                with torch.no_grad():
+                    p.grad.copy_(self._compression.decompress(results[i], ctx))
+        return finish
+
+    def _submit_sparse(self, p, name):
+        """A sparse gradient (sparse_as_dense=False): every rank's indices and values are
+        allgathered and the result is their sparse sum (divided by the set's size for
+        Average), as Horovod does."""
+        hvd = self._hvd
+        if self._op not in (hvd.Average, hvd.Sum):
+            raise NotImplementedError("sparse gradients are reduced with Average or Sum only; "
+                                      "pass sparse_as_dense=True")
+        grad = p.grad.coalesce()
+        handle = hvd.grouped_allgather_async(
+            [grad._indices().t().contiguous(), grad._values().contiguous()],
+            name=name + ".sparse", process_set=self._process_set)
+        average = self._op == hvd.Average
+        n = self._process_set.size()
+
+        def finish(results):
+            indices, values = results
+            if average:
+                values = values / n
+            p.grad = torch.sparse_coo_tensor(indices.t(), values, grad.size())
+        self._pending[p] = (handle, finish)
 
     def _submit(self, p):
         hvd = self._hvd
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
         name = "DistributedOptimizer.grad." + self._names[p]
+        if self._dense_grad(p).is_sparse:
+            self._submit_sparse(p, name)
+            return
         wire, ctx = self._compression.compress(p.grad)
+        handle = hvd.allreduce_async_(wire, name=name, op=self._op,
+                                      prescale_factor=self._prescale,
+                                      postscale_factor=self._postscale,
+                                      process_set=self._process_set)
         if wire is p.grad:
-            handle = hvd.allreduce_async_(p.grad, name=name, op=self._op,
-                                          prescale_factor=self._prescale,
-                                          postscale_factor=self._postscale,
-                                          process_set=self._process_set)
-            self._pending[p] = (handle, ctx, None)
+            self._pending[p] = (handle, _nothing)
         else:
-            handle = hvd.allreduce_async_(wire, name=name, op=self._op,
-                                          prescale_factor=self._prescale,
-                                          postscale_factor=self._postscale,
-                                          process_set=self._process_set)
-            self._pending[p] = (handle, ctx, wire)
+            self._pending[p] = (handle, self._decompress_into(p, ctx))
+
+    def _decompress_into(self, p, ctx):
+        def finish(out):
+            with torch.no_grad():
+                p.grad.copy_(self._compression.decompress(out, ctx))
+        return finish
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those whose hooks did not run,
         e.g. of parameters unused this step) and writes the averaged gradients to .grad."""
         for p in self._requires_update:
             if p not in self._pending:
-                self._submit(p)
+                group = self._groups_of.get(p)
+                if group is None:
+                    self._submit(p)
+                else:  # submits the whole group: none of it is pending yet
+                    self._submit_group(group)
         hvd = self._hvd
         try:
-            for p, (handle, ctx, wire) in list(self._pending.items()):
-                out = hvd.synchronize(handle)
-                if wire is not None:
-                    with torch.no_grad():
-                        p.grad.copy_(self._compression.decompress(out, ctx))
+            results = {}  # handle -> its result (a group's handle is shared by its members)
+            for p, (handle, finish) in list(self._pending.items()):
+                if handle not in results:
+                    results[handle] = hvd.synchronize(handle)
+                finish(results[handle])
         finally:
             self._pending.clear()
             for p in self._requires_update:
                 self._remaining[p] = self._passes
+            for g in self._group_ready:
+                self._group_ready[g] = 0
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -144,9 +219,54 @@ class _DistributedMixin:
         return super().zero_grad(*args, **kwargs)
 
 
+def _nothing(result):
+    pass
+
+
+def _split_list(items, n):
+    """`items` in n consecutive chunks whose lengths differ by at most one."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _make_groups(groups, params, names):
+    """Horovod's explicit grouping: parameter -> its group (a tuple), or {} if groups is None.
+
+    An integer n: the parameters that need gradients, sorted by name (so every rank forms the
+    same groups), in n consecutive groups of near-equal counts. A list of lists of parameters:
+    each inner list is a group (parameters not needing gradients dropped); every other
+    parameter is a group of its own."""
+    if groups is None:
+        return {}
+    by_name = sorted(params, key=lambda p: names[p])
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor (parameters)")
+                if id(p) in seen:
+                    raise ValueError("a parameter can only appear once in groups")
+                seen.add(id(p))
+        wanted = {id(p) for p in params}
+        formed = [[p for p in group if id(p) in wanted] for group in groups]
+        formed += [[p] for p in by_name if id(p) not in seen]
+    elif isinstance(groups, int) and not isinstance(groups, bool) and groups > 0:
+        formed = _split_list(by_name, groups)
+    else:
+        raise ValueError("groups should be a positive integer or a list of lists of "
+                         "torch.Tensor, not %r" % (groups,))
+    out = {}
+    for group in formed:
+        group = tuple(sorted(group, key=lambda p: names[p]))
+        for p in group:
+            out[p] = group
+    return out
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
                          backward_passes_per_step=1, op=None, gradient_predivide_factor=1.0,
-                         process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Returns `optimizer` made distributed: an instance of a subclass of its class (so
     isinstance checks keep working) sharing its parameters, groups and state.
 
@@ -155,9 +275,21 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     Compression.none (default), .fp16 or .bf16. backward_passes_per_step: backward passes
     accumulated locally before the allreduce. op: Average (default), Sum, ...
     gradient_predivide_factor: with Average, gradients are divided by it before the sum and
-    multiplied by it after. process_set: the ranks to average over (default: all).
+    multiplied by it after. groups: explicit groups of gradient allreduces, each run as one
+    grouped_allreduce once all of its gradients are ready — a positive integer n (the
+    parameters sorted by name, split into n consecutive groups) or a list of lists of
+    parameters (each a group; every other parameter a group of its own); default None: each
+    gradient on its own (fused by the runtime anyway). num_groups: deprecated, groups=n.
+    sparse_as_dense: sparse gradients (e.g. nn.Embedding(sparse=True)) are made dense and
+    allreduced; otherwise their indices and values are allgathered (Average or Sum only;
+    in a group they must be dense). process_set: the ranks to average over (default: all).
     """
     from troika import torch as hvd
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups`",
+                      DeprecationWarning)
+        if groups is None:
+            groups = num_groups
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedMixin, base), {"__module__": base.__module__})
     dist = cls.__new__(cls)
@@ -166,5 +298,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
                        hvd.Compression.none if compression is None else compression,
                        backward_passes_per_step, hvd.Average if op is None else op,
                        gradient_predivide_factor,
-                       hvd.global_process_set if process_set is None else process_set)
+                       hvd.global_process_set if process_set is None else process_set,
+                       groups=groups, sparse_as_dense=sparse_as_dense)
     return dist
