@@ -498,6 +498,7 @@ def mpi_enabled():
 
 
 from troika.torch.optimizer import DistributedOptimizer  # noqa: E402,F401
+from troika.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from troika.torch.grouped import (grouped_allreduce, grouped_allreduce_async,  # noqa: E402,F401
                                   grouped_allreduce_, grouped_allreduce_async_,
                                   grouped_allgather, grouped_allgather_async,
