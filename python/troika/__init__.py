@@ -11,6 +11,7 @@ Launch with ``troikarun -np 4 -- python3 train.py`` (troikarun sets the TROIKA_*
 every rank joins its job from).
 """
 
+import array as _array
 import atexit as _atexit
 import threading as _threading
 
@@ -20,11 +21,12 @@ from troika import _troika
 __all__ = [
     "TroikaError", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
     "local_rank", "cross_size", "cross_rank", "ProcessSet", "global_process_set",
-    "add_process_set", "remove_process_set", "context",
+    "add_process_set", "remove_process_set", "context", "is_homogeneous",
 ]
 
 _lock = _threading.RLock()
 _context = None
+_homogeneous = None
 # Generated names: per process set, the number of unnamed operations submitted so far. Every
 # member of a set submits the same sequence of operations, so the numbers agree across ranks.
 _noname_counters = {}
@@ -77,11 +79,12 @@ def init(process_sets=None):
     Blocks until every rank attached. Idempotent. ``process_sets``: ProcessSet objects or rank
     lists to add at once, as every rank must (see add_process_set).
     """
-    global _context
+    global _context, _homogeneous
     with _lock:
         if _context is None:
             _context = _troika.Context.init()
             global_process_set.ranks = list(range(_context.size))
+            _homogeneous = _every_host_has_as_many_ranks(_context)
     for ps in process_sets or []:
         add_process_set(ps)
 
@@ -98,6 +101,27 @@ def shutdown():
         _noname_counters.clear()
     if ctx is not None:
         ctx.shutdown()
+
+
+def _every_host_has_as_many_ranks(ctx):
+    """True if every host runs the same number of ranks. A one-host job needs no exchange
+    (every rank sees local_size == size); otherwise the ranks allgather their local sizes
+    (one small named collective during init, on every rank)."""
+    if ctx.local_size == ctx.size:
+        return True
+    mine = _array.array("q", [ctx.local_size])
+    handle = ctx.allgather("troika.init.local_sizes", mine.buffer_info()[0], DTYPES["int64"],
+                           [1])
+    handle.wait()
+    sizes = _array.array("q", [0] * ctx.size)
+    handle.copy_output(sizes.buffer_info()[0], ctx.size * sizes.itemsize)
+    return len(set(sizes)) == 1
+
+
+def is_homogeneous():
+    """True if every host of the job runs the same number of ranks (found at init)."""
+    context()
+    return _homogeneous
 
 
 def is_initialized():

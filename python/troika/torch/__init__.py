@@ -480,21 +480,12 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return out
 
 
-def gloo_built():
-    return True
-
-
-def gloo_enabled():
-    return True
-
-
-def mpi_built():
-    return False
-
-
-def mpi_enabled():
-    return False
-
+# Build and feature queries, timeline calls (basics.py).
+from troika.torch.basics import (  # noqa: E402,F401
+    gloo_built, gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
+    cuda_built, rocm_built, ddl_built, ccl_built, start_timeline, stop_timeline,
+    TimelineNotAvailable)
+from troika import is_homogeneous  # noqa: E402,F401
 
 
 from troika.torch.optimizer import DistributedOptimizer  # noqa: E402,F401

@@ -1,0 +1,51 @@
+"""Horovod's build and feature queries, is_homogeneous() and the timeline calls on Troika
+(python/troika/torch/basics.py). TROIKA_TEST_GPU_PLANE_BUILT (set by ctest from the build's
+TROIKA_HAVE_CUDA) is what nccl_built()/cuda_built() must say."""
+
+import os
+
+import pytest
+import torch
+
+import troika
+import troika.torch as hvd
+
+
+def test_data_planes():
+    assert hvd.gloo_built() is True and hvd.gloo_enabled() is True
+    for fn in (hvd.mpi_built, hvd.mpi_enabled, hvd.mpi_threads_supported, hvd.rocm_built,
+               hvd.ddl_built, hvd.ccl_built):
+        assert fn() is False, fn.__name__
+
+
+def test_gpu_plane_as_built():
+    want = os.environ["TROIKA_TEST_GPU_PLANE_BUILT"].upper() in ("ON", "TRUE", "1")
+    assert hvd.nccl_built() is want
+    assert hvd.cuda_built() is want
+
+
+def test_is_homogeneous_on_one_host():
+    # troikarun runs every rank here: one host, so homogeneous (uneven hosts:
+    # run_hosts_test.py).
+    assert hvd.local_size() == hvd.size()
+    assert hvd.is_homogeneous() is True
+    assert troika.is_homogeneous() is True
+
+
+@pytest.mark.parametrize("call", [lambda: hvd.start_timeline("/tmp/timeline.json"),
+                                  lambda: hvd.start_timeline("/tmp/t.json", mark_cycles=True),
+                                  hvd.stop_timeline], ids=["start", "start_mark_cycles", "stop"])
+def test_timeline_from_a_rank_says_to_use_troikactl(call):
+    with pytest.raises(hvd.HorovodInternalError) as e:
+        call()
+    err = e.value
+    assert isinstance(err, troika.TroikaError) and isinstance(err, NotImplementedError)
+    assert isinstance(err, hvd.TimelineNotAvailable)
+    assert err.code == "UNIMPLEMENTED"
+    assert str(err) == "UNIMPLEMENTED: " + err.message
+    job = os.environ["TROIKA_JOB"]
+    assert "troikactl timeline start %s FILE" % job in err.message
+    assert "troikactl timeline stop %s" % job in err.message
+    # Nothing was submitted: the job goes on.
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum),
+                       torch.full([2], float(hvd.size())))
