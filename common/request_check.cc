@@ -67,6 +67,19 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
   if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
     return Invalid(r, "scale factors must be finite");
   }
+  if (r.dtype == DataType::kBool &&
+      (r.type == CollectiveType::kAllreduce || r.type == CollectiveType::kReducescatter)) {
+    // troika/types.h: sum and max are a logical or, product and min a logical and.
+    if (r.reduce_op == ReduceOp::kAverage) {
+      return Invalid(r,
+                     "reduce op average is not defined for bool tensors (use sum or max for "
+                     "a logical or, product or min for a logical and)");
+    }
+    if (r.prescale != 1.0 || r.postscale != 1.0) {
+      return Invalid(r, absl::StrCat("bool tensors cannot be scaled (prescale ", r.prescale,
+                                     ", postscale ", r.postscale, "; both must be 1)"));
+    }
+  }
   switch (r.type) {
     case CollectiveType::kAllreduce:
       break;

@@ -9,7 +9,10 @@ size_t DataTypeSize(DataType dtype) {
   switch (dtype) {
     case DataType::kUint8:
     case DataType::kInt8:
+    case DataType::kBool:
       return 1;
+    case DataType::kInt16:
+    case DataType::kUint16:
     case DataType::kFloat16:
     case DataType::kBFloat16:
       return 2;
@@ -41,6 +44,12 @@ const char* DataTypeName(DataType dtype) {
       return "float32";
     case DataType::kFloat64:
       return "float64";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kUint16:
+      return "uint16";
+    case DataType::kBool:
+      return "bool";
   }
   return "unknown";
 }

@@ -6,6 +6,10 @@ namespace troika {
 // faithful mapping. Out-of-range values from a peer are rejected by validation upstream.
 static_assert(static_cast<int>(DataType::kFloat64) == v1::FLOAT64);
 static_assert(static_cast<int>(DataType::kBFloat16) == v1::BFLOAT16);
+static_assert(static_cast<int>(DataType::kInt16) == v1::INT16);
+static_assert(static_cast<int>(DataType::kUint16) == v1::UINT16);
+static_assert(static_cast<int>(DataType::kBool) == v1::BOOL);
+static_assert(kNumDataTypes == v1::DataType_ARRAYSIZE);
 static_assert(static_cast<int>(ReduceOp::kProduct) == v1::PRODUCT);
 static_assert(static_cast<int>(CollectiveType::kJoin) == v1::JOIN);
 static_assert(static_cast<int>(DeviceClass::kGpu) == v1::GPU);

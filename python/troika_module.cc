@@ -171,6 +171,9 @@ PYBIND11_MODULE(_troika, m) {
   dtypes["bfloat16"] = static_cast<int>(troika::DataType::kBFloat16);
   dtypes["float32"] = static_cast<int>(troika::DataType::kFloat32);
   dtypes["float64"] = static_cast<int>(troika::DataType::kFloat64);
+  dtypes["int16"] = static_cast<int>(troika::DataType::kInt16);
+  dtypes["uint16"] = static_cast<int>(troika::DataType::kUint16);
+  dtypes["bool"] = static_cast<int>(troika::DataType::kBool);
   m.attr("DTYPES") = dtypes;
   m.attr("SUM") = static_cast<int>(troika::ReduceOp::kSum);
   m.attr("AVERAGE") = static_cast<int>(troika::ReduceOp::kAverage);

@@ -51,6 +51,15 @@ struct Integer {
   }
 };
 
+// Bool (troika/types.h): one byte, any nonzero byte true; scaled as bool(x * factor) and
+// divided as bool(x / divisor), as reduce.cc's Scale and Divide do (requests never do either).
+struct Bool {
+  using Storage = uint8_t;
+  using Compute = double;
+  static __device__ double Load(uint8_t v) { return v != 0 ? 1.0 : 0.0; }
+  static __device__ uint8_t Store(double v) { return v != 0.0 ? 1 : 0; }
+};
+
 template <typename Traits>
 constexpr bool kIsInteger = false;
 template <typename T>
@@ -58,13 +67,16 @@ constexpr bool kIsInteger<Integer<T>> = true;
 
 // One element: the divisor and the scale in `Domain` (each rounded to Domain's storage, as the
 // CPU's Divide then Scale do), converting from `In` and to `Out` around them. Domain is In or
-// Out, whichever is wider.
+// Out, whichever is wider (but the 16-bit type for int16 / uint16 widened to int32: the CPU
+// scales and divides those in 16 bits).
 template <typename In, typename Domain, typename Out>
 __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divisor,
                                            typename Domain::Compute inverse, double scale) {
   typename Domain::Storage v;
   if constexpr (std::is_same_v<In, Domain>) {
     v = x;
+  } else if constexpr (kIsInteger<In> && kIsInteger<Domain>) {
+    v = static_cast<typename Domain::Storage>(x);  // modulo 2^bits: int32 -> int16 wraps
   } else {
     v = Domain::Store(In::Load(x));
   }
@@ -134,6 +146,15 @@ cudaError_t Launch(const CopyItem* items, int n, const CopyTransform& t, cudaStr
   return cudaSuccess;
 }
 
+// int16 and uint16 travel through NCCL (which has no 16-bit integers) as int32: sign- or
+// zero-extended in the pack, reduced as int32 (whose sums and products agree with the 16-bit
+// ones modulo 2^16, and whose min and max are exact), and wrapped back to 16 bits in the unpack.
+bool Widened16(const CopyTransform& t) {
+  const auto narrow = [](DataType d) { return d == DataType::kInt16 || d == DataType::kUint16; };
+  return (narrow(t.src) && t.dst == DataType::kInt32) ||
+         (t.src == DataType::kInt32 && narrow(t.dst));
+}
+
 template <typename Same>
 cudaError_t LaunchSame(const CopyItem* items, int n, const CopyTransform& t, cudaStream_t stream) {
   return Launch<Same, Same, Same>(items, n, t, stream);
@@ -144,6 +165,7 @@ cudaError_t LaunchSame(const CopyItem* items, int n, const CopyTransform& t, cud
 bool SupportedTransform(const CopyTransform& t) {
   if (t.divisor < 1) return false;
   if (t.src == t.dst) return true;
+  if (Widened16(t)) return true;
   const bool half = [](DataType d) {
     return d == DataType::kFloat16 || d == DataType::kBFloat16;
   }(t.src == DataType::kFloat32 ? t.dst : t.src);
@@ -165,6 +187,19 @@ cudaError_t BatchedCopy(const CopyItem* items, int n, const CopyTransform& t, cu
   if (t.src == DataType::kBFloat16 && t.dst == DataType::kFloat32) {
     return Launch<BFloat16, F32, F32>(items, n, t, stream);
   }
+  using I32 = Integer<int32_t>;
+  if (t.src == DataType::kInt16 && t.dst == DataType::kInt32) {
+    return Launch<Integer<int16_t>, Integer<int16_t>, I32>(items, n, t, stream);
+  }
+  if (t.src == DataType::kUint16 && t.dst == DataType::kInt32) {
+    return Launch<Integer<uint16_t>, Integer<uint16_t>, I32>(items, n, t, stream);
+  }
+  if (t.src == DataType::kInt32 && t.dst == DataType::kInt16) {
+    return Launch<I32, Integer<int16_t>, Integer<int16_t>>(items, n, t, stream);
+  }
+  if (t.src == DataType::kInt32 && t.dst == DataType::kUint16) {
+    return Launch<I32, Integer<uint16_t>, Integer<uint16_t>>(items, n, t, stream);
+  }
   switch (t.src) {
     case DataType::kUint8:
       return LaunchSame<Integer<uint8_t>>(items, n, t, stream);
@@ -182,6 +217,12 @@ cudaError_t BatchedCopy(const CopyItem* items, int n, const CopyTransform& t, cu
       return LaunchSame<F32>(items, n, t, stream);
     case DataType::kFloat64:
       return LaunchSame<Floating<double>>(items, n, t, stream);
+    case DataType::kInt16:
+      return LaunchSame<Integer<int16_t>>(items, n, t, stream);
+    case DataType::kUint16:
+      return LaunchSame<Integer<uint16_t>>(items, n, t, stream);
+    case DataType::kBool:
+      return LaunchSame<Bool>(items, n, t, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -31,7 +31,9 @@ struct CopyItem {
 struct CopyTransform {
   DataType src = DataType::kFloat32;
   // Equal to `src`, or (float32 -> float16 / bfloat16) to pack compressed, or
-  // (float16 / bfloat16 -> float32) to unpack.
+  // (float16 / bfloat16 -> float32) to unpack; or (int16 / uint16 -> int32) to pack for NCCL,
+  // which has no 16-bit integers, and (int32 -> int16 / uint16, wrapping modulo 2^16) to
+  // unpack. Integer conversions happen outside the scaling, which runs in the 16-bit type.
   DataType dst = DataType::kFloat32;
   double scale = 1.0;
   int64_t divisor = 1;

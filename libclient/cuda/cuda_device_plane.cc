@@ -55,6 +55,11 @@ ncclDataType_t NcclType(DataType dtype) {
       return ncclFloat32;
     case DataType::kFloat64:
       return ncclFloat64;
+    case DataType::kBool:
+      return ncclUint8;  // with the ops of ReductionOf
+    case DataType::kInt16:
+    case DataType::kUint16:
+      break;  // no NCCL type: WireType widens them to int32
   }
   return ncclFloat32;
 }
@@ -64,7 +69,10 @@ bool Floating(DataType dtype) {
          dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
 }
 
+// The dtype in NCCL's buffers: the compressed one, int32 for int16 and uint16 (NCCL has no
+// 16-bit integers; copy_kernels.h), else the tensor's own.
 DataType WireType(const Response& r) {
+  if (r.dtype == DataType::kInt16 || r.dtype == DataType::kUint16) return DataType::kInt32;
   switch (r.compression) {
     case Compression::kFloat16:
       return DataType::kFloat16;
@@ -85,6 +93,13 @@ struct Reduction {
 };
 
 Reduction ReductionOf(const Response& r, int size) {
+  if (r.dtype == DataType::kBool) {
+    // troika/types.h: sum and max are a logical or, product and min a logical and; on bytes
+    // that are 0 or nonzero, max and min compute exactly those (as torch.distributed's NCCL
+    // backend does). Average is rejected before it gets here (CheckRequest).
+    const bool conjunction = r.reduce_op == ReduceOp::kProduct || r.reduce_op == ReduceOp::kMin;
+    return {conjunction ? ncclMin : ncclMax, 1};
+  }
   switch (r.reduce_op) {
     case ReduceOp::kSum:
       return {ncclSum, 1};
@@ -481,9 +496,12 @@ absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
 
 absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
   const int size = group_.size, rank = group_.rank;
-  const size_t element = DataTypeSize(r.dtype);
+  const size_t tensor_element = DataTypeSize(r.dtype);
   const size_t row_elements =
-      element == 0 ? 0 : static_cast<size_t>(e.request.RowBytes()) / element;
+      tensor_element == 0 ? 0 : static_cast<size_t>(e.request.RowBytes()) / tensor_element;
+  // Staged and reduced in the wire type (int32 for int16 and uint16).
+  const DataType wire = WireType(r);
+  const size_t element = DataTypeSize(wire);
   const size_t count = Elements(e.request);
   const Reduction reduction = ReductionOf(r, size);
   std::vector<size_t> counts(size), at(size);
@@ -499,12 +517,12 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
   absl::Status status;
   uint8_t* buffer = Reserve(count * element, &status);
   if (buffer == nullptr && count > 0) return status;
-  if (absl::Status s = Copy({{e.in, buffer, count}}, {r.dtype, r.dtype, r.prescale, 1}); !s.ok()) {
+  if (absl::Status s = Copy({{e.in, buffer, count}}, {r.dtype, wire, r.prescale, 1}); !s.ok()) {
     return s;
   }
   uint8_t* mine = buffer + at[rank] * element;
   if (even) {
-    if (absl::Status s = Nccl(ncclReduceScatter(buffer, mine, counts[0], NcclType(r.dtype),
+    if (absl::Status s = Nccl(ncclReduceScatter(buffer, mine, counts[0], NcclType(wire),
                                                 reduction.op, comm_->get(), stream_),
                               "ncclReduceScatter");
         !s.ok()) {
@@ -514,7 +532,7 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
     // Uneven blocks (the first dim0 % size ranks get a row more): one reduce per block.
     ncclGroupStart();
     for (int q = 0; q < size; ++q) {
-      ncclReduce(buffer + at[q] * element, buffer + at[q] * element, counts[q], NcclType(r.dtype),
+      ncclReduce(buffer + at[q] * element, buffer + at[q] * element, counts[q], NcclType(wire),
                  reduction.op, q, comm_->get(), stream_);
     }
     if (absl::Status s = Nccl(ncclGroupEnd(), "reducescatter (grouped ncclReduce)"); !s.ok()) {
@@ -522,10 +540,10 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
     }
   }
   e.state->output_shape = WithDim0(e.request.shape, r.sizes[rank]);
-  absl::StatusOr<uint8_t*> out = Result(e, counts[rank] * element, e.state->output_shape);
+  absl::StatusOr<uint8_t*> out = Result(e, counts[rank] * tensor_element, e.state->output_shape);
   if (!out.ok()) return out.status();
   uint8_t* data = *out;
-  return Copy({{mine, data, counts[rank]}}, {r.dtype, r.dtype, r.postscale, reduction.divisor});
+  return Copy({{mine, data, counts[rank]}}, {wire, r.dtype, r.postscale, reduction.divisor});
 }
 
 void CudaDevicePlane::Finish() {

@@ -29,16 +29,21 @@ float BitsFloat(uint32_t u) {
 
 // Signed overflow is undefined behaviour; integer sums and products wrap like the hardware
 // (and like NCCL) instead, computed in the unsigned type of the same width.
+// Types narrower than unsigned int are widened to unsigned int first: they would otherwise
+// promote to (signed) int, where a product of two uint16 values can overflow.
+template <typename T>
+using WrapType =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
 template <typename T>
 T WrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
+  using U = WrapType<T>;
   return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
 }
 
 template <typename T>
 T WrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  // 8-bit operands promote to int, whose range holds any product of two of them.
+  using U = WrapType<T>;
   return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
 }
 
@@ -104,6 +109,24 @@ void ReduceTyped(T* __restrict a, const T* __restrict b, size_t count) {
 template <typename T, typename Op>
 void ReduceTyped(void* inout, const void* in, size_t count) {
   ReduceTyped<T, Op>(static_cast<T*>(inout), static_cast<const T*>(in), count);
+}
+
+// Bool (troika/types.h): kSum and kMax are a logical or, kProduct and kMin a logical and.
+// Any nonzero byte is true; results are 0 or 1.
+struct OrOp {
+  static uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) | (b != 0)); }
+};
+struct AndOp {
+  static uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) & (b != 0)); }
+};
+
+template <typename Op>
+void ReduceBool(void* inout, const void* in, size_t count) {
+  if constexpr (std::is_same_v<Op, ProductOp> || std::is_same_v<Op, MinOp>) {
+    ReduceTyped<uint8_t, AndOp>(inout, in, count);
+  } else {
+    ReduceTyped<uint8_t, OrOp>(inout, in, count);
+  }
 }
 
 // Element-wise conversions of whole arrays; F16C instructions where the CPU has them.
@@ -202,6 +225,12 @@ void ReduceWithOp(void* inout, const void* in, size_t count, DataType dtype) {
       return ReduceTyped<float, Op>(inout, in, count);
     case DataType::kFloat64:
       return ReduceTyped<double, Op>(inout, in, count);
+    case DataType::kInt16:
+      return ReduceTyped<int16_t, Op>(inout, in, count);
+    case DataType::kUint16:
+      return ReduceTyped<uint16_t, Op>(inout, in, count);
+    case DataType::kBool:
+      return ReduceBool<Op>(inout, in, count);
   }
   std::abort();  // Not a DataType: memory corruption or a cast from an unchecked int.
 }
@@ -236,6 +265,16 @@ void DivideInteger(void* data, size_t count, int64_t divisor) {
     return;
   }
   for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(d[i] / div);
+}
+
+// bool(x * factor), as a float product converted back to bool: false stays false (but for a
+// NaN factor), true stays true unless the factor is 0. Requests never scale bools
+// (CheckRequest); this only keeps the kernel total, and equal to the GPU's.
+void ScaleBool(void* data, size_t count, double factor) {
+  uint8_t* d = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < count; ++i) {
+    d[i] = static_cast<uint8_t>((d[i] != 0 ? 1.0 : 0.0) * factor != 0.0);
+  }
 }
 
 template <typename T>
@@ -347,6 +386,12 @@ void Scale(void* data, size_t count, DataType dtype, double factor) {
       return ScaleFloat<float>(data, count, factor);
     case DataType::kFloat64:
       return ScaleFloat<double>(data, count, factor);
+    case DataType::kInt16:
+      return ScaleInteger<int16_t>(data, count, factor);
+    case DataType::kUint16:
+      return ScaleInteger<uint16_t>(data, count, factor);
+    case DataType::kBool:
+      return ScaleBool(data, count, factor);
   }
   std::abort();  // Not a DataType.
 }
@@ -362,7 +407,11 @@ void Divide(void* data, size_t count, DataType dtype, int64_t divisor) {
       return DivideInteger<int32_t>(data, count, divisor);
     case DataType::kInt64:
       return DivideInteger<int64_t>(data, count, divisor);
-    default:
+    case DataType::kInt16:
+      return DivideInteger<int16_t>(data, count, divisor);
+    case DataType::kUint16:
+      return DivideInteger<uint16_t>(data, count, divisor);
+    default:  // floating types; bool as Scale by 1/divisor (true stays true)
       return Scale(data, count, dtype, 1.0 / static_cast<double>(divisor));
   }
 }

@@ -10,12 +10,14 @@ namespace troika::transport {
 
 // inout[i] = inout[i] (op) in[i], for i < count. `op` is kSum, kMin, kMax or kProduct
 // (kAverage reduces like kSum; the caller scales). The ranges must not overlap. Integer sums
-// and products wrap around; floating-point min and max propagate NaN.
+// and products wrap around; floating-point min and max propagate NaN. kBool: kSum and kMax
+// are a logical or, kProduct and kMin a logical and (any nonzero byte is true; results are 0
+// or 1).
 void ReduceInto(void* inout, const void* in, size_t count, DataType dtype, ReduceOp op);
 
 // data[i] *= factor, computed in double (float for half types) and converted back;
 // integer results are rounded toward zero (saturating at the type's limits; NaN becomes 0).
-// A factor of 1 is a no-op.
+// A factor of 1 is a no-op. kBool: bool(x * factor) (requests never scale bools).
 void Scale(void* data, size_t count, DataType dtype, double factor);
 
 // IEEE half and bfloat16 conversions (round to nearest even).

@@ -49,6 +49,54 @@ TEST(RequestCheckTest, CompressionOnlyForFloat32AllreducesOnGpu) {
   EXPECT_THAT(CheckRequest(unknown, 1).message(), HasSubstr("unknown compression"));
 }
 
+// troika/types.h: bool reduces with sum, min, max and product (logical or / and); average and
+// scale factors are rejected on the submitting rank.
+TEST(RequestCheckTest, BoolReductionsExceptAverageAndScaling) {
+  for (CollectiveType type : {CollectiveType::kAllreduce, CollectiveType::kReducescatter}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      TensorRequest r = Make(type, {4});
+      r.dtype = DataType::kBool;
+      r.reduce_op = op;
+      const bool supported =
+          type == CollectiveType::kAllreduce || op == ReduceOp::kSum;  // reducescatter: sum
+      EXPECT_EQ(CheckRequest(r, 2).ok(), supported)
+          << CollectiveName(type) << " " << ReduceOpName(op);
+    }
+    TensorRequest average = Make(type, {4});
+    average.dtype = DataType::kBool;
+    average.reduce_op = ReduceOp::kAverage;
+    absl::Status s = CheckRequest(average, 2);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("reduce op average is not defined for bool tensors"));
+    for (double TensorRequest::*factor : {&TensorRequest::prescale, &TensorRequest::postscale}) {
+      TensorRequest scaled = Make(type, {4});
+      scaled.dtype = DataType::kBool;
+      scaled.*factor = 0.5;
+      s = CheckRequest(scaled, 2);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(s.message(), HasSubstr("bool tensors cannot be scaled"));
+    }
+  }
+  // Other collectives move bools as bytes, whatever their (unused) reduce op.
+  for (CollectiveType type : {CollectiveType::kAllgather, CollectiveType::kBroadcast}) {
+    TensorRequest r = Make(type, {4});
+    r.dtype = DataType::kBool;
+    r.reduce_op = ReduceOp::kAverage;
+    EXPECT_TRUE(CheckRequest(r, 2).ok()) << CollectiveName(type);
+  }
+  // The new integer types average and scale like the others.
+  for (DataType dtype : {DataType::kInt16, DataType::kUint16}) {
+    TensorRequest r = Make(CollectiveType::kAllreduce, {4});
+    r.dtype = dtype;
+    r.reduce_op = ReduceOp::kAverage;
+    r.prescale = 0.5;
+    EXPECT_TRUE(CheckRequest(r, 2).ok()) << DataTypeName(dtype);
+  }
+  TensorRequest unknown = Make(CollectiveType::kAllreduce, {4});
+  unknown.dtype = static_cast<DataType>(kNumDataTypes);
+  EXPECT_THAT(CheckRequest(unknown, 2).message(), HasSubstr("unknown dtype"));
+}
+
 TEST(RequestCheckTest, RejectsEachMalformedField) {
   struct Case {
     TensorRequest request;

@@ -50,6 +50,52 @@ TEST(CApiTest, CollectivesAndErrorsThroughTheCAbi) {
     EXPECT_EQ(out[2], 1);
     troika_handle_free(h);
 
+    // The dtypes added for Horovod's: int16 and uint16 reduce as integers, bool's sum is a
+    // logical or and its product a logical and, and average on bool is refused.
+    int16_t shorts[3] = {static_cast<int16_t>(-300 * (rank + 1)), 32767, 5};
+    ASSERT_EQ(troika_allreduce(ctx, "i16", shorts, shorts, TROIKA_INT16, shape, 1, TROIKA_SUM, 1.0,
+                               1.0, &h),
+              0);
+    EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(shorts[0], -900);
+    EXPECT_EQ(shorts[1], -2);  // wraps: 2 * 32767 - 65536
+    EXPECT_EQ(shorts[2], 10);
+    troika_handle_free(h);
+    uint16_t ushorts[3] = {static_cast<uint16_t>(60000 + rank), 7, 0};
+    ASSERT_EQ(troika_allreduce(ctx, "u16", ushorts, ushorts, TROIKA_UINT16, shape, 1, TROIKA_MAX,
+                               1.0, 1.0, &h),
+              0);
+    EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(ushorts[0], 60001);
+    EXPECT_EQ(ushorts[1], 7);
+    troika_handle_free(h);
+    uint8_t flags[3] = {static_cast<uint8_t>(rank), 0, 1};
+    uint8_t any[3], all[3];
+    ASSERT_EQ(
+        troika_allreduce(ctx, "any", flags, any, TROIKA_BOOL, shape, 1, TROIKA_SUM, 1.0, 1.0, &h),
+        0);
+    EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(any[0], 1);
+    EXPECT_EQ(any[1], 0);
+    EXPECT_EQ(any[2], 1);
+    troika_handle_free(h);
+    ASSERT_EQ(troika_allreduce(ctx, "all", flags, all, TROIKA_BOOL, shape, 1, TROIKA_PRODUCT, 1.0,
+                               1.0, &h),
+              0);
+    EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    EXPECT_EQ(all[0], 0);
+    EXPECT_EQ(all[1], 0);
+    EXPECT_EQ(all[2], 1);
+    troika_handle_free(h);
+    ASSERT_EQ(troika_allreduce(ctx, "avg", flags, flags, TROIKA_BOOL, shape, 1, TROIKA_AVERAGE, 1.0,
+                               1.0, &h),
+              0);
+    EXPECT_EQ(troika_handle_wait(h), 3);  // INVALID_ARGUMENT
+    EXPECT_NE(std::string(troika_last_error()).find("average is not defined for bool"),
+              std::string::npos)
+        << troika_last_error();
+    troika_handle_free(h);
+
     // An invalid request fails on its handle with a message.
     ASSERT_EQ(troika_broadcast(ctx, "b", grad, grad, TROIKA_FLOAT32, shape, 1, 7, &h), 0);
     EXPECT_EQ(troika_handle_wait(h), 3);  // INVALID_ARGUMENT

@@ -17,7 +17,8 @@ namespace {
 
 const DataType kAllTypes[] = {DataType::kUint8,   DataType::kInt8,    DataType::kInt32,
                               DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                              DataType::kFloat32, DataType::kFloat64};
+                              DataType::kFloat32, DataType::kFloat64, DataType::kInt16,
+                              DataType::kUint16,  DataType::kBool};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProduct};
 
@@ -26,11 +27,16 @@ std::vector<size_t> Counts(DataType dtype) {
   return {0, 1, 1001, (size_t{1} << 20) / DataTypeSize(dtype) + 3};
 }
 
-// Small values every dtype holds exactly; products stay tiny.
+// Small values every dtype holds exactly; products stay tiny. Bools are mostly true for
+// product and min (a logical and), mostly false for sum and max (a logical or).
 double Value(ReduceOp op, DataType dtype, int rank, size_t i) {
+  if (dtype == DataType::kBool) {
+    const bool rare = (rank * 7 + i * 3) % 11 == 0;
+    return rare != (op == ReduceOp::kProduct || op == ReduceOp::kMin) ? 1 : 0;
+  }
   if (op == ReduceOp::kProduct) return (rank + i) % 4 == 0 ? 2 : 1;
   double v = static_cast<double>((rank * 7 + i * 3) % 11);
-  return dtype == DataType::kUint8 ? v : v - 5;
+  return dtype == DataType::kUint8 || dtype == DataType::kUint16 ? v : v - 5;
 }
 
 double Reduce(ReduceOp op, DataType dtype, int size, size_t i) {
@@ -54,7 +60,18 @@ double Reduce(ReduceOp op, DataType dtype, int size, size_t i) {
     }
   }
   if (op == ReduceOp::kAverage) acc = IsFloat(dtype) ? acc / size : std::trunc(acc / size);
+  // On 0/1 values a sum or max is nonzero iff some value is (or), a product or min iff all are.
+  if (dtype == DataType::kBool) return acc != 0 ? 1 : 0;
   return acc;
+}
+
+// troika/types.h: average on bool is rejected when submitted, on every rank.
+std::string ExpectBoolAverageRejected(const absl::Status& s) {
+  if (s.code() != absl::StatusCode::kInvalidArgument ||
+      s.message().find("reduce op average is not defined for bool") == std::string::npos) {
+    return absl::StrCat("want INVALID_ARGUMENT for average on bool, got ", s.ToString());
+  }
+  return "";
 }
 
 // "" if `got` matches expected(i) for i < count, else the first difference.
@@ -105,6 +122,9 @@ TEST_P(CollectivesTest, AllreduceEveryOpDtypeAndSize) {
                   absl::Status s = c.Allreduce(name, in.data(), out, dtype,
                                                {static_cast<int64_t>(count)}, {.op = op})
                                        .Wait();
+                  if (dtype == DataType::kBool && op == ReduceOp::kAverage) {
+                    return ExpectBoolAverageRejected(s);
+                  }
                   if (!s.ok()) return s.ToString();
                   return Compare(dtype, out, count,
                                  [&](size_t i) { return Reduce(op, dtype, size(), i); });
@@ -222,7 +242,7 @@ TEST_P(CollectivesTest, AlltoallWithUnevenSplits) {
       const int64_t base = static_cast<int64_t>(count / (2 * size()));
       auto split = [&](int r, int j) { return base + (r + j) % 2; };
       auto value = [&](int r, int j, size_t i) {
-        return static_cast<double>((r * 5 + j * 3 + i) % 11);
+        return static_cast<double>((r * 5 + j * 3 + i) % (dtype == DataType::kBool ? 2 : 11));
       };
       std::string name = Name("alltoall");
       Check(absl::StrCat(name, " ", DataTypeName(dtype), " x", count),
@@ -266,6 +286,9 @@ TEST_P(CollectivesTest, ReducescatterSumAndAverage) {
                 auto in = MakeTensor(dtype, rows * 3,
                                      [&](size_t i) { return Value(op, dtype, rank, i); });
                 Handle h = c.Reducescatter(name, in.data(), dtype, {rows, 3}, {.op = op});
+                if (dtype == DataType::kBool && op == ReduceOp::kAverage) {
+                  return ExpectBoolAverageRejected(h.Wait());
+                }
                 if (absl::Status s = h.Wait(); !s.ok()) return s.ToString();
                 int64_t first = 0;
                 for (int r = 0; r < rank; ++r) first += rows / size() + (r < rows % size());

@@ -110,6 +110,52 @@ TEST_F(GpuTest, IntegerAverageAndInPlace) {
   EXPECT_THAT(data.Read(), ElementsAre(21, -21, 300, 9));
 }
 
+// int16 and uint16 travel through NCCL as int32; bool as bytes with max (or) and min (and).
+TEST_F(GpuTest, SixteenBitIntegersAndBool) {
+  const std::vector<int16_t> shorts = {-7, 32767, 9, -32768};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    DeviceBuffer<int16_t> data(shorts);
+    ASSERT_TRUE(ctx_->Allreduce(std::string("i16") + ReduceOpName(op), data.get(), data.get(),
+                                DataType::kInt16, {4}, OnGpu(op))
+                    .Wait()
+                    .ok());
+    EXPECT_EQ(data.Read(), shorts) << ReduceOpName(op);  // one rank: the identity
+  }
+  DeviceBuffer<int16_t> averaged(shorts);
+  AllreduceOptions avg = OnGpu(ReduceOp::kAverage);
+  avg.postscale = 0.5;
+  ASSERT_TRUE(ctx_->Allreduce("i16avg", averaged.get(), averaged.get(), DataType::kInt16, {4}, avg)
+                  .Wait()
+                  .ok());
+  EXPECT_THAT(averaged.Read(), ElementsAre(-3, 16383, 4, -16384));
+  const std::vector<uint16_t> ushorts = {65535, 0, 40000, 1};
+  DeviceBuffer<uint16_t> u(ushorts);
+  DeviceBuffer<uint16_t> u_out(std::vector<uint16_t>(4, 7));
+  ASSERT_TRUE(
+      ctx_->Allreduce("u16", u.get(), u_out.get(), DataType::kUint16, {4}, OnGpu(ReduceOp::kMax))
+          .Wait()
+          .ok());
+  EXPECT_EQ(u_out.Read(), ushorts);
+  Handle rs = ctx_->Reducescatter("u16rs", u.get(), DataType::kUint16, {4}, OnGpu());
+  ASSERT_TRUE(rs.Wait().ok());
+  EXPECT_EQ(DeviceBuffer<uint16_t>::ReadDevice<uint16_t>(rs.output(), 4), ushorts);
+  const std::vector<uint8_t> flags = {0, 1, 1, 0};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    DeviceBuffer<uint8_t> b(flags);
+    ASSERT_TRUE(ctx_->Allreduce(std::string("b") + ReduceOpName(op), b.get(), b.get(),
+                                DataType::kBool, {4}, OnGpu(op))
+                    .Wait()
+                    .ok());
+    EXPECT_EQ(b.Read(), flags) << ReduceOpName(op);
+  }
+  DeviceBuffer<uint8_t> b(flags);
+  absl::Status s =
+      ctx_->Allreduce("bavg", b.get(), b.get(), DataType::kBool, {4}, OnGpu(ReduceOp::kAverage))
+          .Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("average is not defined for bool"));
+}
+
 TEST_F(GpuTest, ManyTensorsFuseAndCompressionRoundTrips) {
   // 200 tensors of varied sizes submitted together: fused, packed and unpacked by the batched
   // kernels; half of the rounds compressed.

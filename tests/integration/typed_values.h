@@ -39,6 +39,15 @@ inline void Put(DataType dtype, void* data, size_t i, double v) {
     case DataType::kFloat64:
       static_cast<double*>(data)[i] = v;
       break;
+    case DataType::kInt16:
+      static_cast<int16_t*>(data)[i] = static_cast<int16_t>(v);
+      break;
+    case DataType::kUint16:
+      static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(v);
+      break;
+    case DataType::kBool:
+      static_cast<uint8_t*>(data)[i] = v != 0 ? 1 : 0;
+      break;
   }
 }
 
@@ -60,6 +69,12 @@ inline double Get(DataType dtype, const void* data, size_t i) {
       return static_cast<const float*>(data)[i];
     case DataType::kFloat64:
       return static_cast<const double*>(data)[i];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(data)[i];
+    case DataType::kUint16:
+      return static_cast<const uint16_t*>(data)[i];
+    case DataType::kBool:
+      return static_cast<const uint8_t*>(data)[i];  // the byte: results must be 0 or 1
   }
   return 0;
 }

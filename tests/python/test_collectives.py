@@ -11,6 +11,18 @@ import torch
 import troika.torch as hvd
 from conftest import DTYPES, FLOAT_DTYPES, assert_equal, rank_input
 
+# With the dtypes added for Horovod's (troika/types.h): int16, bool, and uint16 where torch has it
+# (>= 2.3). On bool, Sum and Max are a logical or, Product and Min a logical and, and Average
+# is an INVALID_ARGUMENT TroikaError on the submitting rank.
+DTYPES = DTYPES + [torch.int16, torch.bool] + ([torch.uint16] if hasattr(torch, "uint16") else [])
+
+
+def expect_bool_average_refused(fn):
+    with pytest.raises(hvd.HorovodInternalError) as e:
+        fn()
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert "reduce op average is not defined for bool tensors" in e.value.message
+
 OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
        "product": hvd.Product}
 
@@ -62,6 +74,11 @@ def test_allreduce(dtype, opname, variant):
     x = rank_input(dtype, shape, hvd.rank(), product=op == hvd.Product)
     before = x.clone()
     fn = getattr(hvd, variant)
+    if dtype == torch.bool and op == hvd.Average:
+        expect_bool_average_refused(lambda: hvd.synchronize(fn(x, op=op)) if "async" in variant
+                                    else fn(x, op=op))
+        assert_equal(x, before)
+        return
     if variant.endswith("async") or variant.endswith("async_"):
         h = fn(x, op=op)
         out = hvd.synchronize(h)
@@ -206,6 +223,10 @@ def test_reducescatter(dtype, opname, variant):
     n, me = hvd.size(), hvd.rank()
     shape = [2 * n + 1, 3]  # uneven: the first rank gets one row more
     x = rank_input(dtype, shape, me)
+    if dtype == torch.bool and op == hvd.Average:
+        expect_bool_average_refused(lambda: hvd.reducescatter(x, op=op) if variant == "reducescatter"
+                                    else hvd.synchronize(hvd.reducescatter_async(x, op=op)))
+        return
     if variant == "reducescatter":
         out = hvd.reducescatter(x, op=op)
     else:
@@ -214,6 +235,34 @@ def test_reducescatter(dtype, opname, variant):
     rows = [shape[0] // n + (1 if r < shape[0] % n else 0) for r in range(n)]
     start = sum(rows[:me])
     assert_equal(out, full[start:start + rows[me]])
+
+
+def test_bool_reductions_are_logical():
+    # Mixed values (rank_input's bools are all true): element i is true on rank r when
+    # (i + r) % 3 != 0 for the "mostly true" pattern, == 0 for the "mostly false" one.
+    n, me = hvd.size(), hvd.rank()
+
+    def flags(r, mostly_true):
+        i = torch.arange(24)
+        return ((i + r) % 3 != 0) == mostly_true
+
+    for mostly_true in (True, False):
+        xs = [flags(r, mostly_true) for r in range(n)]
+        any_ = torch.stack(xs).any(0)
+        all_ = torch.stack(xs).all(0)
+        for op, want in ((hvd.Sum, any_), (hvd.Max, any_), (hvd.Product, all_), (hvd.Min, all_)):
+            x = xs[me].clone()
+            assert_equal(hvd.allreduce(x, op=op), want)
+            assert_equal(hvd.allreduce_(x, op=op), want)
+        assert_equal(hvd.reducescatter(xs[me].reshape(n, -1).clone(), op=hvd.Sum),
+                     any_.reshape(n, -1)[me:me + 1])
+    # Horovod's default op is Average: refused on bool, with the way out in the message.
+    x = flags(me, True)
+    expect_bool_average_refused(lambda: hvd.allreduce(x))
+    with pytest.raises(hvd.HorovodInternalError, match="bool tensors cannot be scaled"):
+        hvd.allreduce(x, op=hvd.Sum, postscale_factor=2.0)
+    # The job goes on.
+    assert_equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full([2], float(n)))
 
 
 def test_reducescatter_default_op_is_average():

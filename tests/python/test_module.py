@@ -29,7 +29,9 @@ def floats(values):
 
 def test_enums():
     assert sorted(_troika.DTYPES) == sorted(
-        ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"])
+        ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+         "int16", "uint16", "bool"])
+    assert [_troika.DTYPES[n] for n in ("int16", "uint16", "bool")] == [8, 9, 10]
     assert len({_troika.SUM, _troika.AVERAGE, _troika.MIN, _troika.MAX, _troika.PRODUCT}) == 5
 
 

@@ -47,7 +47,10 @@ enum troika_dtype {
   TROIKA_FLOAT16 = 4,
   TROIKA_BFLOAT16 = 5,
   TROIKA_FLOAT32 = 6,
-  TROIKA_FLOAT64 = 7
+  TROIKA_FLOAT64 = 7,
+  TROIKA_INT16 = 8,
+  TROIKA_UINT16 = 9,
+  TROIKA_BOOL = 10 /* one byte: 0 false, else true; reduce ops as troika::ReduceOp documents */
 };
 enum troika_reduce_op {
   TROIKA_SUM = 0,

@@ -16,8 +16,11 @@ enum class DataType : int {
   kBFloat16 = 5,  // bfloat16, stored as uint16_t
   kFloat32 = 6,
   kFloat64 = 7,
+  kInt16 = 8,
+  kUint16 = 9,
+  kBool = 10,  // one byte per element: 0 is false, any other byte true (results are 0 or 1)
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 11;
 
 // How allreduce and reducescatter combine the ranks' tensors, elementwise. What to expect
 // beyond plain arithmetic:
@@ -31,6 +34,10 @@ inline constexpr int kNumDataTypes = 8;
 //   - While ranks have joined (Context::Join) they contribute zeros to every op, kMin, kMax
 //     and kProduct included (a max over negative values then yields 0, a product 0);
 //     kAverage divides by the ranks that did not join. Use kSum or kAverage with Join.
+//   - kBool follows PyTorch and Horovod, where `a + b` and `a * b` on bools are logical:
+//     kSum and kMax are a logical OR (a saturating sum), kProduct and kMin a logical AND.
+//     kAverage on kBool is rejected (INVALID_ARGUMENT when the op is submitted), and so are
+//     prescale and postscale factors other than 1. Results are 0 or 1 in every byte.
 enum class ReduceOp : int {
   kSum = 0,
   kAverage = 1,

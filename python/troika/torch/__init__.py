@@ -2,8 +2,10 @@
 ``import troika.torch as hvd``.
 
 Pure Python over the compiled core (which never links torch): tensors are passed by
-``data_ptr()``, dtype and shape. Supported dtypes: uint8, int8, int32, int64, float16, bfloat16,
-float32, float64 (others raise TypeError). CPU tensors; CUDA tensors need a Troika built with
+``data_ptr()``, dtype and shape. Supported dtypes: uint8, int8, int16, uint16 (where torch has
+it), int32, int64, float16, bfloat16, float32, float64 and bool (others raise TypeError). On bool,
+Sum and Max are a logical or, Product and Min a logical and; Average and scale factors other
+than 1 raise TroikaError (INVALID_ARGUMENT). CPU tensors; CUDA tensors need a Troika built with
 its GPU data plane (without it the operation fails with TroikaError FAILED_PRECONDITION).
 Non-contiguous tensors are copied to contiguous ones (in-place operations copy the result
 back).
@@ -41,7 +43,11 @@ _DTYPES = {
     torch.bfloat16: _troika.DTYPES["bfloat16"],
     torch.float32: _troika.DTYPES["float32"],
     torch.float64: _troika.DTYPES["float64"],
+    torch.int16: _troika.DTYPES["int16"],
+    torch.bool: _troika.DTYPES["bool"],
 }
+if getattr(torch, "uint16", None) is not None:  # torch >= 2.3
+    _DTYPES[torch.uint16] = _troika.DTYPES["uint16"]
 
 
 def shutdown():
@@ -114,8 +120,8 @@ def _dtype(tensor):
         return _DTYPES[tensor.dtype]
     except KeyError:
         raise TypeError(
-            "troika.torch: tensors of dtype %s are not supported by Troika yet (supported: "
-            "uint8, int8, int32, int64, float16, bfloat16, float32, float64)" % tensor.dtype
+            "troika.torch: tensors of dtype %s are not supported by Troika (supported: %s)"
+            % (tensor.dtype, ", ".join(str(d).replace("torch.", "") for d in _DTYPES))
         ) from None
 
 

@@ -104,15 +104,70 @@ std::vector<uint8_t> Random(DataType dtype, size_t count, std::mt19937_64& rng) 
       case DataType::kFloat64:
         std::memcpy(at, &x, 8);
         break;
+      case DataType::kInt16: {
+        int16_t v = static_cast<int16_t>(n);
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case DataType::kUint16: {
+        uint16_t v = static_cast<uint16_t>(n);
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case DataType::kBool:
+        *at = n % 3 == 0 ? 0 : static_cast<uint8_t>(n | 1);  // true bytes other than 1 too
+        break;
     }
   }
   return bytes;
 }
 
-// The CPU reference of one item: convert (if the types differ, the arithmetic is in float32),
-// divide, scale, convert.
+bool Sixteen(DataType d) { return d == DataType::kInt16 || d == DataType::kUint16; }
+
+// An int16 / uint16 item widened to int32 (sign- or zero-extended), or int32 wrapped to 16
+// bits, as element values.
+std::vector<uint8_t> ConvertInteger(const std::vector<uint8_t>& in, size_t count, DataType from,
+                                    DataType to) {
+  std::vector<uint8_t> out(count * DataTypeSize(to));
+  for (size_t i = 0; i < count; ++i) {
+    int32_t v;
+    if (from == DataType::kInt32) {
+      std::memcpy(&v, in.data() + 4 * i, 4);
+    } else if (from == DataType::kInt16) {
+      int16_t x;
+      std::memcpy(&x, in.data() + 2 * i, 2);
+      v = x;
+    } else {
+      uint16_t x;
+      std::memcpy(&x, in.data() + 2 * i, 2);
+      v = x;
+    }
+    if (to == DataType::kInt32) {
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t low = static_cast<uint16_t>(v);  // modulo 2^16, for both 16-bit types
+      std::memcpy(out.data() + 2 * i, &low, 2);
+    }
+  }
+  return out;
+}
+
+// The CPU reference of one item: convert (if the types differ, the arithmetic is in float32,
+// or for the 16-bit integers widened to int32 in the 16-bit type), divide, scale, convert.
 std::vector<uint8_t> Reference(const std::vector<uint8_t>& in, size_t count,
                                const CopyTransform& t) {
+  if (Sixteen(t.src) && t.dst == DataType::kInt32) {
+    std::vector<uint8_t> domain = in;
+    transport::Divide(domain.data(), count, t.src, t.divisor);
+    transport::Scale(domain.data(), count, t.src, t.scale);
+    return ConvertInteger(domain, count, t.src, t.dst);
+  }
+  if (t.src == DataType::kInt32 && Sixteen(t.dst)) {
+    std::vector<uint8_t> domain = ConvertInteger(in, count, t.src, t.dst);
+    transport::Divide(domain.data(), count, t.dst, t.divisor);
+    transport::Scale(domain.data(), count, t.dst, t.scale);
+    return domain;
+  }
   std::vector<uint8_t> domain = in;
   DataType domain_type = t.src;
   if (t.src != t.dst) {  // one side is float32: work in it
@@ -174,7 +229,9 @@ void ExpectMatches(const std::vector<uint8_t>& want, const std::vector<uint8_t>&
   ASSERT_EQ(want.size(), got.size()) << what;
   const size_t n = want.size() / DataTypeSize(dtype);
   const bool integer = dtype == DataType::kUint8 || dtype == DataType::kInt8 ||
-                       dtype == DataType::kInt32 || dtype == DataType::kInt64;
+                       dtype == DataType::kInt32 || dtype == DataType::kInt64 ||
+                       dtype == DataType::kInt16 || dtype == DataType::kUint16 ||
+                       dtype == DataType::kBool;
   if (integer) {
     ASSERT_EQ(want, got) << what;
     return;
@@ -249,6 +306,24 @@ TEST_F(CopyKernelsTest, HalfCastsForCompressionMatchTheCpu) {
   }
 }
 
+// NCCL has no 16-bit integers: int16 and uint16 travel as int32 (copy_kernels.h). The pack
+// scales in 16 bits and widens; the unpack wraps to 16 bits, then divides and scales.
+TEST_F(CopyKernelsTest, SixteenBitIntegersWidenToInt32AndWrapBack) {
+  auto device = [&](const std::vector<uint8_t>& h) { return Device(h); };
+  auto host = [&](const void* d, size_t b) { return Host(d, b); };
+  for (DataType narrow : {DataType::kInt16, DataType::kUint16}) {
+    const std::string name = DataTypeName(narrow);
+    CheckBatch(*this, kCounts, {narrow, DataType::kInt32, 1.0, 1}, "pack " + name, rng_, device,
+               host, stream_);
+    CheckBatch(*this, kCounts, {narrow, DataType::kInt32, -0.75, 1}, "scaled pack " + name, rng_,
+               device, host, stream_);
+    CheckBatch(*this, kCounts, {DataType::kInt32, narrow, 1.0, 1}, "unpack " + name, rng_, device,
+               host, stream_);
+    CheckBatch(*this, kCounts, {DataType::kInt32, narrow, 0.5, 3}, "averaged unpack " + name, rng_,
+               device, host, stream_);
+  }
+}
+
 TEST_F(CopyKernelsTest, ManyTensorsInOneCallAndZerosForMissingInputs) {
   // 300 items: three launches of at most kMaxCopyItems; every third has no input (zeros).
   std::vector<std::vector<uint8_t>> inputs;
@@ -288,6 +363,15 @@ TEST(CopyTransformTest, OnlyCompressionCastsChangeTheType) {
   EXPECT_TRUE(SupportedTransform({DataType::kFloat16, DataType::kFloat32, 1.0, 1}));
   EXPECT_FALSE(SupportedTransform({DataType::kFloat64, DataType::kFloat16, 1.0, 1}));
   EXPECT_FALSE(SupportedTransform({DataType::kInt32, DataType::kFloat32, 1.0, 1}));
+  // The 16-bit integers' detour through NCCL's int32, both ways; no other integer widening.
+  EXPECT_TRUE(SupportedTransform({DataType::kInt16, DataType::kInt32, 0.5, 1}));
+  EXPECT_TRUE(SupportedTransform({DataType::kUint16, DataType::kInt32, 1.0, 1}));
+  EXPECT_TRUE(SupportedTransform({DataType::kInt32, DataType::kInt16, 1.0, 4}));
+  EXPECT_TRUE(SupportedTransform({DataType::kInt32, DataType::kUint16, 1.0, 4}));
+  EXPECT_FALSE(SupportedTransform({DataType::kInt8, DataType::kInt32, 1.0, 1}));
+  EXPECT_FALSE(SupportedTransform({DataType::kInt16, DataType::kUint16, 1.0, 1}));
+  EXPECT_FALSE(SupportedTransform({DataType::kInt16, DataType::kFloat32, 1.0, 1}));
+  EXPECT_TRUE(SupportedTransform({DataType::kBool, DataType::kBool, 1.0, 1}));
   EXPECT_FALSE(SupportedTransform({DataType::kFloat32, DataType::kFloat32, 1.0, 0}));
 }
 

@@ -64,8 +64,15 @@ inline Comms ConnectGroup(Transport& transport, Store& store, int n, const std::
   return comms;
 }
 
-// Rank `rank`'s input element i: products stay within {-2..2}, sums within [-32, 64].
+// Rank `rank`'s input element i: products stay within {-2..2}, sums within [-32, 64]. Bools
+// are mostly true for product and min (and), mostly false for sum and max (or), so that both
+// outcomes occur.
 inline double InputValue(DataType dtype, ReduceOp op, int rank, size_t i) {
+  if (dtype == DataType::kBool) {
+    const bool rare = (i * 7 + static_cast<size_t>(rank) * 3) % 5 == 0;
+    const bool conjunction = op == ReduceOp::kProduct || op == ReduceOp::kMin;
+    return rare != conjunction ? 1 : 0;
+  }
   if (op == ReduceOp::kProduct) {
     const size_t k = (i * 7 + static_cast<size_t>(rank) * 3) % 11;  // 0 for at most one rank
     if (k == 0) return 2;

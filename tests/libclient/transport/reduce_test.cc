@@ -43,6 +43,12 @@ double RandomValue(DataType dtype, std::mt19937_64& rng) {
       return integer(-40000, 40000);
     case DataType::kInt64:
       return integer(-(int64_t{1} << 26), int64_t{1} << 26);
+    case DataType::kInt16:
+      return integer(-180, 180);
+    case DataType::kUint16:
+      return integer(0, 255);
+    case DataType::kBool:
+      return integer(0, 1);
     default:
       return uniform(-100, 100);
   }
@@ -79,8 +85,9 @@ TEST_P(ReduceIntoTest, AverageReducesLikeSum) {
     b.Set(i, 2);
   }
   ReduceInto(a.data(), b.data(), 3, dtype, ReduceOp::kAverage);
-  EXPECT_EQ(a.Get(0), 3);
-  EXPECT_EQ(a.Get(2), 5);
+  // bool's sum is a logical or (requests never average bools; the kernel still reduces).
+  EXPECT_EQ(a.Get(0), dtype == DataType::kBool ? 1 : 3);
+  EXPECT_EQ(a.Get(2), dtype == DataType::kBool ? 1 : 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDataTypes, ReduceIntoTest, ::testing::ValuesIn(kAllDataTypes),
@@ -97,6 +104,57 @@ TEST(ReduceIntoTest, IntegerSumAndProductWrapAround) {
   const int32_t d = 1;
   ReduceInto(&c, &d, 1, DataType::kInt32, ReduceOp::kSum);
   EXPECT_EQ(c, std::numeric_limits<int32_t>::min());
+}
+
+TEST(ReduceIntoTest, SixteenBitIntegersWrapAround) {
+  int16_t a[3] = {32767, 300, -5};
+  const int16_t b[3] = {1, 300, 7};
+  ReduceInto(a, b, 1, DataType::kInt16, ReduceOp::kSum);
+  ReduceInto(a + 1, b + 1, 1, DataType::kInt16, ReduceOp::kProduct);
+  ReduceInto(a + 2, b + 2, 1, DataType::kInt16, ReduceOp::kMin);
+  EXPECT_EQ(a[0], -32768);
+  EXPECT_EQ(a[1], static_cast<int16_t>(90000 - 65536));
+  EXPECT_EQ(a[2], -5);
+  // uint16 operands must not promote to a signed int whose product overflows.
+  uint16_t u[2] = {65535, 65535};
+  const uint16_t v[2] = {65535, 1};
+  ReduceInto(u, v, 1, DataType::kUint16, ReduceOp::kProduct);
+  ReduceInto(u + 1, v + 1, 1, DataType::kUint16, ReduceOp::kSum);
+  EXPECT_EQ(u[0], 1);  // (2^16 - 1)^2 mod 2^16
+  EXPECT_EQ(u[1], 0);
+}
+
+// troika/types.h: on bool, sum and max are a logical or, product and min a logical and; any
+// nonzero byte is true and the results are 0 or 1.
+TEST(ReduceIntoTest, BoolOpsAreLogical) {
+  const uint8_t a0[4] = {0, 0, 1, 1};
+  const uint8_t b[4] = {0, 1, 0, 1};
+  const struct {
+    ReduceOp op;
+    uint8_t expected[4];
+  } cases[] = {{ReduceOp::kSum, {0, 1, 1, 1}},
+               {ReduceOp::kMax, {0, 1, 1, 1}},
+               {ReduceOp::kProduct, {0, 0, 0, 1}},
+               {ReduceOp::kMin, {0, 0, 0, 1}}};
+  for (const auto& c : cases) {
+    uint8_t a[4];
+    std::memcpy(a, a0, 4);
+    ReduceInto(a, b, 4, DataType::kBool, c.op);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(a[i], c.expected[i]) << ReduceOpName(c.op) << " " << i;
+  }
+  // Non-canonical true bytes; 40 elements so that the blocked loop runs too.
+  std::vector<uint8_t> x(40), y(40);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<uint8_t>(i % 3 == 0 ? 0 : 0x80 + i);
+    y[i] = static_cast<uint8_t>(i % 2 == 0 ? 0 : 2);
+  }
+  std::vector<uint8_t> sum = x, product = x;
+  ReduceInto(sum.data(), y.data(), x.size(), DataType::kBool, ReduceOp::kSum);
+  ReduceInto(product.data(), y.data(), x.size(), DataType::kBool, ReduceOp::kProduct);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(sum[i], (x[i] != 0 || y[i] != 0) ? 1 : 0) << i;
+    EXPECT_EQ(product[i], (x[i] != 0 && y[i] != 0) ? 1 : 0) << i;
+  }
 }
 
 TEST(ReduceIntoTest, FloatMinAndMaxPropagateNan) {
@@ -267,6 +325,32 @@ TEST(ScaleTest, IntegersSaturateInsteadOfOverflowing) {
   EXPECT_EQ(u, 0);
 }
 
+TEST(ScaleTest, SixteenBitIntegersSaturate) {
+  int16_t s[] = {7, -7, 20000, -20000};
+  Scale(s, 2, DataType::kInt16, 0.5);
+  Scale(s + 2, 2, DataType::kInt16, 2.0);
+  EXPECT_EQ(s[0], 3);
+  EXPECT_EQ(s[1], -3);
+  EXPECT_EQ(s[2], 32767);
+  EXPECT_EQ(s[3], -32768);
+  uint16_t u[] = {40000, 9};
+  Scale(u, 2, DataType::kUint16, 2.0);
+  EXPECT_EQ(u[0], 65535);
+  EXPECT_EQ(u[1], 18);
+}
+
+// Requests never scale bools (CheckRequest); the kernel computes bool(x * factor).
+TEST(ScaleTest, BoolIsTheTruthOfTheProduct) {
+  uint8_t b[] = {0, 1, 5};
+  Scale(b, 3, DataType::kBool, 0.25);
+  EXPECT_EQ(b[0], 0);
+  EXPECT_EQ(b[1], 1);
+  EXPECT_EQ(b[2], 1);
+  Scale(b, 3, DataType::kBool, 0.0);
+  EXPECT_EQ(b[1], 0);
+  EXPECT_EQ(b[2], 0);
+}
+
 TEST(ScaleTest, FloatingPointTypes) {
   for (DataType dtype :
        {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
@@ -311,6 +395,15 @@ TEST(DivideTest, IntegersDivideExactlyTowardZero) {
   std::vector<int8_t> small = {49, -50, 6};
   Divide(small.data(), small.size(), DataType::kInt8, 7);
   EXPECT_EQ(small, (std::vector<int8_t>{7, -7, 0}));
+  std::vector<int16_t> shorts = {-32768, 32767, 13};
+  Divide(shorts.data(), shorts.size(), DataType::kInt16, 4);
+  EXPECT_EQ(shorts, (std::vector<int16_t>{-8192, 8191, 3}));
+  std::vector<uint16_t> ushorts = {65535, 7};
+  Divide(ushorts.data(), ushorts.size(), DataType::kUint16, 2);
+  EXPECT_EQ(ushorts, (std::vector<uint16_t>{32767, 3}));
+  std::vector<int16_t> many = {32767};
+  Divide(many.data(), many.size(), DataType::kInt16, 40000);  // more ranks than int16 holds
+  EXPECT_EQ(many[0], 0);
   std::vector<uint8_t> wide = {255};
   Divide(wide.data(), wide.size(), DataType::kUint8, 300);  // more ranks than uint8 holds
   EXPECT_EQ(wide[0], 0);

@@ -15,11 +15,14 @@ namespace troika::transport {
 inline constexpr DataType kAllDataTypes[] = {
     DataType::kUint8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
     DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+    DataType::kInt16,   DataType::kUint16,   DataType::kBool,
 };
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
                                              ReduceOp::kProduct};
 
-inline bool IsUnsigned(DataType dtype) { return dtype == DataType::kUint8; }
+inline bool IsUnsigned(DataType dtype) {
+  return dtype == DataType::kUint8 || dtype == DataType::kUint16 || dtype == DataType::kBool;
+}
 
 class TypedBuffer {
  public:
@@ -54,12 +57,19 @@ class TypedBuffer {
         return Load<float>(p);
       case DataType::kFloat64:
         return Load<double>(p);
+      case DataType::kInt16:
+        return Load<int16_t>(p);
+      case DataType::kUint16:
+        return Load<uint16_t>(p);
+      case DataType::kBool:
+        return Load<uint8_t>(p);  // the byte as is: kernels must produce 0 or 1
     }
     return 0;
   }
 
   // Stores v converted to the element type (integers: toward zero; floating point: rounded
-  // to nearest even, through float for the half types).
+  // to nearest even, through float for the half types; bool: v != 0, so that a reference
+  // computed in double on 0/1 inputs gives bool's or (sum, max) and and (product, min)).
   void Set(size_t i, double v) {
     char* p = bytes_.data() + i * DataTypeSize(dtype_);
     switch (dtype_) {
@@ -79,6 +89,12 @@ class TypedBuffer {
         return StoreAs<float>(p, static_cast<float>(v));
       case DataType::kFloat64:
         return StoreAs<double>(p, v);
+      case DataType::kInt16:
+        return StoreAs<int16_t>(p, static_cast<int16_t>(v));
+      case DataType::kUint16:
+        return StoreAs<uint16_t>(p, static_cast<uint16_t>(v));
+      case DataType::kBool:
+        return StoreAs<uint8_t>(p, v != 0 ? 1 : 0);
     }
   }
 
