@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""troika.torch against torch DDP and the C++ API, side by side (docs/PERFORMANCE.md).
+
+1. The synthetic benchmark (examples/pytorch/pytorch_synthetic_benchmark.py) on --np CPU ranks
+   as separate processes: Troika (troikarun -np N -- python3 the example) vs
+   torch.nn.parallel.DistributedDataParallel on gloo (bench/ddp_synthetic_benchmark.py started
+   as N processes: the same model, batch, loop and report). The two alternate within each
+   repetition (which goes first alternates too). Figure: total img/sec; target Troika >= DDP.
+2. The Python layer's cost: a 4-byte allreduce through troika.torch (hvd.allreduce) vs the C++
+   API (build/bench/troika-rank-latency), each in its own troikarun -np N job. Target: <= 1.2x.
+
+Prints every run, the medians of --repeat runs and the ratios, and the machine's load
+(load average, compilers - cc1plus - and ctest runs of others) at each run's start.
+
+    python3 bench/torch_bench.py                    # from the repository root, after the build
+    python3 bench/torch_bench.py --repeat 3 --np 4 --model resnet --batch-size 32
+
+Uses PYTHONPATH if set (else BUILD/python) for the ranks' `import troika.torch`.
+"""
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--troikarun", default=None, help="default: BUILD/agent/troikarun")
+    p.add_argument("--rank-latency", default=None,
+                   help="default: BUILD/bench/troika-rank-latency")
+    p.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                   else sys.executable, help="the ranks' interpreter (with torch)")
+    p.add_argument("--np", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--model", default="resnet")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--num-iters", type=int, default=10)
+    p.add_argument("--num-batches-per-iter", type=int, default=10)
+    p.add_argument("--num-warmup-batches", type=int, default=5)
+    p.add_argument("--latency-iters", type=int, default=2000)
+    p.add_argument("--skip-synthetic", action="store_true")
+    p.add_argument("--skip-latency", action="store_true")
+    return p.parse_args()
+
+
+def load():
+    """The machine's load: load average and the count of compilers and ctest runs (others'
+    work on a shared machine)."""
+    def count(name):
+        out = subprocess.run(["pgrep", "-c", "-x", name], capture_output=True, text=True)
+        return int(out.stdout.strip() or 0)
+    return "load %.2f %.2f %.2f, cc1plus: %d, ctest: %d" % (
+        os.getloadavg() + (count("cc1plus"), count("ctest")))
+
+
+def run(cmd, env, timeout=900):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    text = out.stdout + out.stderr
+    if out.returncode != 0:
+        sys.stderr.write(text)
+        raise SystemExit("failed (%d): %s" % (out.returncode, " ".join(cmd)))
+    return text
+
+
+def find(pattern, text, what):
+    m = re.search(pattern, text)
+    if not m:
+        sys.stderr.write(text)
+        raise SystemExit("no %s in the output" % what)
+    return float(m.group(1))
+
+
+TOTAL = r"Total img/sec on \d+ CPU\(s\): ([0-9.]+)"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def troika_synthetic(args, env, bench_args):
+    cmd = [args.troikarun, "-np", str(args.np), "--", args.python,
+           os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
+    return find(TOTAL, run(cmd + bench_args, env), "total img/sec")
+
+
+def ddp_synthetic(args, env, bench_args):
+    port = free_port()
+    procs = []
+    for r in range(args.np):
+        e = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
+                 LOCAL_RANK=str(r), WORLD_SIZE=str(args.np))
+        procs.append(subprocess.Popen(
+            [args.python, os.path.join(ROOT, "bench", "ddp_synthetic_benchmark.py")] + bench_args,
+            env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        sys.stderr.write("\n".join(outs))
+        raise SystemExit("a DDP rank failed")
+    return find(TOTAL, outs[0], "total img/sec")
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def main():
+    args = parse_args()
+    args.troikarun = args.troikarun or os.path.join(args.build, "agent", "troikarun")
+    args.rank_latency = args.rank_latency or os.path.join(args.build, "bench",
+                                                          "troika-rank-latency")
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", os.path.join(args.build, "python"))
+    print("torch_bench: %d ranks (separate processes), repeat %d; %s"
+          % (args.np, args.repeat, load()), flush=True)
+
+    if not args.skip_synthetic:
+        bench_args = ["--model", args.model, "--batch-size", str(args.batch_size),
+                      "--num-iters", str(args.num_iters),
+                      "--num-batches-per-iter", str(args.num_batches_per_iter),
+                      "--num-warmup-batches", str(args.num_warmup_batches)]
+        print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
+        troika, ddp = [], []
+        for i in range(args.repeat):
+            order = [("troika", troika_synthetic, troika), ("ddp", ddp_synthetic, ddp)]
+            if i % 2:
+                order.reverse()
+            for name, fn, acc in order:
+                state = load()
+                acc.append(fn(args, env, bench_args))
+                print("run %d %-6s total %8.1f img/sec   (at start: %s)"
+                      % (i + 1, name, acc[-1], state), flush=True)
+        t, d = median(troika), median(ddp)
+        print("median total img/sec: troika %.1f, ddp (gloo) %.1f; troika/ddp %.2f "
+              "(target >= 1.0: %s)" % (t, d, t / d, "met" if t >= d else "NOT met"), flush=True)
+
+    if not args.skip_latency:
+        print("\n# 4-byte allreduce latency, %d ranks, %d iterations per run"
+              % (args.np, args.latency_iters), flush=True)
+        cpp, py = [], {"module": [], "torch": [], "torch_": []}
+        for i in range(args.repeat):
+            state = load()
+            text = run([args.troikarun, "-np", str(args.np), "--", args.rank_latency,
+                        "--iters", str(args.latency_iters)], env)
+            cpp.append(find(r"c\+\+ api: .*: ([0-9.]+) us per allreduce", text, "C++ latency"))
+            text = run([args.troikarun, "-np", str(args.np), "--", args.python,
+                        os.path.join(ROOT, "bench", "torch_allreduce_latency.py"),
+                        "--iters", str(args.latency_iters)], env)
+            for mode in py:
+                py[mode].append(find(r"\] %s: ([0-9.]+) us" % re.escape(mode), text, mode))
+            print("run %d: c++ api %.1f us, module %.1f us, hvd.allreduce %.1f us, "
+                  "hvd.allreduce_ %.1f us   (at start: %s)"
+                  % (i + 1, cpp[-1], py["module"][-1], py["torch"][-1], py["torch_"][-1], state),
+                  flush=True)
+        c = median(cpp)
+        m = {k: median(v) for k, v in py.items()}
+        r = m["torch"] / c
+        print("median: c++ api %.1f us, troika._troika module %.1f us (%.2fx), hvd.allreduce "
+              "%.1f us (%.2fx), hvd.allreduce_ %.1f us (%.2fx); hvd.allreduce / c++ api %.2fx "
+              "(target <= 1.2x: %s)"
+              % (c, m["module"], m["module"] / c, m["torch"], m["torch"] / c, m["torch_"],
+                 m["torch_"] / c, r, "met" if r <= 1.2 else "NOT met"), flush=True)
+    print("\ndone; %s" % load(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
