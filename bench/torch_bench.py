@@ -44,6 +44,8 @@ def parse_args():
     p.add_argument("--num-iters", type=int, default=10)
     p.add_argument("--num-batches-per-iter", type=int, default=10)
     p.add_argument("--num-warmup-batches", type=int, default=5)
+    p.add_argument("--troika-groups", type=int, default=0,
+                   help="Troika side only: DistributedOptimizer(groups=N) (0: none)")
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
@@ -89,6 +91,8 @@ def free_port():
 def troika_synthetic(args, env, bench_args):
     cmd = [args.troikarun, "-np", str(args.np), "--", args.python,
            os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
+    if args.troika_groups:
+        bench_args = bench_args + ["--groups", str(args.troika_groups)]
     return find(TOTAL, run(cmd + bench_args, env), "total img/sec")
 
 
@@ -127,7 +131,8 @@ def main():
                       "--num-iters", str(args.num_iters),
                       "--num-batches-per-iter", str(args.num_batches_per_iter),
                       "--num-warmup-batches", str(args.num_warmup_batches)]
-        print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
+        print("\n# synthetic benchmark: %s%s" % (" ".join(bench_args), "; troika: --groups %d"
+              % args.troika_groups if args.troika_groups else ""), flush=True)
         troika, ddp = [], []
         for i in range(args.repeat):
             order = [("troika", troika_synthetic, troika), ("ddp", ddp_synthetic, ddp)]

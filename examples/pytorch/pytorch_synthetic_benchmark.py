@@ -40,6 +40,9 @@ def parse_args(argv=None):
                    help="fp16 compression of the gradients' allreduce")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads per rank (torch.set_num_threads)")
+    p.add_argument("--groups", type=int, default=0,
+                   help="DistributedOptimizer(groups=N): N grouped allreduces per step "
+                        "(0: one allreduce per gradient)")
     return p.parse_args(argv)
 
 
@@ -158,7 +161,8 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                         compression=compression)
+                                         compression=compression,
+                                         groups=args.groups if args.groups > 0 else None)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     data, target = synthetic_batch(args)
