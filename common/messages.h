@@ -104,7 +104,7 @@ struct RankExit {
   int exit_code = 0;
   int signal = 0;     // non-zero: killed by this signal
   // Non-empty: its agent ended its session with this verdict on what it sent (exit_code -1).
-  std::string reason;
+  std::string reason{};
 
   // What a shell reports for it: the exit code, or 128 + the signal.
   int ShellCode() const { return signal != 0 ? 128 + signal : exit_code; }

@@ -71,7 +71,7 @@ struct Entry {
   // Set while executing, after which the collective itself may still succeed: this rank's own
   // failure (its caller's output buffer too small for the result), the handle's outcome
   // instead of OK. The rank took part in the collective all the same.
-  absl::Status outcome;
+  absl::Status outcome{};
   // GPU entries (request.device kGpu): the CUDA device and what to wait for before reading
   // `in` (troika::Device).
   int device = -1;
