@@ -126,10 +126,10 @@ class Agent {
   bool session_closed_ = false;
   bool close_requested_ = false;
   std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
-  std::string lost_;  // non-empty: the upstream session ended unexpectedly: why (GiveUp)
-  int node_rank_ = -1;            // from the first RegisterNode
-  int64_t epoch_ = 0;             // from the first Attach
-  bool reconnecting_ = false;     // between losing the coordinator and a new session (or giving up)
+  std::string lost_;           // non-empty: the upstream session ended unexpectedly: why (GiveUp)
+  int node_rank_ = -1;         // from the first RegisterNode
+  int64_t epoch_ = 0;          // from the first Attach
+  bool reconnecting_ = false;  // between losing the coordinator and a new session (or giving up)
   bool awaiting_resume_ = false;  // a resumed session is open; its `resumed` has not come yet
   absl::Time reconnect_deadline_;
 };

@@ -31,9 +31,9 @@ absl::Status Aggregator::Add(std::vector<TensorRequest> requests, absl::Time now
                   requests[j].process_set == r.process_set;
     }
     if (duplicate) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("rank ", r.rank, " submitted '", ProcessSetTensorName(r.process_set, r.name),
-                       "' while it was in flight"));
+      return absl::AlreadyExistsError(absl::StrCat("rank ", r.rank, " submitted '",
+                                                   ProcessSetTensorName(r.process_set, r.name),
+                                                   "' while it was in flight"));
     }
   }
   for (TensorRequest& request : requests) {

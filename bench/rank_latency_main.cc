@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
   auto run = [&](int n) -> bool {
     for (int i = 0; i < n; ++i) {
       absl::Status s =
-          (*ctx)->Allreduce("latency", &value, &value, troika::DataType::kFloat32, {1}, sum)
-              .Wait();
+          (*ctx)->Allreduce("latency", &value, &value, troika::DataType::kFloat32, {1}, sum).Wait();
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", s.ToString().c_str());
         return false;
@@ -53,8 +52,8 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   if (!run(iters)) return 1;
   const double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-          .count() / iters;
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      iters;
   if ((*ctx)->rank() == 0) {
     std::printf("c++ api: 4-byte allreduce, %d ranks, %d iters: %.1f us per allreduce\n",
                 (*ctx)->size(), iters, us);

@@ -102,7 +102,7 @@ struct RankExit {
   // -1: its session ended without goodbye while its process lived on. 0: it exited cleanly
   // before joining the job (it never opened a session): it leaves, the job goes on.
   int exit_code = 0;
-  int signal = 0;     // non-zero: killed by this signal
+  int signal = 0;  // non-zero: killed by this signal
   // Non-empty: its agent ended its session with this verdict on what it sent (exit_code -1).
   std::string reason{};
 

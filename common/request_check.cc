@@ -28,11 +28,11 @@ absl::Status CheckRequest(const TensorRequest& r, int size) {
   if (r.name.empty()) return absl::InvalidArgumentError("a tensor name must not be empty");
   if (r.name.size() > kMaxNameBytes || r.group.size() > kMaxNameBytes) {
     const bool name = r.name.size() > kMaxNameBytes;
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveName(r.type), " on rank ", r.rank, ": its ", name ? "tensor" : "group",
-        " name of ", name ? r.name.size() : r.group.size(), " bytes ('",
-        (name ? r.name : r.group).substr(0, 32), "...') is longer than the ", kMaxNameBytes,
-        " bytes allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveName(r.type), " on rank ", r.rank, ": its ",
+                     name ? "tensor" : "group", " name of ", name ? r.name.size() : r.group.size(),
+                     " bytes ('", (name ? r.name : r.group).substr(0, 32),
+                     "...') is longer than the ", kMaxNameBytes, " bytes allowed"));
   }
   if (r.rank < 0 || (known && r.rank >= size)) {
     return Invalid(r, absl::StrCat("rank out of range [0, ", size, ")"));

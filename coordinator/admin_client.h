@@ -1,8 +1,8 @@
 #pragma once
 // AdminClient: the gRPC adapter behind troikactl — the coordinator's admin RPCs (ListJobs,
-// DescribeJob, CancelJob, the timeline calls) as blocking calls returning plain structs (coordinator/job_info.h).
-// Errors are the coordinator's own statuses (NOT_FOUND "no job named 'x' ..."), or
-// UNAVAILABLE / DEADLINE_EXCEEDED when it cannot be reached within the timeout.
+// DescribeJob, CancelJob, the timeline calls) as blocking calls returning plain structs
+// (coordinator/job_info.h). Errors are the coordinator's own statuses (NOT_FOUND "no job named 'x'
+// ..."), or UNAVAILABLE / DEADLINE_EXCEEDED when it cannot be reached within the timeout.
 //
 // Thread-safe (a gRPC stub); each call blocks its caller for at most the timeout.
 

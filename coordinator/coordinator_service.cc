@@ -302,9 +302,9 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeJob(grpc::CallbackServerCo
   auto job = admin.ok() ? registry_.Find(request->job()) : Authorized(context, request->job());
   if (!job.ok() && job.status().code() == absl::StatusCode::kPermissionDenied) {
     // Refused both ways: say both, as either would have done.
-    return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(
-                                   job.status().message(), "; as an administrative call: ",
-                                   admin.message())));
+    return FinishWith(
+        context, absl::PermissionDeniedError(absl::StrCat(
+                     job.status().message(), "; as an administrative call: ", admin.message())));
   }
   if (!job.ok()) return FinishWith(context, job.status());
   ToWire((*job)->Describe(), response);

@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||
-      options.metrics_max_rank_series < 0 ||
-      options.registry.negotiator.max_pending_tensors < 1 || options.max_message_bytes < 1024) {
+      options.metrics_max_rank_series < 0 || options.registry.negotiator.max_pending_tensors < 1 ||
+      options.max_message_bytes < 1024) {
     std::fprintf(stderr,
                  "--cache_capacity and --metrics_max_rank_series must be >= 0; --max_jobs and "
                  "--max_pending_tensors >= 1; --max_message_bytes "

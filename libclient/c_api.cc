@@ -129,9 +129,9 @@ int Query(const char* fn, const troika_context* ctx, F&& get) noexcept {
 
 // Copies up to `max` of `values` to `out`; returns values.size(), or -1 (INVALID_ARGUMENT)
 // for a NULL handle, a negative max or a NULL out with max > 0.
-int CopyOut(const char* fn, const troika_handle* handle, const std::vector<int64_t>& (*get)(
-                                                             const troika::Handle&),
-            int64_t* out, int max) noexcept {
+int CopyOut(const char* fn, const troika_handle* handle,
+            const std::vector<int64_t>& (*get)(const troika::Handle&), int64_t* out,
+            int max) noexcept {
   return GuardOr<int>(fn, -1, [&] {
     if (handle == nullptr) return Invalid(absl::StrCat(fn, ": handle is NULL")), -1;
     if (max < 0) return Invalid(absl::StrCat(fn, ": max is ", max, "; it must be >= 0")), -1;
@@ -225,9 +225,9 @@ int troika_allgather(troika_context* ctx, const char* name, const void* in, int 
     if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
     auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
     if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->Allgather(name, in, static_cast<troika::DataType>(dtype),
-                                        *std::move(dims)),
-                handle);
+    return Wrap(
+        ctx->context->Allgather(name, in, static_cast<troika::DataType>(dtype), *std::move(dims)),
+        handle);
   });
 }
 
@@ -268,10 +268,10 @@ int troika_reducescatter(troika_context* ctx, const char* name, const void* in, 
     if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
     auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
     if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->Reducescatter(name, in, static_cast<troika::DataType>(dtype),
-                                            *std::move(dims),
-                                            ReduceOptions(op, prescale, postscale)),
-                handle);
+    return Wrap(
+        ctx->context->Reducescatter(name, in, static_cast<troika::DataType>(dtype),
+                                    *std::move(dims), ReduceOptions(op, prescale, postscale)),
+        handle);
   });
 }
 
@@ -299,10 +299,10 @@ int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, 
     if (!dims.ok()) return Report(dims.status());
     auto split_list = Dims(What(kFn, name), "splits", "nsplits", splits, nsplits);
     if (!split_list.ok()) return Report(split_list.status());
-    return Wrap(ctx->context->AlltoallInto(name, in, out, out_bytes,
-                                           static_cast<troika::DataType>(dtype), *std::move(dims),
-                                           *std::move(split_list)),
-                handle);
+    return Wrap(
+        ctx->context->AlltoallInto(name, in, out, out_bytes, static_cast<troika::DataType>(dtype),
+                                   *std::move(dims), *std::move(split_list)),
+        handle);
   });
 }
 
@@ -314,10 +314,9 @@ int troika_reducescatter_into(troika_context* ctx, const char* name, const void*
     if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
     auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
     if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->ReducescatterInto(name, in, out, out_bytes,
-                                                static_cast<troika::DataType>(dtype),
-                                                *std::move(dims),
-                                                ReduceOptions(op, prescale, postscale)),
+    return Wrap(ctx->context->ReducescatterInto(
+                    name, in, out, out_bytes, static_cast<troika::DataType>(dtype),
+                    *std::move(dims), ReduceOptions(op, prescale, postscale)),
                 handle);
   });
 }
@@ -344,8 +343,8 @@ int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, cons
     if (n < 0) return Invalid(absl::StrCat(prefix, ": n is ", n, "; it must be >= 0"));
     if (n > 0) {
       const std::pair<const void*, const char*> arrays[] = {
-          {names, "names"},   {ins, "ins"},       {outs, "outs"},   {dtypes, "dtypes"},
-          {shapes, "shapes"}, {ndims, "ndims"},   {handles, "handles"}};
+          {names, "names"},   {ins, "ins"},     {outs, "outs"},      {dtypes, "dtypes"},
+          {shapes, "shapes"}, {ndims, "ndims"}, {handles, "handles"}};
       for (const auto& [array, what] : arrays) {
         if (array == nullptr) {
           return Invalid(absl::StrCat(prefix, ": ", what, " is NULL but n is ", n));
@@ -358,8 +357,8 @@ int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, cons
       auto dims = Dims(absl::StrCat(prefix, ", tensor '", names[i], "'"), "shape", "ndim",
                        shapes[i], ndims[i]);
       if (!dims.ok()) return Report(dims.status());
-      tensors.push_back({names[i], ins[i], outs[i], static_cast<troika::DataType>(dtypes[i]),
-                         *std::move(dims)});
+      tensors.push_back(
+          {names[i], ins[i], outs[i], static_cast<troika::DataType>(dtypes[i]), *std::move(dims)});
     }
     std::vector<troika::Handle> out =
         ctx->context->GroupedAllreduce(group, tensors, ReduceOptions(op, prescale, postscale));
@@ -425,8 +424,8 @@ const void* troika_handle_output(const troika_handle* handle, size_t* bytes) {
 int troika_handle_output_shape(const troika_handle* handle, int64_t* dims, int max_dims) {
   return CopyOut(
       "troika_handle_output_shape", handle,
-      [](const troika::Handle& h) -> const std::vector<int64_t>& { return h.output_shape(); },
-      dims, max_dims);
+      [](const troika::Handle& h) -> const std::vector<int64_t>& { return h.output_shape(); }, dims,
+      max_dims);
 }
 
 int troika_handle_received_splits(const troika_handle* handle, int64_t* splits, int max) {

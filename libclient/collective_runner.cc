@@ -30,14 +30,13 @@ uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int6
   if (bytes <= e.out_bytes) {
     // Not owned: an aliasing pointer with no owner.
     return e.state->SetOutput(
-        std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), static_cast<uint8_t*>(e.out)),
-        bytes);
+        std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), static_cast<uint8_t*>(e.out)), bytes);
   }
-  e.outcome = absl::OutOfRangeError(absl::StrCat(
-      CollectiveName(e.request.type), " '", e.request.name, "' on rank ", e.request.rank,
-      ": the result needs ", bytes, " bytes (shape ", ShapeString(shape),
-      "), but the caller's output buffer holds ", e.out_bytes,
-      "; this rank took part in the collective and discarded its result"));
+  e.outcome = absl::OutOfRangeError(
+      absl::StrCat(CollectiveName(e.request.type), " '", e.request.name, "' on rank ",
+                   e.request.rank, ": the result needs ", bytes, " bytes (shape ",
+                   ShapeString(shape), "), but the caller's output buffer holds ", e.out_bytes,
+                   "; this rank took part in the collective and discarded its result"));
   if (scratch == nullptr) return nullptr;
   *scratch = outputs_.Acquire(bytes);
   return scratch->get();

@@ -83,8 +83,8 @@ absl::Status ContextImpl::Start(const Options& options) {
       absl::StartsWith(options.coordinator, "unix:")
           ? absl::StrCat("the troika-agent (or coordinator) at ", options.coordinator)
           : absl::StrCat("the coordinator at ", options.coordinator);
-  controller_ = std::make_unique<Controller>(membership_.rank, peer, *channel_, table_,
-                                             *executor_, stats_, fail);
+  controller_ = std::make_unique<Controller>(membership_.rank, peer, *channel_, table_, *executor_,
+                                             stats_, fail);
   waits_ = std::make_shared<WaitTracker>(membership_.rank,
                                          [controller = controller_.get()](WaitState state) {
                                            controller->SendWaitState(std::move(state));
@@ -175,9 +175,8 @@ absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
   };
   if (entry.caller_output) {
     if (entry.out == nullptr && entry.out_bytes > 0) {
-      return invalid(
-          absl::StrCat("the output buffer is null, but its size is given as ", entry.out_bytes,
-                       " bytes"));
+      return invalid(absl::StrCat("the output buffer is null, but its size is given as ",
+                                  entry.out_bytes, " bytes"));
     }
   }
   if (elements == 0) return absl::OkStatus();
@@ -389,9 +388,8 @@ Handle Context::Reducescatter(const std::string& name, const void* in, DataType 
   return impl_->Submit(std::move(r), in, nullptr, options.device, options.compression);
 }
 
-Handle Context::AllgatherInto(const std::string& name, const void* in, void* out,
-                              size_t out_bytes, DataType dtype, std::vector<int64_t> shape,
-                              OpOptions options) {
+Handle Context::AllgatherInto(const std::string& name, const void* in, void* out, size_t out_bytes,
+                              DataType dtype, std::vector<int64_t> shape, OpOptions options) {
   TensorRequest r = Request(name, CollectiveType::kAllgather, dtype, std::move(shape));
   r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes);

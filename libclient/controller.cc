@@ -233,14 +233,13 @@ void Controller::ReceiveLoop() {
           // (Its message names who: "the coordinator ended the session: ...", "this node's
           // troika-agent ended the session: ..."); anything else is a lost connection.
           const absl::StatusCode code = event.status.code();
-          const bool lost = event.status.ok() || code == absl::StatusCode::kUnavailable ||
-                            code == absl::StatusCode::kCancelled ||
-                            code == absl::StatusCode::kDeadlineExceeded ||
-                            code == absl::StatusCode::kUnknown ||
-                            code == absl::StatusCode::kInternal;
-          on_failure_(lost ? absl::UnavailableError(absl::StrCat(
-                                 "lost the session with ", peer_,
-                                 event.status.ok() ? "" : ": ", event.status.message()))
+          const bool lost =
+              event.status.ok() || code == absl::StatusCode::kUnavailable ||
+              code == absl::StatusCode::kCancelled || code == absl::StatusCode::kDeadlineExceeded ||
+              code == absl::StatusCode::kUnknown || code == absl::StatusCode::kInternal;
+          on_failure_(lost ? absl::UnavailableError(absl::StrCat("lost the session with ", peer_,
+                                                                 event.status.ok() ? "" : ": ",
+                                                                 event.status.message()))
                            : event.status);
         }
         return;

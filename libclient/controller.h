@@ -87,7 +87,7 @@ class Controller {
   Executor& executor_;
   ExecStats& stats_;
   const std::function<void(absl::Status)> on_failure_;
-  RequestCache cache_;  // thread-safe
+  RequestCache cache_;                  // thread-safe
   std::shared_ptr<WaitTracker> waits_;  // set before Start(); may be null
 
   std::mutex mu_;

@@ -82,8 +82,7 @@ troika::OpOptions MakeOpOptions(int process_set, int device, uintptr_t ready_str
 }
 
 troika::AllreduceOptions MakeAllreduceOptions(int op, double prescale, double postscale,
-                                              int process_set, int device,
-                                              uintptr_t ready_stream) {
+                                              int process_set, int device, uintptr_t ready_stream) {
   troika::AllreduceOptions o;
   o.op = ToReduceOp(op);
   o.prescale = prescale;
@@ -198,8 +197,8 @@ PYBIND11_MODULE(_troika, m) {
           [](const PyHandle& h) { return reinterpret_cast<uintptr_t>(h.handle.output()); })
       .def_property_readonly("output_shape",
                              [](const PyHandle& h) { return Shape(h.handle.output_shape()); })
-      .def_property_readonly(
-          "received_splits", [](const PyHandle& h) { return Shape(h.handle.received_splits()); })
+      .def_property_readonly("received_splits",
+                             [](const PyHandle& h) { return Shape(h.handle.received_splits()); })
       .def_property_readonly("joined_last_rank",
                              [](const PyHandle& h) { return h.handle.joined_last_rank(); })
       .def_property_readonly("device", [](const PyHandle& h) { return h.device; });
@@ -229,17 +228,17 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "allreduce",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
-             std::vector<int64_t> shape, int op, double prescale, double postscale,
-             int process_set, int device, uintptr_t ready_stream) {
+             std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
+             int device, uintptr_t ready_stream) {
             return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
                                     MakeAllreduceOptions(op, prescale, postscale, process_set,
                                                          device, ready_stream)),
                         device);
           },
-          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
-          py::arg("shape"), py::arg("op") = static_cast<int>(troika::ReduceOp::kSum),
-          py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("process_set") = 0,
-          py::arg("device") = -1, py::arg("ready_stream") = 0)
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0)
       .def(
           "allgather",
           [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
@@ -253,12 +252,12 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "allgather_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
-             size_t out_bytes, int dtype, std::vector<int64_t> shape, int process_set,
-             int device, uintptr_t ready_stream) {
-            return Wrap(c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
-                                        std::move(shape),
-                                        MakeOpOptions(process_set, device, ready_stream)),
-                        device);
+             size_t out_bytes, int dtype, std::vector<int64_t> shape, int process_set, int device,
+             uintptr_t ready_stream) {
+            return Wrap(
+                c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                std::move(shape), MakeOpOptions(process_set, device, ready_stream)),
+                device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
           py::arg("dtype"), py::arg("shape"), py::arg("process_set") = 0, py::arg("device") = -1,
@@ -272,18 +271,18 @@ PYBIND11_MODULE(_troika, m) {
                                     root, MakeOpOptions(process_set, device, ready_stream)),
                         device);
           },
-          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
-          py::arg("shape"), py::arg("root"), py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
+          py::arg("root"), py::arg("process_set") = 0, py::arg("device") = -1,
           py::arg("ready_stream") = 0)
       .def(
           "alltoall",
           [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
-             std::vector<int64_t> shape, std::vector<int64_t> splits, int process_set,
-             int device, uintptr_t ready_stream) {
-            return Wrap(c.Alltoall(name, Ptr(in), ToDataType(dtype), std::move(shape),
-                                   std::move(splits),
-                                   MakeOpOptions(process_set, device, ready_stream)),
-                        device);
+             std::vector<int64_t> shape, std::vector<int64_t> splits, int process_set, int device,
+             uintptr_t ready_stream) {
+            return Wrap(
+                c.Alltoall(name, Ptr(in), ToDataType(dtype), std::move(shape), std::move(splits),
+                           MakeOpOptions(process_set, device, ready_stream)),
+                device);
           },
           py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"),
           py::arg("splits") = std::vector<int64_t>{}, py::arg("process_set") = 0,
@@ -291,8 +290,8 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "alltoall_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
-             size_t out_bytes, int dtype, std::vector<int64_t> shape,
-             std::vector<int64_t> splits, int process_set, int device, uintptr_t ready_stream) {
+             size_t out_bytes, int dtype, std::vector<int64_t> shape, std::vector<int64_t> splits,
+             int process_set, int device, uintptr_t ready_stream) {
             return Wrap(c.AlltoallInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
                                        std::move(shape), std::move(splits),
                                        MakeOpOptions(process_set, device, ready_stream)),
@@ -304,11 +303,11 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "reducescatter",
           [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
-             std::vector<int64_t> shape, int op, double prescale, double postscale,
-             int process_set, int device, uintptr_t ready_stream) {
+             std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
+             int device, uintptr_t ready_stream) {
             return Wrap(c.Reducescatter(name, Ptr(in), ToDataType(dtype), std::move(shape),
-                                        MakeAllreduceOptions(op, prescale, postscale,
-                                                             process_set, device, ready_stream)),
+                                        MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                             device, ready_stream)),
                         device);
           },
           py::arg("name"), py::arg("input"), py::arg("dtype"), py::arg("shape"),
@@ -320,12 +319,11 @@ PYBIND11_MODULE(_troika, m) {
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
              size_t out_bytes, int dtype, std::vector<int64_t> shape, int op, double prescale,
              double postscale, int process_set, int device, uintptr_t ready_stream) {
-            return Wrap(
-                c.ReducescatterInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
-                                    std::move(shape),
-                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
-                                                         device, ready_stream)),
-                device);
+            return Wrap(c.ReducescatterInto(
+                            name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype), std::move(shape),
+                            MakeAllreduceOptions(op, prescale, postscale, process_set, device,
+                                                 ready_stream)),
+                        device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
           py::arg("dtype"), py::arg("shape"),
@@ -337,8 +335,8 @@ PYBIND11_MODULE(_troika, m) {
           // tensors: a list of (name, input address, output address, dtype, shape); returns
           // one Handle per tensor (Context::GroupedAllreduce: negotiated as one group).
           [](troika::Context& c, const std::string& group,
-             const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, int,
-                                          std::vector<int64_t>>>& tensors,
+             const std::vector<
+                 std::tuple<std::string, uintptr_t, uintptr_t, int, std::vector<int64_t>>>& tensors,
              int op, double prescale, double postscale, int process_set, int device,
              uintptr_t ready_stream) {
             std::vector<troika::GroupTensor> group_tensors;
@@ -353,10 +351,10 @@ PYBIND11_MODULE(_troika, m) {
               group_tensors.push_back(std::move(t));
             }
             std::vector<PyHandle> handles;
-            for (troika::Handle& h : c.GroupedAllreduce(
-                     group, group_tensors,
-                     MakeAllreduceOptions(op, prescale, postscale, process_set, device,
-                                          ready_stream))) {
+            for (troika::Handle& h :
+                 c.GroupedAllreduce(group, group_tensors,
+                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                         device, ready_stream))) {
               handles.push_back(Wrap(std::move(h), device));
             }
             return handles;

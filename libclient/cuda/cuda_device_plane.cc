@@ -299,11 +299,11 @@ absl::StatusOr<uint8_t*> CudaDevicePlane::Result(Entry& e, size_t bytes,
     // Received into scratch space that lives until the operation completes; output() stays
     // null.
     discarded_.push_back(*out);
-    e.outcome = absl::OutOfRangeError(absl::StrCat(
-        CollectiveName(e.request.type), " '", e.request.name, "' on rank ", e.request.rank,
-        ": the result needs ", bytes, " bytes (shape ", ShapeString(shape),
-        "), but the caller's output buffer holds ", e.out_bytes,
-        "; this rank took part in the collective and discarded its result"));
+    e.outcome = absl::OutOfRangeError(
+        absl::StrCat(CollectiveName(e.request.type), " '", e.request.name, "' on rank ",
+                     e.request.rank, ": the result needs ", bytes, " bytes (shape ",
+                     ShapeString(shape), "), but the caller's output buffer holds ", e.out_bytes,
+                     "; this rank took part in the collective and discarded its result"));
     return out->get();
   }
   return e.state->SetOutput(*std::move(out), bytes);

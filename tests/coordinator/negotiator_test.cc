@@ -1,9 +1,9 @@
 #include "coordinator/negotiator.h"
-#include "common/request_check.h"
 
 #include <string>
 #include <vector>
 
+#include "common/request_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/negotiator_test_util.h"

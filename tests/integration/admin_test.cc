@@ -205,14 +205,13 @@ TEST_F(AdminTest, TroikactlShowWorksWithOnlyTheJobsOwnTokenAndRefusesAWrongOne) 
   const std::string wrong = WriteTokenFile("wrong-job-token", "not-the-job-token");
 
   std::string output;
-  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + good + " show job", &output), 0)
-      << output;
+  EXPECT_EQ(RunCommand(troikactl + "--job_token_file=" + good + " show job", &output), 0) << output;
   EXPECT_THAT(output, HasSubstr("State:           running"));
   output.clear();
-  EXPECT_EQ(RunCommand(troikactl_with(absl::StrCat("TROIKA_JOB_TOKEN=", kTestJobToken)) +
-                           "show job",
-                       &output),
-            0)
+  EXPECT_EQ(
+      RunCommand(troikactl_with(absl::StrCat("TROIKA_JOB_TOKEN=", kTestJobToken)) + "show job",
+                 &output),
+      0)
       << output;
   EXPECT_THAT(output, HasSubstr("State:           running"));
   output.clear();
@@ -318,7 +317,8 @@ TEST(HelpTest, EveryProgramAnswersHelpWithExit0NamingItselfAndNoSourcePath) {
       SCOPED_TRACE(absl::StrCat(program.name, " ", help));
       std::string output;
       // stdout only: help is an answer, not an error.
-      EXPECT_EQ(RunCommand(absl::StrCat("{ ", program.binary, " ", help, " 2>/dev/null; }"), &output), 0)
+      EXPECT_EQ(
+          RunCommand(absl::StrCat("{ ", program.binary, " ", help, " 2>/dev/null; }"), &output), 0)
           << output;
       EXPECT_THAT(output, HasSubstr(program.name));
       EXPECT_THAT(output, HasSubstr(program.flag));

@@ -220,12 +220,12 @@ TEST_F(AgentProcessTest, SecondAgentForARunningNodeIsRefusedSayingSoNotThatItLos
   ASSERT_THAT(Out(0), HasSubstr("step")) << Err(0);
   // The same node launched twice.
   const std::string second_dir = MakeScratchDir("second-agent");
-  CommandResult second = RunShell(
-      absl::StrCat("exec ", AGENT_BINARY, " --plaintext=true --coordinator=", address_,
-                   " --job=dup --nnodes=2 --nproc-per-node=2 --node_rank=0 --host=node-a",
-                   " --data_host=127.0.0.1 --grace_period=2s --socket_dir=", second_dir, " -- ",
-                   train),
-      second_dir, absl::Seconds(30));
+  CommandResult second =
+      RunShell(absl::StrCat("exec ", AGENT_BINARY, " --plaintext=true --coordinator=", address_,
+                            " --job=dup --nnodes=2 --nproc-per-node=2 --node_rank=0 --host=node-a",
+                            " --data_host=127.0.0.1 --grace_period=2s --socket_dir=", second_dir,
+                            " -- ", train),
+               second_dir, absl::Seconds(30));
   EXPECT_EQ(second.exit_code, 1) << second.err;
   EXPECT_THAT(second.err, HasSubstr("the coordinator ended the session: rank 0 already has a "
                                     "session"));

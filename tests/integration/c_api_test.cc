@@ -119,21 +119,21 @@ TEST(CApiTest, InitFromEnvironmentNamesMissingVariables) {
 }
 
 // The code of a call, and whether troika_last_error() then contains `text`.
-#define EXPECT_INVALID(call, text)                                              \
-  do {                                                                          \
-    EXPECT_EQ((call), 3) << #call;                                              \
-    EXPECT_NE(std::string(troika_last_error()).find(text), std::string::npos)   \
-        << #call << ": " << troika_last_error();                                \
+#define EXPECT_INVALID(call, text)                                            \
+  do {                                                                        \
+    EXPECT_EQ((call), 3) << #call;                                            \
+    EXPECT_NE(std::string(troika_last_error()).find(text), std::string::npos) \
+        << #call << ": " << troika_last_error();                              \
   } while (0)
 
 // As EXPECT_INVALID for an operation that was submitted: its handle fails.
-#define EXPECT_HANDLE_INVALID(call, text)                                       \
-  do {                                                                          \
-    troika_handle* h_ = nullptr;                                                \
-    ASSERT_EQ((call), 0) << #call << ": " << troika_last_error();               \
-    ASSERT_NE(h_, nullptr);                                                     \
-    EXPECT_INVALID(troika_handle_wait(h_), text);                               \
-    troika_handle_free(h_);                                                     \
+#define EXPECT_HANDLE_INVALID(call, text)                         \
+  do {                                                            \
+    troika_handle* h_ = nullptr;                                  \
+    ASSERT_EQ((call), 0) << #call << ": " << troika_last_error(); \
+    ASSERT_NE(h_, nullptr);                                       \
+    EXPECT_INVALID(troika_handle_wait(h_), text);                 \
+    troika_handle_free(h_);                                       \
   } while (0)
 
 TEST(CApiTest, EveryEntryPointRefusesNullAndNegativeArguments) {
@@ -149,18 +149,18 @@ TEST(CApiTest, EveryEntryPointRefusesNullAndNegativeArguments) {
   troika_handle* h = reinterpret_cast<troika_handle*>(0x1);
   float x[2] = {1, 2};
   int64_t shape[1] = {2};
-  EXPECT_INVALID(troika_allreduce(nullptr, "t", x, x, TROIKA_FLOAT32, shape, 1, TROIKA_SUM, 1, 1,
-                                  &h),
-                 "troika_allreduce 't': ctx is NULL");
+  EXPECT_INVALID(
+      troika_allreduce(nullptr, "t", x, x, TROIKA_FLOAT32, shape, 1, TROIKA_SUM, 1, 1, &h),
+      "troika_allreduce 't': ctx is NULL");
   EXPECT_EQ(h, nullptr);
   EXPECT_INVALID(troika_allgather(nullptr, "t", x, TROIKA_FLOAT32, shape, 1, &h), "ctx is NULL");
   EXPECT_INVALID(troika_broadcast(nullptr, "t", x, x, TROIKA_FLOAT32, shape, 1, 0, &h),
                  "ctx is NULL");
   EXPECT_INVALID(troika_alltoall(nullptr, "t", x, TROIKA_FLOAT32, shape, 1, nullptr, 0, &h),
                  "ctx is NULL");
-  EXPECT_INVALID(troika_reducescatter(nullptr, "t", x, TROIKA_FLOAT32, shape, 1, TROIKA_SUM, 1, 1,
-                                      &h),
-                 "ctx is NULL");
+  EXPECT_INVALID(
+      troika_reducescatter(nullptr, "t", x, TROIKA_FLOAT32, shape, 1, TROIKA_SUM, 1, 1, &h),
+      "ctx is NULL");
   EXPECT_INVALID(troika_barrier(nullptr, &h), "ctx is NULL");
   EXPECT_INVALID(troika_join(nullptr, &h), "ctx is NULL");
   EXPECT_INVALID(troika_shutdown(nullptr), "ctx is NULL");
@@ -205,43 +205,42 @@ TEST(CApiTest, OperationsRefuseBadArgumentsAndTheJobGoesOn) {
     troika_handle* h = reinterpret_cast<troika_handle*>(0x1);
 
     // NULL name: refused before any C++ string is made from it.
-    EXPECT_INVALID(troika_allreduce(ctx, nullptr, x, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1,
-                                    1, &h),
-                   "troika_allreduce: name is NULL");
+    EXPECT_INVALID(
+        troika_allreduce(ctx, nullptr, x, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, &h),
+        "troika_allreduce: name is NULL");
     EXPECT_EQ(h, nullptr);
-    EXPECT_INVALID(troika_allgather(ctx, nullptr, x, TROIKA_FLOAT32, shape, 2, &h),
-                   "name is NULL");
+    EXPECT_INVALID(troika_allgather(ctx, nullptr, x, TROIKA_FLOAT32, shape, 2, &h), "name is NULL");
     EXPECT_INVALID(troika_broadcast(ctx, nullptr, x, x, TROIKA_FLOAT32, shape, 2, 0, &h),
                    "name is NULL");
     EXPECT_INVALID(troika_alltoall(ctx, nullptr, x, TROIKA_FLOAT32, shape, 2, nullptr, 0, &h),
                    "name is NULL");
-    EXPECT_INVALID(troika_reducescatter(ctx, nullptr, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1,
-                                        1, &h),
-                   "name is NULL");
+    EXPECT_INVALID(
+        troika_reducescatter(ctx, nullptr, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, &h),
+        "name is NULL");
 
     // NULL handle out-parameter.
-    EXPECT_INVALID(troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1,
-                                    nullptr),
-                   "troika_allreduce 't': handle (the out-parameter) is NULL");
+    EXPECT_INVALID(
+        troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, nullptr),
+        "troika_allreduce 't': handle (the out-parameter) is NULL");
     EXPECT_INVALID(troika_allgather(ctx, "t", x, TROIKA_FLOAT32, shape, 2, nullptr),
                    "handle (the out-parameter) is NULL");
     EXPECT_INVALID(troika_broadcast(ctx, "t", x, x, TROIKA_FLOAT32, shape, 2, 0, nullptr),
                    "handle (the out-parameter) is NULL");
     EXPECT_INVALID(troika_alltoall(ctx, "t", x, TROIKA_FLOAT32, shape, 2, nullptr, 0, nullptr),
                    "handle (the out-parameter) is NULL");
-    EXPECT_INVALID(troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1,
-                                        nullptr),
-                   "handle (the out-parameter) is NULL");
+    EXPECT_INVALID(
+        troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, nullptr),
+        "handle (the out-parameter) is NULL");
     EXPECT_INVALID(troika_barrier(ctx, nullptr), "handle (the out-parameter) is NULL");
     EXPECT_INVALID(troika_join(ctx, nullptr), "handle (the out-parameter) is NULL");
 
     // NULL shape with dims, negative ndim; the same for alltoall's splits.
-    EXPECT_INVALID(troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, nullptr, 2, TROIKA_SUM, 1, 1,
-                                    &h),
-                   "troika_allreduce 't': shape is NULL but ndim is 2");
-    EXPECT_INVALID(troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, shape, -1, TROIKA_SUM, 1, 1,
-                                    &h),
-                   "troika_allreduce 't': ndim is -1");
+    EXPECT_INVALID(
+        troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, nullptr, 2, TROIKA_SUM, 1, 1, &h),
+        "troika_allreduce 't': shape is NULL but ndim is 2");
+    EXPECT_INVALID(
+        troika_allreduce(ctx, "t", x, x, TROIKA_FLOAT32, shape, -1, TROIKA_SUM, 1, 1, &h),
+        "troika_allreduce 't': ndim is -1");
     EXPECT_INVALID(troika_allgather(ctx, "t", x, TROIKA_FLOAT32, nullptr, 1, &h),
                    "shape is NULL but ndim is 1");
     EXPECT_INVALID(troika_allgather(ctx, "t", x, TROIKA_FLOAT32, shape, -3, &h), "ndim is -3");
@@ -256,12 +255,12 @@ TEST(CApiTest, OperationsRefuseBadArgumentsAndTheJobGoesOn) {
                    "troika_alltoall 't': splits is NULL but nsplits is 2");
     EXPECT_INVALID(troika_alltoall(ctx, "t", x, TROIKA_FLOAT32, shape, 2, splits, -2, &h),
                    "nsplits is -2");
-    EXPECT_INVALID(troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, nullptr, 2, TROIKA_SUM, 1, 1,
-                                        &h),
-                   "shape is NULL");
-    EXPECT_INVALID(troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, shape, -1, TROIKA_SUM, 1, 1,
-                                        &h),
-                   "ndim is");
+    EXPECT_INVALID(
+        troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, nullptr, 2, TROIKA_SUM, 1, 1, &h),
+        "shape is NULL");
+    EXPECT_INVALID(
+        troika_reducescatter(ctx, "t", x, TROIKA_FLOAT32, shape, -1, TROIKA_SUM, 1, 1, &h),
+        "ndim is");
 
     // Grouped: every array, each name and shape.
     const char* names[1] = {"gt"};
@@ -300,48 +299,44 @@ TEST(CApiTest, OperationsRefuseBadArgumentsAndTheJobGoesOn) {
                    "shape is NULL but ndim is 2");
 
     // NULL buffers of a tensor with elements: submitted, the handle fails (the C++ check).
-    EXPECT_HANDLE_INVALID(troika_allreduce(ctx, "t", nullptr, x, TROIKA_FLOAT32, shape, 2,
-                                           TROIKA_SUM, 1, 1, &h_),
-                          "allreduce 't' on rank " + std::to_string(rank) +
-                              ": the input buffer is null (shape [2,2], 4 elements)");
-    EXPECT_HANDLE_INVALID(troika_allreduce(ctx, "t", x, nullptr, TROIKA_FLOAT32, shape, 2,
-                                           TROIKA_SUM, 1, 1, &h_),
-                          "allreduce 't' on rank " + std::to_string(rank) +
-                              ": the output buffer is null");
-    EXPECT_HANDLE_INVALID(troika_allgather(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2, &h_),
-                          "allgather 't' on rank " + std::to_string(rank) +
-                              ": the input buffer is null");
-    EXPECT_HANDLE_INVALID(troika_alltoall(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2, splits, 2,
-                                          &h_),
-                          "alltoall 't' on rank " + std::to_string(rank) +
-                              ": the input buffer is null");
-    EXPECT_HANDLE_INVALID(troika_reducescatter(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2,
-                                               TROIKA_SUM, 1, 1, &h_),
-                          "reducescatter 't' on rank " + std::to_string(rank) +
-                              ": the input buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_allreduce(ctx, "t", nullptr, x, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, &h_),
+        "allreduce 't' on rank " + std::to_string(rank) +
+            ": the input buffer is null (shape [2,2], 4 elements)");
+    EXPECT_HANDLE_INVALID(
+        troika_allreduce(ctx, "t", x, nullptr, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, &h_),
+        "allreduce 't' on rank " + std::to_string(rank) + ": the output buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_allgather(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2, &h_),
+        "allgather 't' on rank " + std::to_string(rank) + ": the input buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_alltoall(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2, splits, 2, &h_),
+        "alltoall 't' on rank " + std::to_string(rank) + ": the input buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_reducescatter(ctx, "t", nullptr, TROIKA_FLOAT32, shape, 2, TROIKA_SUM, 1, 1, &h_),
+        "reducescatter 't' on rank " + std::to_string(rank) + ": the input buffer is null");
     // Broadcast: the root needs its input, every rank its output.
-    EXPECT_HANDLE_INVALID(troika_broadcast(ctx, "t", nullptr, nullptr, TROIKA_FLOAT32, shape, 2,
-                                           0, &h_),
-                          rank == 0 ? "broadcast 't' on rank 0: the input buffer is null on the root"
-                                    : "broadcast 't' on rank 1: the output buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_broadcast(ctx, "t", nullptr, nullptr, TROIKA_FLOAT32, shape, 2, 0, &h_),
+        rank == 0 ? "broadcast 't' on rank 0: the input buffer is null on the root"
+                  : "broadcast 't' on rank 1: the output buffer is null");
     void* null_outs[1] = {nullptr};
-    EXPECT_HANDLE_INVALID(troika_grouped_allreduce(ctx, "g", 1, names, ins, null_outs,
-                                                   dtypes, shapes, ndims, TROIKA_SUM, 1, 1, &h_),
-                          "allreduce 'gt' on rank " + std::to_string(rank) +
-                              ": the output buffer is null");
+    EXPECT_HANDLE_INVALID(
+        troika_grouped_allreduce(ctx, "g", 1, names, ins, null_outs, dtypes, shapes, ndims,
+                                 TROIKA_SUM, 1, 1, &h_),
+        "allreduce 'gt' on rank " + std::to_string(rank) + ": the output buffer is null");
 
     // Valid uses of NULL: a non-root's broadcast input is never read; an empty tensor and a
     // scalar (ndim 0, NULL shape) are fine.
     float b[4] = {10.0f * rank, 1, 2, 3};
-    ASSERT_EQ(troika_broadcast(ctx, "b", rank == 0 ? b : nullptr, b, TROIKA_FLOAT32, shape, 2, 0,
-                               &h),
-              0);
+    ASSERT_EQ(
+        troika_broadcast(ctx, "b", rank == 0 ? b : nullptr, b, TROIKA_FLOAT32, shape, 2, 0, &h), 0);
     EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
     EXPECT_EQ(b[0], 0.0f);
     troika_handle_free(h);
     int64_t empty[1] = {0};
-    ASSERT_EQ(troika_allreduce(ctx, "e", nullptr, nullptr, TROIKA_FLOAT32, empty, 1, TROIKA_SUM,
-                               1, 1, &h),
+    ASSERT_EQ(troika_allreduce(ctx, "e", nullptr, nullptr, TROIKA_FLOAT32, empty, 1, TROIKA_SUM, 1,
+                               1, &h),
               0);
     EXPECT_EQ(troika_handle_wait(h), 0) << troika_last_error();
     troika_handle_free(h);
@@ -435,10 +430,10 @@ TEST(CApiTest, IntoACallersBuffer) {
 
     // Too small on rank 0 only: OUT_OF_RANGE there, the result on rank 1.
     std::fill(out.begin(), out.end(), -1);
-    ASSERT_EQ(troika_allgather_into(ctx, "ag2", rows.data(), out.data(),
-                                    (rank == 0 ? 2 : 3) * sizeof(int32_t), TROIKA_INT32, gshape, 1,
-                                    &h),
-              0);
+    ASSERT_EQ(
+        troika_allgather_into(ctx, "ag2", rows.data(), out.data(),
+                              (rank == 0 ? 2 : 3) * sizeof(int32_t), TROIKA_INT32, gshape, 1, &h),
+        0);
     if (rank == 0) {
       EXPECT_EQ(troika_handle_wait(h), 11);  // OUT_OF_RANGE
       EXPECT_NE(std::string(troika_last_error()).find("needs 12 bytes"), std::string::npos)
@@ -455,15 +450,15 @@ TEST(CApiTest, IntoACallersBuffer) {
     EXPECT_INVALID(troika_allgather_into(ctx, nullptr, rows.data(), out.data(), 4, TROIKA_INT32,
                                          gshape, 1, &h),
                    "troika_allgather_into: name is NULL");
-    EXPECT_INVALID(troika_alltoall_into(ctx, "x", a2a, received, 8, TROIKA_INT32, ashape, 1,
-                                        nullptr, 1, &h),
-                   "splits is NULL but nsplits is 1");
+    EXPECT_INVALID(
+        troika_alltoall_into(ctx, "x", a2a, received, 8, TROIKA_INT32, ashape, 1, nullptr, 1, &h),
+        "splits is NULL but nsplits is 1");
     EXPECT_INVALID(troika_reducescatter_into(ctx, "x", rs, &mine, 4, TROIKA_FLOAT32, ashape, -1,
                                              TROIKA_SUM, 1, 1, &h),
                    "ndim is -1");
-    EXPECT_HANDLE_INVALID(troika_allgather_into(ctx, "x", rows.data(), nullptr, 4, TROIKA_INT32,
-                                                gshape, 1, &h_),
-                          "output buffer is null, but its size is given as 4 bytes");
+    EXPECT_HANDLE_INVALID(
+        troika_allgather_into(ctx, "x", rows.data(), nullptr, 4, TROIKA_INT32, gshape, 1, &h_),
+        "output buffer is null, but its size is given as 4 bytes");
     EXPECT_EQ(troika_shutdown(ctx), 0);
     troika_free(ctx);
   });

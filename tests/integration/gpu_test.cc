@@ -235,8 +235,8 @@ TEST_F(GpuTest, ResultsIntoTheCallersDeviceBuffer) {
   EXPECT_EQ(gathered.output_bytes(), 6 * sizeof(float));
   EXPECT_THAT(out.Read(), ElementsAre(1, 2, 3, 4, 5, 6, -1, -1));
 
-  Handle a2a = ctx_->AlltoallInto("a2a-into", in.get(), out.get(), out.bytes(),
-                                  DataType::kFloat32, {3, 2}, {3}, Gpu());
+  Handle a2a = ctx_->AlltoallInto("a2a-into", in.get(), out.get(), out.bytes(), DataType::kFloat32,
+                                  {3, 2}, {3}, Gpu());
   ASSERT_TRUE(a2a.Wait().ok());
   EXPECT_THAT(out.Read(), ElementsAre(1, 2, 3, 4, 5, 6, -1, -1));
 

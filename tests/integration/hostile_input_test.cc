@@ -211,9 +211,8 @@ TEST_F(HostileInputTest, LimitsOnNamesAndPendingTensorsReachTheClient) {
   // job goes on.
   auto named = cluster_->Join("named", 2);
   ASSERT_EQ(named.size(), 2u);
-  Handle too_long =
-      named[0]->Allreduce(std::string(100 * 1024, 'n'), v.data(), v.data(), DataType::kFloat32,
-                          {4});
+  Handle too_long = named[0]->Allreduce(std::string(100 * 1024, 'n'), v.data(), v.data(),
+                                        DataType::kFloat32, {4});
   ASSERT_TRUE(too_long.Poll()) << "refused before anything left the process";
   absl::Status s = too_long.Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;

@@ -95,12 +95,11 @@ TEST_F(OutputBufferTest, EveryOpIntoACallersBufferMatchesTheHandleOwnedResult) {
   for (size_t extra : {size_t{0}, size_t{5}}) {
     Check(absl::StrCat("allgather, extra ", extra), [&](int rank, Context& c) -> std::string {
       std::vector<float> in = GatherInput(rank);
-      Handle owned = c.Allgather(absl::StrCat("ag", extra), in.data(), DataType::kFloat32,
-                                 {rank + 1, 2});
+      Handle owned =
+          c.Allgather(absl::StrCat("ag", extra), in.data(), DataType::kFloat32, {rank + 1, 2});
       std::vector<float> out(kGatherBytes / sizeof(float) + extra, kPoison);
       Handle into = c.AllgatherInto(absl::StrCat("agi", extra), in.data(), out.data(),
-                                    out.size() * sizeof(float), DataType::kFloat32,
-                                    {rank + 1, 2});
+                                    out.size() * sizeof(float), DataType::kFloat32, {rank + 1, 2});
       if (absl::Status s = owned.Wait(); !s.ok()) return s.ToString();
       if (absl::Status s = into.Wait(); !s.ok()) return s.ToString();
       if (out[2 * 1 + 1] != 100.0f * 1 + 1) return "wrong data from rank 1";
@@ -165,13 +164,12 @@ TEST_F(OutputBufferTest, ATooSmallBufferFailsOnlyThatRanksOpAndTheJobGoesOn) {
     std::vector<std::vector<float>> outs;
     std::vector<size_t> needed = {kGatherBytes, AlltoallBytes(rank), ScatterBytes(rank)};
     for (size_t n : needed) outs.emplace_back(n / sizeof(float), kPoison);
-    std::vector<float> gin = GatherInput(rank), ain = AlltoallInput(rank),
-                       sin = ScatterInput(rank);
+    std::vector<float> gin = GatherInput(rank), ain = AlltoallInput(rank), sin = ScatterInput(rank);
     handles.push_back(c.AllgatherInto("s-ag", gin.data(), outs[0].data(), needed[0] - less,
                                       DataType::kFloat32, {rank + 1, 2}));
     handles.push_back(c.AlltoallInto("s-a2a", ain.data(), outs[1].data(), needed[1] - less,
-                                     DataType::kFloat32,
-                                     {static_cast<int64_t>(ain.size() / 2), 2}, Splits(rank)));
+                                     DataType::kFloat32, {static_cast<int64_t>(ain.size() / 2), 2},
+                                     Splits(rank)));
     handles.push_back(c.ReducescatterInto("s-rs", sin.data(), outs[2].data(), needed[2] - less,
                                           DataType::kFloat32, {kScatterRows, 2}));
     const char* ops[] = {"allgather 's-ag'", "alltoall 's-a2a'", "reducescatter 's-rs'"};
@@ -186,8 +184,8 @@ TEST_F(OutputBufferTest, ATooSmallBufferFailsOnlyThatRanksOpAndTheJobGoesOn) {
       if (s.code() != absl::StatusCode::kOutOfRange) {
         return absl::StrCat(ops[i], ": want OUT_OF_RANGE, got ", s.ToString());
       }
-      const std::string want = absl::StrCat(ops[i], " on rank 1: the result needs ", needed[i],
-                                            " bytes");
+      const std::string want =
+          absl::StrCat(ops[i], " on rank 1: the result needs ", needed[i], " bytes");
       const std::string given = absl::StrCat("holds ", needed[i] - sizeof(float));
       if (s.message().find(want) == std::string::npos ||
           s.message().find(given) == std::string::npos) {

@@ -16,10 +16,9 @@ using ::testing::HasSubstr;
 
 void ExpectScenariosPass(int ranks, int per_node, const std::string& scenarios) {
   const std::string dir = MakeScratchDir("scenario");
-  CommandResult r =
-      RunShell(absl::StrCat(TROIKARUN_BINARY, " -np ", ranks, " --nproc-per-node ", per_node,
-                            " -- ", SCENARIO_RANK_BINARY, " ", scenarios),
-               dir, absl::Seconds(120));
+  CommandResult r = RunShell(absl::StrCat(TROIKARUN_BINARY, " -np ", ranks, " --nproc-per-node ",
+                                          per_node, " -- ", SCENARIO_RANK_BINARY, " ", scenarios),
+                             dir, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   for (int rank = 0; rank < ranks; ++rank) {
     for (absl::string_view name : absl::StrSplit(scenarios, ' ')) {

@@ -31,8 +31,8 @@ inline absl::Status JoinBeforeWaiting(Context& c) {
   for (int k = 0; k < 3; ++k) data[k].assign(4, (rank + 1) * (k + 1));
   std::vector<Handle> ops;
   for (int k = 0; k < (rank == 0 ? 3 : 1); ++k) {
-    ops.push_back(c.Allreduce(absl::StrCat("join-before-wait/s", k), data[k].data(),
-                              data[k].data(), DataType::kInt32, {4}));
+    ops.push_back(c.Allreduce(absl::StrCat("join-before-wait/s", k), data[k].data(), data[k].data(),
+                              DataType::kInt32, {4}));
   }
   if (rank != 0) {
     if (absl::Status s = ops[0].Wait(); !s.ok()) return s;
@@ -51,7 +51,8 @@ inline absl::Status JoinBeforeWaiting(Context& c) {
   }
   if (absl::Status s = c.Barrier().Wait(); !s.ok()) return s;
   int32_t one = 1;
-  if (absl::Status s = c.Allreduce("join-before-wait/after", &one, &one, DataType::kInt32, {}).Wait();
+  if (absl::Status s =
+          c.Allreduce("join-before-wait/after", &one, &one, DataType::kInt32, {}).Wait();
       !s.ok()) {
     return s;
   }
@@ -115,8 +116,8 @@ inline absl::Status SameNamesInTwoSets(Context& c) {
     }
     for (size_t i = 0; i < mine.size(); ++i) {
       const int32_t want = mine[i] == *a ? (0 + 1 + 2 * step) : (1 + 2 + 2 * step);
-      if (data[i][7] != want) return Mismatch(rank, absl::StrCat("'same' in set ", mine[i]),
-                                              data[i][7], want);
+      if (data[i][7] != want)
+        return Mismatch(rank, absl::StrCat("'same' in set ", mine[i]), data[i][7], want);
     }
   }
   if (absl::Status s = c.RemoveProcessSet(*b); !s.ok()) return s;

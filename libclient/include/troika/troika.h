@@ -250,8 +250,8 @@ class Context {
   Handle AllgatherInto(const std::string& name, const void* in, void* out, size_t out_bytes,
                        DataType dtype, std::vector<int64_t> shape, OpOptions options = {});
   Handle AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,
-                      DataType dtype, std::vector<int64_t> shape,
-                      std::vector<int64_t> splits = {}, OpOptions options = {});
+                      DataType dtype, std::vector<int64_t> shape, std::vector<int64_t> splits = {},
+                      OpOptions options = {});
   Handle ReducescatterInto(const std::string& name, const void* in, void* out, size_t out_bytes,
                            DataType dtype, std::vector<int64_t> shape,
                            AllreduceOptions options = {});
