@@ -69,19 +69,19 @@ void KvStore::Get(const std::string& key, absl::Duration timeout, GetCallback do
 
 void KvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout,
                    WaitCallback done) {
-  uint64_t id;
-  absl::Status status;
+  absl::Status status;  // OK: every key is set; else the closed store's reason
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!AllSetLocked(keys)) status = closed_;
-    if (!AllSetLocked(keys) && status.ok()) {
-      id = next_waiter_++;
+    const bool all_set = AllSetLocked(keys);
+    if (!all_set && closed_.ok()) {
+      const uint64_t id = next_waiter_++;
       waiters_[id] = Waiter{keys, std::move(done), 0};
       // Armed under the lock so the waiter cannot be completed before its timer id is stored.
       waiters_[id].timer =
           scheduler_.RunAfter(timeout, [this, id, timeout] { Expire(id, timeout); });
       return;
     }
+    if (!all_set) status = closed_;
   }
   done(status);
 }

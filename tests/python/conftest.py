@@ -33,6 +33,32 @@ def rank_input(dtype, shape, r, product=False):
     return v.reshape(shape).to(dtype)
 
 
+def expected_reduce(op, dtype, shape, ranks, pre=1.0, post=1.0):
+    """The reduction of the ranks' inputs, by the runtime's rules (troika/types.h): integer
+    averages divide exactly, rounding toward zero."""
+    xs = [rank_input(dtype, shape, r, product=op == hvd.Product) for r in ranks]
+    if dtype.is_floating_point:
+        xs = [x.to(torch.float64) * pre for x in xs]
+    else:
+        xs = [x.to(torch.int64) for x in xs]
+    acc = xs[0].clone()
+    for x in xs[1:]:
+        if op in (hvd.Sum, hvd.Average):
+            acc = acc + x
+        elif op == hvd.Min:
+            acc = torch.minimum(acc, x)
+        elif op == hvd.Max:
+            acc = torch.maximum(acc, x)
+        else:
+            acc = acc * x
+    if op == hvd.Average:
+        acc = acc / len(ranks) if dtype.is_floating_point else torch.div(
+            acc, len(ranks), rounding_mode="trunc")
+    if dtype.is_floating_point:
+        acc = acc * post
+    return acc.to(dtype)
+
+
 def assert_equal(actual, expected):
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)

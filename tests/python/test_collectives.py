@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import troika.torch as hvd
-from conftest import DTYPES, FLOAT_DTYPES, assert_equal, rank_input
+from conftest import DTYPES, FLOAT_DTYPES, assert_equal, expected_reduce, rank_input
 
 # With the dtypes added for Horovod's (troika/types.h): int16, bool, and uint16 where torch has it
 # (>= 2.3). On bool, Sum and Max are a logical or, Product and Min a logical and, and Average
@@ -25,32 +25,6 @@ def expect_bool_average_refused(fn):
 
 OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
        "product": hvd.Product}
-
-
-def expected_reduce(op, dtype, shape, ranks, pre=1.0, post=1.0):
-    """The reduction of the ranks' inputs, by the runtime's rules (troika/types.h): integer
-    averages divide exactly, rounding toward zero."""
-    xs = [rank_input(dtype, shape, r, product=op == hvd.Product) for r in ranks]
-    if dtype.is_floating_point:
-        xs = [x.to(torch.float64) * pre for x in xs]
-    else:
-        xs = [x.to(torch.int64) for x in xs]
-    acc = xs[0].clone()
-    for x in xs[1:]:
-        if op in (hvd.Sum, hvd.Average):
-            acc = acc + x
-        elif op == hvd.Min:
-            acc = torch.minimum(acc, x)
-        elif op == hvd.Max:
-            acc = torch.maximum(acc, x)
-        else:
-            acc = acc * x
-    if op == hvd.Average:
-        acc = acc / len(ranks) if dtype.is_floating_point else torch.div(
-            acc, len(ranks), rounding_mode="trunc")
-    if dtype.is_floating_point:
-        acc = acc * post
-    return acc.to(dtype)
 
 
 def test_membership():

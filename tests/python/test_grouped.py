@@ -8,33 +8,13 @@ import pytest
 import torch
 
 import troika.torch as hvd
-from conftest import DTYPES, assert_equal, rank_input
+from conftest import DTYPES, assert_equal, expected_reduce, rank_input
+from training import (ROWS_PER_RANK, STEPS, assert_same_model, global_batch, make_model, make_sgd,
+                      train_distributed, train_reference)
 
 OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
        "product": hvd.Product}
 SHAPES = [(5,), (3, 4), (2, 3, 2), ()]
-
-
-def expected_reduce(op, dtype, shape, ranks, pre=1.0, post=1.0):
-    xs = [rank_input(dtype, shape, r, product=op == hvd.Product) for r in ranks]
-    xs = [x.to(torch.float64) * pre if dtype.is_floating_point else x.to(torch.int64)
-          for x in xs]
-    acc = xs[0].clone()
-    for x in xs[1:]:
-        if op in (hvd.Sum, hvd.Average):
-            acc = acc + x
-        elif op == hvd.Min:
-            acc = torch.minimum(acc, x)
-        elif op == hvd.Max:
-            acc = torch.maximum(acc, x)
-        else:
-            acc = acc * x
-    if op == hvd.Average:
-        acc = acc / len(ranks) if dtype.is_floating_point else torch.div(
-            acc, len(ranks), rounding_mode="trunc")
-    if dtype.is_floating_point:
-        acc = acc * post
-    return acc.to(dtype)
 
 
 def ranks():
@@ -196,63 +176,6 @@ def test_grouped_reducescatter_default_op_is_average_and_process_set():
 
 
 # ----------------------------------------------------------------------------- optimizer
-
-ROWS_PER_RANK = 8
-STEPS = 5
-
-
-def make_model():
-    torch.manual_seed(4321)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 8),
-                                torch.nn.Tanh(), torch.nn.Linear(8, 3))
-    model.unused = torch.nn.Parameter(torch.ones(2))  # its gradient hook never runs
-    return model
-
-
-def global_batch(step, n):
-    g = torch.Generator().manual_seed(200 + step)
-    return (torch.randn(ROWS_PER_RANK * n, 6, generator=g),
-            torch.randn(ROWS_PER_RANK * n, 3, generator=g))
-
-
-def make_sgd(model):
-    return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-
-def train_reference(n):
-    model = make_model()
-    opt = make_sgd(model)
-    for step in range(STEPS):
-        x, y = global_batch(step, n)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return model
-
-
-def train_distributed(passes=1, **kwargs):
-    n, r = hvd.size(), hvd.rank()
-    model = make_model()
-    groups = kwargs.pop("groups", None)
-    if callable(groups):
-        groups = groups(model)
-    opt = hvd.DistributedOptimizer(make_sgd(model), named_parameters=model.named_parameters(),
-                                   backward_passes_per_step=passes, groups=groups, **kwargs)
-    for step in range(STEPS):
-        x, y = global_batch(step, n)
-        xs = x[r * ROWS_PER_RANK:(r + 1) * ROWS_PER_RANK].chunk(passes)
-        ys = y[r * ROWS_PER_RANK:(r + 1) * ROWS_PER_RANK].chunk(passes)
-        opt.zero_grad()
-        for xm, ym in zip(xs, ys):
-            (torch.nn.functional.mse_loss(model(xm), ym) / passes).backward()
-        opt.step()
-    return model, opt
-
-
-def assert_same_model(model, reference, rtol=1e-4, atol=1e-5):
-    for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=rtol, atol=atol, msg=name)
-
 
 @pytest.mark.parametrize("groups", [1, 2, 3, 100])
 @pytest.mark.parametrize("passes", [1, 2])

@@ -9,67 +9,13 @@ import torch
 
 import troika.torch as hvd
 
-ROWS_PER_RANK = 8
-STEPS = 6
-
-
-def make_model():
-    torch.manual_seed(1234)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
-    # A parameter the forward pass never uses: its gradient hook never runs.
-    model.unused = torch.nn.Parameter(torch.ones(2))
-    return model
-
-
-def global_batch(step, n):
-    g = torch.Generator().manual_seed(100 + step)
-    x = torch.randn(ROWS_PER_RANK * n, 6, generator=g)
-    y = torch.randn(ROWS_PER_RANK * n, 3, generator=g)
-    return x, y
-
-
-def make_sgd(model):
-    return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-
-def train_reference(n):
-    """One process, the whole global batch per step."""
-    model = make_model()
-    opt = make_sgd(model)
-    for step in range(STEPS):
-        x, y = global_batch(step, n)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return model
-
-
-def train_distributed(passes=1, compression=None, named=True):
-    n, r = hvd.size(), hvd.rank()
-    model = make_model()
-    opt = hvd.DistributedOptimizer(
-        make_sgd(model), named_parameters=model.named_parameters() if named else None,
-        compression=compression, backward_passes_per_step=passes)
-    assert isinstance(opt, torch.optim.SGD)
-    for step in range(STEPS):
-        x, y = global_batch(step, n)
-        xs = x[r * ROWS_PER_RANK:(r + 1) * ROWS_PER_RANK].chunk(passes)
-        ys = y[r * ROWS_PER_RANK:(r + 1) * ROWS_PER_RANK].chunk(passes)
-        opt.zero_grad()
-        for xm, ym in zip(xs, ys):
-            (torch.nn.functional.mse_loss(model(xm), ym) / passes).backward()
-        opt.step()
-    return model
-
-
-def assert_same_model(model, reference, rtol, atol):
-    for (name, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=rtol, atol=atol, msg=name)
+from training import (assert_same_model, global_batch, make_model, make_sgd, train_distributed,
+                      train_reference)
 
 
 @pytest.mark.parametrize("passes", [1, 2])
 def test_equals_one_rank_on_the_whole_batch(passes):
-    model = train_distributed(passes=passes)
+    model, _ = train_distributed(passes=passes)
     assert_same_model(model, train_reference(hvd.size()), rtol=1e-4, atol=1e-5)
     assert torch.equal(model.unused.detach(), torch.ones(2))
     # Every rank ends with the same weights.
@@ -78,12 +24,12 @@ def test_equals_one_rank_on_the_whole_batch(passes):
 
 
 def test_unnamed_parameters():
-    assert_same_model(train_distributed(named=False), train_reference(hvd.size()),
+    assert_same_model(train_distributed(named=False)[0], train_reference(hvd.size()),
                       rtol=1e-4, atol=1e-5)
 
 
 def test_fp16_compression():
-    model = train_distributed(compression=hvd.Compression.fp16)
+    model, _ = train_distributed(compression=hvd.Compression.fp16)
     assert_same_model(model, train_reference(hvd.size()), rtol=1e-2, atol=1e-3)
 
 
