@@ -137,6 +137,10 @@ int Run(const TroikarunOptions& options) {
     coordinator::CoordinatorOptions coordinator_options;
     coordinator_options.listen_address = "127.0.0.1:0";
     coordinator_options.tls.plaintext = true;  // loopback only
+    coordinator::NegotiatorOptions& negotiation = coordinator_options.registry.negotiator;
+    if (options.fusion_threshold_bytes)
+      negotiation.fusion_threshold_bytes = *options.fusion_threshold_bytes;
+    if (options.cycle_time) negotiation.cycle_time = *options.cycle_time;
     auto started = coordinator::Coordinator::Start(coordinator_options);
     if (!started.ok()) {
       std::fprintf(stderr, "troikarun: cannot start the embedded coordinator: %s\n",

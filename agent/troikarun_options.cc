@@ -1,5 +1,7 @@
 #include "agent/troikarun_options.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -21,6 +23,12 @@ Options:
                            which lives as long as troikarun, in plaintext; the agents reach
                            a given one as TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY or
                            TROIKA_PLAINTEXT=1 in troikarun's environment say
+  --fusion-threshold-mb MB  the embedded coordinator's fusion threshold: allreduces are fused
+                           into one transfer up to MB MiB (0: no fusion); default 64
+  --cycle-time-ms MS       the embedded coordinator's cycle time: how long a ready allreduce
+                           may wait for others still being submitted, to fuse with them (0:
+                           never); default 1 (both as horovodrun's flags; with --coordinator,
+                           give them to that coordinator: troika-coordinator --help)
   --job NAME               job name; default troikarun-<pid of troikarun>
   --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
                            500ms, 1m (a plain number means seconds); default 5s
@@ -104,6 +112,20 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     absl::StatusOr<absl::Duration> grace = ParseDurationFlag(kProgram, "grace_period", value);
     if (!grace.ok()) return grace.status();
     options.grace_period = *grace;
+  } else if (name == "fusion_threshold_mb") {
+    double mb = 0;
+    if (!absl::SimpleAtod(value, &mb) || !(mb >= 0) || mb > 1 << 20) {
+      return UsageError(kProgram, absl::StrCat("--fusion-threshold-mb: '", value,
+                                               "' is not a size in MiB between 0 and 1048576"));
+    }
+    options.fusion_threshold_bytes = static_cast<int64_t>(mb * (1 << 20));
+  } else if (name == "cycle_time_ms") {
+    double ms = 0;
+    if (!absl::SimpleAtod(value, &ms) || !(ms >= 0) || ms > 60'000) {
+      return UsageError(kProgram, absl::StrCat("--cycle-time-ms: '", value,
+                                               "' is not a time in ms between 0 and 60000"));
+    }
+    options.cycle_time = absl::Microseconds(std::llround(ms * 1000));
   } else if (name == "log_level") {
     options.log_level = value;
   } else {
@@ -127,6 +149,13 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
   }
   options.command = std::move(line->command);
   if (options.np == 0) return UsageError(kProgram, "-np N is required");
+  if (!options.coordinator.empty() &&
+      (options.fusion_threshold_bytes.has_value() || options.cycle_time.has_value())) {
+    return UsageError(kProgram,
+                      "--fusion-threshold-mb and --cycle-time-ms set troikarun's embedded "
+                      "coordinator; with --coordinator, give them to that coordinator "
+                      "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
+  }
   if (options.np % options.RanksPerAgent() != 0) {
     return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",
                                              "--nproc-per-node ", options.nproc_per_node));

@@ -3,6 +3,8 @@
 //
 // Pure functions; thread-safe.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,11 @@ struct TroikarunOptions {
   absl::Duration grace_period = absl::Seconds(5);
   // troikarun's own log level (and the embedded coordinator's): --log_level. Default "warning".
   std::string log_level = "warning";
+  // The embedded coordinator's fusion threshold (--fusion-threshold-mb, as horovodrun) and
+  // cycle time (--cycle-time-ms); unset: the coordinator's defaults (64 MiB, 1 ms). Refused
+  // with --coordinator: a coordinator of one's own is configured by its own flags.
+  std::optional<int64_t> fusion_threshold_bytes;
+  std::optional<absl::Duration> cycle_time;
   // --help / -h was given: print kTroikarunUsage and exit 0; nothing else is validated.
   bool help = false;
   // The rank command: everything after "--". Not empty.

@@ -3,10 +3,15 @@
 #include <chrono>
 
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 
 namespace troika {
 
-Scheduler::Scheduler() : thread_([this] { Loop(); }) {}
+Scheduler::Scheduler()
+    : thread_([this] {
+        NameThisThread("troika-timers");
+        Loop();
+      }) {}
 
 Scheduler::~Scheduler() { Stop(); }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 
 namespace troika::internal {
 
@@ -33,8 +34,14 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
 }
 
 void Controller::Start() {
-  sender_ = std::thread([this] { SendLoop(); });
-  receiver_ = std::thread([this] { ReceiveLoop(); });
+  sender_ = std::thread([this] {
+    NameThisThread("troika-send");
+    SendLoop();
+  });
+  receiver_ = std::thread([this] {
+    NameThisThread("troika-receive");
+    ReceiveLoop();
+  });
 }
 
 absl::Status Controller::Submit(Entry entry) {

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 
 namespace troika::internal {
 
@@ -25,7 +26,10 @@ Executor::Executor(TensorTable& table, transport::Communicator& comm, ProcessSet
 Executor::~Executor() { Stop(); }
 
 void Executor::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("troika-execute");
+    Loop();
+  });
 }
 
 void Executor::Enqueue(std::vector<Response> responses) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 #include "libclient/cuda/copy_kernels.h"
 #include "libclient/cuda/nccl_comm.h"
 #include "libclient/device_plane.h"
@@ -226,7 +227,10 @@ absl::Status CudaDevicePlane::Prepare(const std::vector<Entry>& entries) {
   if (stream_ == nullptr) {
     TROIKA_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                        "creating Troika's CUDA stream");
-    finisher_ = std::thread([this] { Finish(); });
+    finisher_ = std::thread([this] {
+      NameThisThread("troika-finish");
+      Finish();
+    });
   }
   return absl::OkStatus();
 }

@@ -40,6 +40,22 @@ TEST(TroikarunOptionsTest, DefaultsAndAlternativeSpellings) {
   EXPECT_EQ(seconds->grace_period, absl::Seconds(2)) << "a plain number means seconds";
 }
 
+TEST(TroikarunOptionsTest, FusionThresholdAndCycleTimeAsHorovodrunSpellsThem) {
+  auto options =
+      Parse({"-np", "2", "--fusion-threshold-mb", "0.5", "--cycle-time-ms=2.5", "--", "./train"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->fusion_threshold_bytes, int64_t{512} << 10);
+  EXPECT_EQ(options->cycle_time, absl::Microseconds(2500));
+  auto off = Parse({"-np", "2", "--fusion_threshold_mb=0", "--cycle_time_ms=0", "--", "./train"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->fusion_threshold_bytes, 0) << "0 turns fusion off";
+  EXPECT_EQ(off->cycle_time, absl::ZeroDuration());
+  auto unset = Parse({"-np", "2", "--", "./train"});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_FALSE(unset->fusion_threshold_bytes.has_value()) << "the coordinator's default";
+  EXPECT_FALSE(unset->cycle_time.has_value());
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});
@@ -71,6 +87,12 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "2", "--coordinator", "h:99999", "--", "x"}, "port 99999 is out of range"},
       {{"-np", "2", "--coordinator", "[::1", "--", "x"}, "'[' without a closing ']'"},
       {{"-np", "2", "--bogus", "1", "--", "x"}, "unknown option 'bogus'"},
+      {{"-np", "2", "--fusion-threshold-mb", "-1", "--", "x"}, "not a size in MiB"},
+      {{"-np", "2", "--fusion-threshold-mb", "lots", "--", "x"}, "'lots' is not a size in MiB"},
+      {{"-np", "2", "--cycle-time-ms", "nan", "--", "x"}, "'nan' is not a time in ms"},
+      {{"-np", "2", "--cycle-time-ms", "1e9", "--", "x"}, "between 0 and 60000"},
+      {{"-np", "2", "--coordinator", "h:1", "--cycle-time-ms", "2", "--", "x"},
+       "with --coordinator, give them to that coordinator"},
   };
   for (const Case& c : cases) {
     auto options = Parse(c.args);
