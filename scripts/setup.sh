@@ -10,7 +10,8 @@
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
 #   --test-tools  build packages and what the test suite runs besides the build (promtool
 #                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
-#                 and build/venv with kubernetes-validate and PyYAML from PyPI), then build
+#                 build/venv with kubernetes-validate and PyYAML from PyPI, and the wheels
+#                 `pip install .` builds with in build/wheelhouse), then build
 #                 everything: the programs, the tests and the benchmarks
 set -euo pipefail
 
@@ -21,6 +22,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   prometheus-cpp-dev civetweb libcivetweb-dev libssl-dev
   pybind11-dev python3-dev  # the Python module troika._troika (python/)
+  python3-venv ninja-build  # `pip install .` (pyproject.toml) into a virtual environment
 )
 # The packages holding every shared library of the installed binaries and libtroika beyond
 # those of debian:12-slim (tests/deploy checks this list against ldd of the build).
@@ -29,12 +31,15 @@ RUNTIME_PACKAGES=(
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
   libprometheus-cpp-core1.0 libcivetweb1
 )
-TEST_PACKAGES=(prometheus yamllint python3-venv
+TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
   python3-torch python3-pytest  # the Python tests (tests/python)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
+# The build requirements of `pip install .` (pyproject.toml), downloaded into build/wheelhouse
+# for the test that installs the package offline (tests/python/check_pip_install.sh).
+PIP_BUILD_REQUIREMENTS=(scikit-build-core==1.1.2 pybind11==3.1.0)
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -74,6 +79,12 @@ if [[ "$mode" == "--test-tools" ]]; then
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
       "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml==6.0.3
+  fi
+  wheelhouse="$root/build/wheelhouse"
+  if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
+    echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
+    "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
+      "${PIP_BUILD_REQUIREMENTS[@]}"
   fi
 fi
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${TROIKA_BUILD_TYPE:-RelWithDebInfo}"
