@@ -48,6 +48,30 @@ def test_allreduce_gradient(opname, form, scales):
     torch.testing.assert_close(x.grad, want, **EXACT)
 
 
+@pytest.mark.parametrize("opname", list(OPS))
+@pytest.mark.parametrize("form", ["sync", "async"])
+def test_grouped_allreduce_gradient(opname, form):
+    op, n, shapes, scales = OPS[opname], hvd.size(), [[5, 3], [2], [4, 1, 2]], (0.5, 3.0)
+    xs = [leaf(shape, hvd.rank() + i) for i, shape in enumerate(shapes)]
+    frozen = leaf([3], hvd.rank()).detach()  # a member that needs no gradient
+    group = xs[:2] + [frozen] + xs[2:]
+    if form == "sync":
+        ys = hvd.grouped_allreduce(group, op=op, prescale_factor=scales[0],
+                                   postscale_factor=scales[1])
+    else:
+        ys = hvd.synchronize(hvd.grouped_allreduce_async(
+            group, op=op, prescale_factor=scales[0], postscale_factor=scales[1]))
+    assert len(ys) == 4 and all(y.requires_grad for y in ys)
+    sum(((weights(hvd.rank() + 2 * i, list(y.shape)) * y).sum() for i, y in enumerate(ys))).backward()
+    for i, (x, shape) in zip([0, 1, 3], zip(xs, shapes)):
+        want = sum(weights(s + 2 * i, shape) for s in range(n)) * scales[0] * scales[1]
+        if op == hvd.Average:
+            want = want / n
+        torch.testing.assert_close(x.grad, want, **EXACT)
+    assert frozen.grad is None
+    assert not any(y.requires_grad for y in hvd.grouped_allreduce_([x.detach() for x in xs]))
+
+
 @pytest.mark.parametrize("opname", ["min", "max"])
 def test_allreduce_min_max_gradient_is_the_same_op_on_the_gradients(opname):
     # Horovod's convention (not the reduction's derivative): the gradient's allreduce uses the

@@ -1,6 +1,6 @@
 """Autograd for troika.torch's collectives, with Horovod's gradients.
 
-The out-of-place forms (``allreduce``, ``allgather``, ``broadcast``, ``alltoall``,
+The out-of-place forms (``allreduce``, ``grouped_allreduce``, ``allgather``, ``broadcast``, ``alltoall``,
 ``reducescatter`` and their ``_async`` forms, whose result ``synchronize()`` returns) give a
 result that is differentiable with respect to their input when that input requires grad and
 grad mode was on at submission. The in-place ``_`` forms are not differentiable.
@@ -10,6 +10,7 @@ Gradients (the loss being the sum of every rank's loss; each rank backpropagates
 - allreduce: an allreduce of the gradient with the same op and scales (Average averages,
   Sum sums). For Min, Max and Product this is Horovod's convention (the same op applied to the
   gradients), not the derivative of the reduction.
+- grouped_allreduce: a grouped allreduce of the gradients, as above tensor by tensor.
 - allgather: this rank's rows of the gradient summed across the ranks.
 - broadcast: the gradient summed across the ranks, on the root; zeros elsewhere.
 - alltoall: the reverse alltoall of the gradient (each rank sends back the rows it received).
@@ -75,6 +76,38 @@ class Allreduce(torch.autograd.Function):
         g = hvd.allreduce(grad.contiguous(), op=ctx.op, prescale_factor=ctx.scales[0],
                           postscale_factor=ctx.scales[1], process_set=ctx.process_set)
         return g, None, None, None, None, None
+
+
+def attach_group(finish, tensors, op, prescale_factor, postscale_factor, process_set):
+    """`finish` of a grouped allreduce (its list of results) made differentiable with respect
+    to the group's `tensors` if any requires grad and grad mode is on now (at submission)."""
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        return finish
+
+    def differentiable_finish():
+        results = finish()
+        with torch.enable_grad():
+            return list(GroupedAllreduce.apply(_Box(results), op, prescale_factor,
+                                               postscale_factor, process_set, *tensors))
+
+    return differentiable_finish
+
+
+class GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, box, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.op = op
+        ctx.scales = (prescale_factor, postscale_factor)
+        ctx.process_set = process_set
+        return tuple(box.value)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        hvd = _hvd()
+        gs = hvd.grouped_allreduce([g.contiguous() for g in grads], op=ctx.op,
+                                   prescale_factor=ctx.scales[0],
+                                   postscale_factor=ctx.scales[1], process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(gs)
 
 
 class Allgather(torch.autograd.Function):

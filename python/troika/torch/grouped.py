@@ -26,6 +26,7 @@ import torch
 import troika as _troika_pkg
 from troika import global_process_set
 import troika.torch as _hvd
+from troika.torch import autograd as _autograd
 
 
 class _GroupNative:
@@ -125,7 +126,11 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     natives = _troika_pkg.context().grouped_allreduce(
         group, entries, op=op, prescale=prescale_factor, postscale=postscale_factor,
         process_set=ps_id, device=device, ready_stream=stream)
-    return _hvd._register(_GroupNative(natives), keep, lambda: [f() for f in finishers])
+    finish = lambda: [f() for f in finishers]  # noqa: E731
+    if not in_place:  # out of place: differentiable (autograd.py)
+        finish = _autograd.attach_group(finish, tensors, op, prescale_factor, postscale_factor,
+                                        process_set)
+    return _hvd._register(_GroupNative(natives), keep, finish)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
