@@ -44,8 +44,9 @@ def parse_args():
     p.add_argument("--num-iters", type=int, default=10)
     p.add_argument("--num-batches-per-iter", type=int, default=10)
     p.add_argument("--num-warmup-batches", type=int, default=5)
-    p.add_argument("--troika-groups", type=int, default=0,
-                   help="Troika side only: DistributedOptimizer(groups=N) (0: none)")
+    p.add_argument("--troika-groups", default="0",
+                   help="Troika's variants, comma-separated: DistributedOptimizer(groups=N) for "
+                        "each N (0: none, the default optimizer); e.g. 0,1 runs both beside DDP")
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
@@ -88,15 +89,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def troika_synthetic(args, env, bench_args):
+def troika_synthetic(args, env, bench_args, groups):
     cmd = [args.troikarun, "-np", str(args.np), "--", args.python,
            os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
-    if args.troika_groups:
-        bench_args = bench_args + ["--groups", str(args.troika_groups)]
+    if groups:
+        bench_args = bench_args + ["--groups", str(groups)]
     return find(TOTAL, run(cmd + bench_args, env), "total img/sec")
 
 
-def ddp_synthetic(args, env, bench_args):
+def ddp_synthetic(args, env, bench_args, _):
     port = free_port()
     procs = []
     for r in range(args.np):
@@ -131,21 +132,25 @@ def main():
                       "--num-iters", str(args.num_iters),
                       "--num-batches-per-iter", str(args.num_batches_per_iter),
                       "--num-warmup-batches", str(args.num_warmup_batches)]
-        print("\n# synthetic benchmark: %s%s" % (" ".join(bench_args), "; troika: --groups %d"
-              % args.troika_groups if args.troika_groups else ""), flush=True)
-        troika, ddp = [], []
+        print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
+        variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic, g)
+                    for g in (int(x) for x in args.troika_groups.split(","))]
+        variants.append(("ddp", ddp_synthetic, None))
+        figures = {name: [] for name, _, _ in variants}
         for i in range(args.repeat):
-            order = [("troika", troika_synthetic, troika), ("ddp", ddp_synthetic, ddp)]
-            if i % 2:
-                order.reverse()
-            for name, fn, acc in order:
+            # Which goes first rotates from one repetition to the next.
+            shift = i % len(variants)
+            for name, fn, groups in variants[shift:] + variants[:shift]:
                 state = load()
-                acc.append(fn(args, env, bench_args))
-                print("run %d %-6s total %8.1f img/sec   (at start: %s)"
-                      % (i + 1, name, acc[-1], state), flush=True)
-        t, d = median(troika), median(ddp)
-        print("median total img/sec: troika %.1f, ddp (gloo) %.1f; troika/ddp %.2f "
-              "(target >= 1.0: %s)" % (t, d, t / d, "met" if t >= d else "NOT met"), flush=True)
+                figures[name].append(fn(args, env, bench_args, groups))
+                print("run %d %-16s total %8.1f img/sec   (at start: %s)"
+                      % (i + 1, name, figures[name][-1], state), flush=True)
+        d = median(figures["ddp"])
+        for name, _, _ in variants[:-1]:
+            t = median(figures[name])
+            print("median total img/sec: %s %.1f, ddp (gloo) %.1f; %s/ddp %.2f "
+                  "(target >= 1.0: %s)" % (name, t, d, name, t / d,
+                                           "met" if t >= d else "NOT met"), flush=True)
 
     if not args.skip_latency:
         print("\n# 4-byte allreduce latency, %d ranks, %d iterations per run"
