@@ -98,20 +98,23 @@ _next_handle = 0
 
 
 class _Pending:
-    __slots__ = ("native", "keep", "finish")
+    __slots__ = ("native", "keep", "finish", "stream_device")
 
-    def __init__(self, native, keep, finish):
+    def __init__(self, native, keep, finish, stream_device):
         self.native = native
-        self.keep = keep
+        self.keep = keep  # the tensors the operation reads and writes, alive until synchronize
         self.finish = finish  # () -> the operation's result, after a successful wait
+        # The CUDA device whose current stream synchronize() orders after the operation, for
+        # results written into the caller's (or our) device tensors; -1: wait on the CPU.
+        self.stream_device = stream_device
 
 
-def _register(native, keep, finish):
+def _register(native, keep, finish, stream_device=-1):
     global _next_handle
     with _handles_lock:
         _next_handle += 1
         h = _next_handle
-        _handles[h] = _Pending(native, keep, finish)
+        _handles[h] = _Pending(native, keep, finish, stream_device)
     return h
 
 
@@ -167,10 +170,26 @@ def _op(op, average):
     return Average if op is None else op
 
 
+class _DeviceBytes:
+    """Device memory of `nbytes` at `address`, as torch.as_tensor reads it (zero copy)."""
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (address, True), "version": 2}
+
+
 def _result_from(native, dtype, device):
-    """A new tensor holding a handle-owned result (allgather, alltoall)."""
+    """A new tensor holding a handle-owned result (allgather, alltoall), after a CPU wait.
+    On a GPU the result is copied on the current stream, which is then synchronised: the
+    handle's buffer is reused once the handle is gone."""
     out = torch.empty(native.output_shape, dtype=dtype, device=device)
-    native.copy_output(out.data_ptr(), _nbytes(out))
+    if device.type != "cuda":
+        native.copy_output(out.data_ptr(), _nbytes(out))
+    elif out.numel() > 0:
+        result = torch.as_tensor(_DeviceBytes(native.output_address, native.output_bytes),
+                                 device=device)
+        out.view(-1).view(torch.uint8).copy_(result)
+        torch.cuda.current_stream(device).synchronize()
     return out
 
 
@@ -189,7 +208,13 @@ def synchronize(handle):
     if pending is None:
         return None
     try:
-        pending.native.wait()
+        if pending.stream_device >= 0:
+            # GPU: the CPU waits only until the operation is issued; the current stream waits
+            # for its completion on the device (a failure after issue surfaces in later ops).
+            stream = torch.cuda.current_stream(pending.stream_device)
+            pending.native.wait_on_stream(stream.cuda_stream)
+        else:
+            pending.native.wait()
         return pending.finish()
     finally:
         with _handles_lock:
@@ -221,7 +246,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
                                   postscale_factor, process_set)
-    return _register(native, (tensor, source, target, output), finish)
+    return _register(native, (tensor, source, target, output), finish, device)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -311,7 +336,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
         _shape(source), root, process_set=ps_id, device=device, ready_stream=stream)
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Broadcast, root_rank, process_set)
-    return _register(native, (tensor, source, target, output), finish)
+    return _register(native, (tensor, source, target, output), finish, device)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -393,7 +418,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
         process_set=ps_id, device=device, ready_stream=stream)
     return _register(native, (tensor, source, out), _autograd.attach(
         lambda: out, tensor, _autograd.Reducescatter, op, prescale_factor, postscale_factor,
-        process_set))
+        process_set), device)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,

@@ -41,10 +41,16 @@ class _GroupNative:
         return all(n.poll() for n in self.natives)
 
     def wait(self):
+        self._each(lambda n: n.wait())
+
+    def wait_on_stream(self, stream):
+        self._each(lambda n: n.wait_on_stream(stream))
+
+    def _each(self, wait):
         first = None
         for n in self.natives:
             try:
-                n.wait()
+                wait(n)
             except Exception as e:  # wait for the rest; they use our buffers
                 if first is None:
                     first = e
@@ -130,7 +136,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     if not in_place:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach_group(finish, tensors, op, prescale_factor, postscale_factor,
                                         process_set)
-    return _hvd._register(_GroupNative(natives), keep, finish)
+    return _hvd._register(_GroupNative(natives), keep, finish, device)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
