@@ -58,7 +58,8 @@ def sample(root, last):
                 if int(tid) == pid:
                     thread += " (main)"
                 fields = stat.rsplit(")", 1)[1].split()
-                last[(pid, int(tid))] = (process, thread, (int(fields[11]) + int(fields[12])) / TICK)
+                seconds = (int(fields[11]) + int(fields[12])) / TICK
+                last[(pid, int(tid))] = (process, thread, seconds)
         except (OSError, ValueError):
             pass  # ended between listing and reading
 

@@ -62,7 +62,8 @@ def test_grouped_allreduce_gradient(opname, form):
         ys = hvd.synchronize(hvd.grouped_allreduce_async(
             group, op=op, prescale_factor=scales[0], postscale_factor=scales[1]))
     assert len(ys) == 4 and all(y.requires_grad for y in ys)
-    sum(((weights(hvd.rank() + 2 * i, list(y.shape)) * y).sum() for i, y in enumerate(ys))).backward()
+    loss = sum((weights(hvd.rank() + 2 * i, list(y.shape)) * y).sum() for i, y in enumerate(ys))
+    loss.backward()
     for i, (x, shape) in zip([0, 1, 3], zip(xs, shapes)):
         want = sum(weights(s + 2 * i, shape) for s in range(n)) * scales[0] * scales[1]
         if op == hvd.Average:

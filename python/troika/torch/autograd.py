@@ -1,9 +1,9 @@
 """Autograd for troika.torch's collectives, with Horovod's gradients.
 
-The out-of-place forms (``allreduce``, ``grouped_allreduce``, ``allgather``, ``broadcast``, ``alltoall``,
-``reducescatter`` and their ``_async`` forms, whose result ``synchronize()`` returns) give a
-result that is differentiable with respect to their input when that input requires grad and
-grad mode was on at submission. The in-place ``_`` forms are not differentiable.
+The out-of-place forms (``allreduce``, ``grouped_allreduce``, ``allgather``, ``broadcast``,
+``alltoall``, ``reducescatter`` and their ``_async`` forms, whose result ``synchronize()``
+returns) give a result that is differentiable with respect to their input when that input
+requires grad and grad mode was on at submission. The in-place ``_`` forms are not differentiable.
 
 Gradients (the loss being the sum of every rank's loss; each rank backpropagates its own):
 
