@@ -439,21 +439,60 @@ absl::Status Context::RemoveProcessSet(int id) {
   return impl_->Submit(std::move(r), nullptr, nullptr).Wait();
 }
 
+namespace {
+
+// The entries of a grouped operation of `type`: every request names the group and its size.
+std::vector<internal::Entry> GroupEntries(const std::string& group,
+                                          const std::vector<GroupTensor>& tensors,
+                                          CollectiveType type, int process_set,
+                                          const AllreduceOptions* reduce) {
+  std::vector<internal::Entry> entries;
+  for (const GroupTensor& t : tensors) {
+    TensorRequest r = Request(t.name, type, t.dtype, t.shape);
+    if (reduce != nullptr) {
+      r.reduce_op = reduce->op;
+      r.prescale = reduce->prescale;
+      r.postscale = reduce->postscale;
+    }
+    r.group = group;
+    r.group_size = static_cast<int>(tensors.size());
+    r.process_set = process_set;
+    internal::Entry entry{std::move(r), t.in, nullptr, nullptr};
+    if (type == CollectiveType::kAllreduce) entry.out = t.out;
+    if (type == CollectiveType::kReducescatter) {  // into the caller's buffer
+      entry.out = t.out;
+      entry.caller_output = true;
+      entry.out_bytes = t.out_bytes;
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+}  // namespace
+
 std::vector<Handle> Context::GroupedAllreduce(const std::string& group,
                                               const std::vector<GroupTensor>& tensors,
                                               AllreduceOptions options) {
-  std::vector<internal::Entry> entries;
-  for (const GroupTensor& t : tensors) {
-    TensorRequest r = Request(t.name, CollectiveType::kAllreduce, t.dtype, t.shape);
-    r.reduce_op = options.op;
-    r.prescale = options.prescale;
-    r.postscale = options.postscale;
-    r.group = group;
-    r.group_size = static_cast<int>(tensors.size());
-    r.process_set = options.process_set;
-    entries.push_back({std::move(r), t.in, t.out, nullptr});
-  }
-  return impl_->SubmitGroup(std::move(entries), options.device, options.compression);
+  return impl_->SubmitGroup(
+      GroupEntries(group, tensors, CollectiveType::kAllreduce, options.process_set, &options),
+      options.device, options.compression);
+}
+
+std::vector<Handle> Context::GroupedAllgather(const std::string& group,
+                                              const std::vector<GroupTensor>& tensors,
+                                              OpOptions options) {
+  return impl_->SubmitGroup(
+      GroupEntries(group, tensors, CollectiveType::kAllgather, options.process_set, nullptr),
+      options.device, std::nullopt);
+}
+
+std::vector<Handle> Context::GroupedReducescatter(const std::string& group,
+                                                  const std::vector<GroupTensor>& tensors,
+                                                  AllreduceOptions options) {
+  return impl_->SubmitGroup(
+      GroupEntries(group, tensors, CollectiveType::kReducescatter, options.process_set, &options),
+      options.device, options.compression);
 }
 
 Handle Context::Join() {

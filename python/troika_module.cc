@@ -146,6 +146,27 @@ struct PyHandle {
 
 PyHandle Wrap(troika::Handle h, int device) { return PyHandle{std::move(h), device}; }
 
+std::vector<PyHandle> WrapAll(std::vector<troika::Handle> handles, int device) {
+  std::vector<PyHandle> out;
+  out.reserve(handles.size());
+  for (troika::Handle& h : handles) out.push_back(Wrap(std::move(h), device));
+  return out;
+}
+
+// The tensors of a grouped operation as Python passes them: (name, input address, output
+// address, output capacity in bytes, dtype, shape); output and capacity are 0 where unused.
+using GroupEntries =
+    std::vector<std::tuple<std::string, uintptr_t, uintptr_t, size_t, int, std::vector<int64_t>>>;
+
+std::vector<troika::GroupTensor> ToGroupTensors(const GroupEntries& entries) {
+  std::vector<troika::GroupTensor> tensors;
+  tensors.reserve(entries.size());
+  for (const auto& [name, in, out, out_bytes, dtype, shape] : entries) {
+    tensors.push_back({name, Ptr(in), Ptr(out), ToDataType(dtype), shape, out_bytes});
+  }
+  return tensors;
+}
+
 std::vector<int64_t> Shape(const std::vector<int64_t>& shape) { return shape; }
 
 }  // namespace
@@ -332,37 +353,49 @@ PYBIND11_MODULE(_troika, m) {
           py::arg("ready_stream") = 0)
       .def(
           "grouped_allreduce",
-          // tensors: a list of (name, input address, output address, dtype, shape); returns
-          // one Handle per tensor (Context::GroupedAllreduce: negotiated as one group).
-          [](troika::Context& c, const std::string& group,
-             const std::vector<
-                 std::tuple<std::string, uintptr_t, uintptr_t, int, std::vector<int64_t>>>& tensors,
-             int op, double prescale, double postscale, int process_set, int device,
+          [](troika::Context& c, const std::string& group, const GroupEntries& tensors, int op,
+             double prescale, double postscale, int process_set, int device,
              uintptr_t ready_stream) {
-            std::vector<troika::GroupTensor> group_tensors;
-            group_tensors.reserve(tensors.size());
-            for (const auto& [name, in, out, dtype, shape] : tensors) {
-              troika::GroupTensor t;
-              t.name = name;
-              t.in = Ptr(in);
-              t.out = Ptr(out);
-              t.dtype = ToDataType(dtype);
-              t.shape = shape;
-              group_tensors.push_back(std::move(t));
-            }
-            std::vector<PyHandle> handles;
-            for (troika::Handle& h :
-                 c.GroupedAllreduce(group, group_tensors,
-                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
-                                                         device, ready_stream))) {
-              handles.push_back(Wrap(std::move(h), device));
-            }
-            return handles;
+            return WrapAll(
+                c.GroupedAllreduce(group, ToGroupTensors(tensors),
+                                   MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                        device, ready_stream)),
+                device);
           },
           py::arg("group"), py::arg("tensors"),
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0)
+          py::arg("ready_stream") = 0,
+          "tensors: (name, input, output, 0, dtype, shape) each; one Handle per tensor, "
+          "negotiated as one group (Context::GroupedAllreduce)")
+      .def(
+          "grouped_allgather",
+          [](troika::Context& c, const std::string& group, const GroupEntries& tensors,
+             int process_set, int device, uintptr_t ready_stream) {
+            return WrapAll(c.GroupedAllgather(group, ToGroupTensors(tensors),
+                                              MakeOpOptions(process_set, device, ready_stream)),
+                           device);
+          },
+          py::arg("group"), py::arg("tensors"), py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0,
+          "tensors: (name, input, 0, 0, dtype, shape) each; handle-owned results, as allgather")
+      .def(
+          "grouped_reducescatter",
+          [](troika::Context& c, const std::string& group, const GroupEntries& tensors, int op,
+             double prescale, double postscale, int process_set, int device,
+             uintptr_t ready_stream) {
+            return WrapAll(
+                c.GroupedReducescatter(group, ToGroupTensors(tensors),
+                                       MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                            device, ready_stream)),
+                device);
+          },
+          py::arg("group"), py::arg("tensors"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+          py::arg("ready_stream") = 0,
+          "tensors: (name, input, output, output_bytes, dtype, shape) each; into the outputs, "
+          "as reducescatter_into")
       .def(
           "barrier",
           [](troika::Context& c, int process_set) {

@@ -78,6 +78,27 @@ TEST(NegotiatorGroupTest, GroupedTensorIsHeldUntilItsWholeGroupIsReady) {
   EXPECT_TRUE(n.idle());
 }
 
+TEST(NegotiatorGroupTest, GroupedAllgathersAndReducescattersAreHeldAndReleasedTogether) {
+  for (CollectiveType type : {CollectiveType::kAllgather, CollectiveType::kReducescatter}) {
+    Negotiator n(2, NoHold());
+    auto grouped = [type](int rank, const std::string& name) {
+      TensorRequest r = Grouped(rank, name, "g", 2);
+      r.type = type;
+      return r;
+    };
+    SubmitOnRanks(n, {0, 1}, [&](int r) { return grouped(r, "g/a"); });
+    EXPECT_THAT(PollNow(n), IsEmpty()) << static_cast<int>(type);
+    SubmitOnRanks(n, {0, 1}, [&](int r) { return grouped(r, "g/b"); });
+    std::vector<Response> out = PollNow(n);
+    EXPECT_THAT(AllNames(out), ElementsAre("g/a", "g/b")) << static_cast<int>(type);
+    for (const Response& r : out) {
+      EXPECT_EQ(r.type, type);
+      EXPECT_FALSE(r.is_error()) << r.error;
+    }
+    EXPECT_TRUE(n.idle());
+  }
+}
+
 TEST(NegotiatorGroupTest, CompleteGroupIsReleasedContiguouslyInReadinessOrder) {
   NegotiatorOptions options = NoHold();
   options.fusion_threshold_bytes = 0;  // one response per tensor, to see the order

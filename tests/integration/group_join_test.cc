@@ -51,6 +51,49 @@ TEST_F(GroupJoinTest, GroupedAllreduceOfFiftyTensorsIsCorrectOnEveryRank) {
   });
 }
 
+TEST_F(GroupJoinTest, GroupedAllgatherAndReducescatterAreCorrectOnEveryRank) {
+  OnEveryRank(kRanks, [&](int rank) {
+    // Allgather: rank r contributes r + 1 rows of tensor i, each row = 10 r + i.
+    std::vector<std::vector<float>> in(3);
+    std::vector<GroupTensor> tensors;
+    for (int i = 0; i < 3; ++i) {
+      in[i].assign((rank + 1) * 2, static_cast<float>(10 * rank + i));
+      tensors.push_back(
+          {absl::StrCat("ag/", i), in[i].data(), nullptr, DataType::kFloat32, {rank + 1, 2}});
+    }
+    std::vector<Handle> handles = contexts_[rank]->GroupedAllgather("ag", tensors);
+    ASSERT_EQ(handles.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(handles[i].Wait().ok()) << handles[i].Wait();
+      std::vector<float> want;
+      for (int r = 0; r < kRanks; ++r) want.insert(want.end(), (r + 1) * 2, 10.0f * r + i);
+      const float* got = static_cast<const float*>(handles[i].output());
+      EXPECT_EQ(std::vector<float>(got, got + want.size()), want) << "rank " << rank;
+      EXPECT_EQ(handles[i].output_shape(), (std::vector<int64_t>{10, 2}));
+    }
+    // Reducescatter (Sum): 8 rows of 1, each rank's row j = r + j; rank r gets rows 2r, 2r+1.
+    std::vector<std::vector<float>> src(2, std::vector<float>(8)), out(2, std::vector<float>(2));
+    std::vector<GroupTensor> parts;
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 8; ++j) src[i][j] = static_cast<float>(rank + j + i);
+      parts.push_back({absl::StrCat("rs/", i),
+                       src[i].data(),
+                       out[i].data(),
+                       DataType::kFloat32,
+                       {8, 1},
+                       out[i].size() * sizeof(float)});
+    }
+    handles = contexts_[rank]->GroupedReducescatter("rs", parts);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(handles[i].Wait().ok()) << handles[i].Wait();
+      for (int k = 0; k < 2; ++k) {
+        const int row = 2 * rank + k;  // sum over ranks r of (r + row + i) = 6 + 4 (row + i)
+        EXPECT_EQ(out[i][k], 6.0f + 4.0f * static_cast<float>(row + i)) << "rank " << rank;
+      }
+    }
+  });
+}
+
 TEST_F(GroupJoinTest, InvalidTensorFailsTheWholeGroupOnThatRankAtOnce) {
   float a = 1, b = 1;
   std::vector<Handle> handles = contexts_[0]->GroupedAllreduce(

@@ -73,6 +73,23 @@ def test_grouped_allreduce_gradient(opname, form):
     assert not any(y.requires_grad for y in hvd.grouped_allreduce_([x.detach() for x in xs]))
 
 
+def test_grouped_allgather_and_reducescatter_gradients():
+    n = hvd.size()
+    rows = [r + 1 for r in range(n)]
+    x = leaf([rows[hvd.rank()], 2], hvd.rank())
+    (y,) = hvd.grouped_allgather([x])
+    backward_weighted(y)
+    start = sum(rows[:hvd.rank()])
+    want = sum(weights(s, [sum(rows), 2]) for s in range(n))[start:start + rows[hvd.rank()]]
+    torch.testing.assert_close(x.grad, want, **EXACT)
+
+    x = leaf([2 * n, 3], hvd.rank())
+    (y,) = hvd.grouped_reducescatter([x], op=hvd.Sum)
+    backward_weighted(y)
+    want = torch.cat([weights(s, [2, 3]) for s in range(n)])
+    torch.testing.assert_close(x.grad, want, **EXACT)
+
+
 @pytest.mark.parametrize("opname", ["min", "max"])
 def test_allreduce_min_max_gradient_is_the_same_op_on_the_gradients(opname):
     # Horovod's convention (not the reduction's derivative): the gradient's allreduce uses the

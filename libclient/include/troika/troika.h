@@ -131,13 +131,15 @@ struct OpOptions {
   Device device{};
 };
 
-// One tensor of a grouped allreduce (Context::GroupedAllreduce); as Allreduce's arguments.
+// One tensor of a grouped operation (Context::GroupedAllreduce, GroupedAllgather,
+// GroupedReducescatter); as that operation's arguments.
 struct GroupTensor {
   std::string name;
   const void* in = nullptr;
-  void* out = nullptr;
+  void* out = nullptr;  // GroupedAllgather: unused (the handle owns the result)
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
+  size_t out_bytes = 0;  // GroupedReducescatter: the capacity of `out`, as ReducescatterInto's
 };
 
 // One training step of this rank (Context::MarkStep), its wall time split by what the rank
@@ -282,6 +284,16 @@ class Context {
   std::vector<Handle> GroupedAllreduce(const std::string& group,
                                        const std::vector<GroupTensor>& tensors,
                                        AllreduceOptions options = {});
+  // Allgathers (results owned by the handles, as Allgather's) and reducescatters (into each
+  // tensor's `out`, as ReducescatterInto) as one group, with GroupedAllreduce's rules: none
+  // runs until every rank submitted all of them, and a group that differs between ranks
+  // (another size, other names) fails on every rank.
+  std::vector<Handle> GroupedAllgather(const std::string& group,
+                                       const std::vector<GroupTensor>& tensors,
+                                       OpOptions options = {});
+  std::vector<Handle> GroupedReducescatter(const std::string& group,
+                                           const std::vector<GroupTensor>& tensors,
+                                           AllreduceOptions options = {});
 
   // This rank is out of data (uneven inputs). Until every rank has joined, this rank submits
   // nothing (submissions fail at once) while its library keeps taking part in the other

@@ -397,6 +397,18 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 # ----------------------------------------------------------------------------- reducescatter
 
 
+def _reducescatter_output(tensor, process_set):
+    """The tensor that receives this rank's block of a reducescatter of `tensor`: dim 0
+    divided among the set's ranks, the first dim0 % n ranks one row more."""
+    shape = _shape(tensor)
+    if not shape:
+        raise ValueError("reducescatter needs a tensor of at least one dimension")
+    n = process_set.size()
+    pos = process_set.rank()
+    rows = shape[0] // n + (1 if 0 <= pos < shape[0] % n else 0) if n > 0 else 0
+    return torch.empty([rows] + shape[1:], dtype=tensor.dtype, device=tensor.device)
+
+
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` across the set (Average or Sum) and scatters dim 0: the set's i-th
@@ -406,12 +418,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     device, stream = _device(tensor)
     source = tensor.contiguous()
     shape = _shape(source)
-    if not shape:
-        raise ValueError("reducescatter needs a tensor of at least one dimension")
-    n = process_set.size()
-    pos = process_set.rank()
-    rows = shape[0] // n + (1 if 0 <= pos < shape[0] % n else 0) if n > 0 else 0
-    out = torch.empty([rows] + shape[1:], dtype=tensor.dtype, device=tensor.device)
+    out = _reducescatter_output(tensor, process_set)
     native = _troika_pkg.context().reducescatter_into(
         _name("reducescatter", name, ps_id), source.data_ptr(), out.data_ptr(), _nbytes(out),
         dt, shape, op=op, prescale=prescale_factor, postscale=postscale_factor,

@@ -10,12 +10,10 @@ error.
   schedules no tensor of the group until every rank submitted all of them, then runs them
   together, fused as far as the fusion threshold allows (docs/protocol.md, Groups). A tensor
   invalid on this rank fails the whole group here, before anything is sent.
-- ``grouped_allgather*`` and ``grouped_reducescatter*``: the core has no grouped allgather or
-  reducescatter. Every tensor of the group is checked first (dtype, device: an invalid one
-  raises before any is submitted, as in Horovod), then all are submitted back to back, so they
-  are negotiated in the same batch; but the coordinator does not hold the ready ones until the
-  whole group is ready, and they are not fused with one another (each runs as its own
-  collective).
+- ``grouped_allgather*`` and ``grouped_reducescatter*`` run on ``Context::GroupedAllgather``
+  and ``Context::GroupedReducescatter``, with the same rules: none runs until every rank
+  submitted all of them, and each is checked here first. They are not fused with one
+  another (each is its own collective, back to back).
 
 Names: the group's ``name`` (default: a generated ``grouped_<op>.noname.<N>``, deterministic
 across ranks); its i-th tensor is negotiated as ``<name>.<i>``.
@@ -56,32 +54,6 @@ class _GroupNative:
                     first = e
         if first is not None:
             raise first
-
-
-class _Composite:
-    """Several troika.torch handles (one per tensor), waited as one; keeps their results."""
-
-    __slots__ = ("handles", "results")
-
-    def __init__(self, handles):
-        self.handles = handles
-        self.results = None
-
-    def poll(self):
-        return all(_hvd.poll(h) for h in self.handles)
-
-    def wait(self):
-        first = None
-        results = []
-        for h in self.handles:
-            try:
-                results.append(_hvd.synchronize(h))
-            except Exception as e:
-                if first is None:
-                    first = e
-        if first is not None:
-            raise first
-        self.results = results
 
 
 def _group_name(kind, name, ps_id):
@@ -126,7 +98,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
         else:  # in place on a non-contiguous tensor: through a contiguous copy
             target = source
             finishers.append(lambda tensor=tensor, target=target: tensor.copy_(target))
-        entries.append(("%s.%d" % (group, i), source.data_ptr(), target.data_ptr(),
+        entries.append(("%s.%d" % (group, i), source.data_ptr(), target.data_ptr(), 0,
                         _hvd._dtype(source), _hvd._shape(source)))
         keep.append((tensor, source, target))
     natives = _troika_pkg.context().grouped_allreduce(
@@ -178,16 +150,25 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    """Allgathers each tensor of the list (dim 0 may differ per rank); one handle whose
-    synchronize() gives the list of gathered tensors. Submitted together, not fused (see the
-    module's doc)."""
+    """Allgathers each tensor of the list (dim 0 may differ per rank) as one group; one handle
+    whose synchronize() gives the list of gathered tensors."""
     ps_id = _hvd._ps_id(process_set)
     tensors = _check_group(tensors)
     group = _group_name("grouped_allgather", name, ps_id)
-    handles = [_hvd.allgather_async(t, name="%s.%d" % (group, i), process_set=process_set)
-               for i, t in enumerate(tensors)]
-    composite = _Composite(handles)
-    return _hvd._register(composite, (), lambda: composite.results)
+    if not tensors:
+        return _hvd._register(_GroupNative([]), (), lambda: [])
+    device, stream = _hvd._device(tensors[0])
+    sources = [t.contiguous() for t in tensors]
+    natives = _troika_pkg.context().grouped_allgather(
+        group, [("%s.%d" % (group, i), s.data_ptr(), 0, 0, _hvd._dtype(s), _hvd._shape(s))
+                for i, s in enumerate(sources)],
+        process_set=ps_id, device=device, ready_stream=stream)
+    # Each result differentiable as allgather's (autograd.py), decided now (at submission).
+    finishers = [_autograd.attach(
+        lambda n=n, t=t: _hvd._result_from(n, t.dtype, t.device), t, _autograd.Allgather,
+        process_set) for n, t in zip(natives, tensors)]
+    return _hvd._register(_GroupNative(natives), (tensors, sources),
+                          lambda: [f() for f in finishers])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -201,22 +182,26 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
-    """Reducescatters each tensor of the list (Average or Sum); one handle whose
-    synchronize() gives the list of this rank's blocks. Submitted together, not fused (see
-    the module's doc)."""
+    """Reducescatters each tensor of the list (Average or Sum) as one group; one handle whose
+    synchronize() gives the list of this rank's blocks."""
     ps_id = _hvd._ps_id(process_set)
     tensors = _check_group(tensors)
-    for t in tensors:
-        if t.dim() == 0:
-            raise ValueError("reducescatter needs a tensor of at least one dimension")
+    outs = [_hvd._reducescatter_output(t, process_set) for t in tensors]
     group = _group_name("grouped_reducescatter", name, ps_id)
-    handles = [_hvd.reducescatter_async(t, name="%s.%d" % (group, i), op=op,
-                                        process_set=process_set,
-                                        prescale_factor=prescale_factor,
-                                        postscale_factor=postscale_factor)
-               for i, t in enumerate(tensors)]
-    composite = _Composite(handles)
-    return _hvd._register(composite, (), lambda: composite.results)
+    if not tensors:
+        return _hvd._register(_GroupNative([]), (), lambda: [])
+    device, stream = _hvd._device(tensors[0])
+    sources = [t.contiguous() for t in tensors]
+    natives = _troika_pkg.context().grouped_reducescatter(
+        group, [("%s.%d" % (group, i), s.data_ptr(), o.data_ptr(), _hvd._nbytes(o),
+                 _hvd._dtype(s), _hvd._shape(s)) for i, (s, o) in enumerate(zip(sources, outs))],
+        op=op, prescale=prescale_factor, postscale=postscale_factor, process_set=ps_id,
+        device=device, ready_stream=stream)
+    finishers = [_autograd.attach(lambda o=o: o, t, _autograd.Reducescatter, op,
+                                  prescale_factor, postscale_factor, process_set)
+                 for t, o in zip(tensors, outs)]
+    return _hvd._register(_GroupNative(natives), (tensors, sources, outs),
+                          lambda: [f() for f in finishers], device)
 
 
 def grouped_reducescatter(tensors, name=None, compression=_hvd.Compression.none,
