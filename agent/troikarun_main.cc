@@ -168,6 +168,15 @@ int Run(const TroikarunOptions& options) {
                                                 coordinator::Secret::Of(job_token));
     if (found.ok()) embedded_job = *found;
   }
+  if (embedded_job != nullptr && !options.timeline.empty()) {
+    constexpr int64_t kTimelineMaxBytes = int64_t{1} << 30;  // as troikactl's default
+    if (absl::Status s = embedded_job->StartTimeline(options.timeline, kTimelineMaxBytes);
+        !s.ok()) {
+      std::fprintf(stderr, "troikarun: --timeline %s: %s\n", options.timeline.c_str(),
+                   std::string(s.message()).c_str());
+      return 1;
+    }
+  }
 
   // SIGINT/SIGTERM were blocked in every thread by main(); they are read here instead.
   sigset_t signals;
@@ -220,7 +229,9 @@ int main(int argc, char** argv) {
   // A closed stdout must not kill troikarun (and with it the agents' supervision).
   signal(SIGPIPE, SIG_IGN);
 
-  auto options = troika::agent::ParseTroikarunArgs(std::vector<std::string>(argv + 1, argv + argc));
+  const char* horovod_timeline = std::getenv("HOROVOD_TIMELINE");
+  auto options = troika::agent::ParseTroikarunArgs(std::vector<std::string>(argv + 1, argv + argc),
+                                                   horovod_timeline ? horovod_timeline : "");
   if (!options.ok()) {
     std::fprintf(stderr, "troikarun: %s\n", std::string(options.status().message()).c_str());
     return 2;

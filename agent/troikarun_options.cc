@@ -29,6 +29,10 @@ Options:
                            may wait for others still being submitted, to fuse with them (0:
                            never); default 1 (both as horovodrun's flags; with --coordinator,
                            give them to that coordinator: troika-coordinator --help)
+  --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
+                           trace of every tensor's negotiation and every rank's phases,
+                           docs/timeline.md) to FILE for the whole run; default
+                           $HOROVOD_TIMELINE if set (as horovodrun), else none
   --job NAME               job name; default troikarun-<pid of troikarun>
   --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
                            500ms, 1m (a plain number means seconds); default 5s
@@ -126,6 +130,9 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
                                                "' is not a time in ms between 0 and 60000"));
     }
     options.cycle_time = absl::Microseconds(std::llround(ms * 1000));
+  } else if (name == "timeline") {
+    if (value.empty()) return UsageError(kProgram, "--timeline needs a file");
+    options.timeline = value;
   } else if (name == "log_level") {
     options.log_level = value;
   } else {
@@ -136,8 +143,10 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
 
 }  // namespace
 
-absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args) {
+absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
+                                                    const std::string& horovod_timeline) {
   TroikarunOptions options;
+  options.timeline = horovod_timeline;
   absl::StatusOr<CommandLine> line =
       ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
         return SetFlag(name, v, options);
@@ -155,6 +164,12 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                       "--fusion-threshold-mb and --cycle-time-ms set troikarun's embedded "
                       "coordinator; with --coordinator, give them to that coordinator "
                       "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
+  }
+  if (!options.coordinator.empty() && !options.timeline.empty()) {
+    return UsageError(kProgram,
+                      "--timeline (or $HOROVOD_TIMELINE) is written by troikarun's embedded "
+                      "coordinator; with --coordinator, start one with `troikactl timeline "
+                      "start JOB FILE`");
   }
   if (options.np % options.RanksPerAgent() != 0) {
     return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",

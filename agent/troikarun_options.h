@@ -34,6 +34,9 @@ struct TroikarunOptions {
   // with --coordinator: a coordinator of one's own is configured by its own flags.
   std::optional<int64_t> fusion_threshold_bytes;
   std::optional<absl::Duration> cycle_time;
+  // --timeline FILE (default: $HOROVOD_TIMELINE, as horovodrun): the embedded coordinator
+  // writes the job's timeline to FILE (relative to troikarun's directory) for the whole run.
+  std::string timeline;
   // --help / -h was given: print kTroikarunUsage and exit 0; nothing else is validated.
   bool help = false;
   // The rank command: everything after "--". Not empty.
@@ -48,8 +51,10 @@ inline constexpr int kMaxRanks = 1024;
 // The complete --help text.
 extern const char kTroikarunUsage[];
 
-// Parses `args` (argv without argv[0]). INVALID_ARGUMENT with a message naming the problem
+// Parses `args` (argv without argv[0]); `horovod_timeline` is $HOROVOD_TIMELINE (the
+// default of --timeline; empty if unset). INVALID_ARGUMENT with a message naming the problem
 // (unknown flag, missing "--", -np < 1, bad duration, ...).
-absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args);
+absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
+                                                    const std::string& horovod_timeline = "");
 
 }  // namespace troika::agent

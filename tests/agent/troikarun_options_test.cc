@@ -56,6 +56,21 @@ TEST(TroikarunOptionsTest, FusionThresholdAndCycleTimeAsHorovodrunSpellsThem) {
   EXPECT_FALSE(unset->cycle_time.has_value());
 }
 
+TEST(TroikarunOptionsTest, TimelineFromTheFlagOrHorovodTimeline) {
+  auto flag = ParseTroikarunArgs({"-np", "2", "--timeline", "t.json", "--", "x"}, "env.json");
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->timeline, "t.json") << "the flag wins over $HOROVOD_TIMELINE";
+  auto env = ParseTroikarunArgs({"-np", "2", "--", "x"}, "env.json");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->timeline, "env.json");
+  auto none = Parse({"-np", "2", "--", "x"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->timeline.empty());
+  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"}, "env.json");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_THAT(std::string(remote.status().message()), HasSubstr("troikactl timeline start"));
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});
@@ -91,6 +106,7 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "2", "--fusion-threshold-mb", "lots", "--", "x"}, "'lots' is not a size in MiB"},
       {{"-np", "2", "--cycle-time-ms", "nan", "--", "x"}, "'nan' is not a time in ms"},
       {{"-np", "2", "--cycle-time-ms", "1e9", "--", "x"}, "between 0 and 60000"},
+      {{"-np", "2", "--timeline=", "--", "x"}, "--timeline needs a file"},
       {{"-np", "2", "--coordinator", "h:1", "--cycle-time-ms", "2", "--", "x"},
        "with --coordinator, give them to that coordinator"},
   };

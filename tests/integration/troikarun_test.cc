@@ -59,6 +59,27 @@ TEST(TroikarunTest, ExampleOnFourRanksSucceedsAndTheLossFalls) {
   EXPECT_THAT(r.out, Not(HasSubstr("[1] troika-example-train: done"))) << "rank 0 only";
 }
 
+// --timeline (and $HOROVOD_TIMELINE, horovodrun's way): the embedded coordinator writes the
+// job's timeline for the whole run, with every rank's phases, closed when the job ends.
+TEST(TroikarunTest, TimelineFlagAndHorovodTimelineWriteTheJobsTimeline) {
+  if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
+  const std::string dir = MakeScratchDir("troikarun-timeline");
+  const std::string check = absl::StrCat(
+      "python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))[\"traceEvents\"]; "
+      "ranks = {x[\"pid\"] for x in e if x.get(\"name\") == \"collective\"}; "
+      "print(sorted(ranks)); sys.exit(ranks != {2, 3})' ");
+  for (const std::string& how : {std::string("--timeline trace.json "), std::string("")}) {
+    const std::string env = how.empty() ? "HOROVOD_TIMELINE=trace.json " : "";
+    CommandResult r =
+        RunShell(absl::StrCat("rm -f trace.json; ", env, "exec ", TROIKARUN_BINARY, " -np 2 ", how,
+                              "-- ", EXAMPLE_TRAIN_BINARY, " --steps 10"),
+                 dir, absl::Seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    CommandResult c = RunShell(check + "trace.json", dir, absl::Seconds(30));
+    EXPECT_EQ(c.exit_code, 0) << (how.empty() ? "HOROVOD_TIMELINE" : how) << ": " << c.out << c.err;
+  }
+}
+
 TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
   const std::string dir = MakeScratchDir("troikarun-agents");
   CommandResult r =

@@ -5,11 +5,11 @@ Its GPU data plane (CUDA + NCCL) is built when the build found them (docs/gpu.md
 ``nccl_built()`` and ``cuda_built()`` say whether this build has it.
 
 Timelines: Troika's coordinator writes one timeline per job, merging every rank onto its clock
-(docs/timeline.md). Starting and stopping one is an administrator's call on the coordinator
-(``troikactl timeline start JOB FILE`` / ``troikactl timeline stop JOB``, which need the admin
-token), not something a rank can do; ``start_timeline``/``stop_timeline`` say so with a
-TimelineNotAvailable error (both a TroikaError, i.e. HorovodInternalError, and a
-NotImplementedError).
+(docs/timeline.md). It is asked at launch (``troikarun --timeline FILE``, or
+``HOROVOD_TIMELINE=FILE`` in troikarun's environment, as with horovodrun) or by an administrator
+on a running job (``troikactl timeline start JOB FILE`` / ``troikactl timeline stop JOB``), not
+by a rank; ``start_timeline``/``stop_timeline`` say so with a TimelineNotAvailable error (both a
+TroikaError, i.e. HorovodInternalError, and a NotImplementedError).
 """
 
 import os
@@ -36,8 +36,9 @@ def _timeline_error(call):
     job = os.environ.get("TROIKA_JOB") or "JOB"
     return TimelineNotAvailable(
         "%s: a rank cannot start or stop a timeline in Troika; the coordinator writes the "
-        "job's timeline (every rank on one clock) when an administrator asks it: "
-        "`troikactl timeline start %s FILE` and `troikactl timeline stop %s` "
+        "job's timeline (every rank on one clock): ask for it at launch with `troikarun "
+        "--timeline FILE` (or HOROVOD_TIMELINE=FILE, as with horovodrun), or on a running job "
+        "with `troikactl timeline start %s FILE` and `troikactl timeline stop %s` "
         "(docs/timeline.md)" % (call, job, job))
 
 
