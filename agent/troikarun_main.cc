@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
   // A closed stdout must not kill troikarun (and with it the agents' supervision).
   signal(SIGPIPE, SIG_IGN);
 
-  const char* horovod_timeline = std::getenv("HOROVOD_TIMELINE");
-  auto options = troika::agent::ParseTroikarunArgs(std::vector<std::string>(argv + 1, argv + argc),
-                                                   horovod_timeline ? horovod_timeline : "");
+  auto options =
+      troika::agent::ParseTroikarunArgs(std::vector<std::string>(argv + 1, argv + argc),
+                                        troika::agent::HorovodEnvironment::FromProcess());
   if (!options.ok()) {
     std::fprintf(stderr, "troikarun: %s\n", std::string(options.status().message()).c_str());
     return 2;

@@ -1,6 +1,7 @@
 #include "agent/troikarun_options.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,11 +25,13 @@ Options:
                            a given one as TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY or
                            TROIKA_PLAINTEXT=1 in troikarun's environment say
   --fusion-threshold-mb MB  the embedded coordinator's fusion threshold: allreduces are fused
-                           into one transfer up to MB MiB (0: no fusion); default 64
+                           into one transfer up to MB MiB (0: no fusion); default
+                           $HOROVOD_FUSION_THRESHOLD (bytes) if set, else 64
   --cycle-time-ms MS       the embedded coordinator's cycle time: how long a ready allreduce
                            may wait for others still being submitted, to fuse with them (0:
-                           never); default 1 (both as horovodrun's flags; with --coordinator,
-                           give them to that coordinator: troika-coordinator --help)
+                           never); default $HOROVOD_CYCLE_TIME (ms) if set, else 1
+                           (both as horovodrun's; with --coordinator, give them to that
+                           coordinator: troika-coordinator --help)
   --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
                            trace of every tensor's negotiation and every rank's phases,
                            docs/timeline.md) to FILE for the whole run; default
@@ -101,6 +104,31 @@ absl::Status ParseCount(const std::string& flag, const std::string& value, int* 
   return absl::OkStatus();
 }
 
+// A fusion threshold in units of `unit` bytes (MiB for the flag, bytes for horovodrun's
+// variable), 0 to 1 TiB.
+absl::Status ParseFusionThreshold(const std::string& what, const std::string& value, double unit,
+                                  TroikarunOptions& options) {
+  double n = 0;
+  if (!absl::SimpleAtod(value, &n) || !(n >= 0) || n * unit > double{1 << 20} * (1 << 20)) {
+    return UsageError(kProgram,
+                      absl::StrCat(what, ": '", value, "' is not a size ",
+                                   unit == 1 ? "in bytes" : "in MiB", " between 0 and 1 TiB"));
+  }
+  options.fusion_threshold_bytes = static_cast<int64_t>(n * unit);
+  return absl::OkStatus();
+}
+
+absl::Status ParseCycleTime(const std::string& what, const std::string& value,
+                            TroikarunOptions& options) {
+  double ms = 0;
+  if (!absl::SimpleAtod(value, &ms) || !(ms >= 0) || ms > 60'000) {
+    return UsageError(
+        kProgram, absl::StrCat(what, ": '", value, "' is not a time in ms between 0 and 60000"));
+  }
+  options.cycle_time = absl::Microseconds(std::llround(ms * 1000));
+  return absl::OkStatus();
+}
+
 // Applies flag `name` = `value` to `options`.
 absl::Status SetFlag(const std::string& name, const std::string& value, TroikarunOptions& options) {
   if (name == "np") return ParseCount("-np", value, &options.np);
@@ -117,19 +145,9 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     if (!grace.ok()) return grace.status();
     options.grace_period = *grace;
   } else if (name == "fusion_threshold_mb") {
-    double mb = 0;
-    if (!absl::SimpleAtod(value, &mb) || !(mb >= 0) || mb > 1 << 20) {
-      return UsageError(kProgram, absl::StrCat("--fusion-threshold-mb: '", value,
-                                               "' is not a size in MiB between 0 and 1048576"));
-    }
-    options.fusion_threshold_bytes = static_cast<int64_t>(mb * (1 << 20));
+    return ParseFusionThreshold("--fusion-threshold-mb", value, 1 << 20, options);
   } else if (name == "cycle_time_ms") {
-    double ms = 0;
-    if (!absl::SimpleAtod(value, &ms) || !(ms >= 0) || ms > 60'000) {
-      return UsageError(kProgram, absl::StrCat("--cycle-time-ms: '", value,
-                                               "' is not a time in ms between 0 and 60000"));
-    }
-    options.cycle_time = absl::Microseconds(std::llround(ms * 1000));
+    return ParseCycleTime("--cycle-time-ms", value, options);
   } else if (name == "timeline") {
     if (value.empty()) return UsageError(kProgram, "--timeline needs a file");
     options.timeline = value;
@@ -143,10 +161,28 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
 
 }  // namespace
 
+HorovodEnvironment HorovodEnvironment::FromProcess() {
+  auto get = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value == nullptr ? std::string() : std::string(value);
+  };
+  return {get("HOROVOD_TIMELINE"), get("HOROVOD_FUSION_THRESHOLD"), get("HOROVOD_CYCLE_TIME")};
+}
+
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
-                                                    const std::string& horovod_timeline) {
+                                                    const HorovodEnvironment& horovod) {
   TroikarunOptions options;
-  options.timeline = horovod_timeline;
+  // horovodrun's variables first: the flags override them.
+  options.timeline = horovod.timeline;
+  if (!horovod.fusion_threshold.empty()) {
+    absl::Status s =
+        ParseFusionThreshold("$HOROVOD_FUSION_THRESHOLD", horovod.fusion_threshold, 1, options);
+    if (!s.ok()) return s;
+  }
+  if (!horovod.cycle_time.empty()) {
+    absl::Status s = ParseCycleTime("$HOROVOD_CYCLE_TIME", horovod.cycle_time, options);
+    if (!s.ok()) return s;
+  }
   absl::StatusOr<CommandLine> line =
       ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
         return SetFlag(name, v, options);
@@ -161,7 +197,8 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
   if (!options.coordinator.empty() &&
       (options.fusion_threshold_bytes.has_value() || options.cycle_time.has_value())) {
     return UsageError(kProgram,
-                      "--fusion-threshold-mb and --cycle-time-ms set troikarun's embedded "
+                      "--fusion-threshold-mb and --cycle-time-ms (or $HOROVOD_FUSION_THRESHOLD "
+                      "and $HOROVOD_CYCLE_TIME) set troikarun's embedded "
                       "coordinator; with --coordinator, give them to that coordinator "
                       "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
   }

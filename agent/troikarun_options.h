@@ -31,11 +31,12 @@ struct TroikarunOptions {
   std::string log_level = "warning";
   // The embedded coordinator's fusion threshold (--fusion-threshold-mb, as horovodrun) and
   // cycle time (--cycle-time-ms); unset: the coordinator's defaults (64 MiB, 1 ms). Refused
-  // with --coordinator: a coordinator of one's own is configured by its own flags.
+  // with --coordinator (a coordinator of one's own is configured by its own flags), as is
+  // --timeline.
   std::optional<int64_t> fusion_threshold_bytes;
   std::optional<absl::Duration> cycle_time;
-  // --timeline FILE (default: $HOROVOD_TIMELINE, as horovodrun): the embedded coordinator
-  // writes the job's timeline to FILE (relative to troikarun's directory) for the whole run.
+  // --timeline FILE: the embedded coordinator writes the job's timeline to FILE (relative to
+  // troikarun's directory) for the whole run.
   std::string timeline;
   // --help / -h was given: print kTroikarunUsage and exit 0; nothing else is validated.
   bool help = false;
@@ -51,10 +52,18 @@ inline constexpr int kMaxRanks = 1024;
 // The complete --help text.
 extern const char kTroikarunUsage[];
 
-// Parses `args` (argv without argv[0]); `horovod_timeline` is $HOROVOD_TIMELINE (the
-// default of --timeline; empty if unset). INVALID_ARGUMENT with a message naming the problem
-// (unknown flag, missing "--", -np < 1, bad duration, ...).
+// horovodrun's environment variables, read as the defaults of troikarun's flags (empty:
+// unset).
+struct HorovodEnvironment {
+  std::string timeline;          // HOROVOD_TIMELINE: --timeline
+  std::string fusion_threshold;  // HOROVOD_FUSION_THRESHOLD, in bytes: --fusion-threshold-mb
+  std::string cycle_time;        // HOROVOD_CYCLE_TIME, in ms: --cycle-time-ms
+  static HorovodEnvironment FromProcess();
+};
+
+// Parses `args` (argv without argv[0]), with `horovod`'s values as defaults. INVALID_ARGUMENT with
+// a message naming the problem (unknown flag, missing "--", -np < 1, bad duration, ...).
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
-                                                    const std::string& horovod_timeline = "");
+                                                    const HorovodEnvironment& horovod = {});
 
 }  // namespace troika::agent

@@ -57,18 +57,38 @@ TEST(TroikarunOptionsTest, FusionThresholdAndCycleTimeAsHorovodrunSpellsThem) {
 }
 
 TEST(TroikarunOptionsTest, TimelineFromTheFlagOrHorovodTimeline) {
-  auto flag = ParseTroikarunArgs({"-np", "2", "--timeline", "t.json", "--", "x"}, "env.json");
+  auto flag = ParseTroikarunArgs({"-np", "2", "--timeline", "t.json", "--", "x"}, {"env.json"});
   ASSERT_TRUE(flag.ok()) << flag.status();
   EXPECT_EQ(flag->timeline, "t.json") << "the flag wins over $HOROVOD_TIMELINE";
-  auto env = ParseTroikarunArgs({"-np", "2", "--", "x"}, "env.json");
+  auto env = ParseTroikarunArgs({"-np", "2", "--", "x"}, {"env.json"});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->timeline, "env.json");
   auto none = Parse({"-np", "2", "--", "x"});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->timeline.empty());
-  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"}, "env.json");
+  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"}, {"env.json"});
   ASSERT_FALSE(remote.ok());
   EXPECT_THAT(std::string(remote.status().message()), HasSubstr("troikactl timeline start"));
+}
+
+TEST(TroikarunOptionsTest, HorovodFusionThresholdAndCycleTimeAreDefaults) {
+  HorovodEnvironment env{"", "1048576", "3.5"};
+  auto from_env = ParseTroikarunArgs({"-np", "2", "--", "x"}, env);
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->fusion_threshold_bytes, int64_t{1} << 20) << "bytes, as Horovod's";
+  EXPECT_EQ(from_env->cycle_time, absl::Microseconds(3500));
+  auto flags = ParseTroikarunArgs(
+      {"-np", "2", "--fusion-threshold-mb", "2", "--cycle-time-ms", "0", "--", "x"}, env);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->fusion_threshold_bytes, int64_t{2} << 20) << "the flags win";
+  EXPECT_EQ(flags->cycle_time, absl::ZeroDuration());
+  auto bad = ParseTroikarunArgs({"-np", "2", "--", "x"}, {"", "64MB", ""});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("$HOROVOD_FUSION_THRESHOLD: '64MB' is not a size in bytes"));
+  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"}, {"", "", "2"});
+  ASSERT_FALSE(remote.ok());
+  EXPECT_THAT(std::string(remote.status().message()), HasSubstr("$HOROVOD_CYCLE_TIME"));
 }
 
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
@@ -103,6 +123,7 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "2", "--coordinator", "[::1", "--", "x"}, "'[' without a closing ']'"},
       {{"-np", "2", "--bogus", "1", "--", "x"}, "unknown option 'bogus'"},
       {{"-np", "2", "--fusion-threshold-mb", "-1", "--", "x"}, "not a size in MiB"},
+      {{"-np", "2", "--fusion-threshold-mb", "2000000", "--", "x"}, "between 0 and 1 TiB"},
       {{"-np", "2", "--fusion-threshold-mb", "lots", "--", "x"}, "'lots' is not a size in MiB"},
       {{"-np", "2", "--cycle-time-ms", "nan", "--", "x"}, "'nan' is not a time in ms"},
       {{"-np", "2", "--cycle-time-ms", "1e9", "--", "x"}, "between 0 and 60000"},
