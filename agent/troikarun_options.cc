@@ -27,9 +27,11 @@ Options:
   --fusion-threshold-mb MB  the embedded coordinator's fusion threshold: allreduces are fused
                            into one transfer up to MB MiB (0: no fusion); default
                            $HOROVOD_FUSION_THRESHOLD (bytes) if set, else 64
-  --cycle-time-ms MS       the embedded coordinator's cycle time: how long a ready allreduce
-                           may wait for others still being submitted, to fuse with them (0:
-                           never); default $HOROVOD_CYCLE_TIME (ms) if set, else 1
+  --cycle-time-ms MS       the embedded coordinator's cycle time: how long a rank holds its
+                           requests to send those submitted together in one message (a
+                           wait or poll sends them at once), and a ready allreduce may wait
+                           for others still being submitted, to fuse with them (0: neither);
+                           default $HOROVOD_CYCLE_TIME (ms) if set, else 1
                            (both as horovodrun's; with --coordinator, give them to that
                            coordinator: troika-coordinator --help)
   --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome

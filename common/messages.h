@@ -121,6 +121,7 @@ struct WaitState {
 struct ClientSettings {
   int report_interval_ms = 0;  // 0: no ExecReport
   bool report_phases = false;  // include execution phases (a timeline is being written)
+  int send_cycle_us = 0;       // hold requests up to this long to send them together (0: don't)
   bool operator==(const ClientSettings&) const = default;
 };
 

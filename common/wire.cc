@@ -204,6 +204,7 @@ void ToWire(const DownMessage& in, v1::Down* out) {
   if (in.settings) {
     batch->mutable_settings()->set_report_interval_ms(in.settings->report_interval_ms);
     batch->mutable_settings()->set_report_phases(in.settings->report_phases);
+    batch->mutable_settings()->set_send_cycle_us(in.settings->send_cycle_us);
   }
 }
 
@@ -232,7 +233,8 @@ DownMessage FromWire(const v1::Down& in) {
   }
   if (in.responses().has_settings()) {
     const v1::ClientSettings& settings = in.responses().settings();
-    out.settings = ClientSettings{settings.report_interval_ms(), settings.report_phases()};
+    out.settings = ClientSettings{settings.report_interval_ms(), settings.report_phases(),
+                                  settings.send_cycle_us()};
   }
   return out;
 }

@@ -66,7 +66,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       stall_inspector_(options.stall),
       straggler_stats_(size),
       telemetry_(name_, size, std::move(options.autotune), options.negotiator),
-      settings_(telemetry_.settings()) {}
+      settings_(CurrentSettings()) {}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -347,8 +347,15 @@ absl::StatusOr<TimelineInfo> Job::StopTimeline() {
   return info;
 }
 
+ClientSettings Job::CurrentSettings() const {
+  ClientSettings settings = telemetry_.settings();
+  const int64_t cycle_us = absl::ToInt64Microseconds(negotiator_.options().cycle_time);
+  settings.send_cycle_us = static_cast<int>(std::clamp<int64_t>(cycle_us, 0, 60'000'000));
+  return settings;
+}
+
 void Job::SyncSettingsLocked() {
-  const ClientSettings settings = telemetry_.settings();
+  const ClientSettings settings = CurrentSettings();
   if (settings == settings_) return;
   settings_ = settings;
   auto down = std::make_shared<DownMessage>();

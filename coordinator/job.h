@@ -206,7 +206,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Feeds the tensors that became ready to the straggler statistics and the telemetry, and
   // applies parameters the autotuner chose.
   void RecordReadyLocked();
-  // Sends the telemetry's ClientSettings to every session if they changed.
+  // What ranks are told to do (ClientSettings): the telemetry's reports and the negotiator's
+  // cycle time as the send cycle.
+  ClientSettings CurrentSettings() const;
+  // Sends CurrentSettings() to every session if they changed.
   void SyncSettingsLocked();
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.

@@ -18,7 +18,9 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port for the gRPC service (
 ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,
           "largest fused allreduce in bytes; 0 disables fusion");
 ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
-          "longest time a ready allreduce is held back to fuse with others still arriving");
+          "longest time a ready allreduce is held back to fuse with others still arriving, and "
+          "a rank holds its requests to send those submitted together in one message (a wait "
+          "or poll sends them at once); 0 holds nothing");
 ABSL_FLAG(int, cache_capacity, 1024,
           "response-cache entries per job: repeated requests travel as small ids; 0 disables");
 ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),

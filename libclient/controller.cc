@@ -31,6 +31,14 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
     }
     cv_.notify_one();
   });
+  waits_->SetFlush([this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (outbox_.empty() || flush_) return;
+      flush_ = true;
+    }
+    cv_.notify_one();
+  });
 }
 
 void Controller::Start() {
@@ -48,11 +56,15 @@ absl::Status Controller::Submit(Entry entry) {
   TensorRequest request = entry.request;
   // Into the table before the request leaves: its response can never arrive first.
   if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Held back for the send cycle: only the first of a batch wakes the sender (to time it).
+    wake = outbox_.empty() || send_cycle_ == absl::ZeroDuration();
+    if (outbox_.empty()) held_since_ = absl::Now();
     outbox_.push_back(std::move(request));
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return absl::OkStatus();
 }
 
@@ -70,6 +82,7 @@ absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (outbox_.empty()) held_since_ = absl::Now();
     outbox_.insert(outbox_.end(), std::make_move_iterator(requests.begin()),
                    std::make_move_iterator(requests.end()));
   }
@@ -97,9 +110,13 @@ void Controller::StepsQueued() {
 
 bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
                              absl::Time& next_steps, absl::Time expire_waits) {
+  auto outbox_due = [&] {
+    return !outbox_.empty() && (send_cycle_ == absl::ZeroDuration() || flush_ ||
+                                absl::Now() >= held_since_ + send_cycle_);
+  };
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
-           !outbox_.empty() || !wait_states_.empty();
+           outbox_due() || !wait_states_.empty();
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -113,11 +130,22 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
     next_steps = now + kStepReportInterval;
   }
   steps_queued_ = false;
-  const absl::Time deadline = std::min({next_report, next_steps, expire_waits});
-  if (deadline == absl::InfiniteFuture()) {
-    cv_.wait(lock, wake);
-  } else {
-    cv_.wait_until(lock, absl::ToChronoTime(deadline), wake);
+  const absl::Time others = std::min({next_report, next_steps, expire_waits});
+  for (;;) {
+    const absl::Time send_due =
+        outbox_.empty() ? absl::InfiniteFuture() : held_since_ + send_cycle_;
+    const absl::Time deadline = std::min(others, send_due);
+    // A request queued while waiting starts a send cycle that may end before `deadline`:
+    // wake up to wait for it instead.
+    auto woken = [&] {
+      return wake() || (!outbox_.empty() && held_since_ + send_cycle_ < deadline);
+    };
+    if (deadline == absl::InfiniteFuture()) {
+      cv_.wait(lock, woken);
+    } else {
+      cv_.wait_until(lock, absl::ToChronoTime(deadline), woken);
+    }
+    if (wake() || absl::Now() >= others) break;
   }
   settings_changed_ = false;
   polls_registered_ = false;
@@ -144,6 +172,8 @@ void Controller::SendLoop() {
       report_due = WaitForWork(lock, next_report, next_steps, expire_waits);
       if (stop_sending_) break;
       batch.swap(outbox_);
+      held_since_ = absl::InfiniteFuture();
+      flush_ = false;
       waits.swap(wait_states_);
     }
     absl::Status sent = batch.empty() && waits.empty() ? absl::OkStatus() : SendBatch(batch, waits);
@@ -208,6 +238,7 @@ void Controller::ReceiveLoop() {
           {
             std::lock_guard<std::mutex> lock(mu_);
             settings_changed_ = true;
+            send_cycle_ = absl::Microseconds(event.down.settings->send_cycle_us);
           }
           cv_.notify_one();
         }
@@ -215,7 +246,9 @@ void Controller::ReceiveLoop() {
         if (!resend.empty()) {
           {
             std::lock_guard<std::mutex> lock(mu_);
+            if (outbox_.empty()) held_since_ = absl::Now();
             outbox_.insert(outbox_.end(), resend.begin(), resend.end());
+            flush_ = true;  // answers to the coordinator: never held back
           }
           cv_.notify_one();
         }

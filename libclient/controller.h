@@ -101,6 +101,13 @@ class Controller {
   bool settings_changed_ = false;  // guarded by mu_
   bool steps_queued_ = false;      // guarded by mu_; StepsQueued() since the sender looked
   bool polls_registered_ = false;  // guarded by mu_; a registration by polling began since
+  // The send cycle (ClientSettings.send_cycle_us, the job's cycle time): requests are held
+  // up to this long after the oldest was queued, so that those submitted close together leave
+  // in one message; a thread waiting for (or polling) an op sends them at once (flush_).
+  // Zero (until the coordinator says otherwise): each is sent as soon as the sender wakes.
+  absl::Duration send_cycle_ = absl::ZeroDuration();  // guarded by mu_
+  absl::Time held_since_ = absl::InfiniteFuture();    // guarded by mu_; oldest in outbox_
+  bool flush_ = false;                                // guarded by mu_
   std::thread sender_;
   std::thread receiver_;
 };

@@ -49,6 +49,13 @@ uint64_t NextPollId() {
 // kBlockedAfter registers with the op's wait tracker until it ends.
 bool WaitUntil(OpState& state, absl::Time deadline) {
   auto done = [&] { return state.done; };
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (state.done) return true;
+  }
+  // About to wait: requests held back for the send cycle leave now (the tracker's flush takes
+  // the controller's lock; never under an op's).
+  if (std::shared_ptr<WaitTracker> tracker = state.tracker.lock()) tracker->Waiting();
   std::unique_lock<std::mutex> lock(state.mu);
   const absl::Time now = absl::Now();
   const absl::Time blocked_at = std::min(deadline, now + kBlockedAfter);
@@ -99,6 +106,7 @@ bool Handle::Poll() const {
   }
   std::shared_ptr<internal::WaitTracker> tracker = state.tracker.lock();
   if (!tracker) return false;
+  tracker->Waiting();  // a poll wants progress: requests held for the send cycle leave now
   tracker->Polled(id, state.name, now);  // outside mu: the tracker's sink takes other locks
   // If the op completed meanwhile, Complete() may have ended the run before Polled renewed it:
   // end it again.
@@ -131,6 +139,9 @@ absl::Status Handle::WaitOnStream(void* stream) const {
   if (!state_->on_device) {
     return absl::FailedPreconditionError(
         "WaitOnStream is for GPU operations; this one runs on the host (use Wait)");
+  }
+  if (std::shared_ptr<internal::WaitTracker> tracker = state_->tracker.lock()) {
+    tracker->Waiting();  // held requests leave now
   }
   std::function<void(void*)> waiter;
   {

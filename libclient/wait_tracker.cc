@@ -24,6 +24,17 @@ void WaitTracker::Detach() {
   std::lock_guard<std::mutex> lock(mu_);
   sink_ = nullptr;
   wake_ = nullptr;
+  flush_ = nullptr;
+}
+
+void WaitTracker::Waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (flush_) flush_();
+}
+
+void WaitTracker::SetFlush(std::function<void()> flush) {
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_ = std::move(flush);
 }
 
 void WaitTracker::Polled(uint64_t op, const std::string& name, absl::Time now) {

@@ -74,6 +74,10 @@ class WaitTracker {
   // `wake` is called (under the tracker's lock; it must not block or call back) whenever a
   // registration by polling begins, so that whoever calls Expire looks at its result again.
   void SetWake(std::function<void()> wake);
+  // A thread is about to wait for (or poll) an op that is not done: `flush` (set by the
+  // controller; it must not block or call back) sends the requests it holds back at once.
+  void Waiting();
+  void SetFlush(std::function<void()> flush);
 
  private:
   // A run of polls of one not-done op.
@@ -92,6 +96,7 @@ class WaitTracker {
   // Guarded by mu_.
   Sink sink_;
   std::function<void()> wake_;
+  std::function<void()> flush_;
   std::map<uint64_t, std::string> blocked_;  // token -> name
   std::map<uint64_t, PollRun> polls_;        // op -> its run of polls
   uint64_t next_token_ = 1;
