@@ -37,6 +37,9 @@ ABSL_FLAG(int, small_tensors, 256, "many_small: allreduces per step");
 ABSL_FLAG(std::string, small_tensor_bytes, "16KiB", "many_small: bytes per tensor (float32)");
 ABSL_FLAG(std::string, csv, "", "if set, also write every row as CSV to this file");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error");
+ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
+          "the coordinator's cycle time (troika-coordinator --cycle_time): how long ranks hold "
+          "requests to send them together, and ready allreduces wait to fuse; 0: neither");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the collectives above over Gloo; cuda: the GPU data plane (pack+unpack bandwidth "
           "vs the device's own copy bandwidth, small-allreduce cost vs raw NCCL) instead");
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
   troika::coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.listen_address = "127.0.0.1:0";
   coordinator_options.tls.plaintext = true;  // loopback only
+  coordinator_options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
   auto coordinator = troika::coordinator::Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "troika-bench: cannot start the coordinator: %s\n",

@@ -47,6 +47,9 @@ def parse_args():
     p.add_argument("--troika-groups", default="0",
                    help="Troika's variants, comma-separated: DistributedOptimizer(groups=N) for "
                         "each N (0: none, the default optimizer); e.g. 0,1 runs both beside DDP")
+    p.add_argument("--troika-cycle-times", default="",
+                   help="more Troika variants, comma-separated: the default optimizer with "
+                        "troikarun --cycle-time-ms MS for each MS (e.g. 20,50)")
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
@@ -89,9 +92,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def troika_synthetic(args, env, bench_args, groups):
-    cmd = [args.troikarun, "-np", str(args.np), "--", args.python,
-           os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
+def troika_synthetic(args, env, bench_args, variant):
+    groups, cycle_ms = variant
+    cmd = [args.troikarun, "-np", str(args.np)]
+    if cycle_ms is not None:
+        cmd += ["--cycle-time-ms", cycle_ms]
+    cmd += ["--", args.python,
+            os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
     if groups:
         bench_args = bench_args + ["--groups", str(groups)]
     return find(TOTAL, run(cmd + bench_args, env), "total img/sec")
@@ -133,8 +140,10 @@ def main():
                       "--num-batches-per-iter", str(args.num_batches_per_iter),
                       "--num-warmup-batches", str(args.num_warmup_batches)]
         print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
-        variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic, g)
+        variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic, (g, None))
                     for g in (int(x) for x in args.troika_groups.split(","))]
+        variants += [("troika cycle=%sms" % c, troika_synthetic, (0, c))
+                     for c in args.troika_cycle_times.split(",") if c]
         variants.append(("ddp", ddp_synthetic, None))
         figures = {name: [] for name, _, _ in variants}
         for i in range(args.repeat):
@@ -143,7 +152,7 @@ def main():
             for name, fn, groups in variants[shift:] + variants[:shift]:
                 state = load()
                 figures[name].append(fn(args, env, bench_args, groups))
-                print("run %d %-16s total %8.1f img/sec   (at start: %s)"
+                print("run %d %-18s total %8.1f img/sec   (at start: %s)"
                       % (i + 1, name, figures[name][-1], state), flush=True)
         d = median(figures["ddp"])
         for name, _, _ in variants[:-1]:
