@@ -70,12 +70,13 @@ TEST(TroikarunTest, TimelineFlagAndHorovodTimelineWriteTheJobsTimeline) {
       "print(sorted(ranks)); sys.exit(ranks != {2, 3})' ");
   for (const std::string& how : {std::string("--timeline trace.json "), std::string("")}) {
     const std::string env = how.empty() ? "HOROVOD_TIMELINE=trace.json " : "";
-    CommandResult r =
-        RunShell(absl::StrCat("rm -f trace.json; ", env, "exec ", TROIKARUN_BINARY, " -np 2 ", how,
-                              "-- ", EXAMPLE_TRAIN_BINARY, " --steps 10"),
-                 dir, absl::Seconds(120));
+    CommandResult r = RunShell(
+        absl::StrCat("cd ", dir, " && rm -f trace.json && ", env, "exec ", TROIKARUN_BINARY,
+                     " -np 2 ", how, "-- ", EXAMPLE_TRAIN_BINARY, " --steps 10"),
+        dir, absl::Seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    CommandResult c = RunShell(check + "trace.json", dir, absl::Seconds(30));
+    CommandResult c =
+        RunShell(absl::StrCat("cd ", dir, " && ", check, "trace.json"), dir, absl::Seconds(30));
     EXPECT_EQ(c.exit_code, 0) << (how.empty() ? "HOROVOD_TIMELINE" : how) << ": " << c.out << c.err;
   }
 }
