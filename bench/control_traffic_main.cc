@@ -30,6 +30,9 @@ ABSL_FLAG(int, short_steps, 5, "steps of the short run");
 ABSL_FLAG(int, long_steps, 25, "steps of the long run");
 ABSL_FLAG(std::string, trainer, "", "trainer binary; default: ../examples/troika-example-train");
 ABSL_FLAG(std::string, agent, "", "agent binary; default: ../agent/troika-agent");
+ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
+          "the coordinator's cycle time (troika-coordinator --cycle_time): ranks hold their "
+          "requests this long to send them together; 0: each at once");
 
 extern char** environ;
 
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     options.listen_address = "127.0.0.1:0";
     options.tls.plaintext = true;  // loopback
     options.registry.negotiator.cache_capacity = capacity;
+    options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
     auto c = troika::coordinator::Coordinator::Start(options);
     if (!c.ok()) return 1;
     for (bool agents : {false, true}) {
