@@ -167,6 +167,22 @@ std::vector<troika::GroupTensor> ToGroupTensors(const GroupEntries& entries) {
   return tensors;
 }
 
+// The binding of a grouped reduction (GroupedAllreduce, GroupedReducescatter): Python's
+// entries and options in, one Handle per tensor out.
+using GroupedReduceMethod = std::vector<troika::Handle> (troika::Context::*)(
+    const std::string&, const std::vector<troika::GroupTensor>&, troika::AllreduceOptions);
+
+auto GroupedReduce(GroupedReduceMethod method) {
+  return [method](troika::Context& c, const std::string& group, const GroupEntries& tensors, int op,
+                  double prescale, double postscale, int process_set, int device,
+                  uintptr_t ready_stream) {
+    return WrapAll((c.*method)(group, ToGroupTensors(tensors),
+                               MakeAllreduceOptions(op, prescale, postscale, process_set, device,
+                                                    ready_stream)),
+                   device);
+  };
+}
+
 std::vector<int64_t> Shape(const std::vector<int64_t>& shape) { return shape; }
 
 }  // namespace
@@ -351,23 +367,12 @@ PYBIND11_MODULE(_troika, m) {
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
           py::arg("ready_stream") = 0)
-      .def(
-          "grouped_allreduce",
-          [](troika::Context& c, const std::string& group, const GroupEntries& tensors, int op,
-             double prescale, double postscale, int process_set, int device,
-             uintptr_t ready_stream) {
-            return WrapAll(
-                c.GroupedAllreduce(group, ToGroupTensors(tensors),
-                                   MakeAllreduceOptions(op, prescale, postscale, process_set,
-                                                        device, ready_stream)),
-                device);
-          },
-          py::arg("group"), py::arg("tensors"),
-          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
-          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0,
-          "tensors: (name, input, output, 0, dtype, shape) each; one Handle per tensor, "
-          "negotiated as one group (Context::GroupedAllreduce)")
+      .def("grouped_allreduce", GroupedReduce(&troika::Context::GroupedAllreduce), py::arg("group"),
+           py::arg("tensors"), py::arg("op") = static_cast<int>(troika::ReduceOp::kSum),
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("process_set") = 0,
+           py::arg("device") = -1, py::arg("ready_stream") = 0,
+           "tensors: (name, input, output, 0, dtype, shape) each; one Handle per tensor, "
+           "negotiated as one group (Context::GroupedAllreduce)")
       .def(
           "grouped_allgather",
           [](troika::Context& c, const std::string& group, const GroupEntries& tensors,
@@ -379,23 +384,13 @@ PYBIND11_MODULE(_troika, m) {
           py::arg("group"), py::arg("tensors"), py::arg("process_set") = 0, py::arg("device") = -1,
           py::arg("ready_stream") = 0,
           "tensors: (name, input, 0, 0, dtype, shape) each; handle-owned results, as allgather")
-      .def(
-          "grouped_reducescatter",
-          [](troika::Context& c, const std::string& group, const GroupEntries& tensors, int op,
-             double prescale, double postscale, int process_set, int device,
-             uintptr_t ready_stream) {
-            return WrapAll(
-                c.GroupedReducescatter(group, ToGroupTensors(tensors),
-                                       MakeAllreduceOptions(op, prescale, postscale, process_set,
-                                                            device, ready_stream)),
-                device);
-          },
-          py::arg("group"), py::arg("tensors"),
-          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
-          py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0,
-          "tensors: (name, input, output, output_bytes, dtype, shape) each; into the outputs, "
-          "as reducescatter_into")
+      .def("grouped_reducescatter", GroupedReduce(&troika::Context::GroupedReducescatter),
+           py::arg("group"), py::arg("tensors"),
+           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
+           py::arg("ready_stream") = 0,
+           "tensors: (name, input, output, output_bytes, dtype, shape) each; into the outputs, "
+           "as reducescatter_into")
       .def(
           "barrier",
           [](troika::Context& c, int process_set) {

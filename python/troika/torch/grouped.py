@@ -56,12 +56,21 @@ class _GroupNative:
             raise first
 
 
-def _group_name(kind, name, ps_id):
-    return name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+def _start_group(kind, tensors, name, process_set):
+    """Validates a group before any of it is submitted (every tensor's dtype, one device) and
+    names it: (the tensors as a list, process set id, group name, device, ready stream)."""
+    ps_id = _hvd._ps_id(process_set)
+    tensors = _check_group(tensors)
+    group = name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+    device, stream = _hvd._device(tensors[0]) if tensors else (-1, 0)
+    return tensors, ps_id, group, device, stream
+
+
+def _empty_group():
+    return _hvd._register(_GroupNative([]), (), lambda: [])
 
 
 def _check_group(tensors):
-    """Validates every tensor before any is submitted: dtype, and one device for the group."""
     tensors = list(tensors)
     device = None
     for t in tensors:
@@ -80,12 +89,10 @@ def _check_group(tensors):
 
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, postscale_factor,
                              process_set):
-    ps_id = _hvd._ps_id(process_set)
-    tensors = _check_group(tensors)
-    group = _group_name("grouped_allreduce", name, ps_id)
+    tensors, ps_id, group, device, stream = _start_group("grouped_allreduce", tensors, name,
+                                                         process_set)
     if not tensors:
-        return _hvd._register(_GroupNative([]), (), lambda: [])
-    device, stream = _hvd._device(tensors[0])
+        return _empty_group()
     entries, keep, finishers = [], [], []
     for i, tensor in enumerate(tensors):
         source = tensor.contiguous()
@@ -152,12 +159,10 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of the list (dim 0 may differ per rank) as one group; one handle
     whose synchronize() gives the list of gathered tensors."""
-    ps_id = _hvd._ps_id(process_set)
-    tensors = _check_group(tensors)
-    group = _group_name("grouped_allgather", name, ps_id)
+    tensors, ps_id, group, device, stream = _start_group("grouped_allgather", tensors, name,
+                                                         process_set)
     if not tensors:
-        return _hvd._register(_GroupNative([]), (), lambda: [])
-    device, stream = _hvd._device(tensors[0])
+        return _empty_group()
     sources = [t.contiguous() for t in tensors]
     natives = _troika_pkg.context().grouped_allgather(
         group, [("%s.%d" % (group, i), s.data_ptr(), 0, 0, _hvd._dtype(s), _hvd._shape(s))
@@ -184,13 +189,11 @@ def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
                                 postscale_factor=1.0):
     """Reducescatters each tensor of the list (Average or Sum) as one group; one handle whose
     synchronize() gives the list of this rank's blocks."""
-    ps_id = _hvd._ps_id(process_set)
-    tensors = _check_group(tensors)
+    tensors, ps_id, group, device, stream = _start_group("grouped_reducescatter", tensors, name,
+                                                         process_set)
     outs = [_hvd._reducescatter_output(t, process_set) for t in tensors]
-    group = _group_name("grouped_reducescatter", name, ps_id)
     if not tensors:
-        return _hvd._register(_GroupNative([]), (), lambda: [])
-    device, stream = _hvd._device(tensors[0])
+        return _empty_group()
     sources = [t.contiguous() for t in tensors]
     natives = _troika_pkg.context().grouped_reducescatter(
         group, [("%s.%d" % (group, i), s.data_ptr(), o.data_ptr(), _hvd._nbytes(o),
