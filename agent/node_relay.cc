@@ -68,6 +68,7 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
   SendBatchLocked(released);
   for (int32_t id : message->evicted_cache_ids) cache_names_.erase(id);
   if (message->settings) settings_ = message->settings;
+  if (message->schedule) BeginScheduleLocked(*message->schedule);
   // Each rank picks its own cache misses out of the message.
   for (auto& [sink, ranks] : sessions_) sink->Send(message);
 }
@@ -120,6 +121,47 @@ void NodeRelay::ForgetSentLocked(int process_set, const std::string& name) {
   if (it == sent_by_key_.end()) return;
   for (auto sent : it->second) sent_.erase(sent);
   sent_by_key_.erase(it);
+}
+
+void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
+  v1::RequestBatch batch;
+  aggregator_.Expire(absl::InfiniteFuture(), &batch);
+  SendBatchLocked(batch);
+  ArmWindowTimerLocked();
+  RelaySchedule active{schedule.id, {}, {}, {}};
+  for (const Response& entry : schedule.entries) {
+    active.ids.insert(entry.cache_ids.begin(), entry.cache_ids.end());
+    for (const std::string& name : entry.names) {
+      active.names.insert(name);
+      ForgetSentLocked(0, name);
+    }
+  }
+  for (const auto& [rank, state] : ranks_) {
+    if (!state.departed && !state.reported) active.executing.insert(rank);
+  }
+  schedule_ = std::move(active);
+}
+
+bool NodeRelay::ScheduledLocked(const TensorRequest& request) const {
+  if (!schedule_ || request.process_set != 0 || !schedule_->executing.count(request.rank)) {
+    return false;
+  }
+  return request.cache_id != 0 ? schedule_->ids.count(request.cache_id) > 0
+                               : schedule_->names.count(request.name) > 0;
+}
+
+absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int rank : ranks) {
+    if (absl::Status s = CheckOwnedLocked(sink, rank); !s.ok()) return s;
+  }
+  if (schedule_ && schedule_->id == id) {
+    for (int rank : ranks) schedule_->executing.erase(rank);
+    if (schedule_->executing.empty()) schedule_.reset();
+  }
+  // A restarted coordinator knows no schedule: nothing to tell it.
+  if (abort_ == nullptr && !suspended_) upstream_.SendScheduleEnded(id, ranks);
+  return absl::OkStatus();
 }
 
 void NodeRelay::AnswerReplayLocked(int64_t from, int64_t to) {
@@ -262,6 +304,11 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
   for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
     if (absl::Status s = CheckInSetLocked(request); !s.ok()) return s;
+  }
+  if (schedule_) {
+    std::erase_if(requests, [&](const TensorRequest& r) { return ScheduledLocked(r); });
+  }
+  for (TensorRequest& request : requests) {
     // Only the aggregation key: an id alone goes upstream.
     if (request.cache_id != 0) request.name = CacheKeyLocked(request.cache_id);
   }
@@ -327,6 +374,7 @@ absl::Status NodeRelay::Goodbye(SessionSink* sink, const std::vector<int>& ranks
   for (int rank : leaving) {
     RetireLocked(rank);
     ranks_[rank].departed = true;
+    if (schedule_) schedule_->executing.erase(rank);
   }
   if (!leaving.empty() && abort_ == nullptr && !suspended_) upstream_.SendGoodbye(leaving);
   return absl::OkStatus();

@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ class RelayUpstream {
   virtual void SendRankExit(const RankExit& exit) = 0;
   virtual void SendWaitState(const WaitState& state) = 0;
   virtual void SendExecReport(const ExecReport& report) = 0;
+  virtual void SendScheduleEnded(int64_t id, const std::vector<int>& ranks) = 0;
   // The answer to a replay request (coordinator restart).
   virtual void SendReplay(v1::ResponseBatch batch) = 0;
 };
@@ -128,6 +130,8 @@ class NodeRelay : public coordinator::SessionHandler,
   absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
   absl::Status ReportWaitState(coordinator::SessionSink* sink, const WaitState& state) override;
   absl::Status ReportExec(coordinator::SessionSink* sink, const ExecReport& report) override;
+  absl::Status EndSchedule(coordinator::SessionSink* sink, int64_t id,
+                           const std::vector<int>& ranks) override;
   void CloseSession(coordinator::SessionSink* sink, const absl::Status& ended) override;
 
  private:
@@ -161,6 +165,12 @@ class NodeRelay : public coordinator::SessionHandler,
   void SendExitLocked(const RankExit& exit);
   // The aggregation key of a request sent as cache id `id`.
   std::string CacheKeyLocked(int32_t id) const;
+  // A schedule came down: what waits here goes upstream now, and is forgotten for restart
+  // as the coordinator drops it (the ranks execute it as the schedule's).
+  void BeginScheduleLocked(const Schedule& schedule);
+  // Whether `request` is one of the schedule's tensors from a rank still executing it (the
+  // rank sent it before it had the schedule): dropped here as the coordinator would.
+  bool ScheduledLocked(const TensorRequest& request) const;
 
   // Constant after construction.
   const NodeRelayOptions options_;
@@ -179,6 +189,15 @@ class NodeRelay : public coordinator::SessionHandler,
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;
+  // The steady-state schedule in force (docs/protocol.md, Schedules): its tensors, and the
+  // local ranks that have not said ScheduleEnded.
+  struct RelaySchedule {
+    int64_t id = 0;
+    std::set<int32_t> ids;
+    std::set<std::string> names;
+    std::set<int> executing;
+  };
+  std::optional<RelaySchedule> schedule_;
   // Process sets: the job's ranks of each set formed so far (learned from the responses to
   // the AddProcessSet barriers), and what the pending AddProcessSet / RemoveProcessSet
   // barriers propose, by barrier name.

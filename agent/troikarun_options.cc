@@ -34,6 +34,10 @@ Options:
                            default $HOROVOD_CYCLE_TIME (ms) if set, else 1
                            (both as horovodrun's; with --coordinator, give them to that
                            coordinator: troika-coordinator --help)
+  --schedules on|off       steady-state schedules in the embedded coordinator: once the job's
+                           steps repeat, ranks run them without a coordinator round trip
+                           per collective until one deviates (docs/protocol.md,
+                           Schedules); default off
   --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
                            trace of every tensor's negotiation and every rank's phases,
                            docs/timeline.md) to FILE for the whole run; default
@@ -150,6 +154,11 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     return ParseFusionThreshold("--fusion-threshold-mb", value, 1 << 20, options);
   } else if (name == "cycle_time_ms") {
     return ParseCycleTime("--cycle-time-ms", value, options);
+  } else if (name == "schedules") {
+    if (value != "on" && value != "off") {
+      return UsageError(kProgram, absl::StrCat("--schedules: '", value, "' is not on or off"));
+    }
+    options.schedules = value == "on";
   } else if (name == "timeline") {
     if (value.empty()) return UsageError(kProgram, "--timeline needs a file");
     options.timeline = value;
@@ -203,6 +212,11 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                       "and $HOROVOD_CYCLE_TIME) set troikarun's embedded "
                       "coordinator; with --coordinator, give them to that coordinator "
                       "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
+  }
+  if (!options.coordinator.empty() && options.schedules) {
+    return UsageError(kProgram,
+                      "--schedules sets troikarun's embedded coordinator; with --coordinator, "
+                      "start that coordinator with --schedules");
   }
   if (!options.coordinator.empty() && !options.timeline.empty()) {
     return UsageError(kProgram,

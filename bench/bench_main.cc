@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error");
 ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
           "the coordinator's cycle time (troika-coordinator --cycle_time): how long ranks hold "
           "requests to send them together, and ready allreduces wait to fuse; 0: neither");
+ABSL_FLAG(bool, schedules, false,
+          "steady-state schedules (troika-coordinator --schedules): repeated steps run without "
+          "a coordinator round trip");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the collectives above over Gloo; cuda: the GPU data plane (pack+unpack bandwidth "
           "vs the device's own copy bandwidth, small-allreduce cost vs raw NCCL) instead");
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
   coordinator_options.listen_address = "127.0.0.1:0";
   coordinator_options.tls.plaintext = true;  // loopback only
   coordinator_options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  coordinator_options.registry.schedules = absl::GetFlag(FLAGS_schedules);
   auto coordinator = troika::coordinator::Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "troika-bench: cannot start the coordinator: %s\n",

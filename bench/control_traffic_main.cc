@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, agent, "", "agent binary; default: ../agent/troika-agent"
 ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
           "the coordinator's cycle time (troika-coordinator --cycle_time): ranks hold their "
           "requests this long to send them together; 0: each at once");
+ABSL_FLAG(bool, schedules, false,
+          "steady-state schedules (troika-coordinator --schedules): repeated steps run without "
+          "requests");
 
 extern char** environ;
 
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     options.tls.plaintext = true;  // loopback
     options.registry.negotiator.cache_capacity = capacity;
     options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+    options.registry.schedules = absl::GetFlag(FLAGS_schedules);
     auto c = troika::coordinator::Coordinator::Start(options);
     if (!c.ok()) return 1;
     for (bool agents : {false, true}) {

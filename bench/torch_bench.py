@@ -50,6 +50,9 @@ def parse_args():
     p.add_argument("--troika-cycle-times", default="",
                    help="more Troika variants, comma-separated: the default optimizer with "
                         "troikarun --cycle-time-ms MS for each MS (e.g. 20,50)")
+    p.add_argument("--troika-schedules", action="store_true",
+                   help="one more Troika variant: the default optimizer with troikarun "
+                        "--schedules on (steady-state schedules)")
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
@@ -93,10 +96,12 @@ def free_port():
 
 
 def troika_synthetic(args, env, bench_args, variant):
-    groups, cycle_ms = variant
+    groups, cycle_ms, schedules = variant
     cmd = [args.troikarun, "-np", str(args.np)]
     if cycle_ms is not None:
         cmd += ["--cycle-time-ms", cycle_ms]
+    if schedules:
+        cmd += ["--schedules", "on"]
     cmd += ["--", args.python,
             os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
     if groups:
@@ -140,10 +145,12 @@ def main():
                       "--num-batches-per-iter", str(args.num_batches_per_iter),
                       "--num-warmup-batches", str(args.num_warmup_batches)]
         print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
-        variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic, (g, None))
-                    for g in (int(x) for x in args.troika_groups.split(","))]
-        variants += [("troika cycle=%sms" % c, troika_synthetic, (0, c))
+        variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic,
+                     (g, None, False)) for g in (int(x) for x in args.troika_groups.split(","))]
+        variants += [("troika cycle=%sms" % c, troika_synthetic, (0, c, False))
                      for c in args.troika_cycle_times.split(",") if c]
+        if args.troika_schedules:
+            variants.append(("troika schedules", troika_synthetic, (0, None, True)))
         variants.append(("ddp", ddp_synthetic, None))
         figures = {name: [] for name, _, _ in variants}
         for i in range(args.repeat):

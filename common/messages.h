@@ -155,6 +155,13 @@ struct ExecReport {
 
 // One message down a session stream: responses to execute in order (with the cache ids that
 // stop being valid after them and requests to send again), or an abort.
+// Steady-state schedules (docs/protocol.md, Schedules): one period of the job's responses,
+// executed cyclically by every rank without requests. Entries carry names and cache ids.
+struct Schedule {
+  int64_t id = 0;
+  std::vector<Response> entries;
+};
+
 struct DownMessage {
   std::vector<Response> responses;
   // The number of responses.front() in the job's one response order (1, 2, ...); 0: these
@@ -173,6 +180,8 @@ struct DownMessage {
   int64_t replay_to = 0;
   // ... and: every session of the job resumed; send again what got no response.
   bool resumed = false;
+  // Present: every rank executes this schedule from here on (after `responses`).
+  std::optional<Schedule> schedule;
 };
 
 // What an agent reconnecting to a restarted coordinator has seen of its job (Hello.resume).

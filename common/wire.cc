@@ -206,6 +206,11 @@ void ToWire(const DownMessage& in, v1::Down* out) {
     batch->mutable_settings()->set_report_phases(in.settings->report_phases);
     batch->mutable_settings()->set_send_cycle_us(in.settings->send_cycle_us);
   }
+  if (in.schedule) {
+    v1::Schedule* schedule = batch->mutable_schedule();
+    schedule->set_id(in.schedule->id);
+    for (const Response& r : in.schedule->entries) ToWire(r, schedule->add_entries());
+  }
 }
 
 DownMessage FromWire(const v1::Down& in) {
@@ -235,6 +240,13 @@ DownMessage FromWire(const v1::Down& in) {
     const v1::ClientSettings& settings = in.responses().settings();
     out.settings = ClientSettings{settings.report_interval_ms(), settings.report_phases(),
                                   settings.send_cycle_us()};
+  }
+  if (in.responses().has_schedule()) {
+    Schedule schedule{in.responses().schedule().id(), {}};
+    for (const v1::Response& r : in.responses().schedule().entries()) {
+      schedule.entries.push_back(FromWire(r));
+    }
+    out.schedule = std::move(schedule);
   }
   return out;
 }

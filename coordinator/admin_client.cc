@@ -50,6 +50,9 @@ JobInfo FromWire(const v1::JobDescription& in) {
     out.window_last_count = l.window_last_count();
     out.window_last_lateness = absl::Milliseconds(l.window_last_lateness_ms());
   }
+  const v1::ScheduleDescription& s = in.schedules();
+  info.schedules = {s.enabled(),         s.active(),    s.entries(), s.tensors(),
+                    s.executing_ranks(), s.published(), s.ended()};
   info.cache = {in.cache().capacity(), in.cache().entries(),   in.cache().hits(),
                 in.cache().misses(),   in.cache().evictions(), in.cache().resends()};
   const TuningParams negotiation = FromWire(in.negotiation());

@@ -80,6 +80,19 @@ std::string FormatJobSection(const JobInfo& info) {
                     ready > 0 ? absl::StrFormat(" (%.1f%% hits)", 100.0 * c.hits / ready) : "",
                     ", ", c.evictions, " evictions, ", c.resends, " resends\n");
   }
+  const ScheduleInfo& s = info.schedules;
+  if (!s.enabled) {
+    absl::StrAppend(&out, "Schedules:       off\n");
+  } else {
+    absl::StrAppend(&out, "Schedules:       ");
+    if (s.active != 0) {
+      absl::StrAppend(&out, "schedule ", s.active, " in force (", s.entries, " responses, ",
+                      s.tensors, " tensors; ", s.executing_ranks, " ranks executing it); ");
+    } else {
+      absl::StrAppend(&out, "none in force; ");
+    }
+    absl::StrAppend(&out, s.published, " published, ", s.ended, " ended\n");
+  }
   return out;
 }
 

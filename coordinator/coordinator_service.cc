@@ -98,6 +98,14 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
     rank->set_window_last_count(l.window_last_count);
     rank->set_window_last_lateness_ms(absl::ToDoubleMilliseconds(l.window_last_lateness));
   }
+  v1::ScheduleDescription* schedules = out->mutable_schedules();
+  schedules->set_enabled(info.schedules.enabled);
+  schedules->set_active(info.schedules.active);
+  schedules->set_entries(info.schedules.entries);
+  schedules->set_tensors(info.schedules.tensors);
+  schedules->set_executing_ranks(info.schedules.executing_ranks);
+  schedules->set_published(info.schedules.published);
+  schedules->set_ended(info.schedules.ended);
   v1::CacheDescription* cache = out->mutable_cache();
   cache->set_capacity(info.cache.capacity);
   cache->set_entries(info.cache.entries);

@@ -66,6 +66,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       stall_inspector_(options.stall),
       straggler_stats_(size),
       telemetry_(name_, size, std::move(options.autotune), options.negotiator),
+      schedule_detector_(options.schedules ? std::make_unique<ScheduleDetector>() : nullptr),
       settings_(CurrentSettings()) {}
 
 Job::~Job() {
@@ -211,6 +212,7 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
     }
+    if (ScheduledLocked(request)) continue;
     if (request.process_set != 0) {
       std::optional<Response> rejected;
       if (absl::Status s = process_sets_.Submit(std::move(request), now, &rejected); !s.ok()) {
@@ -225,7 +227,8 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
       ranks.assign(1, request.rank);
       while (i + 1 < requests.size() && requests[i + 1].cache_id == request.cache_id &&
              requests[i + 1].process_set == 0 && requests[i + 1].rank >= 0 &&
-             requests[i + 1].rank < size_ && session_of_rank_[requests[i + 1].rank] == sink) {
+             requests[i + 1].rank < size_ && session_of_rank_[requests[i + 1].rank] == sink &&
+             !ScheduledLocked(requests[i + 1])) {
         ranks.push_back(requests[++i].rank);
       }
       absl::StatusOr<bool> known = negotiator_.SubmitCached(ranks, request.cache_id, now);
@@ -267,6 +270,7 @@ absl::Status Job::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
 
 void Job::DepartLocked(int rank, const std::string& why) {
   if (!departed_.insert(rank).second) return;
+  LeaveScheduleLocked(rank);
   negotiator_.RemoveRank(rank, why);
   process_sets_.RemoveRank(rank, why);
   deadlock_detector_.Forget(rank);
@@ -489,6 +493,7 @@ void Job::FlushLocked() {
     on_record_(RecordLocked());
   }
   if (!responses.empty()) {
+    ObserveForScheduleLocked(responses);
     auto down = std::make_shared<DownMessage>();
     down->seq = next_seq_;
     next_seq_ += static_cast<int64_t>(responses.size());
@@ -496,8 +501,80 @@ void Job::FlushLocked() {
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
     BroadcastLocked(std::move(down));
+    MaybePublishScheduleLocked();
   }
   if (next != absl::InfiniteFuture()) ArmTimerLocked(next);
+}
+
+void Job::ObserveForScheduleLocked(const std::vector<Response>& responses) {
+  if (!schedule_detector_ || schedule_) return;
+  for (const Response& response : responses) schedule_detector_->Observe(response);
+}
+
+void Job::MaybePublishScheduleLocked() {
+  if (!schedule_detector_ || schedule_ || state_ != State::kRunning || resync_ ||
+      !departed_.empty() || !negotiator_.idle() || process_sets_.has_pending()) {
+    return;
+  }
+  // The autotuner changes fusion while it samples: schedule what it settled on.
+  const AutotuneInfo tuning = telemetry_.autotune_info();
+  if (tuning.enabled && !tuning.done) return;
+  for (SessionSink* sink : session_of_rank_) {
+    if (sink == nullptr) return;
+  }
+  std::optional<std::vector<Response>> period = schedule_detector_->Period();
+  if (!period) return;
+  ActiveSchedule active;
+  active.id = next_schedule_id_++;
+  active.executing.assign(size_, true);
+  active.executing_count = size_;
+  active.entries = static_cast<int>(period->size());
+  Schedule schedule{active.id, std::move(*period)};
+  for (Response& entry : schedule.entries) {
+    entry.ids_known = false;  // names travel: a rank needs them before it submits
+    active.ids.insert(entry.cache_ids.begin(), entry.cache_ids.end());
+    active.names.insert(entry.names.begin(), entry.names.end());
+  }
+  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << active.id << " of "
+                   << schedule.entries.size() << " responses (" << active.names.size()
+                   << " tensors) runs without negotiation";
+  schedule_ = std::move(active);
+  auto down = std::make_shared<DownMessage>();
+  down->schedule = std::move(schedule);
+  BroadcastLocked(std::move(down));
+}
+
+bool Job::ScheduledLocked(const TensorRequest& request) const {
+  if (!schedule_ || request.process_set != 0 || request.rank < 0 || request.rank >= size_ ||
+      !schedule_->executing[request.rank]) {
+    return false;
+  }
+  return request.cache_id != 0 ? schedule_->ids.count(request.cache_id) > 0
+                               : schedule_->names.count(request.name) > 0;
+}
+
+void Job::LeaveScheduleLocked(int rank) {
+  if (!schedule_ || !schedule_->executing[rank]) return;
+  schedule_->executing[rank] = false;
+  if (--schedule_->executing_count > 0) return;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule_->id << " ended";
+  schedule_.reset();
+  // A schedule that ended asks the next one to be seen repeating once more (up to 8 times):
+  // a job whose steps keep changing settles on negotiation.
+  schedule_detector_->Reset(2 + std::min(++schedules_ended_, 6));
+}
+
+absl::Status Job::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("a session ended a schedule for rank ", r, ", which it does not own"));
+    }
+  }
+  if (!schedule_ || schedule_->id != id) return absl::OkStatus();  // it ended before a restart
+  for (int r : ranks) LeaveScheduleLocked(r);
+  return absl::OkStatus();
 }
 
 void Job::ArmTimerLocked(absl::Time due) {

@@ -32,6 +32,7 @@
 #include "coordinator/kv_store.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/process_sets.h"
+#include "coordinator/schedule_detector.h"
 #include "coordinator/secret.h"
 #include "coordinator/session_handler.h"
 #include "coordinator/session_sink.h"
@@ -67,6 +68,9 @@ struct JobOptions {
   // Abort the job at once when every live rank reports being blocked on tensors that are
   // pending (see DeadlockDetector). Default true.
   bool deadlock_detection = true;
+  // Steady-state schedules (docs/protocol.md, Schedules): once the job's responses repeat,
+  // its ranks are sent the period to execute without requests. Default: off.
+  bool schedules = false;
   // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
   std::optional<AutotuneConfig> autotune;
   // Called (under the job's lock: must be quick and take no lock the job may wait for) when
@@ -144,6 +148,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) override;
   // Feeds the timeline and the autotuner.
   absl::Status ReportExec(SessionSink* sink, const ExecReport& report) override;
+  // The session's `ranks` stopped executing schedule `id`; their requests are negotiated again.
+  absl::Status EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) override;
   void CloseSession(SessionSink* sink, const absl::Status& ended) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
@@ -217,6 +223,16 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending).
   std::vector<PendingTensor> PendingLocked() const;
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
+  // Steady-state schedules: feeds `responses` (about to be sent) to the detector; publishes
+  // the schedule it found if the job can take one now (after those responses).
+  void ObserveForScheduleLocked(const std::vector<Response>& responses);
+  void MaybePublishScheduleLocked();
+  // Whether `request` (of set 0) is one of the active schedule's tensors from a rank that
+  // still executes it: the rank sent it before it had the schedule, and executes it as the
+  // schedule's; it is not negotiated.
+  bool ScheduledLocked(const TensorRequest& request) const;
+  // `rank` no longer executes the active schedule.
+  void LeaveScheduleLocked(int rank);
   void MaybeDoneLocked();
   bool DoneLocked() const;
   v1::JobRecord RecordLocked() const;
@@ -267,6 +283,19 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Time straggler_logged_at_ = absl::InfinitePast();
   int64_t straggler_checked_at_ = 0;  // straggler_stats_.tensors() when last checked
   JobTelemetry telemetry_;
+  // Steady-state schedules (null: off).
+  std::unique_ptr<ScheduleDetector> schedule_detector_;
+  struct ActiveSchedule {
+    int64_t id = 0;
+    int entries = 0;
+    std::set<int32_t> ids;        // cache ids of its tensors
+    std::set<std::string> names;  // their names
+    std::vector<bool> executing;  // by rank: has not said ScheduleEnded
+    int executing_count = 0;
+  };
+  std::optional<ActiveSchedule> schedule_;
+  int64_t next_schedule_id_ = 1;
+  int schedules_ended_ = 0;  // schedules that ended: each asks one more repeat of the next
   ClientSettings settings_;  // what the sessions were last sent
 };
 

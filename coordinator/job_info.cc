@@ -38,6 +38,15 @@ JobInfo Job::Describe() const {
   info.cache = negotiator_.cache_stats();
   info.autotune = telemetry_.autotune_info();
   info.timeline = telemetry_.timeline_info();
+  info.schedules.enabled = schedule_detector_ != nullptr;
+  info.schedules.published = next_schedule_id_ - 1;
+  info.schedules.ended = schedules_ended_;
+  if (schedule_) {
+    info.schedules.active = schedule_->id;
+    info.schedules.entries = schedule_->entries;
+    info.schedules.tensors = static_cast<int>(schedule_->names.size());
+    info.schedules.executing_ranks = schedule_->executing_count;
+  }
   return info;
 }
 

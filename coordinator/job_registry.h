@@ -31,6 +31,8 @@ struct JobRegistryOptions {
   absl::Duration straggler_margin = absl::Milliseconds(10);
   // See JobOptions. Default true.
   bool deadlock_detection = true;
+  // See JobOptions. Default false.
+  bool schedules = false;
   // Autotune every job (see JobOptions). Default: off.
   std::optional<AutotuneOptions> autotune;
   // Where each tuned job writes <job>-autotune.csv and <job>-autotune.params (the job name

@@ -36,6 +36,9 @@ ABSL_FLAG(absl::Duration, straggler_margin, absl::Milliseconds(10),
 ABSL_FLAG(bool, deadlock_detection, true,
           "abort a job at once when every live rank is blocked waiting for tensors that other "
           "ranks never submit");
+ABSL_FLAG(bool, schedules, false,
+          "steady-state schedules (docs/protocol.md): once a job's steps repeat, its ranks run "
+          "them without a round trip per collective until one deviates");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_jobs, 10000, "most jobs held at once; more are refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -127,6 +130,7 @@ int main(int argc, char** argv) {
   options.registry.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
   options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
   options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
+  options.registry.schedules = absl::GetFlag(FLAGS_schedules);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||

@@ -40,6 +40,10 @@ class SessionHandler {
   virtual absl::Status ReportWaitState(SessionSink* sink, const WaitState& state) = 0;
   // The session's rank `report.rank` reports its execution (ClientSettings asked for it).
   virtual absl::Status ReportExec(SessionSink* sink, const ExecReport& report) = 0;
+  // The session's `ranks` stopped executing steady-state schedule `id` (docs/protocol.md).
+  virtual absl::Status EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
+    return absl::InvalidArgumentError("this peer sent no schedule");
+  }
   // The stream is over: `ended` is OK if the peer closed it or it broke, else the error this
   // side ended it with (one of the handler's errors above: the peer's protocol violation).
   // No Send() reaches `sink` after this returns.

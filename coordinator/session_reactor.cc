@@ -75,6 +75,11 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
       return handler_->ReportWaitState(this, FromWire(up.wait_state()));
     case v1::Up::kExecReport:
       return handler_->ReportExec(this, FromWire(up.exec_report()));
+    case v1::Up::kScheduleEnded: {
+      std::vector<int> ranks(up.schedule_ended().ranks().begin(),
+                             up.schedule_ended().ranks().end());
+      return handler_->EndSchedule(this, up.schedule_ended().schedule(), ranks);
+    }
     case v1::Up::kReplay: {
       std::vector<Response> responses;
       responses.reserve(up.replay().responses_size());

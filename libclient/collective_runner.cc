@@ -22,6 +22,44 @@ void Finish(const Response& r, int size, void* data, size_t count) {
 
 size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
 
+// Vote elements: "go" is the value that leaves the op's result unchanged by a go, so any void
+// shows in the combined value — 0 for sum and max (void: 1), 1 for min and product (void: 0).
+// A sum of 8-bit elements takes one element per 127 ranks (rank r votes in r / 127), so no
+// count of voids wraps to 0.
+bool GoIsOne(ReduceOp op) { return op == ReduceOp::kMin || op == ReduceOp::kProduct; }
+
+size_t VoteElements(DataType dtype, ReduceOp op, int size) {
+  if (DataTypeSize(dtype) == 1 && op == ReduceOp::kSum) return static_cast<size_t>(size + 126) / 127;
+  return 1;
+}
+
+// Writes 0 or 1 of `dtype` at `p`.
+void WriteZeroOrOne(uint8_t* p, DataType dtype, bool one) {
+  const size_t width = DataTypeSize(dtype);
+  std::memset(p, 0, width);
+  if (!one) return;
+  auto put = [p](auto value) { std::memcpy(p, &value, sizeof(value)); };
+  switch (dtype) {
+    case DataType::kFloat16:
+      return put(uint16_t{0x3C00});
+    case DataType::kBFloat16:
+      return put(uint16_t{0x3F80});
+    case DataType::kFloat32:
+      return put(1.0f);
+    case DataType::kFloat64:
+      return put(1.0);
+    case DataType::kInt16:
+    case DataType::kUint16:
+      return put(uint16_t{1});
+    case DataType::kInt32:
+      return put(int32_t{1});
+    case DataType::kInt64:
+      return put(int64_t{1});
+    default:  // 8-bit integers, bool
+      return put(uint8_t{1});
+  }
+}
+
 }  // namespace
 
 uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int64_t>& shape,
@@ -43,11 +81,14 @@ uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int6
 }
 
 absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response& response,
-                                   const std::vector<Entry*>& entries) {
+                                   const std::vector<Entry*>& entries, Vote* vote) {
   comm_ = &comm;
+  if (vote != nullptr && response.type != CollectiveType::kAllreduce) {
+    return absl::InternalError("only allreduces are scheduled");
+  }
   switch (response.type) {
     case CollectiveType::kAllreduce:
-      return Allreduce(response, entries);
+      return Allreduce(response, entries, vote);
     case CollectiveType::kAllgather:
       return Allgather(response, *entries[0]);
     case CollectiveType::kBroadcast:
@@ -67,19 +108,30 @@ absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response
 }
 
 absl::Status CollectiveRunner::Allreduce(const Response& response,
-                                         const std::vector<Entry*>& entries) {
+                                         const std::vector<Entry*>& entries, Vote* vote) {
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
-  if (entries.size() == 1 && entries[0]->out != nullptr) {
+  const ReduceOp op = WireOp(response.reduce_op);
+  size_t total = 0;
+  for (const Entry* e : entries) total += Bytes(e->request);
+  const bool inline_vote = total <= kInlineVoteBytes;
+  if (!inline_vote && vote != nullptr) {
+    int32_t combined = *vote == Vote::kVoid ? 1 : 0;
+    if (absl::Status s = comm_->Allreduce(&combined, 1, DataType::kInt32, ReduceOp::kMax);
+        !s.ok()) {
+      return s;
+    }
+    *vote = combined != 0 ? Vote::kVoid : Vote::kGo;
+    if (*vote == Vote::kVoid) return absl::OkStatus();
+  }
+  if (!inline_vote && entries.size() == 1 && entries[0]->out != nullptr) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = *entries[0];
     const size_t bytes = Bytes(e.request);
     if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
     transport::Scale(e.out, bytes / element, dtype, response.prescale);
     marks_.copied_in = absl::Now();
-    if (absl::Status s =
-            comm_->Allreduce(e.out, bytes / element, dtype, WireOp(response.reduce_op));
-        !s.ok()) {
+    if (absl::Status s = comm_->Allreduce(e.out, bytes / element, dtype, op); !s.ok()) {
       return s;
     }
     marks_.reduced = absl::Now();
@@ -87,9 +139,8 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
     Finish(response, comm_->size(), e.out, bytes / element);
     return absl::OkStatus();
   }
-  size_t total = 0;
-  for (const Entry* e : entries) total += Bytes(e->request);
-  uint8_t* buffer = fusion_.Reserve(total);
+  const size_t votes = inline_vote ? VoteElements(dtype, op, comm_->size()) : 0;
+  uint8_t* buffer = fusion_.Reserve(total + votes * element);
   size_t offset = 0;
   for (const Entry* e : entries) {
     const size_t bytes = Bytes(e->request);
@@ -101,13 +152,27 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
     transport::Scale(buffer + offset, bytes / element, dtype, response.prescale);
     offset += bytes;
   }
+  uint8_t* ballot = buffer + total;
+  for (size_t i = 0; i < votes; ++i) {
+    const bool mine = vote != nullptr && *vote == Vote::kVoid &&
+                      i == static_cast<size_t>(comm_->rank()) / 127 % votes;
+    WriteZeroOrOne(ballot + i * element, dtype, GoIsOne(op) != mine);
+  }
   marks_.copied_in = absl::Now();
-  if (absl::Status s = comm_->Allreduce(buffer, total / element, dtype, WireOp(response.reduce_op));
-      !s.ok()) {
+  if (absl::Status s = comm_->Allreduce(buffer, total / element + votes, dtype, op); !s.ok()) {
     return s;
   }
   marks_.reduced = absl::Now();
   marks_.allreduce_bytes = static_cast<int64_t>(total);
+  if (vote != nullptr && votes > 0) {
+    uint8_t go[8];
+    WriteZeroOrOne(go, dtype, GoIsOne(op));
+    *vote = Vote::kGo;
+    for (size_t i = 0; i < votes; ++i) {
+      if (std::memcmp(ballot + i * element, go, element) != 0) *vote = Vote::kVoid;
+    }
+    if (*vote == Vote::kVoid) return absl::OkStatus();
+  }
   offset = 0;
   for (Entry* e : entries) {
     const size_t bytes = Bytes(e->request);

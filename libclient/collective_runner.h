@@ -17,15 +17,25 @@
 
 namespace troika::internal {
 
+// An allreduce of at most this many bytes carries its vote (steady-state schedules,
+// docs/protocol.md) in trailing elements of the fusion buffer, scheduled or not, so that both
+// move the same bytes; a larger one, only when scheduled, votes in a 4-byte allreduce first.
+inline constexpr size_t kInlineVoteBytes = size_t{1} << 20;
+
 class CollectiveRunner {
  public:
   explicit CollectiveRunner(OutputPool& outputs) : outputs_(outputs) {}
 
+  // A scheduled allreduce's vote: in, this rank's; out, the ranks' combined vote (void if
+  // any rank voted void). A void allreduce writes no output.
+  enum class Vote { kGo, kVoid };
+
   // `entries[i]` is this rank's entry for response.names[i]. Runs on `comm`, the
   // communicator of the response's process set (ranks, roots and averaging are the set's).
   // Writes outputs; does not complete the handles. A non-OK status is a data-plane failure.
+  // `vote`: non-null for a scheduled allreduce (entries without input contribute zeros).
   absl::Status Run(transport::Communicator& comm, const Response& response,
-                   const std::vector<Entry*>& entries);
+                   const std::vector<Entry*>& entries, Vote* vote = nullptr);
 
   // What the last Run did, for ExecReports: when the fused input was in place and when the
   // collective ended (InfinitePast: not an allreduce), and the bytes it allreduced.
@@ -38,7 +48,8 @@ class CollectiveRunner {
   void ResetMarks() { marks_ = {}; }
 
  private:
-  absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries);
+  absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries,
+                         Vote* vote);
   absl::Status Allgather(const Response& response, Entry& entry);
   absl::Status Broadcast(const Response& response, Entry& entry);
   absl::Status Alltoall(const Response& response, Entry& entry);

@@ -306,6 +306,10 @@ absl::Status ContextImpl::Shutdown() {
     std::lock_guard<std::mutex> fail_lock(fail_mu_);
     failure = failure_;
   }
+  // A schedule in force ends first: the other ranks may be waiting in its next entry.
+  if (failure.ok() && controller_ && !controller_->LeaveSchedule(absl::Seconds(5)) && executor_) {
+    executor_->Abort();  // the entry did not complete: do not wait for it
+  }
   table_.Close(absl::CancelledError("this rank has shut down"));
   if (controller_) controller_->Shutdown(absl::Seconds(5));
   if (executor_) executor_->Stop();

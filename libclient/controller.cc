@@ -31,9 +31,11 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
     }
     cv_.notify_one();
   });
-  waits_->SetFlush([this] {
+  waits_->SetFlush([this](const std::string& name) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // Waiting for a tensor whose entry this rank cannot enter yet would never end.
+      if (schedule_ && schedule_->WaitDeviates(name)) DeviateLocked();
       if (outbox_.empty() || flush_) return;
       flush_ = true;
     }
@@ -42,6 +44,8 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
 }
 
 void Controller::Start() {
+  executor_.OnScheduled(
+      [this](int64_t id, int64_t position, bool go) { Scheduled(id, position, go); });
   sender_ = std::thread([this] {
     NameThisThread("troika-send");
     SendLoop();
@@ -59,17 +63,132 @@ absl::Status Controller::Submit(Entry entry) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Held back for the send cycle: only the first of a batch wakes the sender (to time it).
-    wake = outbox_.empty() || send_cycle_ == absl::ZeroDuration();
-    if (outbox_.empty()) held_since_ = absl::Now();
-    outbox_.push_back(std::move(request));
+    wake = QueueLocked(std::move(request), next_order_++);
   }
   if (wake) cv_.notify_one();
   return absl::OkStatus();
 }
 
+bool Controller::QueueLocked(TensorRequest request, uint64_t order) {
+  if (schedule_) {
+    if (!schedule_->deviated() && schedule_->Submit(request, order)) {
+      for (ClientSchedule::Step& step : schedule_->TakeReady()) {
+        executor_.EnqueueScheduled(schedule_->id(), std::move(step));
+      }
+      return false;
+    }
+    DeviateLocked();
+    held_.emplace_back(order, std::move(request));
+    return false;
+  }
+  // Held back for the send cycle: only the first of a batch wakes the sender (to time it).
+  const bool wake = outbox_.empty() || send_cycle_ == absl::ZeroDuration();
+  if (outbox_.empty()) held_since_ = absl::Now();
+  unanswered_[TensorTable::Key(request.process_set, request.name)] = {order, request};
+  outbox_.push_back(std::move(request));
+  return wake;
+}
+
+void Controller::DeviateLocked() {
+  if (!schedule_ || schedule_->deviated()) return;
+  executor_.EnqueueScheduled(schedule_->id(), schedule_->Deviate());
+}
+
+void Controller::BeginSchedule(Schedule schedule) {
+  const std::map<std::string, TensorRequest> expected = cache_.Expected(schedule);
+  std::vector<std::string> absorbed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_sending_) return;
+    if (schedule_) {
+      // The coordinator publishes a schedule only once every rank ended the last one.
+      on_failure_(absl::InternalError(absl::StrCat("the coordinator sent schedule ", schedule.id,
+                                                   " while schedule ", schedule_->id(),
+                                                   " was in force on this rank")));
+      return;
+    }
+    schedule_.emplace(std::move(schedule), expected);
+    if (!schedule_->complete()) {
+      // Every tensor of a schedule was a cache hit for every rank: each knows its id.
+      schedule_.reset();
+      on_failure_(absl::InternalError(
+          "the coordinator sent a schedule naming a cache id this rank does not know"));
+      return;
+    }
+    // From now on the coordinator drops this rank's requests for the schedule's tensors
+    // (until ScheduleEnded): those not answered yet are the schedule's, sent or not.
+    std::vector<std::pair<uint64_t, TensorRequest>> taken;
+    bool negotiated = false;
+    for (auto it = unanswered_.begin(); it != unanswered_.end();) {
+      TensorRequest& request = it->second.second;
+      if (request.process_set != 0 || !schedule_->Names(request.name)) {
+        negotiated = true;
+        ++it;
+        continue;
+      }
+      absorbed.push_back(request.name);
+      taken.emplace_back(it->second.first, std::move(request));
+      it = unanswered_.erase(it);
+    }
+    if (!absorbed.empty()) {
+      std::vector<TensorRequest> kept;
+      std::vector<size_t> kept_before(outbox_.size() + 1, 0);  // position -> kept before it
+      for (size_t i = 0; i < outbox_.size(); ++i) {
+        kept_before[i] = kept.size();
+        if (outbox_[i].process_set != 0 || !schedule_->Names(outbox_[i].name)) {
+          kept.push_back(std::move(outbox_[i]));
+        }
+      }
+      kept_before[outbox_.size()] = kept.size();
+      for (auto& [position, state] : wait_states_) position = kept_before[position];
+      outbox_ = std::move(kept);
+      if (outbox_.empty()) held_since_ = absl::InfiniteFuture();
+    }
+    // A request still being negotiated is a tensor the schedule does not name.
+    if (negotiated) DeviateLocked();
+    std::sort(taken.begin(), taken.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [order, request] : taken) QueueLocked(std::move(request), order);
+  }
+  for (const std::string& name : absorbed) cache_.Absorbed(name);
+}
+
+void Controller::Scheduled(int64_t id, int64_t position, bool go) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!schedule_ || schedule_->id() != id) return;
+    if (go) {
+      schedule_->Completed(position);
+      return;
+    }
+    // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
+    // what was submitted since this rank deviated, in the order submitted.
+    std::vector<std::pair<uint64_t, TensorRequest>> back = schedule_->Ended(position);
+    back.insert(back.end(), std::make_move_iterator(held_.begin()),
+                std::make_move_iterator(held_.end()));
+    held_.clear();
+    std::sort(back.begin(), back.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    schedule_.reset();
+    ended_schedule_ = id;  // goes up before those requests
+    for (auto& [order, request] : back) QueueLocked(std::move(request), order);
+    flush_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Controller::LeaveSchedule(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!schedule_) return true;
+  DeviateLocked();
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+               [&] { return !schedule_ || stream_closed_; });
+  return !schedule_;
+}
+
 absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
   std::vector<TensorRequest> requests;
+  requests.reserve(entries.size());
   for (Entry& entry : entries) {
     TensorRequest request = entry.request;
     if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) {
@@ -82,9 +201,7 @@ absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (outbox_.empty()) held_since_ = absl::Now();
-    outbox_.insert(outbox_.end(), std::make_move_iterator(requests.begin()),
-                   std::make_move_iterator(requests.end()));
+    for (TensorRequest& request : requests) QueueLocked(std::move(request), next_order_++);
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -116,7 +233,7 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
   };
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
-           outbox_due() || !wait_states_.empty();
+           outbox_due() || !wait_states_.empty() || ended_schedule_ != 0;
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -164,6 +281,7 @@ void Controller::SendLoop() {
   absl::Time next_steps = absl::InfiniteFuture();
   for (;;) {
     bool report_due = false;
+    int64_t ended_schedule = 0;
     // Registrations by polling whose polls stopped lapse here (a changed wait set is queued
     // through SendWaitState); outside mu_, which the tracker's sink takes.
     const absl::Time expire_waits = waits_ ? waits_->Expire(absl::Now()) : absl::InfiniteFuture();
@@ -175,8 +293,11 @@ void Controller::SendLoop() {
       held_since_ = absl::InfiniteFuture();
       flush_ = false;
       waits.swap(wait_states_);
+      ended_schedule = std::exchange(ended_schedule_, 0);
     }
-    absl::Status sent = batch.empty() && waits.empty() ? absl::OkStatus() : SendBatch(batch, waits);
+    absl::Status sent = ended_schedule != 0 ? channel_.SendScheduleEnded(ended_schedule, {rank_})
+                                            : absl::OkStatus();
+    if (sent.ok() && !(batch.empty() && waits.empty())) sent = SendBatch(batch, waits);
     if (sent.ok() && report_due) sent = SendReport();
     // On failure the receiver reports why the stream ended; nothing more can be sent.
     if (!sent.ok()) break;
@@ -242,7 +363,18 @@ void Controller::ReceiveLoop() {
           }
           cv_.notify_one();
         }
-        if (!event.down.responses.empty()) executor_.Enqueue(std::move(event.down.responses));
+        if (!event.down.responses.empty()) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const Response& response : event.down.responses) {
+              for (const std::string& name : response.names) {
+                unanswered_.erase(TensorTable::Key(response.process_set, name));
+              }
+            }
+          }
+          executor_.Enqueue(std::move(event.down.responses));
+        }
+        if (event.down.schedule) BeginSchedule(*std::move(event.down.schedule));
         if (!resend.empty()) {
           {
             std::lock_guard<std::mutex> lock(mu_);

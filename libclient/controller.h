@@ -5,13 +5,22 @@
 // into the failure of every pending and later operation. Requests the coordinator has cached
 // go up as their cache ids (RequestCache).
 //
+// Steady-state schedules (docs/protocol.md, Schedules): while the coordinator's schedule is
+// in force, submissions it names go to the executor as scheduled entries instead of leaving
+// as requests (ClientSchedule); any other submission, or a wait the schedule cannot satisfy,
+// makes this rank deviate; once the schedule ended (an entry's vote was void), the rank says
+// so and negotiates what the schedule had taken.
+//
 // Thread contract: Submit() from any thread; Start() and Shutdown() once each, from the
 // owner; the channel's Send/Goodbye belong to the sender thread, Receive to the receiver.
 
 #include <condition_variable>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -21,6 +30,7 @@
 #include "libclient/exec_stats.h"
 #include "libclient/executor.h"
 #include "libclient/request_cache.h"
+#include "libclient/schedule.h"
 #include "libclient/tensor_table.h"
 #include "libclient/wait_tracker.h"
 
@@ -59,6 +69,10 @@ class Controller {
   // The first step sample since the last report was queued in `stats`: a report follows
   // within kStepReportInterval. Never blocks; any thread.
   void StepsQueued();
+  // A rank about to shut down: ends a schedule in force (this rank votes void in its next
+  // entry) and waits up to `timeout` for the entry to complete — the other ranks must enter
+  // it too. False if it did not (the executor must then be aborted, not drained).
+  bool LeaveSchedule(absl::Duration timeout);
   // Says goodbye, waits up to `grace` for the coordinator to end the stream, then stops both
   // threads. Idempotent.
   void Shutdown(absl::Duration grace);
@@ -79,6 +93,15 @@ class Controller {
   void ReceiveLoop();
   // Sends an ExecReport if anything changed since the last one.
   absl::Status SendReport();
+  // Queues `request` (the `order`-th submission), or hands it to the schedule in force;
+  // mu_ held. Returns whether the sender must be woken.
+  bool QueueLocked(TensorRequest request, uint64_t order);
+  // A schedule came down: this rank's unanswered requests that it names are its now.
+  void BeginSchedule(Schedule schedule);
+  // The executor finished entry `position` of schedule `id` (OnScheduled).
+  void Scheduled(int64_t id, int64_t position, bool go);
+  // This rank deviates from the schedule in force (mu_ held).
+  void DeviateLocked();
 
   const int rank_;
   const std::string peer_;
@@ -108,6 +131,14 @@ class Controller {
   absl::Duration send_cycle_ = absl::ZeroDuration();  // guarded by mu_
   absl::Time held_since_ = absl::InfiniteFuture();    // guarded by mu_; oldest in outbox_
   bool flush_ = false;                                // guarded by mu_
+  // Steady-state schedules, all guarded by mu_. Every submission is numbered (next_order_);
+  // unanswered_ holds the requests queued or sent with no response yet, by table key.
+  uint64_t next_order_ = 0;
+  std::map<std::string, std::pair<uint64_t, TensorRequest>> unanswered_;
+  std::optional<ClientSchedule> schedule_;
+  // Submissions since this rank deviated, negotiated once the schedule has ended.
+  std::vector<std::pair<uint64_t, TensorRequest>> held_;
+  int64_t ended_schedule_ = 0;  // to send up before anything else (0: none)
   std::thread sender_;
   std::thread receiver_;
 };

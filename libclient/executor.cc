@@ -42,6 +42,16 @@ void Executor::Enqueue(std::vector<Response> responses) {
   cv_.notify_one();
 }
 
+void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_ || stopping_) return;
+    queue_.push_back(
+        {std::move(step.response), absl::Now(), schedule, step.position, step.vote_void});
+  }
+  cv_.notify_one();
+}
+
 void Executor::Abort() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,7 +87,11 @@ void Executor::Loop() {
     const absl::Time start = absl::Now();
     runner_.ResetMarks();
     steps_.ExecBegin();
-    Execute(queued.response);
+    if (queued.schedule != 0) {
+      ExecuteScheduled(queued);
+    } else {
+      Execute(queued.response);
+    }
     steps_.ExecEnd();
     Record(queued, start);
   }
@@ -160,6 +174,52 @@ void Executor::Execute(const Response& response) {
     // A collective that succeeded may still have failed this rank's own part (e.outcome).
     if (e.state) e.state->Complete(status.ok() ? e.outcome : status);
   }
+}
+
+void Executor::ExecuteScheduled(const Queued& queued) {
+  if (queued.schedule == ended_schedule_) return;  // after the void: negotiated again
+  const Response& response = queued.response;
+  std::vector<Entry> entries;
+  entries.reserve(response.names.size());
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    if (queued.vote_void) {
+      // This rank deviated: it takes part with zeros; its tensors stay in the table.
+      entries.push_back(JoinedStandIn(response, i));
+      continue;
+    }
+    std::optional<Entry> entry = table_.Take(TensorTable::Key(0, response.names[i]));
+    if (!entry) {
+      // Submitted (the schedule counted it), so the table was closed under us.
+      absl::Status closed = table_.status();
+      for (Entry& e : entries) e.state->Complete(closed);
+      return;
+    }
+    entries.push_back(std::move(*entry));
+  }
+  std::vector<Entry*> pointers;
+  for (Entry& e : entries) pointers.push_back(&e);
+  CollectiveRunner::Vote vote =
+      queued.vote_void ? CollectiveRunner::Vote::kVoid : CollectiveRunner::Vote::kGo;
+  absl::Status status = runner_.Run(comm_, response, pointers, &vote);
+  if (!status.ok()) {
+    status = on_failure_(status);
+    for (Entry& e : entries) {
+      if (e.state) e.state->Complete(status);
+    }
+    return;
+  }
+  if (vote == CollectiveRunner::Vote::kVoid) {
+    ended_schedule_ = queued.schedule;
+    for (Entry& e : entries) {
+      if (!e.state) continue;
+      std::shared_ptr<OpState> state = e.state;
+      // Back to be negotiated; a table closed meanwhile fails it instead.
+      if (absl::Status s = table_.Insert(std::move(e)); !s.ok()) state->Complete(s);
+    }
+  } else {
+    for (Entry& e : entries) e.state->Complete(e.outcome);
+  }
+  if (on_scheduled_) on_scheduled_(queued.schedule, queued.position, vote == CollectiveRunner::Vote::kGo);
 }
 
 absl::Status Executor::LaunchOnDevice(const Response& response, std::vector<Entry>& entries) {

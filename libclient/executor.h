@@ -21,6 +21,7 @@
 #include "libclient/device_plane.h"
 #include "libclient/exec_stats.h"
 #include "libclient/process_set_table.h"
+#include "libclient/schedule.h"
 #include "libclient/step_clock.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/communicator.h"
@@ -48,8 +49,17 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
+  // Steady-state schedules: called on the executor thread when an entry of schedule
+  // `schedule` at `position` completed — `go`: its tensors are done; else the combined vote
+  // was void: the schedule ended there, the entry's tensors are back in the table, and every
+  // later entry of the schedule queued here is dropped unexecuted. Set before Start().
+  using ScheduledFn = std::function<void(int64_t schedule, int64_t position, bool go)>;
+  void OnScheduled(ScheduledFn fn) { on_scheduled_ = std::move(fn); }
+
   void Start();
   void Enqueue(std::vector<Response> responses);
+  // Queues `step` of schedule `schedule`, after what is queued.
+  void EnqueueScheduled(int64_t schedule, ClientSchedule::Step step);
   // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
   // Runs what is queued unless aborted, then joins the thread; waits for operations issued on
@@ -60,10 +70,14 @@ class Executor {
   struct Queued {
     Response response;
     absl::Time arrived;  // when Enqueue() got it: the queue phase starts here
+    int64_t schedule = 0;  // non-zero: an entry of this schedule, at `position`
+    int64_t position = 0;
+    bool vote_void = false;
   };
 
   void Loop();
   void Execute(const Response& response);
+  void ExecuteScheduled(const Queued& queued);
   // After an AddProcessSet / RemoveProcessSet barrier (`entry`) succeeded: connects this
   // rank to the new set, or drops the removed one. A failure is a data-plane failure.
   absl::Status ApplyProcessSetControl(const Response& response, Entry& entry);
@@ -84,6 +98,8 @@ class Executor {
   DevicePlane* const device_;
   const std::function<absl::Status(absl::Status)> on_failure_;
   CollectiveRunner runner_;  // executor thread only
+  ScheduledFn on_scheduled_;
+  int64_t ended_schedule_ = 0;  // executor thread only: the last schedule that ended
 
   std::mutex mu_;
   std::condition_variable cv_;

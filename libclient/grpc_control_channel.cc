@@ -190,6 +190,13 @@ absl::Status GrpcControlChannel::SendExecReport(const ExecReport& report) {
   return Write(up);
 }
 
+absl::Status GrpcControlChannel::SendScheduleEnded(int64_t id, const std::vector<int>& ranks) {
+  v1::Up up;
+  up.mutable_schedule_ended()->set_schedule(id);
+  for (int r : ranks) up.mutable_schedule_ended()->add_ranks(r);
+  return Write(up);
+}
+
 absl::Status GrpcControlChannel::Goodbye(const std::vector<int>& ranks) {
   v1::Up up;
   for (int r : ranks) up.mutable_goodbye()->add_ranks(r);

@@ -55,7 +55,7 @@ bool WaitUntil(OpState& state, absl::Time deadline) {
   }
   // About to wait: requests held back for the send cycle leave now (the tracker's flush takes
   // the controller's lock; never under an op's).
-  if (std::shared_ptr<WaitTracker> tracker = state.tracker.lock()) tracker->Waiting();
+  if (std::shared_ptr<WaitTracker> tracker = state.tracker.lock()) tracker->Waiting(state.name);
   std::unique_lock<std::mutex> lock(state.mu);
   const absl::Time now = absl::Now();
   const absl::Time blocked_at = std::min(deadline, now + kBlockedAfter);
@@ -106,7 +106,7 @@ bool Handle::Poll() const {
   }
   std::shared_ptr<internal::WaitTracker> tracker = state.tracker.lock();
   if (!tracker) return false;
-  tracker->Waiting();  // a poll wants progress: requests held for the send cycle leave now
+  tracker->Waiting(state.name);  // a poll wants progress: requests held for the send cycle leave now
   tracker->Polled(id, state.name, now);  // outside mu: the tracker's sink takes other locks
   // If the op completed meanwhile, Complete() may have ended the run before Polled renewed it:
   // end it again.
@@ -141,7 +141,7 @@ absl::Status Handle::WaitOnStream(void* stream) const {
         "WaitOnStream is for GPU operations; this one runs on the host (use Wait)");
   }
   if (std::shared_ptr<internal::WaitTracker> tracker = state_->tracker.lock()) {
-    tracker->Waiting();  // held requests leave now
+    tracker->Waiting(state_->name);  // held requests leave now
   }
   std::function<void(void*)> waiter;
   {

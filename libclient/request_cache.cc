@@ -69,6 +69,25 @@ void RequestCache::ForgetLocked(int32_t id) {
   names_.erase(name);
 }
 
+std::map<std::string, TensorRequest> RequestCache::Expected(const Schedule& schedule) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, TensorRequest> expected;
+  for (const Response& entry : schedule.entries) {
+    for (size_t i = 0; i < entry.names.size() && i < entry.cache_ids.size(); ++i) {
+      auto known = known_.find(entry.names[i]);
+      if (known != known_.end() && known->second.id == entry.cache_ids[i]) {
+        expected[entry.names[i]] = known->second.request;
+      }
+    }
+  }
+  return expected;
+}
+
+void RequestCache::Absorbed(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_.erase(name);
+}
+
 int RequestCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(names_.size());

@@ -31,6 +31,12 @@ class RequestCache {
   // INTERNAL if a response names an id this rank never learned (a protocol violation).
   absl::Status Apply(int rank, DownMessage& message, std::vector<TensorRequest>* resend);
 
+  // Steady-state schedules: for each tensor of `schedule`, this rank's request under the
+  // cache id the schedule names it by, where this rank knows that id for that name.
+  std::map<std::string, TensorRequest> Expected(const Schedule& schedule) const;
+  // The request sent for `name` will get no response: a schedule took it.
+  void Absorbed(const std::string& name);
+
   // Ids known now (for tests and diagnostics).
   int size() const;
 

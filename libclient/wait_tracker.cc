@@ -27,12 +27,12 @@ void WaitTracker::Detach() {
   flush_ = nullptr;
 }
 
-void WaitTracker::Waiting() {
+void WaitTracker::Waiting(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (flush_) flush_();
+  if (flush_) flush_(name);
 }
 
-void WaitTracker::SetFlush(std::function<void()> flush) {
+void WaitTracker::SetFlush(std::function<void(const std::string&)> flush) {
   std::lock_guard<std::mutex> lock(mu_);
   flush_ = std::move(flush);
 }

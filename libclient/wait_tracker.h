@@ -74,10 +74,11 @@ class WaitTracker {
   // `wake` is called (under the tracker's lock; it must not block or call back) whenever a
   // registration by polling begins, so that whoever calls Expire looks at its result again.
   void SetWake(std::function<void()> wake);
-  // A thread is about to wait for (or poll) an op that is not done: `flush` (set by the
-  // controller; it must not block or call back) sends the requests it holds back at once.
-  void Waiting();
-  void SetFlush(std::function<void()> flush);
+  // A thread is about to wait for (or poll) the op named `name`, which is not done: `flush`
+  // (set by the controller; it must not block or call back) sends the requests it holds back
+  // at once, and ends a steady-state schedule that would never complete the op.
+  void Waiting(const std::string& name);
+  void SetFlush(std::function<void(const std::string& name)> flush);
 
  private:
   // A run of polls of one not-done op.
@@ -96,7 +97,7 @@ class WaitTracker {
   // Guarded by mu_.
   Sink sink_;
   std::function<void()> wake_;
-  std::function<void()> flush_;
+  std::function<void(const std::string&)> flush_;
   std::map<uint64_t, std::string> blocked_;  // token -> name
   std::map<uint64_t, PollRun> polls_;        // op -> its run of polls
   uint64_t next_token_ = 1;

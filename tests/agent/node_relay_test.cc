@@ -46,6 +46,11 @@ class FakeUpstream : public RelayUpstream {
     Record("report " + std::to_string(report.rank) + " bytes " +
            std::to_string(report.allreduce_bytes));
   }
+  void SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override {
+    std::string text = "schedule " + std::to_string(id) + " ended";
+    for (int r : ranks) text += " " + std::to_string(r);
+    Record(text);
+  }
   void SendReplay(v1::ResponseBatch batch) override {
     std::string text = "replay from " + std::to_string(batch.seq());
     for (const v1::Response& r : batch.responses()) {
@@ -204,6 +209,37 @@ TEST_F(NodeRelayTest, EndedIdIsNotAggregatedByName) {
   clock_.Advance(absl::Hours(1));
   relay->FlushExpired();
   EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2 grad:3"));
+}
+
+// Steady-state schedules: a schedule sends what waits here upstream at once; until a rank
+// says it ended the schedule, its requests for the schedule's tensors (sent before it had the
+// schedule) are dropped, as the coordinator would; other tensors go up as usual; the rank's
+// ScheduleEnded goes up before its later requests.
+TEST_F(NodeRelayTest, ScheduledRequestsOfRanksInTheScheduleAreDroppedUntilTheyEndIt) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());  // waits for rank 3
+  auto down = std::make_shared<DownMessage>();
+  Response entry;
+  entry.names = {"grad"};
+  entry.cache_ids = {7};
+  down->schedule = Schedule{5, {entry}};
+  relay->Deliver(down);
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2")) << "sent up at once";
+  ASSERT_FALSE(sink3_.messages().empty());
+  EXPECT_TRUE(sink3_.messages().back()->schedule.has_value()) << "ranks get the schedule";
+  ASSERT_TRUE(relay->Submit(&sink3_, {Cached(3, 7), Request(3, "other")}).ok());
+  ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "grad")}).ok());  // another shape: same name
+  ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "other")}).ok());
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2", "requests other:3,2"));
+  ASSERT_TRUE(relay->EndSchedule(&sink2_, 5, {2}).ok());
+  ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
+  clock_.Advance(absl::Hours(1));
+  relay->FlushExpired();
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2", "requests other:3,2",
+                                            "schedule 5 ended 2", "requests #7:2"));
+  EXPECT_FALSE(relay->EndSchedule(&sink2_, 5, {3}).ok()) << "rank 3 is not sink 2's";
 }
 
 TEST_F(NodeRelayTest, WhatArrivedGoesUpstreamWhenTheWindowEnds) {

@@ -91,6 +91,22 @@ TEST(TroikarunOptionsTest, HorovodFusionThresholdAndCycleTimeAreDefaults) {
   EXPECT_THAT(std::string(remote.status().message()), HasSubstr("$HOROVOD_CYCLE_TIME"));
 }
 
+TEST(TroikarunOptionsTest, SchedulesOnOrOffForTheEmbeddedCoordinatorOnly) {
+  auto off = Parse({"-np", "2", "--", "x"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->schedules);
+  auto on = Parse({"-np", "2", "--schedules", "on", "--", "x"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->schedules);
+  auto bad = Parse({"-np", "2", "--schedules", "yes", "--", "x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'yes' is not on or off"));
+  auto remote = Parse({"-np", "2", "--coordinator", "h:1", "--schedules=on", "--", "x"});
+  ASSERT_FALSE(remote.ok());
+  EXPECT_THAT(std::string(remote.status().message()),
+              HasSubstr("start that coordinator with --schedules"));
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});

@@ -35,6 +35,17 @@ TEST(AdminFormatTest, ShowListsPendingTensorsWithMissingRanksAndAbortReason) {
   EXPECT_THAT(text, HasSubstr("1     (not attached)  -      -      -"));
   EXPECT_THAT(text, HasSubstr("grad/w  1.5s     rank 1"));
   EXPECT_THAT(text, HasSubstr("Stragglers: no tensor negotiated yet"));
+  EXPECT_THAT(text, HasSubstr("Schedules:       off\n"));
+}
+
+TEST(AdminFormatTest, ShowSaysWhichScheduleIsInForce) {
+  JobInfo info;
+  info.schedules = {true, 3, 2, 65, 4, 3, 2};
+  EXPECT_THAT(FormatJobInfo(info),
+              HasSubstr("Schedules:       schedule 3 in force (2 responses, 65 tensors; 4 ranks "
+                        "executing it); 3 published, 2 ended\n"));
+  info.schedules = {true, 0, 0, 0, 0, 3, 3};
+  EXPECT_THAT(FormatJobInfo(info), HasSubstr("Schedules:       none in force; 3 published, 3 ended\n"));
 }
 
 }  // namespace

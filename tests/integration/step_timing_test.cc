@@ -192,6 +192,9 @@ class RecordingChannel : public internal::ControlChannel {
     }
     return inner_->SendExecReport(report);
   }
+  absl::Status SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override {
+    return inner_->SendScheduleEnded(id, ranks);
+  }
   absl::Status Goodbye(const std::vector<int>& ranks) override {
     {
       absl::MutexLock lock(&sent_->mu);

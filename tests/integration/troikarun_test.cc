@@ -94,6 +94,29 @@ TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
   EXPECT_THAT(r.out, Not(HasSubstr("[0] [0]"))) << "troikarun does not prefix agents' lines again";
 }
 
+// --schedules on: once the example's steps repeat, its ranks run them on a schedule (the
+// embedded coordinator says so at info level) through two agents, and training ends with the
+// weights of a negotiated run, bit for bit.
+TEST(TroikarunTest, SchedulesOnTrainsToTheWeightsOfANegotiatedRun) {
+  const std::string dir = MakeScratchDir("troikarun-schedules");
+  std::string weights[2];
+  for (bool on : {false, true}) {
+    const std::string file = absl::StrCat(dir, on ? "/on.txt" : "/off.txt");
+    CommandResult r = RunShell(
+        absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 --log_level info",
+                     on ? " --schedules on" : "", " -- ", EXAMPLE_TRAIN_BINARY,
+                     " --steps 40 --dump_weights ", file),
+        dir, absl::Seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("runs without negotiation") != std::string::npos, on) << r.err;
+    CommandResult cat = RunShell(absl::StrCat("cat ", file), dir, absl::Seconds(10));
+    ASSERT_EQ(cat.exit_code, 0);
+    ASSERT_FALSE(cat.out.empty());
+    weights[on] = cat.out;
+  }
+  EXPECT_EQ(weights[0], weights[1]) << "the scheduled run's weights differ";
+}
+
 TEST(TroikarunTest, RanksGetTheirEnvironmentAndPrefixedOutput) {
   const std::string dir = MakeScratchDir("troikarun-env");
   CommandResult r = RunShell(Troikarun("-np 4 --nproc-per-node 2 --job myjob",

@@ -1,0 +1,82 @@
+#pragma once
+// ClientSchedule: this rank's side of a steady-state schedule (docs/protocol.md, Schedules).
+// The coordinator sends one period of the job's responses; the rank executes its entries
+// cyclically — entry e of round r is position r * K + e — each as soon as it has submitted
+// every tensor the entry names with the request the entry's cache id stands for, without
+// asking anyone. Each scheduled collective carries a vote; the first entry where any rank
+// votes void ends the schedule on every rank, and what was submitted for it and later is
+// negotiated again.
+//
+// The rank deviates (votes void at the first position it has not entered, and stops entering
+// entries) when it submits what the schedule does not name or names with another request,
+// or waits for a scheduled tensor whose entry it cannot enter yet.
+//
+// Plain state, no threads, no I/O: the controller calls it under its lock.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/messages.h"
+
+namespace troika::internal {
+
+class ClientSchedule {
+ public:
+  // An entry to execute: the response at `position`, voting go, or void (`deviated`).
+  struct Step {
+    int64_t position = 0;
+    Response response;  // `elements` holds each tensor's element count
+    bool vote_void = false;
+  };
+
+  // `expected[name]`: the request this rank submitted when the coordinator gave the name the
+  // cache id the schedule names it by.
+  ClientSchedule(Schedule schedule, const std::map<std::string, TensorRequest>& expected);
+
+  int64_t id() const { return id_; }
+  // False if `expected` lacked one of the schedule's tensors (or it has none): this rank
+  // cannot take part in it.
+  bool complete() const { return complete_; }
+  bool deviated() const { return deviated_; }
+  // Whether `name` (process set 0) is one of the schedule's tensors.
+  bool Names(const std::string& name) const { return slot_.count(name) > 0; }
+
+  // This rank submitted `request` (the `order`-th submission): true if the schedule takes
+  // it; false if it is a deviation (Deviate() must follow) or the rank already deviated.
+  bool Submit(const TensorRequest& request, uint64_t order);
+  // The entries that can be entered now, in order (each once).
+  std::vector<Step> TakeReady();
+  // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
+  Step Deviate();
+  // A thread waits for the tensor `name`: whether that must end the schedule (its entry, or
+  // an earlier one, still misses this rank's tensors, so waiting would never end).
+  bool WaitDeviates(const std::string& name) const;
+
+  // The entry at `position` completed with a go vote: its tensors are done.
+  void Completed(int64_t position);
+  // The entry at `position` ended the schedule (void): the requests submitted for it and for
+  // later positions, in the order they were submitted, to negotiate instead.
+  std::vector<std::pair<uint64_t, TensorRequest>> Ended(int64_t position);
+
+ private:
+  struct Taken {
+    int64_t position;
+    uint64_t order;
+    TensorRequest request;
+  };
+  Step MakeStep(int64_t position, bool vote_void) const;
+
+  const int64_t id_;
+  std::vector<Response> entries_;
+  std::map<std::string, std::pair<size_t, TensorRequest>> slot_;  // name -> (entry, request)
+  int64_t next_ = 0;                       // the first position not entered
+  std::map<int64_t, size_t> submitted_;    // position -> tensors submitted for it
+  std::map<std::string, Taken> taken_;     // submitted and not completed, by name
+  bool complete_ = true;
+  bool deviated_ = false;
+};
+
+}  // namespace troika::internal

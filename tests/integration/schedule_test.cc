@@ -1,0 +1,314 @@
+// Steady-state schedules (docs/protocol.md, Schedules): once a job's steps repeat, its ranks
+// run them without requests; results are bit for bit those of negotiation, and any deviation
+// — another tensor, another shape, a wait the schedule cannot satisfy, a join, a new process
+// set, a shutdown — ends the schedule with the outcome negotiation gives, and steps go on.
+
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/test_cluster.h"
+
+namespace troika::testing {
+namespace {
+
+constexpr int kRanks = 4;
+
+coordinator::CoordinatorOptions Schedules(bool on, int64_t fusion_threshold_bytes = 64 << 20) {
+  coordinator::CoordinatorOptions options;
+  options.registry.schedules = on;
+  options.registry.negotiator.fusion_threshold_bytes = fusion_threshold_bytes;
+  return options;
+}
+
+// What rank `rank` contributes to tensor `tensor`: random values, the same in every step, so
+// that every step's result must be the same bits.
+std::vector<float> Input(int rank, int tensor, int64_t elements) {
+  std::mt19937 gen(static_cast<uint32_t>(rank * 1000 + tensor));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(static_cast<size_t>(elements));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+std::vector<float> Sum(int tensor, int64_t elements) {
+  std::vector<float> sum(static_cast<size_t>(elements), 0);
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<float> in = Input(r, tensor, elements);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[i];
+  }
+  return sum;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5) << what << " [" << i << "]";
+  }
+}
+
+// Ranks of a real job shut down about together; a rank shutting down in a schedule waits (up
+// to 5 s) for the others to reach its void entry, so ranks are shut down concurrently here
+// rather than one after another by the contexts' destructors.
+void ShutdownAll(std::vector<std::unique_ptr<Context>>& contexts) {
+  OnEveryRank(static_cast<int>(contexts.size()),
+              [&](int rank) { EXPECT_TRUE(contexts[rank]->Shutdown().ok()) << "rank " << rank; });
+}
+
+int64_t UpMessages(TestCluster& cluster) {
+  return cluster.coordinator().control_stats().up_messages.load();
+}
+
+// One step: each rank allreduces tensors "t<i>" of `sizes[i]` floats, all submitted, then
+// waited. Returns every rank's results, by rank and tensor.
+using StepResults = std::vector<std::vector<std::vector<float>>>;
+StepResults Step(std::vector<std::unique_ptr<Context>>& contexts,
+                 const std::vector<int64_t>& sizes) {
+  StepResults results(kRanks);
+  OnEveryRank(kRanks, [&](int rank) {
+    std::vector<std::vector<float>>& mine = results[rank];
+    std::vector<Handle> handles;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      mine.push_back(Input(rank, static_cast<int>(t), sizes[t]));
+      handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), mine[t].data(),
+                                                  mine[t].data(), DataType::kFloat32,
+                                                  {sizes[t]}));
+    }
+    for (Handle& h : handles) ASSERT_TRUE(h.Wait().ok()) << h.Wait();
+  });
+  return results;
+}
+
+void ExpectSums(const StepResults& results, const std::vector<int64_t>& sizes,
+                const std::string& what) {
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      ExpectNear(results[r][t], Sum(static_cast<int>(t), sizes[t]),
+                 absl::StrCat(what, ", rank ", r, ", t", t));
+    }
+  }
+}
+
+// Runs `steps` steps; expects every step's results to be the bits of the first step's, and
+// (once steps repeat) the last steps to send (almost) nothing up.
+void ExpectScheduledStepsMatchNegotiated(TestCluster& cluster, const std::vector<int64_t>& sizes,
+                                         int steps) {
+  auto contexts = cluster.Join("job", kRanks);
+  StepResults first = Step(contexts, sizes);
+  ExpectSums(first, sizes, "step 0");
+  int64_t before_last = 0;
+  for (int s = 1; s < steps; ++s) {
+    if (s == steps - 10) before_last = UpMessages(cluster);
+    StepResults results = Step(contexts, sizes);
+    for (int r = 0; r < kRanks; ++r) {
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        ASSERT_EQ(0, std::memcmp(results[r][t].data(), first[r][t].data(),
+                                 results[r][t].size() * sizeof(float)))
+            << "step " << s << ", rank " << r << ", t" << t << " differs from step 0";
+      }
+    }
+  }
+  // Negotiated, 10 steps send at least 10 * kRanks requests; scheduled, none (step-timing
+  // reports may still go up, at most one per rank per second).
+  EXPECT_LT(UpMessages(cluster) - before_last, 2 * kRanks)
+      << "the last 10 steps still sent requests: no schedule formed";
+  auto job = cluster.coordinator().registry().Find("job");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const coordinator::ScheduleInfo info = (*job)->Describe().schedules;
+  EXPECT_TRUE(info.enabled);
+  EXPECT_EQ(info.active, 1) << "the first schedule held to the end";
+  EXPECT_EQ(info.tensors, static_cast<int>(sizes.size()));
+  EXPECT_EQ(info.executing_ranks, kRanks);
+  ShutdownAll(contexts);
+}
+
+TEST(ScheduleTest, ScheduledStepsEqualNegotiatedOnesBitForBitFused) {
+  TestCluster cluster(Schedules(true));
+  // Submitted together, the tensors fuse into one response per step; the last is over 1 MiB
+  // with the rest (its vote goes in an allreduce of its own).
+  ExpectScheduledStepsMatchNegotiated(cluster, {1, 3, 1000, 5}, 30);
+}
+
+TEST(ScheduleTest, ScheduledStepsEqualNegotiatedOnesBitForBitUnfused) {
+  TestCluster cluster(Schedules(true, /*fusion_threshold_bytes=*/0));
+  ExpectScheduledStepsMatchNegotiated(cluster, {1, 3, 1000, 300'000}, 30);
+}
+
+TEST(ScheduleTest, WithoutSchedulesEveryStepSendsRequests) {
+  TestCluster cluster(Schedules(false));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {4, 4};
+  for (int s = 0; s < 10; ++s) Step(contexts, sizes);
+  const int64_t before = UpMessages(cluster);
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  EXPECT_GE(UpMessages(cluster) - before, 10 * kRanks);
+  ShutdownAll(contexts);
+}
+
+// Deviations, each at the first, a middle and the last of three scheduled tensors, on one
+// rank or on all: the outcome negotiation gives, within 5 s, and the next steps work.
+enum class Deviation { kExtraTensor, kOtherShape, kWaitFirst, kJoin };
+
+struct Case {
+  Deviation kind;
+  int position;   // of the tensor it happens at: 0, 1, 2
+  bool all_ranks; // else rank 1 only
+  bool fused;     // the three tensors fused into one scheduled entry
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const char* kinds[] = {"ExtraTensor", "OtherShape", "WaitFirst", "Join"};
+  return absl::StrCat(kinds[static_cast<int>(info.param.kind)], "At", info.param.position,
+                      info.param.all_ranks ? "AllRanks" : "OneRank",
+                      info.param.fused ? "Fused" : "Unfused");
+}
+
+class ScheduleDeviationTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ScheduleDeviationTest, EndsTheScheduleWithTheNegotiatedOutcome) {
+  const Case c = GetParam();
+  TestCluster cluster(Schedules(true, c.fused ? 64 << 20 : 0));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6, 6};
+  for (int s = 0; s < 8; ++s) ExpectSums(Step(contexts, sizes), sizes, "warm-up step");
+  const int64_t before = UpMessages(cluster);
+  Step(contexts, sizes);
+  ASSERT_LT(UpMessages(cluster) - before, kRanks) << "no schedule in force";
+
+  const absl::Time start = absl::Now();
+  std::vector<std::string> errors(kRanks);
+  OnEveryRank(kRanks, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    const bool deviates = c.all_ranks || rank == 1;
+    std::vector<std::vector<float>> data;
+    std::vector<Handle> handles;
+    std::vector<float> extra = Input(rank, 7, 6);
+    std::optional<Handle> extra_handle;
+    for (int t = 0; t < 3; ++t) {
+      int64_t n = sizes[t];
+      if (deviates && t == c.position) {
+        if (c.kind == Deviation::kExtraTensor) {
+          extra_handle = ctx.Allreduce("extra", extra.data(), extra.data(), DataType::kFloat32,
+                                       {6});
+        } else if (c.kind == Deviation::kOtherShape) {
+          n = 5;
+        } else if (c.kind == Deviation::kJoin) {
+          break;  // joins (below) instead of submitting the rest
+        }
+      }
+      data.push_back(Input(rank, t, n));
+      handles.push_back(ctx.Allreduce(absl::StrCat("t", t), data[t].data(), data[t].data(),
+                                      DataType::kFloat32, {n}));
+      if (deviates && c.kind == Deviation::kWaitFirst && t == c.position) {
+        ASSERT_TRUE(handles[t].Wait().ok()) << handles[t].Wait();
+      }
+    }
+    std::optional<Handle> join;
+    if (c.kind == Deviation::kJoin) join = ctx.Join();
+    for (size_t t = 0; t < handles.size(); ++t) {
+      absl::Status s = handles[t].Wait();
+      if (!s.ok()) {
+        errors[rank] += absl::StrCat("t", t, ": ", s.message(), "\n");
+        continue;
+      }
+      const int64_t n = static_cast<int64_t>(data[t].size());
+      std::vector<float> want = Sum(static_cast<int>(t), n);
+      for (int r = 0; r < kRanks; ++r) {
+        // A rank that joined before submitting a tensor contributes zeros to it.
+        const bool joined = c.kind == Deviation::kJoin && (c.all_ranks || r == 1) &&
+                            static_cast<int>(t) >= c.position;
+        if (!joined) continue;
+        std::vector<float> in = Input(r, static_cast<int>(t), n);
+        for (size_t i = 0; i < want.size(); ++i) want[i] -= in[i];
+      }
+      ExpectNear(data[t], want, absl::StrCat("rank ", rank, ", t", t));
+    }
+    if (extra_handle) {
+      ASSERT_TRUE(extra_handle->Wait().ok()) << extra_handle->Wait();
+      ExpectNear(extra, Sum(7, 6), absl::StrCat("rank ", rank, ", extra"));
+    }
+    if (join) ASSERT_TRUE(join->Wait().ok()) << join->Wait();
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the deviating step took too long";
+  if (c.kind == Deviation::kOtherShape && !c.all_ranks) {
+    // Every rank fails the mismatched tensor with the same message, as under negotiation.
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_NE(errors[r].find(absl::StrCat("t", c.position, ": ")), std::string::npos)
+          << "rank " << r << ": " << errors[r];
+      EXPECT_EQ(errors[r], errors[0]);
+    }
+  } else {
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  }
+  // The steps go on, and settle into a schedule again.
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  const int64_t again = UpMessages(cluster);
+  Step(contexts, sizes);
+  EXPECT_LT(UpMessages(cluster) - again, kRanks) << "no schedule formed again";
+  ShutdownAll(contexts);
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (Deviation kind : {Deviation::kExtraTensor, Deviation::kOtherShape, Deviation::kWaitFirst,
+                         Deviation::kJoin}) {
+    for (int position = 0; position < 3; ++position) {
+      for (bool all : {false, true}) {
+        // An extra tensor on one rank only is a stall under negotiation too.
+        if (kind == Deviation::kExtraTensor && !all) continue;
+        for (bool fused : {false, true}) {
+          // Unfused, waiting for a tensor before submitting the next deviates nothing.
+          if (kind == Deviation::kWaitFirst && !fused) continue;
+          cases.push_back({kind, position, all, fused});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ScheduleDeviationTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+TEST(ScheduleTest, AddingAProcessSetEndsTheScheduleAndStepsGoOn) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 8; ++s) Step(contexts, sizes);
+  OnEveryRank(kRanks, [&](int rank) {
+    absl::StatusOr<int> id = contexts[rank]->AddProcessSet({0, 2});
+    ASSERT_TRUE(id.ok()) << id.status();
+    if (rank % 2 == 0) {
+      float x = static_cast<float>(rank);
+      AllreduceOptions in_set;
+      in_set.process_set = *id;
+      ASSERT_TRUE(contexts[rank]->Allreduce("in-set", &x, &x, DataType::kFloat32, {1}, in_set)
+                      .Wait()
+                      .ok());
+      EXPECT_EQ(x, 2.0f);
+    }
+  });
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  ShutdownAll(contexts);
+}
+
+TEST(ScheduleTest, RanksShuttingDownInAScheduleLeaveCleanly) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 10; ++s) Step(contexts, sizes);
+  const absl::Time start = absl::Now();
+  OnEveryRank(kRanks, [&](int rank) {
+    if (rank == 3) absl::SleepFor(absl::Milliseconds(300));  // one rank late
+    EXPECT_TRUE(contexts[rank]->Shutdown().ok());
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace troika::testing
