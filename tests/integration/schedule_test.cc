@@ -171,16 +171,10 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 class ScheduleDeviationTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(ScheduleDeviationTest, EndsTheScheduleWithTheNegotiatedOutcome) {
-  const Case c = GetParam();
-  TestCluster cluster(Schedules(true, c.fused ? 64 << 20 : 0));
-  auto contexts = cluster.Join("job", kRanks);
+// One step of tensors t0, t1, t2 (6 floats each) with deviation `c`; checks every result
+// (and that every rank fails a mismatched tensor with the same message), within 5 s.
+void DeviatingStep(std::vector<std::unique_ptr<Context>>& contexts, const Case& c) {
   const std::vector<int64_t> sizes = {6, 6, 6};
-  for (int s = 0; s < 8; ++s) ExpectSums(Step(contexts, sizes), sizes, "warm-up step");
-  const int64_t before = UpMessages(cluster);
-  Step(contexts, sizes);
-  ASSERT_LT(UpMessages(cluster) - before, kRanks) << "no schedule in force";
-
   const absl::Time start = absl::Now();
   std::vector<std::string> errors(kRanks);
   OnEveryRank(kRanks, [&](int rank) {
@@ -246,12 +240,6 @@ TEST_P(ScheduleDeviationTest, EndsTheScheduleWithTheNegotiatedOutcome) {
   } else {
     for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   }
-  // The steps go on, and settle into a schedule again.
-  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
-  const int64_t again = UpMessages(cluster);
-  Step(contexts, sizes);
-  EXPECT_LT(UpMessages(cluster) - again, kRanks) << "no schedule formed again";
-  ShutdownAll(contexts);
 }
 
 std::vector<Case> AllCases() {
@@ -273,7 +261,52 @@ std::vector<Case> AllCases() {
   return cases;
 }
 
+TEST_P(ScheduleDeviationTest, EndsTheScheduleWithTheNegotiatedOutcome) {
+  const Case c = GetParam();
+  TestCluster cluster(Schedules(true, c.fused ? 64 << 20 : 0));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6, 6};
+  for (int s = 0; s < 8; ++s) ExpectSums(Step(contexts, sizes), sizes, "warm-up step");
+  const int64_t before = UpMessages(cluster);
+  Step(contexts, sizes);
+  ASSERT_LT(UpMessages(cluster) - before, kRanks) << "no schedule in force";
+
+  DeviatingStep(contexts, c);
+  // The steps go on, and settle into a schedule again.
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  const int64_t again = UpMessages(cluster);
+  Step(contexts, sizes);
+  EXPECT_LT(UpMessages(cluster) - again, kRanks) << "no schedule formed again";
+  ShutdownAll(contexts);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, ScheduleDeviationTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+// Many seeds: repeated steps with random deviations of every kind among them (about one
+// step in four), fused or not; every result of every step is checked.
+TEST(ScheduleTest, RandomDeviationsAmongRepeatedStepsKeepEveryResult) {
+  const std::vector<int64_t> sizes = {6, 6, 6};
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    std::mt19937 gen(seed);
+    const bool fused = gen() % 2 == 0;
+    std::vector<Case> cases;
+    for (const Case& c : AllCases()) {
+      if (c.fused == fused) cases.push_back(c);
+    }
+    TestCluster cluster(Schedules(true, fused ? 64 << 20 : 0));
+    auto contexts = cluster.Join("job", kRanks);
+    for (int step = 0; step < 30 && !HasFailure(); ++step) {
+      if (gen() % 4 == 0) {
+        DeviatingStep(contexts, cases[gen() % cases.size()]);
+      } else {
+        ExpectSums(Step(contexts, sizes), sizes, absl::StrCat("step ", step));
+      }
+    }
+    ShutdownAll(contexts);
+    if (HasFailure()) return;
+  }
+}
 
 TEST(ScheduleTest, AddingAProcessSetEndsTheScheduleAndStepsGoOn) {
   TestCluster cluster(Schedules(true));
