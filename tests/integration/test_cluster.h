@@ -49,7 +49,12 @@ class TestCluster {
   // troikarun's embedded coordinator), with kTestAdminToken as its admin token; every job
   // uses kTestJobToken. Clients started from this process — agents, troikactl, troika_init —
   // find TROIKA_PLAINTEXT=1 and both tokens in their environment; RankOptions() says it.
+  // TROIKA_TEST_SCHEDULES=1 in the environment turns steady-state schedules on (suites re-run
+  // with them: tests/integration/CMakeLists.txt).
   explicit TestCluster(coordinator::CoordinatorOptions options) {
+    if (const char* on = std::getenv("TROIKA_TEST_SCHEDULES"); on != nullptr && *on == '1') {
+      options.registry.schedules = true;
+    }
     options.listen_address = "127.0.0.1:0";
     options.tls = {};
     options.tls.plaintext = true;
