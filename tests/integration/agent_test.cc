@@ -80,7 +80,7 @@ class AgentProcessTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<coordinator::Coordinator> coordinator_;
   std::string address_;
-  void ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal);
+  void ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal, bool schedules = false);
 
   std::vector<pid_t> agents_;
   int coordinators_ = 0;
@@ -286,11 +286,13 @@ TEST_F(AgentProcessTest, BadCoordinatorAddressFailsAtOnceNamingItAndTheCause) {
 // Runs a job of 2 agents x 2 ranks twice on a coordinator with a state directory: once
 // undisturbed, once with the coordinator stopped by `signal` at step 20 and started again on
 // the same address. Expects the second run to complete with the weights of the first.
-void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal) {
+void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal,
+                                                                      bool schedules) {
   // Without fusion every tensor is allreduced on its own, so two runs give the same weights
   // bit for bit whatever their timing: any lost, repeated or reordered op would show.
-  const std::string flags = absl::StrCat(
-      "--plaintext --fusion_threshold_bytes=0 --state_dir=", dir_, "/state --log_level=info");
+  const std::string flags =
+      absl::StrCat("--plaintext --fusion_threshold_bytes=0 --state_dir=", dir_,
+                   "/state --log_level=info", schedules ? " --schedules" : "");
   int port = 0;
   pid_t coordinator = StartCoordinatorProcess(flags + " --listen=127.0.0.1:0", &port);
   ASSERT_GT(port, 0);
@@ -335,6 +337,14 @@ void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signa
 
 TEST_F(AgentProcessTest, CoordinatorKilledAndRestartedMidRunLeavesTheWeightsOfAnUndisturbedRun) {
   ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(SIGKILL);
+}
+
+TEST_F(AgentProcessTest, CoordinatorKilledWhileRanksRunAScheduleLeavesTheWeightsOfAnUndisturbedRun) {
+  // With --schedules the ranks run their steps on a schedule when the coordinator dies: they
+  // go on without it (the data plane needs none), resume with the restarted one, and end it.
+  ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(SIGKILL, /*schedules=*/true);
+  EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
+              HasSubstr("job 'restarted': schedule 1 of 5 responses"));
 }
 
 TEST_F(AgentProcessTest, CoordinatorStoppedWithSigtermKeepsItsJobsForTheNextOne) {
