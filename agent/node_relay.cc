@@ -128,14 +128,8 @@ void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
   aggregator_.Expire(absl::InfiniteFuture(), &batch);
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
-  RelaySchedule active{schedule.id, {}, {}, {}};
-  for (const Response& entry : schedule.entries) {
-    active.ids.insert(entry.cache_ids.begin(), entry.cache_ids.end());
-    for (const std::string& name : entry.names) {
-      active.names.insert(name);
-      ForgetSentLocked(0, name);
-    }
-  }
+  RelaySchedule active{schedule.id, ScheduleTensors(schedule), {}};
+  for (const std::string& name : active.tensors.names) ForgetSentLocked(0, name);
   for (const auto& [rank, state] : ranks_) {
     if (!state.departed && !state.reported) active.executing.insert(rank);
   }
@@ -143,11 +137,8 @@ void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
 }
 
 bool NodeRelay::ScheduledLocked(const TensorRequest& request) const {
-  if (!schedule_ || request.process_set != 0 || !schedule_->executing.count(request.rank)) {
-    return false;
-  }
-  return request.cache_id != 0 ? schedule_->ids.count(request.cache_id) > 0
-                               : schedule_->names.count(request.name) > 0;
+  return schedule_ && schedule_->executing.count(request.rank) > 0 &&
+         schedule_->tensors.Names(request);
 }
 
 absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {

@@ -193,8 +193,7 @@ class NodeRelay : public coordinator::SessionHandler,
   // local ranks that have not said ScheduleEnded.
   struct RelaySchedule {
     int64_t id = 0;
-    std::set<int32_t> ids;
-    std::set<std::string> names;
+    ScheduleTensors tensors;
     std::set<int> executing;
   };
   std::optional<RelaySchedule> schedule_;

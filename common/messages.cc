@@ -35,6 +35,18 @@ std::string ProcessSetTensorName(int process_set, const std::string& name) {
   return absl::StrCat(name, " (process set ", process_set, ")");
 }
 
+ScheduleTensors::ScheduleTensors(const Schedule& schedule) {
+  for (const Response& entry : schedule.entries) {
+    ids.insert(entry.cache_ids.begin(), entry.cache_ids.end());
+    names.insert(entry.names.begin(), entry.names.end());
+  }
+}
+
+bool ScheduleTensors::Names(const TensorRequest& request) const {
+  if (request.process_set != 0) return false;
+  return request.cache_id != 0 ? ids.count(request.cache_id) > 0 : names.count(request.name) > 0;
+}
+
 std::string FormatRanks(const std::vector<int>& ranks) {
   if (ranks.empty()) return "no ranks";
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";

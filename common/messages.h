@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,16 @@ struct ExecReport {
 struct Schedule {
   int64_t id = 0;
   std::vector<Response> entries;
+};
+
+// A schedule's tensors, by cache id and by name. A rank that executes the schedule may have
+// sent requests for them before it had it: the coordinator and agents drop those.
+struct ScheduleTensors {
+  explicit ScheduleTensors(const Schedule& schedule);
+  // Whether `request` (a cache id alone, or in full) is for one of them (process set 0).
+  bool Names(const TensorRequest& request) const;
+  std::set<int32_t> ids;
+  std::set<std::string> names;
 };
 
 struct DownMessage {

@@ -288,10 +288,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   struct ActiveSchedule {
     int64_t id = 0;
     int entries = 0;
-    std::set<int32_t> ids;        // cache ids of its tensors
-    std::set<std::string> names;  // their names
-    std::vector<bool> executing;  // by rank: has not said ScheduleEnded
-    int executing_count = 0;
+    ScheduleTensors tensors;
+    std::set<int> executing;  // ranks that have not said ScheduleEnded
   };
   std::optional<ActiveSchedule> schedule_;
   int64_t next_schedule_id_ = 1;

@@ -44,8 +44,8 @@ JobInfo Job::Describe() const {
   if (schedule_) {
     info.schedules.active = schedule_->id;
     info.schedules.entries = schedule_->entries;
-    info.schedules.tensors = static_cast<int>(schedule_->names.size());
-    info.schedules.executing_ranks = schedule_->executing_count;
+    info.schedules.tensors = static_cast<int>(schedule_->tensors.names.size());
+    info.schedules.executing_ranks = static_cast<int>(schedule_->executing.size());
   }
   return info;
 }

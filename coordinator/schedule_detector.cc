@@ -35,7 +35,8 @@ void ScheduleDetector::Observe(const Response& response) {
   responses_.push_back(response);
   response_tensors_ += response.cache_ids.size();
   while (tensors_.size() > static_cast<size_t>(max_period_) * repeats_) tensors_.pop_front();
-  while (response_tensors_ - responses_.front().cache_ids.size() >= static_cast<size_t>(max_period_) &&
+  while (response_tensors_ - responses_.front().cache_ids.size() >=
+             static_cast<size_t>(max_period_) &&
          responses_.size() > 1) {
     response_tensors_ -= responses_.front().cache_ids.size();
     responses_.pop_front();

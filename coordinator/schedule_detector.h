@@ -43,12 +43,12 @@ class ScheduleDetector {
  private:
   const int max_period_;
   int repeats_ = 2;
-  std::deque<Response> responses_;  // the latest, holding at most max_period_ tensors
-  size_t response_tensors_ = 0;     // tensors in responses_
-  std::deque<int32_t> tensors_;     // the latest cache ids, at most max_period_ * repeats_
-  int64_t observed_ = 0;            // tensors observed since the last reset
+  std::deque<Response> responses_;        // the latest, holding at most max_period_ tensors
+  size_t response_tensors_ = 0;           // tensors in responses_
+  std::deque<int32_t> tensors_;           // the latest cache ids, at most max_period_ * repeats_
+  int64_t observed_ = 0;                  // tensors observed since the last reset
   std::map<int32_t, int64_t> last_seen_;  // cache id -> its latest number (1, 2, ...)
-  size_t period_responses_ = 0;     // responses of the period the latest one completed; 0: none
+  size_t period_responses_ = 0;  // responses of the period the latest one completed; 0: none
 };
 
 }  // namespace troika::coordinator

@@ -29,7 +29,8 @@ size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize());
 bool GoIsOne(ReduceOp op) { return op == ReduceOp::kMin || op == ReduceOp::kProduct; }
 
 size_t VoteElements(DataType dtype, ReduceOp op, int size) {
-  if (DataTypeSize(dtype) == 1 && op == ReduceOp::kSum) return static_cast<size_t>(size + 126) / 127;
+  if (DataTypeSize(dtype) == 1 && op == ReduceOp::kSum)
+    return static_cast<size_t>(size + 126) / 127;
   return 1;
 }
 

@@ -48,8 +48,7 @@ class CollectiveRunner {
   void ResetMarks() { marks_ = {}; }
 
  private:
-  absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries,
-                         Vote* vote);
+  absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries, Vote* vote);
   absl::Status Allgather(const Response& response, Entry& entry);
   absl::Status Broadcast(const Response& response, Entry& entry);
   absl::Status Alltoall(const Response& response, Entry& entry);

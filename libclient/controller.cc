@@ -117,7 +117,7 @@ void Controller::BeginSchedule(Schedule schedule) {
     }
     // From now on the coordinator drops this rank's requests for the schedule's tensors
     // (until ScheduleEnded): those not answered yet are the schedule's, sent or not.
-    std::vector<std::pair<uint64_t, TensorRequest>> taken;
+    std::vector<Submission> taken;
     bool negotiated = false;
     for (auto it = unanswered_.begin(); it != unanswered_.end();) {
       TensorRequest& request = it->second.second;
@@ -146,8 +146,7 @@ void Controller::BeginSchedule(Schedule schedule) {
     }
     // A request still being negotiated is a tensor the schedule does not name.
     if (negotiated) DeviateLocked();
-    std::sort(taken.begin(), taken.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    SortBySubmission(taken);
     for (auto& [order, request] : taken) QueueLocked(std::move(request), order);
   }
   for (const std::string& name : absorbed) cache_.Absorbed(name);
@@ -163,12 +162,11 @@ void Controller::Scheduled(int64_t id, int64_t position, bool go) {
     }
     // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
     // what was submitted since this rank deviated, in the order submitted.
-    std::vector<std::pair<uint64_t, TensorRequest>> back = schedule_->Ended(position);
+    std::vector<Submission> back = schedule_->Ended(position);
     back.insert(back.end(), std::make_move_iterator(held_.begin()),
                 std::make_move_iterator(held_.end()));
     held_.clear();
-    std::sort(back.begin(), back.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    SortBySubmission(back);
     schedule_.reset();
     ended_schedule_ = id;  // goes up before those requests
     for (auto& [order, request] : back) QueueLocked(std::move(request), order);

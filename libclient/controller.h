@@ -16,8 +16,8 @@
 
 #include <condition_variable>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -134,10 +134,10 @@ class Controller {
   // Steady-state schedules, all guarded by mu_. Every submission is numbered (next_order_);
   // unanswered_ holds the requests queued or sent with no response yet, by table key.
   uint64_t next_order_ = 0;
-  std::map<std::string, std::pair<uint64_t, TensorRequest>> unanswered_;
+  std::map<std::string, Submission> unanswered_;
   std::optional<ClientSchedule> schedule_;
   // Submissions since this rank deviated, negotiated once the schedule has ended.
-  std::vector<std::pair<uint64_t, TensorRequest>> held_;
+  std::vector<Submission> held_;
   int64_t ended_schedule_ = 0;  // to send up before anything else (0: none)
   std::thread sender_;
   std::thread receiver_;

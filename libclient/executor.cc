@@ -84,6 +84,9 @@ void Executor::Loop() {
       queued = std::move(queue_.front());
       queue_.pop_front();
     }
+    // After a void entry the schedule's later entries are negotiated again: nothing to run or
+    // record.
+    if (queued.schedule != 0 && queued.schedule == ended_schedule_) continue;
     const absl::Time start = absl::Now();
     runner_.ResetMarks();
     steps_.ExecBegin();
@@ -177,7 +180,6 @@ void Executor::Execute(const Response& response) {
 }
 
 void Executor::ExecuteScheduled(const Queued& queued) {
-  if (queued.schedule == ended_schedule_) return;  // after the void: negotiated again
   const Response& response = queued.response;
   std::vector<Entry> entries;
   entries.reserve(response.names.size());
@@ -219,7 +221,8 @@ void Executor::ExecuteScheduled(const Queued& queued) {
   } else {
     for (Entry& e : entries) e.state->Complete(e.outcome);
   }
-  if (on_scheduled_) on_scheduled_(queued.schedule, queued.position, vote == CollectiveRunner::Vote::kGo);
+  if (on_scheduled_)
+    on_scheduled_(queued.schedule, queued.position, vote == CollectiveRunner::Vote::kGo);
 }
 
 absl::Status Executor::LaunchOnDevice(const Response& response, std::vector<Entry>& entries) {

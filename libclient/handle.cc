@@ -106,7 +106,8 @@ bool Handle::Poll() const {
   }
   std::shared_ptr<internal::WaitTracker> tracker = state.tracker.lock();
   if (!tracker) return false;
-  tracker->Waiting(state.name);  // a poll wants progress: requests held for the send cycle leave now
+  tracker->Waiting(
+      state.name);  // a poll wants progress: requests held for the send cycle leave now
   tracker->Polled(id, state.name, now);  // outside mu: the tracker's sink takes other locks
   // If the op completed meanwhile, Complete() may have ended the run before Polled renewed it:
   // end it again.

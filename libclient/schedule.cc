@@ -5,6 +5,10 @@
 
 namespace troika::internal {
 
+void SortBySubmission(std::vector<Submission>& submissions) {
+  std::ranges::sort(submissions, {}, &Submission::first);
+}
+
 ClientSchedule::ClientSchedule(Schedule schedule,
                                const std::map<std::string, TensorRequest>& expected)
     : id_(schedule.id), entries_(std::move(schedule.entries)) {
@@ -18,7 +22,8 @@ ClientSchedule::ClientSchedule(Schedule schedule,
         entry.elements.push_back(0);
         continue;
       }
-      entry.elements.push_back(it->second.ByteSize() / static_cast<int64_t>(DataTypeSize(it->second.dtype)));
+      entry.elements.push_back(it->second.ByteSize() /
+                               static_cast<int64_t>(DataTypeSize(it->second.dtype)));
       slot_[name] = {e, it->second};
     }
   }
@@ -51,7 +56,8 @@ std::vector<ClientSchedule::Step> ClientSchedule::TakeReady() {
   const int64_t k = static_cast<int64_t>(entries_.size());
   for (;;) {
     auto it = submitted_.find(next_);
-    if (it == submitted_.end() || it->second < entries_[static_cast<size_t>(next_ % k)].names.size()) {
+    if (it == submitted_.end() ||
+        it->second < entries_[static_cast<size_t>(next_ % k)].names.size()) {
       break;
     }
     submitted_.erase(it);
@@ -78,16 +84,15 @@ void ClientSchedule::Completed(int64_t position) {
   }
 }
 
-std::vector<std::pair<uint64_t, TensorRequest>> ClientSchedule::Ended(int64_t position) {
+std::vector<Submission> ClientSchedule::Ended(int64_t position) {
   deviated_ = true;
-  std::vector<std::pair<uint64_t, TensorRequest>> back;
+  std::vector<Submission> back;
   for (auto& [name, taken] : taken_) {
     if (taken.position >= position) back.emplace_back(taken.order, std::move(taken.request));
   }
   taken_.clear();
   submitted_.clear();
-  std::sort(back.begin(), back.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  SortBySubmission(back);
   return back;
 }
 

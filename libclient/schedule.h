@@ -17,11 +17,17 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/messages.h"
 
 namespace troika::internal {
+
+// A submission: its number on this rank (the order submitted) and its request.
+using Submission = std::pair<uint64_t, TensorRequest>;
+// Sorts `submissions` into the order they were submitted.
+void SortBySubmission(std::vector<Submission>& submissions);
 
 class ClientSchedule {
  public:
@@ -59,7 +65,7 @@ class ClientSchedule {
   void Completed(int64_t position);
   // The entry at `position` ended the schedule (void): the requests submitted for it and for
   // later positions, in the order they were submitted, to negotiate instead.
-  std::vector<std::pair<uint64_t, TensorRequest>> Ended(int64_t position);
+  std::vector<Submission> Ended(int64_t position);
 
  private:
   struct Taken {
@@ -72,9 +78,9 @@ class ClientSchedule {
   const int64_t id_;
   std::vector<Response> entries_;
   std::map<std::string, std::pair<size_t, TensorRequest>> slot_;  // name -> (entry, request)
-  int64_t next_ = 0;                       // the first position not entered
-  std::map<int64_t, size_t> submitted_;    // position -> tensors submitted for it
-  std::map<std::string, Taken> taken_;     // submitted and not completed, by name
+  int64_t next_ = 0;                                              // the first position not entered
+  std::map<int64_t, size_t> submitted_;  // position -> tensors submitted for it
+  std::map<std::string, Taken> taken_;   // submitted and not completed, by name
   bool complete_ = true;
   bool deviated_ = false;
 };

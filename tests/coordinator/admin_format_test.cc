@@ -45,7 +45,8 @@ TEST(AdminFormatTest, ShowSaysWhichScheduleIsInForce) {
               HasSubstr("Schedules:       schedule 3 in force (2 responses, 65 tensors; 4 ranks "
                         "executing it); 3 published, 2 ended\n"));
   info.schedules = {true, 0, 0, 0, 0, 3, 3};
-  EXPECT_THAT(FormatJobInfo(info), HasSubstr("Schedules:       none in force; 3 published, 3 ended\n"));
+  EXPECT_THAT(FormatJobInfo(info),
+              HasSubstr("Schedules:       none in force; 3 published, 3 ended\n"));
 }
 
 }  // namespace

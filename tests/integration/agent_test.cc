@@ -286,8 +286,7 @@ TEST_F(AgentProcessTest, BadCoordinatorAddressFailsAtOnceNamingItAndTheCause) {
 // Runs a job of 2 agents x 2 ranks twice on a coordinator with a state directory: once
 // undisturbed, once with the coordinator stopped by `signal` at step 20 and started again on
 // the same address. Expects the second run to complete with the weights of the first.
-void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal,
-                                                                      bool schedules) {
+void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signal, bool schedules) {
   // Without fusion every tensor is allreduced on its own, so two runs give the same weights
   // bit for bit whatever their timing: any lost, repeated or reordered op would show.
   const std::string flags =
@@ -339,7 +338,8 @@ TEST_F(AgentProcessTest, CoordinatorKilledAndRestartedMidRunLeavesTheWeightsOfAn
   ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(SIGKILL);
 }
 
-TEST_F(AgentProcessTest, CoordinatorKilledWhileRanksRunAScheduleLeavesTheWeightsOfAnUndisturbedRun) {
+TEST_F(AgentProcessTest,
+       CoordinatorKilledWhileRanksRunAScheduleLeavesTheWeightsOfAnUndisturbedRun) {
   // With --schedules the ranks run their steps on a schedule when the coordinator dies: they
   // go on without it (the data plane needs none), resume with the restarted one, and end it.
   ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(SIGKILL, /*schedules=*/true);

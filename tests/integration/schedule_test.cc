@@ -78,8 +78,7 @@ StepResults Step(std::vector<std::unique_ptr<Context>>& contexts,
     for (size_t t = 0; t < sizes.size(); ++t) {
       mine.push_back(Input(rank, static_cast<int>(t), sizes[t]));
       handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), mine[t].data(),
-                                                  mine[t].data(), DataType::kFloat32,
-                                                  {sizes[t]}));
+                                                  mine[t].data(), DataType::kFloat32, {sizes[t]}));
     }
     for (Handle& h : handles) ASSERT_TRUE(h.Wait().ok()) << h.Wait();
   });
@@ -161,9 +160,9 @@ enum class Deviation { kExtraTensor, kOtherShape, kWaitFirst, kJoin };
 
 struct Case {
   Deviation kind;
-  int position;   // of the tensor it happens at: 0, 1, 2
-  bool all_ranks; // else rank 1 only
-  bool fused;     // the three tensors fused into one scheduled entry
+  int position;    // of the tensor it happens at: 0, 1, 2
+  bool all_ranks;  // else rank 1 only
+  bool fused;      // the three tensors fused into one scheduled entry
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -192,8 +191,8 @@ void DeviatingStep(std::vector<std::unique_ptr<Context>>& contexts, const Case& 
       int64_t n = sizes[t];
       if (deviates && t == c.position) {
         if (c.kind == Deviation::kExtraTensor) {
-          extra_handle = ctx.Allreduce("extra", extra.data(), extra.data(), DataType::kFloat32,
-                                       {6});
+          extra_handle =
+              ctx.Allreduce("extra", extra.data(), extra.data(), DataType::kFloat32, {6});
         } else if (c.kind == Deviation::kOtherShape) {
           n = 5;
         } else if (c.kind == Deviation::kJoin) {
@@ -248,8 +247,8 @@ void DeviatingStep(std::vector<std::unique_ptr<Context>>& contexts, const Case& 
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  for (Deviation kind : {Deviation::kExtraTensor, Deviation::kOtherShape, Deviation::kWaitFirst,
-                         Deviation::kJoin}) {
+  for (Deviation kind :
+       {Deviation::kExtraTensor, Deviation::kOtherShape, Deviation::kWaitFirst, Deviation::kJoin}) {
     for (int position = 0; position < 3; ++position) {
       for (bool all : {false, true}) {
         // An extra tensor on one rank only is a stall under negotiation too.
@@ -324,9 +323,8 @@ TEST(ScheduleTest, AddingAProcessSetEndsTheScheduleAndStepsGoOn) {
       float x = static_cast<float>(rank);
       AllreduceOptions in_set;
       in_set.process_set = *id;
-      ASSERT_TRUE(contexts[rank]->Allreduce("in-set", &x, &x, DataType::kFloat32, {1}, in_set)
-                      .Wait()
-                      .ok());
+      ASSERT_TRUE(
+          contexts[rank]->Allreduce("in-set", &x, &x, DataType::kFloat32, {1}, in_set).Wait().ok());
       EXPECT_EQ(x, 2.0f);
     }
   });

@@ -77,10 +77,10 @@ std::vector<Vote> RunVote(int n, DataType dtype, ReduceOp op, int64_t elements, 
   return votes;
 }
 
-constexpr DataType kTypes[] = {
-    DataType::kUint8,  DataType::kInt8,    DataType::kInt16,   DataType::kUint16,
-    DataType::kInt32,  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
+constexpr DataType kTypes[] = {DataType::kUint8,   DataType::kInt8,     DataType::kInt16,
+                               DataType::kUint16,  DataType::kInt32,    DataType::kInt64,
+                               DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
+                               DataType::kFloat64, DataType::kBool};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kProduct};
 
