@@ -145,6 +145,29 @@ struct StepSample {
   absl::Duration communication;
 };
 
+// Steady-state schedules (docs/protocol.md, Schedules): what a rank did in a schedule since
+// its last report, as times before the report's sent_at. A tensor's index is its place in the
+// schedule's period (entries in order, each entry's names in order).
+struct ScheduleProgress {
+  int64_t schedule = 0;
+  // Rounds first_round, first_round + 1, ... that completed on the rank: for each round, when
+  // the rank submitted each of the period's tensors (rounds x tensors), and when each entry
+  // completed (rounds x entries).
+  int64_t first_round = 0;
+  std::vector<absl::Duration> submitted_ago;
+  std::vector<absl::Duration> completed_ago;
+  // Every tensor submitted and not completed, while one of them has waited long enough to
+  // matter to the stall inspector.
+  struct Waiting {
+    int tensor = 0;
+    int64_t round = 0;
+    absl::Duration submitted_ago;
+  };
+  std::vector<Waiting> waiting;
+
+  bool empty() const { return submitted_ago.empty() && waiting.empty(); }
+};
+
 // A rank's report about its execution (ClientSettings), and its step samples.
 struct ExecReport {
   int rank = 0;
@@ -152,6 +175,7 @@ struct ExecReport {
   int64_t allreduce_bytes = 0;  // completed since the session opened
   std::vector<PhaseSpan> phases;
   std::vector<StepSample> steps;  // ended since the last report
+  std::optional<ScheduleProgress> schedule;
 };
 
 // One message down a session stream: responses to execute in order (with the cache ids that

@@ -1,5 +1,7 @@
 #include "common/wire.h"
 
+#include <algorithm>
+
 namespace troika {
 
 // The proto enums use the same numbering as the C++ ones (checked below), so a cast is a
@@ -269,6 +271,23 @@ void ToWire(const ExecReport& in, v1::ExecReport* out) {
     wire->set_negotiation_wait_us(absl::ToInt64Microseconds(step.negotiation_wait));
     wire->set_communication_us(absl::ToInt64Microseconds(step.communication));
   }
+  if (in.schedule) {
+    const ScheduleProgress& progress = *in.schedule;
+    v1::ScheduleProgress* wire = out->mutable_schedule();
+    wire->set_schedule(progress.schedule);
+    wire->set_first_round(progress.first_round);
+    for (absl::Duration d : progress.submitted_ago) {
+      wire->add_submitted_ago_us(absl::ToInt64Microseconds(d));
+    }
+    for (absl::Duration d : progress.completed_ago) {
+      wire->add_completed_ago_us(absl::ToInt64Microseconds(d));
+    }
+    for (const ScheduleProgress::Waiting& w : progress.waiting) {
+      wire->add_waiting_tensors(w.tensor);
+      wire->add_waiting_rounds(w.round);
+      wire->add_waiting_ago_us(absl::ToInt64Microseconds(w.submitted_ago));
+    }
+  }
 }
 
 ExecReport FromWire(const v1::ExecReport& in) {
@@ -291,6 +310,25 @@ ExecReport FromWire(const v1::ExecReport& in) {
                                    absl::Microseconds(wire.compute_us()),
                                    absl::Microseconds(wire.negotiation_wait_us()),
                                    absl::Microseconds(wire.communication_us())});
+  }
+  if (in.has_schedule()) {
+    const v1::ScheduleProgress& wire = in.schedule();
+    ScheduleProgress& progress = out.schedule.emplace();
+    progress.schedule = wire.schedule();
+    progress.first_round = wire.first_round();
+    for (int64_t us : wire.submitted_ago_us()) {
+      progress.submitted_ago.push_back(absl::Microseconds(us));
+    }
+    for (int64_t us : wire.completed_ago_us()) {
+      progress.completed_ago.push_back(absl::Microseconds(us));
+    }
+    // Unequal lists (a malformed report) keep their common prefix.
+    const int waiting = std::min(
+        {wire.waiting_tensors_size(), wire.waiting_rounds_size(), wire.waiting_ago_us_size()});
+    for (int i = 0; i < waiting; ++i) {
+      progress.waiting.push_back({wire.waiting_tensors(i), wire.waiting_rounds(i),
+                                  absl::Microseconds(wire.waiting_ago_us(i))});
+    }
   }
   return out;
 }

@@ -329,6 +329,13 @@ absl::Status Job::ReportExec(SessionSink* sink, const ExecReport& report) {
         absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
   }
   telemetry_.OnReport(report, clock_.Now());
+  if (!report.schedule) return absl::OkStatus();
+  absl::Status s = ScheduleProgressLocked(report.rank, *report.schedule,
+                                          report.sent_at + telemetry_.ClockOffset(report.rank));
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -367,9 +374,15 @@ void Job::SyncSettingsLocked() {
   BroadcastLocked(std::move(down));
 }
 
-std::vector<PendingTensor> Job::PendingLocked() const {
+std::vector<PendingTensor> Job::NegotiatedPendingLocked() const {
   std::vector<PendingTensor> pending = negotiator_.Pending();
   for (PendingTensor& tensor : process_sets_.Pending()) pending.push_back(std::move(tensor));
+  return pending;
+}
+
+std::vector<PendingTensor> Job::PendingLocked() const {
+  std::vector<PendingTensor> pending = NegotiatedPendingLocked();
+  for (PendingTensor& tensor : ScheduledPendingLocked()) pending.push_back(std::move(tensor));
   return pending;
 }
 

@@ -209,9 +209,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
   void ArmStallTimerLocked(absl::Time due);
-  // Feeds the tensors that became ready to the straggler statistics and the telemetry, and
-  // applies parameters the autotuner chose.
+  // Feeds the tensors that became ready (the negotiator's, or `records`) to the straggler
+  // statistics and the telemetry, and applies parameters the autotuner chose.
   void RecordReadyLocked();
+  void RecordReadyLocked(const std::vector<ReadyRecord>& records);
   // What ranks are told to do (ClientSettings): the telemetry's reports and the negotiator's
   // cycle time as the send cycle.
   ClientSettings CurrentSettings() const;
@@ -220,8 +221,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.
   void CheckDeadlockLocked();
-  // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending).
+  // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending),
+  // and the active schedule's tensors some ranks report waiting for (ScheduledPendingLocked).
   std::vector<PendingTensor> PendingLocked() const;
+  // The same without the schedule's: what requests alone say is pending.
+  std::vector<PendingTensor> NegotiatedPendingLocked() const;
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   // Steady-state schedules: feeds `responses` (about to be sent) to the detector; publishes
   // the schedule it found if the job can take one now (after those responses).
@@ -233,6 +237,12 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   bool ScheduledLocked(const TensorRequest& request) const;
   // `rank` no longer executes the active schedule.
   void LeaveScheduleLocked(int rank);
+  // A report of `rank`'s progress in a schedule, sent at `sent_at` (the coordinator's clock):
+  // rounds every rank has reported become ready records; what it waits for is pending.
+  absl::Status ScheduleProgressLocked(int rank, const ScheduleProgress& progress,
+                                      absl::Time sent_at);
+  // The active schedule's tensors that ranks report waiting for, with the ranks that do not.
+  std::vector<PendingTensor> ScheduledPendingLocked() const;
   void MaybeDoneLocked();
   bool DoneLocked() const;
   v1::JobRecord RecordLocked() const;
@@ -290,6 +300,26 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     int entries = 0;
     ScheduleTensors tensors;
     std::set<int> executing;  // ranks that have not said ScheduleEnded
+    // The period's tensors in ScheduleProgress's order.
+    struct Tensor {
+      std::string name;
+      int entry = 0;
+      int64_t bytes = 0;
+    };
+    std::vector<Tensor> period;
+    std::vector<int64_t> entry_bytes;  // by entry
+    // Rounds some ranks reported completed: how long each rank's tensors waited for their
+    // entry to complete (by rank, then tensor; empty: not reported yet) and when each entry
+    // completed (the earliest a rank reported).
+    struct Round {
+      std::vector<std::vector<absl::Duration>> waited;
+      std::vector<absl::Time> completed;
+      int reported = 0;
+    };
+    std::map<int64_t, Round> rounds;
+    std::vector<int64_t> reported_through;  // by rank: the last round it reported
+    // By rank: what its last report said it waits for, (tensor, round) -> submitted at.
+    std::vector<std::map<std::pair<int, int64_t>, absl::Time>> waiting;
   };
   std::optional<ActiveSchedule> schedule_;
   int64_t next_schedule_id_ = 1;

@@ -15,8 +15,10 @@ void Job::CheckDeadlockLocked() {
       !deadlock_detector_.AllBlocked(departed_, size_)) {
     return;
   }
+  // A rank blocked in a schedule is in (or about to enter) its next entry, or it deviated and
+  // the schedule ends there: a schedule's tensors are no part of a deadlock.
   if (std::optional<std::string> deadlock =
-          deadlock_detector_.Check(PendingLocked(), departed_, size_)) {
+          deadlock_detector_.Check(NegotiatedPendingLocked(), departed_, size_)) {
     AbortLocked(AbortCause::kDeadlock, *deadlock);
   }
 }
@@ -64,8 +66,9 @@ void Job::ArmStallTimerLocked(absl::Time due) {
   });
 }
 
-void Job::RecordReadyLocked() {
-  const std::vector<ReadyRecord> records = negotiator_.TakeReadyRecords();
+void Job::RecordReadyLocked() { RecordReadyLocked(negotiator_.TakeReadyRecords()); }
+
+void Job::RecordReadyLocked(const std::vector<ReadyRecord>& records) {
   for (const ReadyRecord& record : records) straggler_stats_.OnReady(record.arrivals);
   metrics_.OnReady(records);
   if (std::optional<TuningParams> tuned = telemetry_.OnReady(records, clock_.Now())) {

@@ -76,6 +76,9 @@ class JobTelemetry {
   std::optional<TuningParams> OnReady(const std::vector<ReadyRecord>& records, absl::Time now);
   // A rank's report, received at `now`.
   void OnReport(const ExecReport& report, absl::Time now);
+  // The coordinator's clock minus `rank`'s, as far as its reports tell (the smallest
+  // difference between receipt and sent_at seen); InfiniteDuration() before its first.
+  absl::Duration ClockOffset(int rank) const { return ranks_[rank].offset; }
 
   // Starts writing a timeline to `path`; FAILED_PRECONDITION if one is being written.
   absl::Status StartTimeline(const std::string& path, int64_t max_bytes, absl::Time now);

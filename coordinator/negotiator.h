@@ -119,6 +119,11 @@ class Negotiator {
   // (ranks apply them after those responses).
   std::vector<int32_t> TakeEndedCacheIds() { return cache_.TakeEnded(); }
   CacheStats cache_stats() const { return cache_.stats(); }
+  // The bytes of the tensor cache id `id` stands for (as rank 0 submitted it); 0 if unknown.
+  int64_t CachedBytes(int32_t id) const {
+    std::shared_ptr<const CachedTensor> tensor = cache_.Peek(id);
+    return tensor && !tensor->by_rank.empty() ? tensor->by_rank.front().ByteSize() : 0;
+  }
   // See ResponseCache::ReserveIdsThrough (coordinator restart).
   void ReserveCacheIdsThrough(int32_t id) { cache_.ReserveIdsThrough(id); }
 

@@ -19,6 +19,11 @@ std::shared_ptr<const CachedTensor> ResponseCache::Find(int32_t id) {
   return it->second.tensor;
 }
 
+std::shared_ptr<const CachedTensor> ResponseCache::Peek(int32_t id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : it->second.tensor;
+}
+
 bool ResponseCache::Hit(int32_t id, const CachedTensor* tensor) {
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.tensor.get() != tensor) return false;

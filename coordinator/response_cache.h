@@ -52,6 +52,8 @@ class ResponseCache {
   // What `id` stands for, or nullptr if the id is unknown or ended (then counted as a resend).
   // Marks the entry recently used.
   std::shared_ptr<const CachedTensor> Find(int32_t id);
+  // What `id` stands for, or nullptr; counts and marks nothing.
+  std::shared_ptr<const CachedTensor> Peek(int32_t id) const;
   // Every rank sent `id` again and `tensor` (from Find) became ready from those ids alone: a
   // hit if `id` still stands for `tensor`; false (nothing counted) if it ended meanwhile.
   bool Hit(int32_t id, const CachedTensor* tensor);

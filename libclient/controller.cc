@@ -71,7 +71,7 @@ absl::Status Controller::Submit(Entry entry) {
 
 bool Controller::QueueLocked(TensorRequest request, uint64_t order) {
   if (schedule_) {
-    if (!schedule_->deviated() && schedule_->Submit(request, order)) {
+    if (!schedule_->deviated() && schedule_->Submit(request, order, absl::Now())) {
       for (ClientSchedule::Step& step : schedule_->TakeReady()) {
         executor_.EnqueueScheduled(schedule_->id(), std::move(step));
       }
@@ -149,6 +149,7 @@ void Controller::BeginSchedule(Schedule schedule) {
     SortBySubmission(taken);
     for (auto& [order, request] : taken) QueueLocked(std::move(request), order);
   }
+  cv_.notify_all();  // the sender reports the schedule's progress from now on
   for (const std::string& name : absorbed) cache_.Absorbed(name);
 }
 
@@ -157,11 +158,13 @@ void Controller::Scheduled(int64_t id, int64_t position, bool go) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!schedule_ || schedule_->id() != id) return;
     if (go) {
-      schedule_->Completed(position);
+      schedule_->Completed(position, absl::Now());
       return;
     }
     // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
     // what was submitted since this rank deviated, in the order submitted.
+    // The rounds it completed go up before ScheduleEnded, while the coordinator still has it.
+    ended_progress_ = schedule_->TakeProgress(absl::Now(), absl::InfiniteDuration());
     std::vector<Submission> back = schedule_->Ended(position);
     back.insert(back.end(), std::make_move_iterator(held_.begin()),
                 std::make_move_iterator(held_.end()));
@@ -229,9 +232,13 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
     return !outbox_.empty() && (send_cycle_ == absl::ZeroDuration() || flush_ ||
                                 absl::Now() >= held_since_ + send_cycle_);
   };
+  // A schedule that began must have its progress reported: the sender may be waiting with no
+  // report due.
+  auto reporting = [&] { return schedule_ && !schedule_->deviated(); };
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
-           outbox_due() || !wait_states_.empty() || ended_schedule_ != 0;
+           outbox_due() || !wait_states_.empty() || ended_schedule_ != 0 ||
+           (reporting() && next_steps == absl::InfiniteFuture());
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -240,8 +247,9 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
   } else if (next_report == absl::InfiniteFuture()) {
     next_report = now + absl::Milliseconds(interval_ms);
   }
-  // Only the first step after a report schedules one; later steps ride along with it.
-  if (steps_queued_ && next_steps == absl::InfiniteFuture()) {
+  // Only the first step after a report schedules one; later steps ride along with it. A
+  // schedule in force reports its progress as often.
+  if ((steps_queued_ || reporting()) && next_steps == absl::InfiniteFuture()) {
     next_steps = now + kStepReportInterval;
   }
   steps_queued_ = false;
@@ -280,6 +288,8 @@ void Controller::SendLoop() {
   for (;;) {
     bool report_due = false;
     int64_t ended_schedule = 0;
+    ScheduleProgress progress;
+    absl::Time now;
     // Registrations by polling whose polls stopped lapse here (a changed wait set is queued
     // through SendWaitState); outside mu_, which the tracker's sink takes.
     const absl::Time expire_waits = waits_ ? waits_->Expire(absl::Now()) : absl::InfiniteFuture();
@@ -292,11 +302,18 @@ void Controller::SendLoop() {
       flush_ = false;
       waits.swap(wait_states_);
       ended_schedule = std::exchange(ended_schedule_, 0);
+      now = absl::Now();
+      if (ended_schedule != 0) {
+        progress = std::exchange(ended_progress_, {});
+      } else if (report_due && schedule_ && !schedule_->deviated()) {
+        progress = schedule_->TakeProgress(now, kScheduleStalling);
+      }
     }
-    absl::Status sent = ended_schedule != 0 ? channel_.SendScheduleEnded(ended_schedule, {rank_})
-                                            : absl::OkStatus();
+    absl::Status sent = absl::OkStatus();
+    if (report_due || !progress.empty()) sent = SendReport(now, std::move(progress));
+    if (sent.ok() && ended_schedule != 0)
+      sent = channel_.SendScheduleEnded(ended_schedule, {rank_});
     if (sent.ok() && !(batch.empty() && waits.empty())) sent = SendBatch(batch, waits);
-    if (sent.ok() && report_due) sent = SendReport();
     // On failure the receiver reports why the stream ended; nothing more can be sent.
     if (!sent.ok()) break;
     batch.clear();
@@ -311,15 +328,16 @@ void Controller::SendLoop() {
     // The last steps' phases, bytes and samples, so a timeline and the step histograms cover
     // the whole run.
     if (stats_.settings().report_interval_ms > 0 || stats_.steps_pending()) {
-      SendReport().IgnoreError();
+      SendReport(absl::Now(), {}).IgnoreError();
     }
     channel_.Goodbye({rank_}).IgnoreError();
   }
 }
 
-absl::Status Controller::SendReport() {
+absl::Status Controller::SendReport(absl::Time now, ScheduleProgress progress) {
   ExecReport report;
-  if (!stats_.Take(rank_, absl::Now(), &report)) return absl::OkStatus();
+  if (!stats_.Take(rank_, now, &report) && progress.empty()) return absl::OkStatus();
+  if (!progress.empty()) report.schedule = std::move(progress);
   return channel_.SendExecReport(report);
 }
 

@@ -38,6 +38,9 @@ namespace troika::internal {
 
 // How long an ended step waits, at most, before an ExecReport carries it up.
 inline constexpr absl::Duration kStepReportInterval = absl::Seconds(1);
+// A schedule's reports list the tensors submitted and not completed once one of them has
+// waited this long (the coordinator's stall inspector sees them).
+inline constexpr absl::Duration kScheduleStalling = absl::Seconds(1);
 
 class Controller {
  public:
@@ -91,8 +94,9 @@ class Controller {
   absl::Status SendBatch(std::vector<TensorRequest>& batch,
                          const std::vector<std::pair<size_t, WaitState>>& waits);
   void ReceiveLoop();
-  // Sends an ExecReport if anything changed since the last one.
-  absl::Status SendReport();
+  // Sends an ExecReport as of `now` if anything changed since the last one or `progress`
+  // (of a schedule) is not empty.
+  absl::Status SendReport(absl::Time now, ScheduleProgress progress);
   // Queues `request` (the `order`-th submission), or hands it to the schedule in force;
   // mu_ held. Returns whether the sender must be woken.
   bool QueueLocked(TensorRequest request, uint64_t order);
@@ -138,7 +142,8 @@ class Controller {
   std::optional<ClientSchedule> schedule_;
   // Submissions since this rank deviated, negotiated once the schedule has ended.
   std::vector<Submission> held_;
-  int64_t ended_schedule_ = 0;  // to send up before anything else (0: none)
+  int64_t ended_schedule_ = 0;       // to send up before anything else (0: none)
+  ScheduleProgress ended_progress_;  // the ended schedule's last progress, sent before it
   std::thread sender_;
   std::thread receiver_;
 };

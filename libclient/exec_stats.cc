@@ -46,11 +46,11 @@ int64_t ExecStats::dropped_steps() const {
 bool ExecStats::Take(int rank, absl::Time now, ExecReport* report) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t bytes = allreduce_bytes_.load(std::memory_order_relaxed);
-  if (bytes == reported_bytes_ && phases_.empty() && steps_.empty()) return false;
-  reported_bytes_ = bytes;
   report->rank = rank;
   report->sent_at = now;
   report->allreduce_bytes = bytes;
+  if (bytes == reported_bytes_ && phases_.empty() && steps_.empty()) return false;
+  reported_bytes_ = bytes;
   report->phases = std::exchange(phases_, {});
   report->steps.assign(steps_.begin(), steps_.end());
   steps_.clear();

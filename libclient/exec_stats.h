@@ -45,7 +45,7 @@ class ExecStats {
   // Steps dropped so far because reports did not keep up.
   int64_t dropped_steps() const;
 
-  // Fills `report` (rank, time, bytes, pending phases and steps) and returns true if anything
+  // Fills `report` (rank, time, bytes, pending phases and steps); returns whether anything
   // changed since the last report.
   bool Take(int rank, absl::Time now, ExecReport* report);
 

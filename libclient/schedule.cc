@@ -24,24 +24,32 @@ ClientSchedule::ClientSchedule(Schedule schedule,
       }
       entry.elements.push_back(it->second.ByteSize() /
                                static_cast<int64_t>(DataTypeSize(it->second.dtype)));
-      slot_[name] = {e, it->second};
+      slot_[name] = {e, tensors_, it->second};
+      ++tensors_;
     }
   }
   if (entries_.empty()) complete_ = false;
 }
 
-bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order) {
+bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now) {
   if (deviated_ || request.process_set != 0) return false;
   auto slot = slot_.find(request.name);
-  if (slot == slot_.end() || !(slot->second.second == request)) return false;
+  if (slot == slot_.end() || !(slot->second.request == request)) return false;
   const int64_t k = static_cast<int64_t>(entries_.size());
-  const int64_t e = static_cast<int64_t>(slot->second.first);
+  const int64_t e = static_cast<int64_t>(slot->second.entry);
   // The name's first occurrence not entered yet (a name is in flight once, so its previous
   // occurrence was entered before it could be submitted again).
   int64_t position = next_ - next_ % k + e;
   if (position < next_) position += k;
   ++submitted_[position];
-  taken_[request.name] = {position, order, request};
+  const int tensor = slot->second.tensor;
+  taken_[request.name] = {position, order, request, tensor, now};
+  Round& round = rounds_[position / k];
+  if (round.submitted.empty()) {
+    round.submitted.resize(static_cast<size_t>(tensors_));
+    round.completed.resize(entries_.size());
+  }
+  round.submitted[static_cast<size_t>(tensor)] = now;
   return true;
 }
 
@@ -78,10 +86,26 @@ bool ClientSchedule::WaitDeviates(const std::string& name) const {
   return it != taken_.end() && it->second.position >= next_;
 }
 
-void ClientSchedule::Completed(int64_t position) {
+void ClientSchedule::Completed(int64_t position, absl::Time now) {
   for (auto it = taken_.begin(); it != taken_.end();) {
     it = it->second.position == position ? taken_.erase(it) : std::next(it);
   }
+  const int64_t k = static_cast<int64_t>(entries_.size());
+  auto it = rounds_.find(position / k);
+  if (it == rounds_.end()) return;
+  Round& round = it->second;
+  round.completed[static_cast<size_t>(position % k)] = now;
+  if (++round.entries_completed < entries_.size()) return;
+  // Rounds complete in order; one that does not fit waits in vain, so later ones are dropped
+  // too until the next report (they must be consecutive).
+  if (rounds_done_ == 0) first_round_ = it->first;
+  if (it->first == first_round_ + rounds_done_ &&
+      done_submitted_.size() + round.submitted.size() <= kMaxReportedTensors) {
+    done_submitted_.insert(done_submitted_.end(), round.submitted.begin(), round.submitted.end());
+    done_completed_.insert(done_completed_.end(), round.completed.begin(), round.completed.end());
+    ++rounds_done_;
+  }
+  rounds_.erase(it);
 }
 
 std::vector<Submission> ClientSchedule::Ended(int64_t position) {
@@ -92,8 +116,31 @@ std::vector<Submission> ClientSchedule::Ended(int64_t position) {
   }
   taken_.clear();
   submitted_.clear();
+  rounds_.clear();
   SortBySubmission(back);
   return back;
+}
+
+ScheduleProgress ClientSchedule::TakeProgress(absl::Time now, absl::Duration stalling) {
+  ScheduleProgress progress;
+  progress.schedule = id_;
+  progress.first_round = first_round_;
+  progress.submitted_ago.reserve(done_submitted_.size());
+  for (absl::Time t : done_submitted_) progress.submitted_ago.push_back(now - t);
+  progress.completed_ago.reserve(done_completed_.size());
+  for (absl::Time t : done_completed_) progress.completed_ago.push_back(now - t);
+  done_submitted_.clear();
+  done_completed_.clear();
+  rounds_done_ = 0;
+  const int64_t k = static_cast<int64_t>(entries_.size());
+  const bool stalled = std::ranges::any_of(
+      taken_, [&](const auto& taken) { return now - taken.second.submitted >= stalling; });
+  if (stalled) {
+    for (const auto& [name, taken] : taken_) {
+      progress.waiting.push_back({taken.tensor, taken.position / k, now - taken.submitted});
+    }
+  }
+  return progress;
 }
 
 }  // namespace troika::internal

@@ -11,7 +11,11 @@
 // entries) when it submits what the schedule does not name or names with another request,
 // or waits for a scheduled tensor whose entry it cannot enter yet.
 //
-// Plain state, no threads, no I/O: the controller calls it under its lock.
+// It also keeps what the coordinator's stall inspector, straggler statistics, metrics and
+// timeline would have learned from requests (TakeProgress): when each tensor was submitted
+// and each entry completed, per round.
+//
+// Plain state, no threads, no I/O: the controller calls it under its lock, with the time.
 
 #include <cstdint>
 #include <map>
@@ -20,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/messages.h"
 
 namespace troika::internal {
@@ -50,9 +55,9 @@ class ClientSchedule {
   // Whether `name` (process set 0) is one of the schedule's tensors.
   bool Names(const std::string& name) const { return slot_.count(name) > 0; }
 
-  // This rank submitted `request` (the `order`-th submission): true if the schedule takes
-  // it; false if it is a deviation (Deviate() must follow) or the rank already deviated.
-  bool Submit(const TensorRequest& request, uint64_t order);
+  // This rank submitted `request` (the `order`-th submission) at `now`: true if the schedule
+  // takes it; false if it is a deviation (Deviate() must follow) or the rank already deviated.
+  bool Submit(const TensorRequest& request, uint64_t order, absl::Time now);
   // The entries that can be entered now, in order (each once).
   std::vector<Step> TakeReady();
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
@@ -61,28 +66,54 @@ class ClientSchedule {
   // an earlier one, still misses this rank's tensors, so waiting would never end).
   bool WaitDeviates(const std::string& name) const;
 
-  // The entry at `position` completed with a go vote: its tensors are done.
-  void Completed(int64_t position);
+  // The entry at `position` completed at `now` with a go vote: its tensors are done.
+  void Completed(int64_t position, absl::Time now);
   // The entry at `position` ended the schedule (void): the requests submitted for it and for
   // later positions, in the order they were submitted, to negotiate instead.
   std::vector<Submission> Ended(int64_t position);
 
+  // What happened since the last call, as of `now` (the report's sent_at): the rounds that
+  // completed (at most kMaxReportedTensors tensors' worth; later rounds wait for the next
+  // call), and every tensor submitted and not completed if one of them was submitted at least
+  // `stalling` ago. Empty if there is nothing to say.
+  ScheduleProgress TakeProgress(absl::Time now, absl::Duration stalling);
+  static constexpr size_t kMaxReportedTensors = 8192;
+
  private:
+  struct Slot {
+    size_t entry;
+    int tensor;  // the index in the period
+    TensorRequest request;
+  };
   struct Taken {
     int64_t position;
     uint64_t order;
     TensorRequest request;
+    int tensor;
+    absl::Time submitted;
+  };
+  // A round some of whose tensors were submitted; the times by tensor and by entry.
+  struct Round {
+    std::vector<absl::Time> submitted;
+    std::vector<absl::Time> completed;
+    size_t entries_completed = 0;
   };
   Step MakeStep(int64_t position, bool vote_void) const;
 
   const int64_t id_;
   std::vector<Response> entries_;
-  std::map<std::string, std::pair<size_t, TensorRequest>> slot_;  // name -> (entry, request)
-  int64_t next_ = 0;                                              // the first position not entered
+  int tensors_ = 0;                      // in the period
+  std::map<std::string, Slot> slot_;     // by name
+  int64_t next_ = 0;                     // the first position not entered
   std::map<int64_t, size_t> submitted_;  // position -> tensors submitted for it
   std::map<std::string, Taken> taken_;   // submitted and not completed, by name
   bool complete_ = true;
   bool deviated_ = false;
+  std::map<int64_t, Round> rounds_;  // rounds not completed, by number
+  // Rounds completed since the last TakeProgress: consecutive from `first_round_`.
+  int64_t first_round_ = 0;
+  int64_t rounds_done_ = 0;
+  std::vector<absl::Time> done_submitted_, done_completed_;
 };
 
 }  // namespace troika::internal

@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -230,7 +231,9 @@ void DeviatingStep(std::vector<std::unique_ptr<Context>>& contexts, const Case& 
       ASSERT_TRUE(extra_handle->Wait().ok()) << extra_handle->Wait();
       ExpectNear(extra, Sum(7, 6), absl::StrCat("rank ", rank, ", extra"));
     }
-    if (join) ASSERT_TRUE(join->Wait().ok()) << join->Wait();
+    if (join) {
+      ASSERT_TRUE(join->Wait().ok()) << join->Wait();
+    }
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the deviating step took too long";
   if (c.kind == Deviation::kOtherShape && !c.all_ranks) {
@@ -343,6 +346,101 @@ TEST(ScheduleTest, RanksShuttingDownInAScheduleLeaveCleanly) {
     EXPECT_TRUE(contexts[rank]->Shutdown().ok());
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+std::shared_ptr<coordinator::Job> FindJob(TestCluster& cluster) {
+  auto job = cluster.coordinator().registry().Find("job");
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? *job : nullptr;
+}
+
+// Ranks report their progress in a schedule: a rank 30 ms late for every step is the
+// straggler, and every scheduled tensor counts in the statistics and metrics as a negotiated
+// one would.
+TEST(ScheduleTest, ProgressReportsFeedStragglerStatisticsAndMetrics) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  constexpr int kSteps = 40;
+  OnEveryRank(kRanks, [&](int rank) {
+    for (int s = 0; s < kSteps; ++s) {
+      if (rank == 2) absl::SleepFor(absl::Milliseconds(30));
+      std::vector<float> a(6, 1), b(6, 2);
+      Handle ha = contexts[rank]->Allreduce("t0", a.data(), a.data(), DataType::kFloat32, {6});
+      Handle hb = contexts[rank]->Allreduce("t1", b.data(), b.data(), DataType::kFloat32, {6});
+      ASSERT_TRUE(ha.Wait().ok() && hb.Wait().ok());
+      ASSERT_EQ(b[5], 2 * kRanks);
+    }
+  });
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
+  // Reports go up about once a second: every round arrives within a few.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (job->StragglerSnapshot().tensors < 2 * kSteps && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const coordinator::JobInfo info = job->Describe();
+  EXPECT_EQ(info.stragglers.tensors, 2 * kSteps) << "every scheduled tensor counts once";
+  EXPECT_EQ(info.stragglers.straggling, std::vector<int>{2});
+  ASSERT_EQ(info.stragglers.ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_GE(info.stragglers.ranks[2].mean_lateness, absl::Milliseconds(15));
+  EXPECT_LT(info.stragglers.ranks[0].mean_lateness, absl::Milliseconds(15));
+  const coordinator::OpTotals allreduces =
+      job->MetricsSnapshot().ops[static_cast<int>(CollectiveType::kAllreduce)];
+  EXPECT_EQ(allreduces.count, 2 * kSteps);
+  EXPECT_EQ(allreduces.bytes, 2 * kSteps * 6 * 4);
+  ShutdownAll(contexts);
+}
+
+// A rank that stops in the middle of a scheduled step (hung, or far slower) is what the stall
+// inspector reports under negotiation: the others report the tensors they wait for, the job
+// shows them pending with the missing rank, and the stall shutdown time aborts the job,
+// releasing the ranks blocked in the scheduled collective.
+TEST(ScheduleTest, ARankStoppingInAScheduledStepIsPendingAndTheStallShutdownAbortsTheJob) {
+  coordinator::CoordinatorOptions options = Schedules(true);
+  options.registry.stall.warning_time = absl::Seconds(2);
+  options.registry.stall.shutdown_time = absl::Seconds(4);
+  TestCluster cluster(options);
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
+
+  const absl::Time start = absl::Now();
+  std::vector<std::string> errors(kRanks);
+  std::vector<absl::Duration> failed_after(kRanks);
+  std::vector<coordinator::PendingTensorInfo> seen;
+  std::thread watcher([&] {
+    while (seen.empty() && absl::Now() - start < absl::Seconds(6)) {
+      seen = job->Describe().pending;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  OnEveryRank(kRanks, [&](int rank) {
+    if (rank == 1) absl::SleepFor(absl::Seconds(7));
+    std::vector<float> a(6, 1), b(6, 2);
+    Handle ha = contexts[rank]->Allreduce("t0", a.data(), a.data(), DataType::kFloat32, {6});
+    Handle hb = contexts[rank]->Allreduce("t1", b.data(), b.data(), DataType::kFloat32, {6});
+    absl::Status s = ha.Wait();
+    if (s.ok()) s = hb.Wait();
+    errors[rank] = s.ToString();
+    failed_after[rank] = absl::Now() - start;
+  });
+  watcher.join();
+  ASSERT_EQ(seen.size(), 2u) << "the job never showed the waiting tensors as pending";
+  for (const coordinator::PendingTensorInfo& p : seen) {
+    EXPECT_EQ(p.missing_ranks, std::vector<int>{1}) << p.name;
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_NE(errors[r].find("stalled"), std::string::npos) << "rank " << r << ": " << errors[r];
+    if (r != 1) {
+      // Stalled at 4 s by a report within a second of the first: released by about 5 s.
+      EXPECT_LT(failed_after[r], absl::Seconds(6.5)) << "rank " << r;
+    }
+  }
+  EXPECT_EQ(job->state(), coordinator::Job::State::kAborted);
 }
 
 }  // namespace

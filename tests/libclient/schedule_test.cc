@@ -1,5 +1,6 @@
 // ClientSchedule: which entry each submission belongs to, when entries can be entered, where a
-// rank deviates, and what goes back to negotiation when the schedule ends.
+// rank deviates, what goes back to negotiation when the schedule ends, and the progress it
+// reports.
 
 #include "libclient/schedule.h"
 
@@ -10,6 +11,8 @@
 
 namespace troika::internal {
 namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 TensorRequest Req(const std::string& name, int64_t elements = 4) {
   TensorRequest r;
@@ -40,57 +43,57 @@ std::vector<int64_t> Positions(const std::vector<ClientSchedule::Step>& steps) {
 TEST(ClientScheduleTest, EntriesAreEnteredInOrderOnceEveryTensorIsSubmitted) {
   ClientSchedule s = TwoEntries();
   EXPECT_EQ(s.id(), 7);
-  EXPECT_TRUE(s.Submit(Req("c"), 0));
+  EXPECT_TRUE(s.Submit(Req("c"), 0, kT0));
   EXPECT_TRUE(s.TakeReady().empty()) << "entry 1 waits for entry 0";
-  EXPECT_TRUE(s.Submit(Req("a"), 1));
+  EXPECT_TRUE(s.Submit(Req("a"), 1, kT0));
   EXPECT_TRUE(s.TakeReady().empty());
-  EXPECT_TRUE(s.Submit(Req("b", 8), 2));
+  EXPECT_TRUE(s.Submit(Req("b", 8), 2, kT0));
   std::vector<ClientSchedule::Step> ready = s.TakeReady();
   EXPECT_EQ(Positions(ready), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(ready[0].response.elements, (std::vector<int64_t>{4, 8}));
   EXPECT_FALSE(ready[0].vote_void);
-  s.Completed(0);
-  s.Completed(1);
+  s.Completed(0, kT0);
+  s.Completed(1, kT0);
   // The next round: positions 2 and 3.
-  EXPECT_TRUE(s.Submit(Req("a"), 3));
-  EXPECT_TRUE(s.Submit(Req("b", 8), 4));
+  EXPECT_TRUE(s.Submit(Req("a"), 3, kT0));
+  EXPECT_TRUE(s.Submit(Req("b", 8), 4, kT0));
   EXPECT_EQ(Positions(s.TakeReady()), (std::vector<int64_t>{2}));
 }
 
 TEST(ClientScheduleTest, ASubmissionTheScheduleDoesNotNameIsADeviation) {
   ClientSchedule s = TwoEntries();
-  EXPECT_FALSE(s.Submit(Req("other"), 0));
-  EXPECT_FALSE(s.Submit(Req("a", 5), 1)) << "another shape";
+  EXPECT_FALSE(s.Submit(Req("other"), 0, kT0));
+  EXPECT_FALSE(s.Submit(Req("a", 5), 1, kT0)) << "another shape";
   TensorRequest in_set = Req("a");
   in_set.process_set = 1;
-  EXPECT_FALSE(s.Submit(in_set, 2));
+  EXPECT_FALSE(s.Submit(in_set, 2, kT0));
   EXPECT_FALSE(s.deviated()) << "the caller decides to deviate";
 }
 
 TEST(ClientScheduleTest, DeviatingVotesVoidAtTheFirstEntryNotEntered) {
   ClientSchedule s = TwoEntries();
-  ASSERT_TRUE(s.Submit(Req("a"), 0));
-  ASSERT_TRUE(s.Submit(Req("b", 8), 1));
+  ASSERT_TRUE(s.Submit(Req("a"), 0, kT0));
+  ASSERT_TRUE(s.Submit(Req("b", 8), 1, kT0));
   ASSERT_EQ(s.TakeReady().size(), 1u);
-  ASSERT_TRUE(s.Submit(Req("c"), 2));
+  ASSERT_TRUE(s.Submit(Req("c"), 2, kT0));
   ASSERT_EQ(s.TakeReady().size(), 1u);
-  ASSERT_TRUE(s.Submit(Req("a"), 3));  // position 2, not enterable yet
+  ASSERT_TRUE(s.Submit(Req("a"), 3, kT0));  // position 2, not enterable yet
   ClientSchedule::Step step = s.Deviate();
   EXPECT_EQ(step.position, 2);
   EXPECT_TRUE(step.vote_void);
   EXPECT_EQ(step.response.names, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(s.deviated());
-  EXPECT_FALSE(s.Submit(Req("b", 8), 4));
+  EXPECT_FALSE(s.Submit(Req("b", 8), 4, kT0));
   EXPECT_TRUE(s.TakeReady().empty());
 }
 
 TEST(ClientScheduleTest, EndingReturnsWhatWasSubmittedFromTheVoidEntryOnInSubmissionOrder) {
   ClientSchedule s = TwoEntries();
-  ASSERT_TRUE(s.Submit(Req("c"), 10));
-  ASSERT_TRUE(s.Submit(Req("b", 8), 11));
-  ASSERT_TRUE(s.Submit(Req("a"), 12));
+  ASSERT_TRUE(s.Submit(Req("c"), 10, kT0));
+  ASSERT_TRUE(s.Submit(Req("b", 8), 11, kT0));
+  ASSERT_TRUE(s.Submit(Req("a"), 12, kT0));
   ASSERT_EQ(s.TakeReady().size(), 2u);
-  s.Completed(0);  // entry 0 went through; entry 1 (c) came back void
+  s.Completed(0, kT0);  // entry 0 went through; entry 1 (c) came back void
   std::vector<std::pair<uint64_t, TensorRequest>> back = s.Ended(1);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].first, 10u);
@@ -100,10 +103,10 @@ TEST(ClientScheduleTest, EndingReturnsWhatWasSubmittedFromTheVoidEntryOnInSubmis
 
 TEST(ClientScheduleTest, AWaitDeviatesOnlyForATensorWhoseEntryCannotBeEntered) {
   ClientSchedule s = TwoEntries();
-  ASSERT_TRUE(s.Submit(Req("a"), 0));
+  ASSERT_TRUE(s.Submit(Req("a"), 0, kT0));
   EXPECT_TRUE(s.WaitDeviates("a")) << "its entry also needs b";
   EXPECT_FALSE(s.WaitDeviates("c")) << "not submitted: nothing of this rank waits for it";
-  ASSERT_TRUE(s.Submit(Req("b", 8), 1));
+  ASSERT_TRUE(s.Submit(Req("b", 8), 1, kT0));
   ASSERT_EQ(s.TakeReady().size(), 1u);
   EXPECT_FALSE(s.WaitDeviates("a")) << "entered: it completes when the others enter";
 }
@@ -112,7 +115,78 @@ TEST(ClientScheduleTest, AScheduleNamingAnIdThisRankNeverLearnedIsIncomplete) {
   Schedule schedule{1, {Entry({"a"}, {1})}};
   ClientSchedule s(schedule, {});
   EXPECT_FALSE(s.complete());
-  EXPECT_FALSE(s.Submit(Req("a"), 0));
+  EXPECT_FALSE(s.Submit(Req("a"), 0, kT0));
+}
+
+std::vector<int64_t> Micros(const std::vector<absl::Duration>& ds) {
+  std::vector<int64_t> out;
+  for (absl::Duration d : ds) out.push_back(absl::ToInt64Microseconds(d));
+  return out;
+}
+
+TEST(ClientScheduleTest, ProgressHasEachCompletedRoundsSubmissionAndCompletionTimes) {
+  ClientSchedule s = TwoEntries();
+  auto at = [](int ms) { return kT0 + absl::Milliseconds(ms); };
+  // Round 0: b, a, c submitted at 1, 2, 3 ms; entries complete at 5 and 6 ms.
+  ASSERT_TRUE(s.Submit(Req("b", 8), 0, at(1)));
+  ASSERT_TRUE(s.Submit(Req("a"), 1, at(2)));
+  ASSERT_TRUE(s.Submit(Req("c"), 2, at(3)));
+  ASSERT_EQ(s.TakeReady().size(), 2u);
+  s.Completed(0, at(5));
+  // Round 1's a arrives before round 0 completes.
+  ASSERT_TRUE(s.Submit(Req("a"), 3, at(5)));
+  s.Completed(1, at(6));
+  ScheduleProgress p = s.TakeProgress(at(10), absl::Seconds(1));
+  EXPECT_EQ(p.schedule, 7);
+  EXPECT_EQ(p.first_round, 0);
+  // Tensors in period order (a, b, c), microseconds before the report.
+  EXPECT_EQ(Micros(p.submitted_ago), (std::vector<int64_t>{8000, 9000, 7000}));
+  EXPECT_EQ(Micros(p.completed_ago), (std::vector<int64_t>{5000, 4000}));
+  EXPECT_TRUE(p.waiting.empty()) << "round 1's a waited 5 ms, not a second";
+  EXPECT_FALSE(p.empty());
+
+  // Nothing new: empty. Once a tensor waits a second, every waiting tensor is listed.
+  EXPECT_TRUE(s.TakeProgress(at(20), absl::Seconds(1)).empty());
+  ASSERT_TRUE(s.Submit(Req("c"), 4, at(900)));
+  p = s.TakeProgress(at(1005), absl::Seconds(1));
+  EXPECT_TRUE(p.submitted_ago.empty());
+  ASSERT_EQ(p.waiting.size(), 2u);
+  EXPECT_EQ(p.waiting[0].tensor, 0);  // a (by name)
+  EXPECT_EQ(p.waiting[0].round, 1);
+  EXPECT_EQ(p.waiting[0].submitted_ago, absl::Milliseconds(1000));
+  EXPECT_EQ(p.waiting[1].tensor, 2);  // c
+  EXPECT_EQ(p.waiting[1].submitted_ago, absl::Milliseconds(105));
+
+  // Round 1 completes: reported from round 1 on.
+  ASSERT_TRUE(s.Submit(Req("b", 8), 5, at(1010)));
+  ASSERT_EQ(s.TakeReady().size(), 2u);
+  s.Completed(2, at(1011));
+  s.Completed(3, at(1012));
+  p = s.TakeProgress(at(1012), absl::Seconds(1));
+  EXPECT_EQ(p.first_round, 1);
+  EXPECT_EQ(Micros(p.submitted_ago), (std::vector<int64_t>{1007000, 2000, 112000}));
+  EXPECT_TRUE(p.waiting.empty());
+}
+
+TEST(ClientScheduleTest, ProgressKeepsAtMostItsLimitOfConsecutiveRounds) {
+  Schedule schedule{3, {Entry({"x"}, {1})}};
+  ClientSchedule s(schedule, {{"x", Req("x")}});
+  const int64_t limit = static_cast<int64_t>(ClientSchedule::kMaxReportedTensors);
+  for (int64_t i = 0; i < limit + 5; ++i) {
+    ASSERT_TRUE(s.Submit(Req("x"), static_cast<uint64_t>(i), kT0));
+    ASSERT_EQ(s.TakeReady().size(), 1u);
+    s.Completed(i, kT0);
+  }
+  ScheduleProgress p = s.TakeProgress(kT0, absl::Seconds(1));
+  EXPECT_EQ(p.first_round, 0);
+  EXPECT_EQ(static_cast<int64_t>(p.submitted_ago.size()), limit);
+  // After the report, the next round starts the next one.
+  ASSERT_TRUE(s.Submit(Req("x"), 1u << 20, kT0));
+  ASSERT_EQ(s.TakeReady().size(), 1u);
+  s.Completed(limit + 5, kT0);
+  p = s.TakeProgress(kT0, absl::Seconds(1));
+  EXPECT_EQ(p.first_round, limit + 5);
+  EXPECT_EQ(p.submitted_ago.size(), 1u);
 }
 
 }  // namespace
