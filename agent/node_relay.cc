@@ -155,6 +155,16 @@ absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::ve
   return absl::OkStatus();
 }
 
+absl::Status NodeRelay::DeviateSchedule(SessionSink* sink, int64_t id,
+                                        const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int rank : ranks) {
+    if (absl::Status s = CheckOwnedLocked(sink, rank); !s.ok()) return s;
+  }
+  if (abort_ == nullptr && !suspended_) upstream_.SendScheduleDeviated(id, ranks);
+  return absl::OkStatus();
+}
+
 void NodeRelay::AnswerReplayLocked(int64_t from, int64_t to) {
   // Answered with what the log holds; the coordinator aborts the job if that is not all.
   v1::ResponseBatch batch;

@@ -63,6 +63,7 @@ class RelayUpstream {
   virtual void SendWaitState(const WaitState& state) = 0;
   virtual void SendExecReport(const ExecReport& report) = 0;
   virtual void SendScheduleEnded(int64_t id, const std::vector<int>& ranks) = 0;
+  virtual void SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) = 0;
   // The answer to a replay request (coordinator restart).
   virtual void SendReplay(v1::ResponseBatch batch) = 0;
 };
@@ -132,6 +133,8 @@ class NodeRelay : public coordinator::SessionHandler,
   absl::Status ReportExec(coordinator::SessionSink* sink, const ExecReport& report) override;
   absl::Status EndSchedule(coordinator::SessionSink* sink, int64_t id,
                            const std::vector<int>& ranks) override;
+  absl::Status DeviateSchedule(coordinator::SessionSink* sink, int64_t id,
+                               const std::vector<int>& ranks) override;
   void CloseSession(coordinator::SessionSink* sink, const absl::Status& ended) override;
 
  private:

@@ -344,6 +344,13 @@ void Upstream::SendWaitState(const WaitState& state) {
   Enqueue(std::move(up));
 }
 
+void Upstream::SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) {
+  v1::Up up;
+  up.mutable_schedule_deviated()->set_schedule(id);
+  for (int rank : ranks) up.mutable_schedule_deviated()->add_ranks(rank);
+  Enqueue(std::move(up));
+}
+
 void Upstream::SendScheduleEnded(int64_t id, const std::vector<int>& ranks) {
   v1::Up up;
   up.mutable_schedule_ended()->set_schedule(id);

@@ -121,6 +121,7 @@ class Upstream final : public RelayUpstream {
   void SendWaitState(const WaitState& state) override;
   void SendExecReport(const ExecReport& report) override;
   void SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override;
+  void SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) override;
   void SendReplay(v1::ResponseBatch batch) override;
 
   // A rank's key-value call, forwarded with `deadline`.

@@ -217,6 +217,8 @@ struct DownMessage {
   bool resumed = false;
   // Present: every rank executes this schedule from here on (after `responses`).
   std::optional<Schedule> schedule;
+  // Non-zero: a rank deviated from this schedule; every rank deviates too.
+  int64_t end_schedule = 0;
 };
 
 // What an agent reconnecting to a restarted coordinator has seen of its job (Hello.resume).

@@ -213,6 +213,7 @@ void ToWire(const DownMessage& in, v1::Down* out) {
     schedule->set_id(in.schedule->id);
     for (const Response& r : in.schedule->entries) ToWire(r, schedule->add_entries());
   }
+  batch->set_end_schedule(in.end_schedule);
 }
 
 DownMessage FromWire(const v1::Down& in) {
@@ -250,6 +251,7 @@ DownMessage FromWire(const v1::Down& in) {
     }
     out.schedule = std::move(schedule);
   }
+  out.end_schedule = in.responses().end_schedule();
   return out;
 }
 

@@ -150,6 +150,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   absl::Status ReportExec(SessionSink* sink, const ExecReport& report) override;
   // The session's `ranks` stopped executing schedule `id`; their requests are negotiated again.
   absl::Status EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) override;
+  // The session's `ranks` deviated from schedule `id`: tells every session (once per schedule).
+  absl::Status DeviateSchedule(SessionSink* sink, int64_t id,
+                               const std::vector<int>& ranks) override;
   void CloseSession(SessionSink* sink, const absl::Status& ended) override;
 
   // Sends `reason` to every session; pending and later work fails. Idempotent.
@@ -300,6 +303,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     int entries = 0;
     ScheduleTensors tensors;
     std::set<int> executing;  // ranks that have not said ScheduleEnded
+    bool revoked = false;     // every session was told to deviate
     // The period's tensors in ScheduleProgress's order.
     struct Tensor {
       std::string name;

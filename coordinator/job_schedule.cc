@@ -192,6 +192,27 @@ std::vector<PendingTensor> Job::ScheduledPendingLocked() const {
   return pending;
 }
 
+absl::Status Job::DeviateSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a session deviated from a schedule for rank ", r, ", which it does not own"));
+    }
+  }
+  if (!schedule_ || schedule_->id != id || schedule_->revoked) return absl::OkStatus();
+  // Ranks waiting for their own next submission (or not submitting at all: shutting down,
+  // busy elsewhere) would leave the deviating ranks blocked in their void entry: every rank
+  // deviates at once instead. Ranks already in that entry complete it with the void vote.
+  schedule_->revoked = true;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': " << FormatRanks(ranks) << " deviated from schedule "
+                   << id << "; ending it on every rank";
+  auto down = std::make_shared<DownMessage>();
+  down->end_schedule = id;
+  BroadcastLocked(std::move(down));
+  return absl::OkStatus();
+}
+
 absl::Status Job::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r : ranks) {

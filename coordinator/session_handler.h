@@ -44,6 +44,11 @@ class SessionHandler {
   virtual absl::Status EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
     return absl::InvalidArgumentError("this peer sent no schedule");
   }
+  // The session's `ranks` deviated from schedule `id`: every rank is told to deviate too.
+  virtual absl::Status DeviateSchedule(SessionSink* sink, int64_t id,
+                                       const std::vector<int>& ranks) {
+    return absl::InvalidArgumentError("this peer sent no schedule");
+  }
   // The stream is over: `ended` is OK if the peer closed it or it broke, else the error this
   // side ended it with (one of the handler's errors above: the peer's protocol violation).
   // No Send() reaches `sink` after this returns.

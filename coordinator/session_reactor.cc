@@ -80,6 +80,11 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
                              up.schedule_ended().ranks().end());
       return handler_->EndSchedule(this, up.schedule_ended().schedule(), ranks);
     }
+    case v1::Up::kScheduleDeviated: {
+      std::vector<int> ranks(up.schedule_deviated().ranks().begin(),
+                             up.schedule_deviated().ranks().end());
+      return handler_->DeviateSchedule(this, up.schedule_deviated().schedule(), ranks);
+    }
     case v1::Up::kReplay: {
       std::vector<Response> responses;
       responses.reserve(up.replay().responses_size());

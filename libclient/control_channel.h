@@ -42,6 +42,8 @@ class ControlChannel {
   virtual absl::Status SendExecReport(const ExecReport& report) = 0;
   // Tells the coordinator that `ranks` stopped executing schedule `id` (docs/protocol.md).
   virtual absl::Status SendScheduleEnded(int64_t id, const std::vector<int>& ranks) = 0;
+  // Tells the coordinator that `ranks` deviated from schedule `id` (docs/protocol.md).
+  virtual absl::Status SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) = 0;
   // Announces that `ranks` leave, and half-closes the stream.
   virtual absl::Status Goodbye(const std::vector<int>& ranks) = 0;
   // Blocks for the next event; after kClosed, every call returns kClosed.

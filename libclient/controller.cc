@@ -89,9 +89,12 @@ bool Controller::QueueLocked(TensorRequest request, uint64_t order) {
   return wake;
 }
 
-void Controller::DeviateLocked() {
+void Controller::DeviateLocked(bool tell) {
   if (!schedule_ || schedule_->deviated()) return;
   executor_.EnqueueScheduled(schedule_->id(), schedule_->Deviate());
+  if (!tell) return;
+  deviated_schedule_ = schedule_->id();
+  cv_.notify_all();  // the sender tells the coordinator
 }
 
 void Controller::BeginSchedule(Schedule schedule) {
@@ -164,7 +167,8 @@ void Controller::Scheduled(int64_t id, int64_t position, bool go) {
     // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
     // what was submitted since this rank deviated, in the order submitted.
     // The rounds it completed go up before ScheduleEnded, while the coordinator still has it.
-    ended_progress_ = schedule_->TakeProgress(absl::Now(), absl::InfiniteDuration());
+    ended_at_ = absl::Now();
+    ended_progress_ = schedule_->TakeProgress(ended_at_, absl::InfiniteDuration());
     std::vector<Submission> back = schedule_->Ended(position);
     back.insert(back.end(), std::make_move_iterator(held_.begin()),
                 std::make_move_iterator(held_.end()));
@@ -238,7 +242,7 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
            outbox_due() || !wait_states_.empty() || ended_schedule_ != 0 ||
-           (reporting() && next_steps == absl::InfiniteFuture());
+           deviated_schedule_ != 0 || (reporting() && next_steps == absl::InfiniteFuture());
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -287,7 +291,7 @@ void Controller::SendLoop() {
   absl::Time next_steps = absl::InfiniteFuture();
   for (;;) {
     bool report_due = false;
-    int64_t ended_schedule = 0;
+    int64_t ended_schedule = 0, deviated_schedule = 0;
     ScheduleProgress progress;
     absl::Time now;
     // Registrations by polling whose polls stopped lapse here (a changed wait set is queued
@@ -302,15 +306,21 @@ void Controller::SendLoop() {
       flush_ = false;
       waits.swap(wait_states_);
       ended_schedule = std::exchange(ended_schedule_, 0);
+      deviated_schedule = std::exchange(deviated_schedule_, 0);
       now = absl::Now();
       if (ended_schedule != 0) {
         progress = std::exchange(ended_progress_, {});
+        now = ended_at_;  // the times in `progress` are before it
       } else if (report_due && schedule_ && !schedule_->deviated()) {
         progress = schedule_->TakeProgress(now, kScheduleStalling);
       }
     }
-    absl::Status sent = absl::OkStatus();
-    if (report_due || !progress.empty()) sent = SendReport(now, std::move(progress));
+    absl::Status sent = deviated_schedule != 0
+                            ? channel_.SendScheduleDeviated(deviated_schedule, {rank_})
+                            : absl::OkStatus();
+    if (sent.ok() && (report_due || !progress.empty())) {
+      sent = SendReport(now, std::move(progress));
+    }
     if (sent.ok() && ended_schedule != 0)
       sent = channel_.SendScheduleEnded(ended_schedule, {rank_});
     if (sent.ok() && !(batch.empty() && waits.empty())) sent = SendBatch(batch, waits);
@@ -320,14 +330,20 @@ void Controller::SendLoop() {
     waits.clear();
   }
   bool goodbye;
+  ScheduleProgress progress;  // of a schedule that ended as this rank shut down
+  absl::Time ended_at;
   {
     std::lock_guard<std::mutex> lock(mu_);
     goodbye = shutting_down_;
+    progress = std::exchange(ended_progress_, {});
+    ended_at = ended_at_;
   }
   if (goodbye) {
     // The last steps' phases, bytes and samples, so a timeline and the step histograms cover
-    // the whole run.
-    if (stats_.settings().report_interval_ms > 0 || stats_.steps_pending()) {
+    // the whole run; the goodbye ends the rank's part in a schedule.
+    if (!progress.empty()) {
+      SendReport(ended_at, std::move(progress)).IgnoreError();
+    } else if (stats_.settings().report_interval_ms > 0 || stats_.steps_pending()) {
       SendReport(absl::Now(), {}).IgnoreError();
     }
     channel_.Goodbye({rank_}).IgnoreError();
@@ -391,6 +407,10 @@ void Controller::ReceiveLoop() {
           executor_.Enqueue(std::move(event.down.responses));
         }
         if (event.down.schedule) BeginSchedule(*std::move(event.down.schedule));
+        if (event.down.end_schedule != 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (schedule_ && schedule_->id() == event.down.end_schedule) DeviateLocked(false);
+        }
         if (!resend.empty()) {
           {
             std::lock_guard<std::mutex> lock(mu_);

@@ -104,8 +104,9 @@ class Controller {
   void BeginSchedule(Schedule schedule);
   // The executor finished entry `position` of schedule `id` (OnScheduled).
   void Scheduled(int64_t id, int64_t position, bool go);
-  // This rank deviates from the schedule in force (mu_ held).
-  void DeviateLocked();
+  // This rank deviates from the schedule in force (mu_ held); `tell`: the coordinator is
+  // told, so that every rank deviates (false: it told this rank to).
+  void DeviateLocked(bool tell = true);
 
   const int rank_;
   const std::string peer_;
@@ -143,7 +144,9 @@ class Controller {
   // Submissions since this rank deviated, negotiated once the schedule has ended.
   std::vector<Submission> held_;
   int64_t ended_schedule_ = 0;       // to send up before anything else (0: none)
+  int64_t deviated_schedule_ = 0;    // to send up before that (0: none)
   ScheduleProgress ended_progress_;  // the ended schedule's last progress, sent before it
+  absl::Time ended_at_;              // ... as of this time
   std::thread sender_;
   std::thread receiver_;
 };

@@ -197,6 +197,13 @@ absl::Status GrpcControlChannel::SendScheduleEnded(int64_t id, const std::vector
   return Write(up);
 }
 
+absl::Status GrpcControlChannel::SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) {
+  v1::Up up;
+  up.mutable_schedule_deviated()->set_schedule(id);
+  for (int r : ranks) up.mutable_schedule_deviated()->add_ranks(r);
+  return Write(up);
+}
+
 absl::Status GrpcControlChannel::Goodbye(const std::vector<int>& ranks) {
   v1::Up up;
   for (int r : ranks) up.mutable_goodbye()->add_ranks(r);

@@ -36,6 +36,7 @@ class GrpcControlChannel final : public ControlChannel {
   absl::Status SendWaitState(const WaitState& state) override;
   absl::Status SendExecReport(const ExecReport& report) override;
   absl::Status SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override;
+  absl::Status SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) override;
   absl::Status Goodbye(const std::vector<int>& ranks) override;
   SessionEvent Receive() override;
   void Cancel() override;

@@ -51,6 +51,11 @@ class FakeUpstream : public RelayUpstream {
     for (int r : ranks) text += " " + std::to_string(r);
     Record(text);
   }
+  void SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) override {
+    std::string text = "schedule " + std::to_string(id) + " deviated";
+    for (int r : ranks) text += " " + std::to_string(r);
+    Record(text);
+  }
   void SendReplay(v1::ResponseBatch batch) override {
     std::string text = "replay from " + std::to_string(batch.seq());
     for (const v1::Response& r : batch.responses()) {
@@ -233,13 +238,21 @@ TEST_F(NodeRelayTest, ScheduledRequestsOfRanksInTheScheduleAreDroppedUntilTheyEn
   ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "grad")}).ok());  // another shape: same name
   ASSERT_TRUE(relay->Submit(&sink2_, {Request(2, "other")}).ok());
   EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2", "requests other:3,2"));
+  // Rank 2 deviates: the coordinator hears at once, and its word reaches every rank here.
+  ASSERT_TRUE(relay->DeviateSchedule(&sink2_, 5, {2}).ok());
+  auto end = std::make_shared<DownMessage>();
+  end->end_schedule = 5;
+  relay->Deliver(end);
+  EXPECT_EQ(sink3_.messages().back()->end_schedule, 5);
   ASSERT_TRUE(relay->EndSchedule(&sink2_, 5, {2}).ok());
   ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());
   clock_.Advance(absl::Hours(1));
   relay->FlushExpired();
-  EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2", "requests other:3,2",
-                                            "schedule 5 ended 2", "requests #7:2"));
+  EXPECT_THAT(upstream_.sent(),
+              ElementsAre("requests #7:2", "requests other:3,2", "schedule 5 deviated 2",
+                          "schedule 5 ended 2", "requests #7:2"));
   EXPECT_FALSE(relay->EndSchedule(&sink2_, 5, {3}).ok()) << "rank 3 is not sink 2's";
+  EXPECT_FALSE(relay->DeviateSchedule(&sink2_, 5, {3}).ok()) << "rank 3 is not sink 2's";
 }
 
 TEST_F(NodeRelayTest, WhatArrivedGoesUpstreamWhenTheWindowEnds) {

@@ -354,6 +354,49 @@ std::shared_ptr<coordinator::Job> FindJob(TestCluster& cluster) {
   return job.ok() ? *job : nullptr;
 }
 
+// Ranks shut down one after another (here: contexts of one process, on one thread): the
+// first one's deviation ends the schedule on every rank through the coordinator, so it need
+// not wait for the others to reach its void entry.
+TEST(ScheduleTest, RanksShuttingDownOneAfterAnotherInAScheduleLeaveAtOnce) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  const absl::Time start = absl::Now();
+  for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(contexts[r]->Shutdown().ok()) << "rank " << r;
+  // Without the coordinator's word each rank but the last would wait 5 s.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
+// One rank deviates while the others have nothing to submit: the schedule still ends on
+// every rank at once (they deviate when the coordinator tells them), and what the deviating
+// rank submitted is negotiated as soon as the others submit it.
+TEST(ScheduleTest, ADeviationEndsTheScheduleOnRanksThatSubmitNothing) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
+  std::vector<float> extra(kRanks, 1);
+  Handle first = contexts[0]->Allreduce("extra", &extra[0], &extra[0], DataType::kFloat32, {1});
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (job->Describe().schedules.active != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(job->Describe().schedules.active, 0) << "the schedule did not end";
+  OnEveryRank(kRanks, [&](int rank) {
+    Handle h = rank == 0 ? std::move(first)
+                         : contexts[rank]->Allreduce("extra", &extra[rank], &extra[rank],
+                                                     DataType::kFloat32, {1});
+    ASSERT_TRUE(h.Wait().ok()) << h.Wait();
+    EXPECT_EQ(extra[rank], kRanks);
+  });
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  ShutdownAll(contexts);
+}
+
 // Ranks report their progress in a schedule: a rank 30 ms late for every step is the
 // straggler, and every scheduled tensor counts in the statistics and metrics as a negotiated
 // one would.

@@ -195,6 +195,9 @@ class RecordingChannel : public internal::ControlChannel {
   absl::Status SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override {
     return inner_->SendScheduleEnded(id, ranks);
   }
+  absl::Status SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) override {
+    return inner_->SendScheduleDeviated(id, ranks);
+  }
   absl::Status Goodbye(const std::vector<int>& ranks) override {
     {
       absl::MutexLock lock(&sent_->mu);
