@@ -90,6 +90,7 @@ absl::Status ContextImpl::Start(const Options& options) {
                                            controller->SendWaitState(std::move(state));
                                          });
   controller_->TrackWaits(waits_);  // lapses registrations by polling when the polls stop
+  controller_->LimitScheduledWaits(options.data_timeout);
   executor_->Start();
   controller_->Start();
   return absl::OkStatus();

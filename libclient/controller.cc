@@ -43,6 +43,10 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
   });
 }
 
+void Controller::LimitScheduledWaits(absl::Duration data_timeout) {
+  scheduled_wait_limit_ = std::min(absl::Seconds(30), data_timeout / 4);
+}
+
 void Controller::Start() {
   executor_.OnScheduled(
       [this](int64_t id, int64_t position, bool go) { Scheduled(id, position, go); });
@@ -301,6 +305,9 @@ void Controller::SendLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       report_due = WaitForWork(lock, next_report, next_steps, expire_waits);
       if (stop_sending_) break;
+      if (report_due && schedule_ && schedule_->BlockedFor(absl::Now()) >= scheduled_wait_limit_) {
+        DeviateLocked();  // every rank deviates, the one that keeps this one waiting too
+      }
       batch.swap(outbox_);
       held_since_ = absl::InfiniteFuture();
       flush_ = false;

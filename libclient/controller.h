@@ -59,6 +59,11 @@ class Controller {
   // Before Start(): the rank's wait tracker, whose registrations by polling (which lapse when
   // the polls stop) the sender expires on time. Optional.
   void TrackWaits(std::shared_ptr<WaitTracker> waits);
+  // Before Start(): the data plane's timeout. A schedule whose collective this rank has been
+  // blocked in for a quarter of it (at most 30 s: another rank is busy elsewhere, saving a
+  // checkpoint, say) ends, so that the wait goes on under negotiation, which has no limit,
+  // instead of failing the job when the timeout strikes. Default: 300 s.
+  void LimitScheduledWaits(absl::Duration data_timeout);
   void Start();
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down.
@@ -115,8 +120,9 @@ class Controller {
   Executor& executor_;
   ExecStats& stats_;
   const std::function<void(absl::Status)> on_failure_;
-  RequestCache cache_;                  // thread-safe
-  std::shared_ptr<WaitTracker> waits_;  // set before Start(); may be null
+  RequestCache cache_;                                       // thread-safe
+  std::shared_ptr<WaitTracker> waits_;                       // set before Start(); may be null
+  absl::Duration scheduled_wait_limit_ = absl::Seconds(30);  // set before Start()
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -80,6 +80,16 @@ ClientSchedule::Step ClientSchedule::Deviate() {
   return MakeStep(next_, true);
 }
 
+absl::Duration ClientSchedule::BlockedFor(absl::Time now) const {
+  std::map<int64_t, absl::Time> entered;  // position -> its last submission
+  for (const auto& [name, taken] : taken_) {
+    if (taken.position >= next_) continue;
+    auto [it, fresh] = entered.try_emplace(taken.position, taken.submitted);
+    it->second = std::max(it->second, taken.submitted);
+  }
+  return entered.empty() ? absl::ZeroDuration() : now - entered.begin()->second;
+}
+
 bool ClientSchedule::WaitDeviates(const std::string& name) const {
   if (deviated_) return false;
   auto it = taken_.find(name);

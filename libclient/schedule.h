@@ -62,6 +62,9 @@ class ClientSchedule {
   std::vector<Step> TakeReady();
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
   Step Deviate();
+  // How long this rank has been in the oldest entry it entered and has not seen complete (since
+  // it submitted the entry's last tensor); zero if none.
+  absl::Duration BlockedFor(absl::Time now) const;
   // A thread waits for the tensor `name`: whether that must end the schedule (its entry, or
   // an earlier one, still misses this rank's tensors, so waiting would never end).
   bool WaitDeviates(const std::string& name) const;

@@ -397,6 +397,39 @@ TEST(ScheduleTest, ADeviationEndsTheScheduleOnRanksThatSubmitNothing) {
   ShutdownAll(contexts);
 }
 
+// A rank busy elsewhere for longer than the data plane's timeout (saving a checkpoint, say)
+// while the others wait in a scheduled collective: under negotiation they would wait without
+// limit, so the waiting ranks end the schedule (at a quarter of the timeout) and the step
+// completes under negotiation once the busy rank comes back.
+TEST(ScheduleTest, ARankAwayLongerThanTheDataTimeoutEndsTheScheduleInsteadOfFailingTheJob) {
+  TestCluster cluster(Schedules(true));
+  std::vector<std::unique_ptr<Context>> contexts(kRanks);
+  OnEveryRank(kRanks, [&](int rank) {
+    Options options = cluster.RankOptions("job", rank, kRanks);
+    options.data_timeout = absl::Seconds(6);  // the schedule ends after 1.5 s of waiting
+    auto c = Context::Init(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    contexts[rank] = *std::move(c);
+  });
+  const std::vector<int64_t> sizes = {6, 6};
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
+  OnEveryRank(kRanks, [&](int rank) {
+    if (rank == 1) absl::SleepFor(absl::Seconds(8));
+    std::vector<float> a(6, 1), b(6, 2);
+    Handle ha = contexts[rank]->Allreduce("t0", a.data(), a.data(), DataType::kFloat32, {6});
+    Handle hb = contexts[rank]->Allreduce("t1", b.data(), b.data(), DataType::kFloat32, {6});
+    ASSERT_TRUE(ha.Wait().ok()) << "rank " << rank << ": " << ha.Wait();
+    ASSERT_TRUE(hb.Wait().ok()) << "rank " << rank << ": " << hb.Wait();
+    EXPECT_EQ(b[5], 2 * kRanks);
+  });
+  EXPECT_EQ(job->Describe().schedules.ended, 1);
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  ShutdownAll(contexts);
+}
+
 // Ranks report their progress in a schedule: a rank 30 ms late for every step is the
 // straggler, and every scheduled tensor counts in the statistics and metrics as a negotiated
 // one would.

@@ -168,6 +168,21 @@ TEST(ClientScheduleTest, ProgressHasEachCompletedRoundsSubmissionAndCompletionTi
   EXPECT_TRUE(p.waiting.empty());
 }
 
+TEST(ClientScheduleTest, BlockedForCountsFromTheLastSubmissionOfTheOldestEnteredEntry) {
+  ClientSchedule s = TwoEntries();
+  auto at = [](int ms) { return kT0 + absl::Milliseconds(ms); };
+  ASSERT_TRUE(s.Submit(Req("a"), 0, at(0)));
+  EXPECT_EQ(s.BlockedFor(at(50)), absl::ZeroDuration()) << "entry 0 not entered: not blocked";
+  ASSERT_TRUE(s.Submit(Req("b", 8), 1, at(10)));
+  ASSERT_TRUE(s.Submit(Req("c"), 2, at(20)));
+  ASSERT_EQ(s.TakeReady().size(), 2u);
+  EXPECT_EQ(s.BlockedFor(at(50)), absl::Milliseconds(40)) << "entry 0, entered at 10 ms";
+  s.Completed(0, at(60));
+  EXPECT_EQ(s.BlockedFor(at(70)), absl::Milliseconds(50)) << "entry 1, entered at 20 ms";
+  s.Completed(1, at(80));
+  EXPECT_EQ(s.BlockedFor(at(90)), absl::ZeroDuration());
+}
+
 TEST(ClientScheduleTest, ProgressKeepsAtMostItsLimitOfConsecutiveRounds) {
   Schedule schedule{3, {Entry({"x"}, {1})}};
   ClientSchedule s(schedule, {{"x", Req("x")}});
