@@ -2,6 +2,7 @@
 // it, and the ranks that still execute it.
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -87,7 +88,8 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
   const size_t entries = static_cast<size_t>(schedule.entries);
   const size_t rounds = progress.submitted_ago.size() / tensors;
   if (progress.submitted_ago.size() != rounds * tensors ||
-      progress.completed_ago.size() != rounds * entries || progress.first_round < 0) {
+      progress.completed_ago.size() != rounds * entries || progress.first_round < 0 ||
+      progress.first_round > std::numeric_limits<int64_t>::max() - static_cast<int64_t>(rounds)) {
     return absl::InvalidArgumentError(
         absl::StrCat("schedule ", schedule.id, " has ", tensors, " tensors in ", entries,
                      " entries; progress of ", progress.submitted_ago.size(), " tensors and ",

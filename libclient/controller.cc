@@ -168,11 +168,11 @@ void Controller::Scheduled(int64_t id, int64_t position, bool go) {
       schedule_->Completed(position, absl::Now());
       return;
     }
-    // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
-    // what was submitted since this rank deviated, in the order submitted.
     // The rounds it completed go up before ScheduleEnded, while the coordinator still has it.
     ended_at_ = absl::Now();
     ended_progress_ = schedule_->TakeProgress(ended_at_, absl::InfiniteDuration());
+    // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
+    // what was submitted since this rank deviated, in the order submitted.
     std::vector<Submission> back = schedule_->Ended(position);
     back.insert(back.end(), std::make_move_iterator(held_.begin()),
                 std::make_move_iterator(held_.end()));
