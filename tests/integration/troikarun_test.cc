@@ -96,19 +96,36 @@ TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
 
 // --schedules on: once the example's steps repeat, its ranks run them on a schedule (the
 // embedded coordinator says so at info level) through two agents, and training ends with the
-// weights of a negotiated run, bit for bit.
+// weights of a negotiated run, bit for bit. The ranks' progress reports, relayed by the agents,
+// put every scheduled tensor on the timeline; at the end the first rank to shut down ends the
+// schedule on every rank through the coordinator.
 TEST(TroikarunTest, SchedulesOnTrainsToTheWeightsOfANegotiatedRun) {
+  if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
   const std::string dir = MakeScratchDir("troikarun-schedules");
   std::string weights[2];
   for (bool on : {false, true}) {
     const std::string file = absl::StrCat(dir, on ? "/on.txt" : "/off.txt");
     CommandResult r = RunShell(
         absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 --log_level info",
-                     on ? " --schedules on" : "", " -- ", EXAMPLE_TRAIN_BINARY,
-                     " --steps 40 --dump_weights ", file),
+                     on ? " --schedules on" : "", " --timeline ", dir, "/trace.json -- ",
+                     EXAMPLE_TRAIN_BINARY, " --steps 40 --dump_weights ", file),
         dir, absl::Seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err.find("runs without negotiation") != std::string::npos, on) << r.err;
+    EXPECT_EQ(r.err.find("deviated from schedule 1; ending it on every rank") != std::string::npos,
+              on)
+        << r.err;
+    // 40 steps of 5 allreduces: each a negotiation span with every rank's arrival, whether
+    // negotiated or scheduled.
+    CommandResult spans = RunShell(
+        absl::StrCat(
+            "python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))[\"traceEvents\"]; "
+            "s = [x for x in e if x.get(\"cat\") == \"negotiation\" and x.get(\"ph\") == \"X\" "
+            "and x[\"args\"][\"ranks\"] == 4]; print(len(s))' ",
+            dir, "/trace.json"),
+        dir, absl::Seconds(30));
+    ASSERT_EQ(spans.exit_code, 0) << spans.err;
+    EXPECT_GE(std::atoi(spans.out.c_str()), 200) << (on ? "scheduled" : "negotiated");
     CommandResult cat = RunShell(absl::StrCat("cat ", file), dir, absl::Seconds(10));
     ASSERT_EQ(cat.exit_code, 0);
     ASSERT_FALSE(cat.out.empty());
