@@ -1,0 +1,164 @@
+// Job's side of steady-state schedules, driven directly: a schedule forms from repeated cached
+// steps; the ranks' progress reports become straggler statistics, metrics and pending tensors;
+// malformed reports are refused; a rank's deviation is broadcast once.
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/job.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/job_test_util.h"
+
+namespace troika::coordinator {
+namespace {
+
+using test_util::AttachAll;
+using test_util::FakeSink;
+using ::testing::HasSubstr;
+
+class JobScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JobOptions options;
+    options.negotiator.cycle_time = absl::ZeroDuration();
+    options.schedules = true;
+    job_ = std::make_shared<Job>("train", 2, options, scheduler_, clock_, [] {});
+    AttachAll(*job_, {"a", "a"});
+    ASSERT_TRUE(job_->OpenSession({0}, 1, &s0_).ok());
+    ASSERT_TRUE(job_->OpenSession({1}, 1, &s1_).ok());
+    // Steps of x (2 floats) and y (3 floats), sent by cache id once the ids are known, until
+    // the job publishes a schedule.
+    for (int step = 0; step < 10 && !schedule_; ++step) {
+      for (int rank = 0; rank < 2; ++rank) {
+        std::vector<TensorRequest> requests;
+        for (const auto& [name, elements] : {std::pair<std::string, int64_t>{"x", 2}, {"y", 3}}) {
+          TensorRequest r;
+          r.rank = rank;
+          r.name = name;
+          r.shape = {elements};
+          if (ids_.count(name)) {
+            r = TensorRequest{};
+            r.rank = rank;
+            r.cache_id = ids_[name];
+          }
+          requests.push_back(r);
+        }
+        ASSERT_TRUE(job_->Submit(rank == 0 ? &s0_ : &s1_, requests).ok());
+      }
+      for (const DownMessage& m : s0_.messages()) {
+        for (const Response& r : m.responses) {
+          for (size_t i = 0; i < r.cache_ids.size() && i < r.names.size(); ++i) {
+            ids_[r.names[i]] = r.cache_ids[i];
+          }
+        }
+        if (m.schedule) schedule_ = m.schedule;
+      }
+    }
+    ASSERT_TRUE(schedule_.has_value()) << "no schedule formed";
+  }
+
+  // Rank `rank`'s report of `rounds` rounds from `first`: tensor n submitted `submitted_ms[n]`
+  // and each entry completed `completed_ms` before it was sent.
+  ExecReport Report(int rank, int64_t first, int rounds, std::vector<int> submitted_ms,
+                    int completed_ms) {
+    ExecReport report;
+    report.rank = rank;
+    report.sent_at = clock_.Now();
+    ScheduleProgress& p = report.schedule.emplace();
+    p.schedule = schedule_->id;
+    p.first_round = first;
+    for (int i = 0; i < rounds; ++i) {
+      for (int ms : submitted_ms) p.submitted_ago.push_back(absl::Milliseconds(ms));
+      for (size_t e = 0; e < schedule_->entries.size(); ++e) {
+        p.completed_ago.push_back(absl::Milliseconds(completed_ms));
+      }
+    }
+    return report;
+  }
+
+  Scheduler scheduler_;
+  FakeClock clock_;
+  std::shared_ptr<Job> job_;
+  FakeSink s0_, s1_;
+  std::map<std::string, int32_t> ids_;
+  std::optional<Schedule> schedule_;
+};
+
+TEST_F(JobScheduleTest, RoundsEveryRankReportedBecomeStragglerStatisticsAndMetrics) {
+  const int64_t before = job_->StragglerSnapshot().tensors;
+  const int64_t counted = job_->MetricsSnapshot().ops[0].count;
+  // Rank 0's tensors waited 40 ms for their entries, rank 1's 10 ms: rank 1 came 30 ms later.
+  ASSERT_TRUE(job_->ReportExec(&s0_, Report(0, 0, 3, {50, 50}, 10)).ok());
+  EXPECT_EQ(job_->StragglerSnapshot().tensors, before) << "rank 1 has not reported yet";
+  ASSERT_TRUE(job_->ReportExec(&s1_, Report(1, 0, 2, {20, 20}, 10)).ok());
+  StragglerSnapshot s = job_->StragglerSnapshot();
+  EXPECT_EQ(s.tensors, before + 2 * 2) << "rounds 0 and 1, 2 tensors each";
+  EXPECT_EQ(s.ranks[1].max_lateness, absl::Milliseconds(30));
+  EXPECT_EQ(s.ranks[0].max_lateness, absl::ZeroDuration());
+  EXPECT_EQ(job_->MetricsSnapshot().ops[0].count, counted + 4);
+  // Round 2 completes with rank 1's next report; a round reported again counts once.
+  ASSERT_TRUE(job_->ReportExec(&s1_, Report(1, 1, 2, {20, 20}, 10)).ok());
+  EXPECT_EQ(job_->StragglerSnapshot().tensors, before + 3 * 2);
+}
+
+TEST_F(JobScheduleTest, WaitingTensorsArePendingWithTheRanksThatDoNotReportThem) {
+  ExecReport report = Report(0, 0, 0, {}, 0);
+  report.schedule->waiting.push_back({0, 4, absl::Seconds(2)});
+  ASSERT_TRUE(job_->ReportExec(&s0_, report).ok());
+  JobInfo info = job_->Describe();
+  ASSERT_EQ(info.pending.size(), 1u);
+  EXPECT_EQ(info.pending[0].name, schedule_->entries[0].names[0]);
+  EXPECT_EQ(info.pending[0].missing_ranks, std::vector<int>{1});
+  EXPECT_EQ(info.pending[0].waiting, absl::Seconds(2));
+  // Reported again later: the first arrival stays.
+  clock_.Advance(absl::Seconds(1));
+  report = Report(0, 0, 0, {}, 0);
+  report.schedule->waiting.push_back({0, 4, absl::Seconds(3)});
+  ASSERT_TRUE(job_->ReportExec(&s0_, report).ok());
+  EXPECT_EQ(job_->Describe().pending[0].waiting, absl::Seconds(3));
+  // Nothing waits any more: nothing pending.
+  ASSERT_TRUE(job_->ReportExec(&s0_, Report(0, 4, 1, {5, 5}, 1)).ok());
+  EXPECT_TRUE(job_->Describe().pending.empty());
+}
+
+TEST_F(JobScheduleTest, MalformedProgressIsRefused) {
+  ExecReport partial = Report(0, 0, 1, {5, 5}, 1);
+  partial.schedule->submitted_ago.pop_back();
+  absl::Status s = job_->ReportExec(&s0_, partial);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not whole rounds"));
+  ExecReport beyond = Report(0, 0, 0, {}, 0);
+  beyond.schedule->waiting.push_back({2, 0, absl::Seconds(1)});
+  s = job_->ReportExec(&s0_, beyond);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not tensor 2"));
+  ExecReport overflow = Report(0, std::numeric_limits<int64_t>::max(), 1, {5, 5}, 1);
+  EXPECT_EQ(job_->ReportExec(&s0_, overflow).code(), absl::StatusCode::kInvalidArgument);
+  // Another schedule's progress (one that ended) is history, not an error.
+  ExecReport other = Report(0, 0, 1, {5, 5}, 1);
+  other.schedule->schedule = schedule_->id + 1;
+  EXPECT_TRUE(job_->ReportExec(&s0_, other).ok());
+}
+
+TEST_F(JobScheduleTest, ADeviationIsBroadcastOnceAndOnlyForTheScheduleInForce) {
+  auto ends = [](FakeSink& sink) {
+    int n = 0;
+    for (const DownMessage& m : sink.messages()) n += m.end_schedule != 0;
+    return n;
+  };
+  EXPECT_TRUE(job_->DeviateSchedule(&s0_, schedule_->id + 1, {0}).ok());
+  EXPECT_EQ(ends(s1_), 0) << "not the schedule in force";
+  EXPECT_FALSE(job_->DeviateSchedule(&s0_, schedule_->id, {1}).ok()) << "rank 1 is not s0's";
+  ASSERT_TRUE(job_->DeviateSchedule(&s0_, schedule_->id, {0}).ok());
+  ASSERT_TRUE(job_->DeviateSchedule(&s1_, schedule_->id, {1}).ok());
+  EXPECT_EQ(ends(s0_), 1);
+  EXPECT_EQ(ends(s1_), 1);
+  EXPECT_EQ(s1_.messages().back().end_schedule, schedule_->id);
+}
+
+}  // namespace
+}  // namespace troika::coordinator
