@@ -354,6 +354,19 @@ std::shared_ptr<coordinator::Job> FindJob(TestCluster& cluster) {
   return job.ok() ? *job : nullptr;
 }
 
+// Ten steps of `sizes`, checked; returns the job, or null (a failure) if no schedule formed.
+std::shared_ptr<coordinator::Job> StepUntilScheduled(
+    TestCluster& cluster, std::vector<std::unique_ptr<Context>>& contexts,
+    const std::vector<int64_t>& sizes) {
+  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  if (job == nullptr || job->Describe().schedules.active != 1) {
+    ADD_FAILURE() << "no schedule formed";
+    return nullptr;
+  }
+  return job;
+}
+
 // Ranks shut down one after another (here: contexts of one process, on one thread): the
 // first one's deviation ends the schedule on every rank through the coordinator, so it need
 // not wait for the others to reach its void entry.
@@ -375,10 +388,8 @@ TEST(ScheduleTest, ADeviationEndsTheScheduleOnRanksThatSubmitNothing) {
   TestCluster cluster(Schedules(true));
   auto contexts = cluster.Join("job", kRanks);
   const std::vector<int64_t> sizes = {6, 6};
-  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  std::shared_ptr<coordinator::Job> job = StepUntilScheduled(cluster, contexts, sizes);
   ASSERT_NE(job, nullptr);
-  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
   std::vector<float> extra(kRanks, 1);
   Handle first = contexts[0]->Allreduce("extra", &extra[0], &extra[0], DataType::kFloat32, {1});
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
@@ -412,10 +423,8 @@ TEST(ScheduleTest, ARankAwayLongerThanTheDataTimeoutEndsTheScheduleInsteadOfFail
     contexts[rank] = *std::move(c);
   });
   const std::vector<int64_t> sizes = {6, 6};
-  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  std::shared_ptr<coordinator::Job> job = StepUntilScheduled(cluster, contexts, sizes);
   ASSERT_NE(job, nullptr);
-  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
   OnEveryRank(kRanks, [&](int rank) {
     if (rank == 1) absl::SleepFor(absl::Seconds(8));
     std::vector<float> a(6, 1), b(6, 2);
@@ -479,10 +488,8 @@ TEST(ScheduleTest, ARankStoppingInAScheduledStepIsPendingAndTheStallShutdownAbor
   TestCluster cluster(options);
   auto contexts = cluster.Join("job", kRanks);
   const std::vector<int64_t> sizes = {6, 6};
-  for (int s = 0; s < 10; ++s) ExpectSums(Step(contexts, sizes), sizes, "step");
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  std::shared_ptr<coordinator::Job> job = StepUntilScheduled(cluster, contexts, sizes);
   ASSERT_NE(job, nullptr);
-  ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
 
   const absl::Time start = absl::Now();
   std::vector<std::string> errors(kRanks);
