@@ -106,8 +106,8 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
   Round& round = it->second;
   round.completed[static_cast<size_t>(position % k)] = now;
   if (++round.entries_completed < entries_.size()) return;
-  // Rounds complete in order; one that does not fit waits in vain, so later ones are dropped
-  // too until the next report (they must be consecutive).
+  // Rounds complete in order, and a report's rounds are consecutive: once one does not fit,
+  // it and those after it are left out until the next report.
   if (rounds_done_ == 0) first_round_ = it->first;
   if (it->first == first_round_ + rounds_done_ &&
       done_submitted_.size() + round.submitted.size() <= kMaxReportedTensors) {

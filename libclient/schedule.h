@@ -76,9 +76,9 @@ class ClientSchedule {
   std::vector<Submission> Ended(int64_t position);
 
   // What happened since the last call, as of `now` (the report's sent_at): the rounds that
-  // completed (at most kMaxReportedTensors tensors' worth; later rounds wait for the next
-  // call), and every tensor submitted and not completed if one of them was submitted at least
-  // `stalling` ago. Empty if there is nothing to say.
+  // completed (the first kMaxReportedTensors tensors' worth; rounds completed after those are
+  // left out), and every tensor submitted and not completed if one of them was submitted at
+  // least `stalling` ago. Empty if there is nothing to say.
   ScheduleProgress TakeProgress(absl::Time now, absl::Duration stalling);
   static constexpr size_t kMaxReportedTensors = 8192;
 
