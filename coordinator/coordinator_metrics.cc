@@ -84,6 +84,9 @@ void DeclareFamilies(Families& f) {
   f.Declare("troika_autotune_samples_total", C, "Configurations the autotuner scored.");
   f.Declare("troika_autotune_score_bytes_per_second", G, "Latest autotune sample's score.");
   f.Declare("troika_autotune_best_score_bytes_per_second", G, "Best autotune score so far.");
+  f.Declare("troika_schedules_total", C, "Steady-state schedules published.");
+  f.Declare("troika_schedules_ended_total", C, "Steady-state schedules that ended.");
+  f.Declare("troika_schedule_tensors", G, "Tensors of the schedule in force (0: none).");
   f.Declare("troika_pending_tensors", G, "Tensors some ranks submitted and others not.");
   f.Declare("troika_stalled_tensors", G, "Pending tensors older than the stall warning time.");
   f.Declare("troika_rank_lateness_seconds", G,
@@ -140,6 +143,11 @@ void AddJob(const Job& job, const CoordinatorMetricsOptions& options, Families& 
     f.Counter("troika_autotune_samples_total", labels, info.autotune.evaluations);
     f.Gauge("troika_autotune_score_bytes_per_second", labels, info.autotune.last_score);
     f.Gauge("troika_autotune_best_score_bytes_per_second", labels, info.autotune.best_score);
+  }
+  if (info.schedules.enabled) {
+    f.Counter("troika_schedules_total", labels, static_cast<double>(info.schedules.published));
+    f.Counter("troika_schedules_ended_total", labels, static_cast<double>(info.schedules.ended));
+    f.Gauge("troika_schedule_tensors", labels, info.schedules.active ? info.schedules.tensors : 0);
   }
   int stalled = 0;
   for (const PendingTensorInfo& tensor : info.pending) {

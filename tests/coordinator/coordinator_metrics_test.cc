@@ -21,6 +21,7 @@ namespace {
 
 using test_util::AttachAll;
 using test_util::FakeSink;
+using test_util::Samples;
 using ::testing::HasSubstr;
 
 StepSample Step(int duration_ms, int compute_ms, int wait_ms, int comm_ms) {
@@ -80,25 +81,6 @@ TEST(JobMetricsTest, FusionFillIsResponseBytesOverTheThreshold) {
   JobMetricsSnapshot s = metrics.Snapshot();
   EXPECT_EQ(s.fusion_fill.histogram.sample_count, 2u);
   EXPECT_NEAR(s.fusion_fill.histogram.sample_sum, 1.5, 1e-9);
-}
-
-// Sample values of one family in a scrape, keyed by their labels rendered "k=v,k=v".
-std::map<std::string, double> Samples(const std::vector<prometheus::MetricFamily>& families,
-                                      const std::string& name) {
-  std::map<std::string, double> out;
-  for (const auto& family : families) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      std::string key;
-      for (const auto& label : m.label) {
-        key += (key.empty() ? "" : ",") + label.name + "=" + label.value;
-      }
-      out[key] = family.type == prometheus::MetricType::Counter     ? m.counter.value
-                 : family.type == prometheus::MetricType::Histogram ? m.histogram.sample_count
-                                                                    : m.gauge.value;
-    }
-  }
-  return out;
 }
 
 class CoordinatorMetricsTest : public ::testing::Test {

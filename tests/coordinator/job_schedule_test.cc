@@ -1,6 +1,6 @@
 // Job's side of steady-state schedules, driven directly: a schedule forms from repeated cached
 // steps; the ranks' progress reports become straggler statistics, metrics and pending tensors;
-// malformed reports are refused; a rank's deviation is broadcast once.
+// malformed reports are refused; a rank's deviation is broadcast once; the scrape shows it.
 
 #include <limits>
 #include <map>
@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/job.h"
+#include "coordinator/job_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/job_test_util.h"
@@ -18,15 +20,23 @@ namespace {
 
 using test_util::AttachAll;
 using test_util::FakeSink;
+using test_util::Samples;
 using ::testing::HasSubstr;
 
 class JobScheduleTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    JobOptions options;
+  static JobRegistryOptions Options() {
+    JobRegistryOptions options;
     options.negotiator.cycle_time = absl::ZeroDuration();
     options.schedules = true;
-    job_ = std::make_shared<Job>("train", 2, options, scheduler_, clock_, [] {});
+    return options;
+  }
+
+  void SetUp() override {
+    bool created = false;
+    absl::StatusOr<std::shared_ptr<Job>> job = registry_.CreateJob("train", 2, &created);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = *job;
     AttachAll(*job_, {"a", "a"});
     ASSERT_TRUE(job_->OpenSession({0}, 1, &s0_).ok());
     ASSERT_TRUE(job_->OpenSession({1}, 1, &s1_).ok());
@@ -82,6 +92,7 @@ class JobScheduleTest : public ::testing::Test {
 
   Scheduler scheduler_;
   FakeClock clock_;
+  JobRegistry registry_{Options(), scheduler_, clock_};
   std::shared_ptr<Job> job_;
   FakeSink s0_, s1_;
   std::map<std::string, int32_t> ids_;
@@ -158,6 +169,20 @@ TEST_F(JobScheduleTest, ADeviationIsBroadcastOnceAndOnlyForTheScheduleInForce) {
   EXPECT_EQ(ends(s0_), 1);
   EXPECT_EQ(ends(s1_), 1);
   EXPECT_EQ(s1_.messages().back().end_schedule, schedule_->id);
+}
+
+TEST_F(JobScheduleTest, TheScrapeShowsTheScheduleInForceAndTheEndedOnes) {
+  CoordinatorMetrics metrics(registry_, {});
+  auto families = metrics.Collect();
+  EXPECT_EQ(Samples(families, "troika_schedules_total")["troika_job=train"], 1);
+  EXPECT_EQ(Samples(families, "troika_schedules_ended_total")["troika_job=train"], 0);
+  EXPECT_EQ(Samples(families, "troika_schedule_tensors")["troika_job=train"], 2);
+  // Both ranks' void entry completed: the schedule ended.
+  ASSERT_TRUE(job_->EndSchedule(&s0_, schedule_->id, {0}).ok());
+  ASSERT_TRUE(job_->EndSchedule(&s1_, schedule_->id, {1}).ok());
+  families = metrics.Collect();
+  EXPECT_EQ(Samples(families, "troika_schedules_ended_total")["troika_job=train"], 1);
+  EXPECT_EQ(Samples(families, "troika_schedule_tensors")["troika_job=train"], 0);
 }
 
 }  // namespace

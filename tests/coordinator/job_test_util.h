@@ -1,8 +1,9 @@
 #pragma once
 // Helpers for tests that drive a Job directly: a session sink that keeps what the job sends
-// it, and attaching every rank.
+// it, attaching every rank, and reading a metrics scrape.
 
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -11,6 +12,7 @@
 #include "coordinator/job.h"
 #include "coordinator/session_sink.h"
 #include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
 
 namespace troika::coordinator::test_util {
 
@@ -43,6 +45,25 @@ inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string
     absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
     EXPECT_TRUE(m.ok()) << m.status();
     out.push_back(m.ok() ? m->front() : Membership{});
+  }
+  return out;
+}
+
+// Sample values of one family in a scrape, keyed by their labels rendered "k=v,k=v".
+inline std::map<std::string, double> Samples(const std::vector<prometheus::MetricFamily>& families,
+                                             const std::string& name) {
+  std::map<std::string, double> out;
+  for (const auto& family : families) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      std::string key;
+      for (const auto& label : m.label) {
+        key += (key.empty() ? "" : ",") + label.name + "=" + label.value;
+      }
+      out[key] = family.type == prometheus::MetricType::Counter     ? m.counter.value
+                 : family.type == prometheus::MetricType::Histogram ? m.histogram.sample_count
+                                                                    : m.gauge.value;
+    }
   }
   return out;
 }
