@@ -44,7 +44,7 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
 }
 
 void Controller::LimitScheduledWaits(absl::Duration data_timeout) {
-  scheduled_wait_limit_ = std::min(absl::Seconds(30), data_timeout / 4);
+  scheduled_wait_limit_ = std::min(kMaxScheduledWait, data_timeout / 4);
 }
 
 void Controller::Start() {

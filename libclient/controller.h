@@ -41,6 +41,9 @@ inline constexpr absl::Duration kStepReportInterval = absl::Seconds(1);
 // A schedule's reports list the tensors submitted and not completed once one of them has
 // waited this long (the coordinator's stall inspector sees them).
 inline constexpr absl::Duration kScheduleStalling = absl::Seconds(1);
+// The longest a rank waits in a scheduled collective before it ends the schedule (less with
+// a short data-plane timeout: LimitScheduledWaits).
+inline constexpr absl::Duration kMaxScheduledWait = absl::Seconds(30);
 
 class Controller {
  public:
@@ -122,7 +125,7 @@ class Controller {
   const std::function<void(absl::Status)> on_failure_;
   RequestCache cache_;                                       // thread-safe
   std::shared_ptr<WaitTracker> waits_;                       // set before Start(); may be null
-  absl::Duration scheduled_wait_limit_ = absl::Seconds(30);  // set before Start()
+  absl::Duration scheduled_wait_limit_ = kMaxScheduledWait;  // set before Start()
 
   std::mutex mu_;
   std::condition_variable cv_;

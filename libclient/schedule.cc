@@ -108,12 +108,12 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
   if (++round.entries_completed < entries_.size()) return;
   // Rounds complete in order, and a report's rounds are consecutive: once one does not fit,
   // it and those after it are left out until the next report.
-  if (rounds_done_ == 0) first_round_ = it->first;
-  if (it->first == first_round_ + rounds_done_ &&
+  const int64_t done = static_cast<int64_t>(done_completed_.size() / entries_.size());
+  if (done == 0) first_round_ = it->first;
+  if (it->first == first_round_ + done &&
       done_submitted_.size() + round.submitted.size() <= kMaxReportedTensors) {
     done_submitted_.insert(done_submitted_.end(), round.submitted.begin(), round.submitted.end());
     done_completed_.insert(done_completed_.end(), round.completed.begin(), round.completed.end());
-    ++rounds_done_;
   }
   rounds_.erase(it);
 }
@@ -141,7 +141,6 @@ ScheduleProgress ClientSchedule::TakeProgress(absl::Time now, absl::Duration sta
   for (absl::Time t : done_completed_) progress.completed_ago.push_back(now - t);
   done_submitted_.clear();
   done_completed_.clear();
-  rounds_done_ = 0;
   const int64_t k = static_cast<int64_t>(entries_.size());
   const bool stalled = std::ranges::any_of(
       taken_, [&](const auto& taken) { return now - taken.second.submitted >= stalling; });

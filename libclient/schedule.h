@@ -113,9 +113,9 @@ class ClientSchedule {
   bool complete_ = true;
   bool deviated_ = false;
   std::map<int64_t, Round> rounds_;  // rounds not completed, by number
-  // Rounds completed since the last TakeProgress: consecutive from `first_round_`.
+  // Rounds completed since the last TakeProgress, consecutive from `first_round_`: their
+  // times, rounds x tensors and rounds x entries.
   int64_t first_round_ = 0;
-  int64_t rounds_done_ = 0;
   std::vector<absl::Time> done_submitted_, done_completed_;
 };
 
