@@ -110,7 +110,8 @@ inline std::vector<ReduceCase> ReduceCases() {
   std::vector<ReduceCase> cases;
   for (DataType dtype : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}}) {
+      // 2, 4 and 8 elements: 2-8 bytes, which Gloo reduces as one wide element.
+      for (size_t count : {0, 1, 2, 4, 7, 8, 1001}) {
         cases.push_back({dtype, op, count});
       }
     }
