@@ -248,8 +248,8 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
 }
 
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, const Device& device,
-                           std::optional<Compression> compression,
-                           std::optional<size_t> out_bytes) {
+                           std::optional<Compression> compression, std::optional<size_t> out_bytes,
+                           bool wait) {
   request.rank = membership_.rank;
   auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
@@ -262,7 +262,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
   if (status.ok()) status = CheckNotJoined();
   if (status.ok()) {
     StartOp(*state);
-    status = controller_->Submit(std::move(entry));
+    status = controller_->Submit(std::move(entry), wait);
   }
   if (!status.ok()) {
     state->Complete(status);
@@ -270,7 +270,17 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
     std::lock_guard<std::mutex> lock(join_mu_);
     join_ = state;
   }
-  return Handle(state);
+  Handle handle(state);
+  if (wait) {
+    if (status.ok()) {
+      executor_->RunInline([&state] {
+        std::lock_guard<std::mutex> lock(state->mu);
+        return state->done;
+      });
+    }
+    handle.Wait().IgnoreError();  // the outcome stays in the handle
+  }
+  return handle;
 }
 
 std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries, const Device& device,
@@ -356,7 +366,8 @@ Handle Context::Allreduce(const std::string& name, const void* in, void* out, Da
   r.prescale = options.prescale;
   r.postscale = options.postscale;
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, out, options.device, options.compression);
+  return impl_->Submit(std::move(r), in, out, options.device, options.compression, std::nullopt,
+                       options.wait);
 }
 
 Handle Context::Allgather(const std::string& name, const void* in, DataType dtype,

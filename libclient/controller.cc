@@ -60,24 +60,24 @@ void Controller::Start() {
   });
 }
 
-absl::Status Controller::Submit(Entry entry) {
+absl::Status Controller::Submit(Entry entry, bool caller_waits) {
   TensorRequest request = entry.request;
   // Into the table before the request leaves: its response can never arrive first.
   if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    wake = QueueLocked(std::move(request), next_order_++);
+    wake = QueueLocked(std::move(request), next_order_++, !caller_waits);
   }
   if (wake) cv_.notify_one();
   return absl::OkStatus();
 }
 
-bool Controller::QueueLocked(TensorRequest request, uint64_t order) {
+bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_executor) {
   if (schedule_) {
     if (!schedule_->deviated() && schedule_->Submit(request, order, absl::Now())) {
       for (ClientSchedule::Step& step : schedule_->TakeReady()) {
-        executor_.EnqueueScheduled(schedule_->id(), std::move(step));
+        executor_.EnqueueScheduled(schedule_->id(), std::move(step), wake_executor);
       }
       return false;
     }

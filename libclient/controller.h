@@ -69,8 +69,10 @@ class Controller {
   void LimitScheduledWaits(absl::Duration data_timeout);
   void Start();
   // Records the entry and queues its request; an immediate error if the name is in flight
-  // or the context has failed or shut down.
-  absl::Status Submit(Entry entry);
+  // or the context has failed or shut down. `caller_waits`: the caller waits for the entry
+  // at once and calls Executor::RunInline() first, so scheduled entries this makes ready are
+  // queued without waking the executor thread.
+  absl::Status Submit(Entry entry, bool caller_waits = false);
   // Submits every entry or none (the first error; entries already recorded are withdrawn),
   // with their requests queued together so they leave in one batch.
   absl::Status SubmitAll(std::vector<Entry> entries);
@@ -105,9 +107,10 @@ class Controller {
   // Sends an ExecReport as of `now` if anything changed since the last one or `progress`
   // (of a schedule) is not empty.
   absl::Status SendReport(absl::Time now, ScheduleProgress progress);
-  // Queues `request` (the `order`-th submission), or hands it to the schedule in force;
-  // mu_ held. Returns whether the sender must be woken.
-  bool QueueLocked(TensorRequest request, uint64_t order);
+  // Queues `request` (the `order`-th submission), or hands it to the schedule in force
+  // (`wake_executor`: as Executor::EnqueueScheduled's `wake`); mu_ held. Returns whether the
+  // sender must be woken.
+  bool QueueLocked(TensorRequest request, uint64_t order, bool wake_executor = true);
   // A schedule came down: this rank's unanswered requests that it names are its now.
   void BeginSchedule(Schedule schedule);
   // The executor finished entry `position` of schedule `id` (OnScheduled).

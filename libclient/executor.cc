@@ -42,14 +42,40 @@ void Executor::Enqueue(std::vector<Response> responses) {
   cv_.notify_one();
 }
 
-void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step) {
+void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;
     queue_.push_back(
         {std::move(step.response), absl::Now(), schedule, step.position, step.vote_void});
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
+}
+
+void Executor::RunInline(const std::function<bool()>& done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Only scheduled entries (host allreduces of set 0); a GPU launch or a process set's
+  // connection stays on the executor thread.
+  auto claimable = [&] {
+    return !running_ && !aborted_ && !queue_.empty() && queue_.front().schedule != 0;
+  };
+  while (claimable()) {
+    lock.unlock();
+    const bool finished = done();  // takes the operation's lock: never under mu_
+    lock.lock();
+    if (finished || !claimable()) break;
+    Queued queued = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    Run(queued);
+    lock.lock();
+    running_ = false;
+  }
+  // Left queued, or stopping while this thread held the turn: the executor thread's now.
+  const bool wake = !running_ && (!queue_.empty() || aborted_ || stopping_);
+  lock.unlock();
+  if (wake) cv_.notify_one();
 }
 
 void Executor::Abort() {
@@ -79,25 +105,33 @@ void Executor::Loop() {
     Queued queued;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return aborted_ || stopping_ || !queue_.empty(); });
+      // A thread running entries itself (RunInline) holds the turn until it is done.
+      cv_.wait(lock, [&] { return !running_ && (aborted_ || stopping_ || !queue_.empty()); });
       if (aborted_ || queue_.empty()) return;
       queued = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
-    // After a void entry the schedule's later entries are negotiated again: nothing to run or
-    // record.
-    if (queued.schedule != 0 && queued.schedule == ended_schedule_) continue;
-    const absl::Time start = absl::Now();
-    runner_.ResetMarks();
-    steps_.ExecBegin();
-    if (queued.schedule != 0) {
-      ExecuteScheduled(queued);
-    } else {
-      Execute(queued.response);
-    }
-    steps_.ExecEnd();
-    Record(queued, start);
+    Run(queued);
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
   }
+}
+
+void Executor::Run(const Queued& queued) {
+  // After a void entry the schedule's later entries are negotiated again: nothing to run or
+  // record.
+  if (queued.schedule != 0 && queued.schedule == ended_schedule_) return;
+  const absl::Time start = absl::Now();
+  runner_.ResetMarks();
+  steps_.ExecBegin();
+  if (queued.schedule != 0) {
+    ExecuteScheduled(queued);
+  } else {
+    Execute(queued.response);
+  }
+  steps_.ExecEnd();
+  Record(queued, start);
 }
 
 void Executor::Record(const Queued& queued, absl::Time start) {

@@ -4,7 +4,9 @@
 //
 // Thread contract: Enqueue() from the controller's receiver thread; Abort() from any thread;
 // Stop() once, from the owner. The runner, the communicator's collective calls and the
-// fusion buffer belong to the executor thread.
+// fusion buffer belong to whichever thread holds the turn: the executor thread, or a thread
+// waiting for an operation that runs queued entries itself (RunInline) while the executor
+// thread sleeps. One holds it at a time; entries run in queue order either way.
 
 #include <condition_variable>
 #include <deque>
@@ -30,7 +32,7 @@ namespace troika::internal {
 
 class Executor {
  public:
-  // `on_failure` is called (on the executor thread) when the data plane fails; the owner
+  // `on_failure` is called (by the turn's holder) when the data plane fails; the owner
   // fails the whole context and returns the status the failed operation reports (the job's
   // abort reason when one arrives, rather than the transport's "connection reset").
   // `stats` receives allreduced bytes and, when asked for, each response's phases.
@@ -49,7 +51,7 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Steady-state schedules: called on the executor thread when an entry of schedule
+  // Steady-state schedules: called by the turn's holder (no lock held) when an entry of schedule
   // `schedule` at `position` completed — `go`: its tensors are done; else the combined vote
   // was void: the schedule ended there, the entry's tensors are back in the table, and every
   // later entry of the schedule queued here is dropped unexecuted. Set before Start().
@@ -58,8 +60,16 @@ class Executor {
 
   void Start();
   void Enqueue(std::vector<Response> responses);
-  // Queues `step` of schedule `schedule`, after what is queued.
-  void EnqueueScheduled(int64_t schedule, ClientSchedule::Step step);
+  // Queues `step` of schedule `schedule`, after what is queued. `wake` false: the executor
+  // thread is not woken for it — the caller is about to wait for it and calls RunInline(),
+  // which runs it on the caller's thread or, if it cannot, wakes the executor thread.
+  void EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, bool wake = true);
+  // Called by a thread about to wait for an operation, with no lock held: while `done()` is
+  // false, the executor thread is idle and the next queued entry is a scheduled one, takes the
+  // turn and runs it itself — no thread hand-off in the operation's path. Returns when
+  // `done()` holds or it cannot go on; what is left queued is then the executor thread's
+  // (woken if it must be).
+  void RunInline(const std::function<bool()>& done);
   // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
   // Runs what is queued unless aborted, then joins the thread; waits for operations issued on
@@ -76,6 +86,8 @@ class Executor {
   };
 
   void Loop();
+  // Runs one queued entry (the turn held).
+  void Run(const Queued& queued);
   void Execute(const Response& response);
   void ExecuteScheduled(const Queued& queued);
   // After an AddProcessSet / RemoveProcessSet barrier (`entry`) succeeded: connects this
@@ -97,15 +109,19 @@ class Executor {
   StepClock& steps_;
   DevicePlane* const device_;
   const std::function<absl::Status(absl::Status)> on_failure_;
-  CollectiveRunner runner_;  // executor thread only
+  CollectiveRunner runner_;  // the turn's holder only
   ScheduledFn on_scheduled_;
-  int64_t ended_schedule_ = 0;  // executor thread only: the last schedule that ended
+  int64_t ended_schedule_ = 0;  // the turn's holder only: the last schedule that ended
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Queued> queue_;  // guarded by mu_
   bool stopping_ = false;     // guarded by mu_
   bool aborted_ = false;      // guarded by mu_
+  // Guarded by mu_: an entry is running (the turn is held); the executor thread was not
+  // woken for what is queued (EnqueueScheduled without wake).
+  bool running_ = false;
+  bool unwoken_ = false;
   std::thread thread_;
 };
 

@@ -266,16 +266,27 @@ PYBIND11_MODULE(_troika, m) {
           "allreduce",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
              std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
-             int device, uintptr_t ready_stream) {
-            return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
-                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
-                                                         device, ready_stream)),
-                        device);
+             int device, uintptr_t ready_stream, bool wait) {
+            troika::AllreduceOptions options =
+                MakeAllreduceOptions(op, prescale, postscale, process_set, device, ready_stream);
+            options.wait = wait;
+            troika::Handle handle;
+            if (wait) {
+              py::gil_scoped_release release;
+              handle = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+                                   options);
+            } else {
+              handle = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+                                   options);
+            }
+            return Wrap(std::move(handle), device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0)
+          py::arg("ready_stream") = 0, py::arg("wait") = false,
+          "Submits an allreduce; wait=True returns once it finished (the GIL released), running "
+          "a scheduled one on this thread")
       .def(
           "allgather",
           [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,

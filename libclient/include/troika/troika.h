@@ -120,6 +120,11 @@ struct AllreduceOptions {
   // float32 on GPU only: the wire format; unset: Options::compression (for float32 GPU
   // allreduces; none for everything else). Every rank must pass the same.
   std::optional<Compression> compression{};
+  // true: the call returns once the operation finished (as Allreduce(...).Wait(); the
+  // outcome is in the returned handle). Under a steady-state schedule (docs/protocol.md,
+  // Schedules) the collective then runs on the calling thread, with no hand-off to Troika's
+  // executor thread: the fastest way to run a small synchronous allreduce.
+  bool wait = false;
 };
 
 // Options of the other operations.

@@ -225,7 +225,9 @@ def synchronize(handle):
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
-                     process_set):
+                     process_set, wait=False):
+    # wait: the caller synchronizes at once; a CPU allreduce then returns finished (a scheduled
+    # one ran on this thread, with no hand-off to Troika's executor thread).
     ps_id = _ps_id(process_set)
     dt = _dtype(tensor)
     device, stream = _device(tensor)
@@ -242,7 +244,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     native = _troika_pkg.context().allreduce(
         _name("allreduce", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
         _shape(source), op=op, prescale=prescale_factor, postscale=postscale_factor,
-        process_set=ps_id, device=device, ready_stream=stream)
+        process_set=ps_id, device=device, ready_stream=stream, wait=wait and device < 0)
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
                                   postscale_factor, process_set)
@@ -268,16 +270,17 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
     compressed, ctx = compression.compress(tensor)
-    reduced = synchronize(allreduce_async(compressed, average, name, op, prescale_factor,
-                                          postscale_factor, process_set))
+    reduced = synchronize(_allreduce_async(compressed, None, name, _op(op, average),
+                                           prescale_factor, postscale_factor, process_set,
+                                           wait=True))
     return compression.decompress(reduced, ctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` across the ranks in place and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    return synchronize(_allreduce_async(tensor, tensor, name, _op(op, average), prescale_factor,
+                                        postscale_factor, process_set, wait=True))
 
 
 # ----------------------------------------------------------------------------- allgather
