@@ -43,6 +43,10 @@ ABSL_FLAG(absl::Duration, cycle_time, absl::Milliseconds(1),
 ABSL_FLAG(bool, schedules, false,
           "steady-state schedules (troika-coordinator --schedules): repeated steps run without "
           "a coordinator round trip");
+ABSL_FLAG(bool, wait, true,
+          "allreduce and latency: Troika's allreduce is synchronous (AllreduceOptions::wait: "
+          "a scheduled one runs on the calling thread); false: Allreduce(...).Wait(), which "
+          "hands it to Troika's executor thread");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu: the collectives above over Gloo; cuda: the GPU data plane (pack+unpack bandwidth "
           "vs the device's own copy bandwidth, small-allreduce cost vs raw NCCL) instead");
@@ -62,7 +66,8 @@ constexpr char kUsage[] =
     "Workloads (--ops): allreduce (float32 sum), allgather, broadcast, alltoall, reducescatter\n"
     "(float32 sum) over the size sweep; many_small (--small_tensors allreduces of\n"
     "--small_tensor_bytes per step: Troika submits all then waits, raw Gloo runs them one by\n"
-    "one); latency (a 4-byte allreduce). Times are the slowest rank's mean per iteration;\n"
+    "one); latency (a 4-byte allreduce, Troika and raw Gloo alternating in 10 ms blocks:\n"
+    "the median block). Times are the slowest rank's mean per iteration;\n"
     "busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and alltoall,\n"
     "1 for broadcast. Sizes up to 256MiB are supported (--max_bytes=256MiB).";
 
@@ -72,6 +77,7 @@ absl::StatusOr<BenchOptions> ReadFlags() {
   options.repeat = absl::GetFlag(FLAGS_repeat);
   options.small_tensors = absl::GetFlag(FLAGS_small_tensors);
   options.timing.target = absl::GetFlag(FLAGS_time_per_size);
+  options.wait = absl::GetFlag(FLAGS_wait);
   if (options.ranks < 1 || options.repeat < 1 || options.small_tensors < 1) {
     return absl::InvalidArgumentError("--np, --repeat and --small_tensors must be >= 1");
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -161,13 +162,19 @@ class RankRunner {
 
   absl::Status MeasureRow(size_t k, size_t row, int rep) {
     const Measurement& m = schedule_[k][row];
-    std::unique_ptr<Workload> workload = MakeWorkload(m.kind, m.bytes, m.tensors, options_.ranks);
-    ASSIGN_OR_RETURN(double raw,
-                     TimeIterations(
-                         *raw_, [&] { return workload->RunRaw(*raw_); }, options_.timing));
-    ASSIGN_OR_RETURN(double troika,
-                     TimeIterations(
-                         *raw_, [&] { return workload->RunTroika(*troika_); }, options_.timing));
+    std::unique_ptr<Workload> workload =
+        MakeWorkload(m.kind, m.bytes, m.tensors, options_.ranks, options_.wait);
+    auto run_raw = [&] { return workload->RunRaw(*raw_); };
+    auto run_troika = [&] { return workload->RunTroika(*troika_); };
+    double raw = 0, troika = 0;
+    if (m.kind == Kind::kLatency) {
+      // Microseconds apart, so alternate short blocks: the machine's drift hits both alike.
+      ASSIGN_OR_RETURN(std::tie(raw, troika),
+                       TimeInterleaved(*raw_, run_raw, run_troika, options_.timing));
+    } else {
+      ASSIGN_OR_RETURN(raw, TimeIterations(*raw_, run_raw, options_.timing));
+      ASSIGN_OR_RETURN(troika, TimeIterations(*raw_, run_troika, options_.timing));
+    }
     std::vector<double>& slot = seconds_[rank_][k][row];
     slot[2 * rep] = raw;
     slot[2 * rep + 1] = troika;

@@ -31,6 +31,9 @@ struct BenchOptions {
   // Each kind's sizes are measured `repeat` times; results keep every repeat. Default 1.
   int repeat = 1;
   TimingOptions timing;
+  // Troika's allreduce and latency ops wait with AllreduceOptions::wait (false:
+  // Allreduce(...).Wait(), handing the collective to the executor thread). Default true.
+  bool wait = true;
   // Coordinator address ("127.0.0.1:port") and job name for the Troika contexts.
   std::string coordinator;
   std::string job;

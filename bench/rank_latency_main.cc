@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   float value = 1.0f;
   troika::AllreduceOptions sum;
   sum.op = troika::ReduceOp::kSum;
+  sum.wait = true;  // synchronous, as hvd.allreduce is
   auto run = [&](int n) -> bool {
     for (int i = 0; i < n; ++i) {
       absl::Status s =

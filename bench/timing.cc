@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/status_macros.h"
 
@@ -26,18 +27,53 @@ int Count(double wanted_seconds, double per_iteration, int max) {
   return static_cast<int>(std::clamp(count, 1.0, static_cast<double>(max)));
 }
 
+// Runs `iteration` cold, then warm for about kWarmupSeconds; the slowest rank's warm mean.
+absl::StatusOr<double> WarmUp(transport::Communicator& sync,
+                              const std::function<absl::Status()>& iteration) {
+  ASSIGN_OR_RETURN(double cold, MeanSeconds(iteration, 1));
+  ASSIGN_OR_RETURN(cold, SlowestRank(sync, cold));
+  ASSIGN_OR_RETURN(double warm, MeanSeconds(iteration, Count(kWarmupSeconds, cold, 1000)));
+  return SlowestRank(sync, warm);
+}
+
+double MedianOf(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 }  // namespace
 
 absl::StatusOr<double> TimeIterations(transport::Communicator& sync,
                                       const std::function<absl::Status()>& iteration,
                                       const TimingOptions& options) {
-  ASSIGN_OR_RETURN(double cold, MeanSeconds(iteration, 1));
-  ASSIGN_OR_RETURN(cold, SlowestRank(sync, cold));
-  ASSIGN_OR_RETURN(double warm, MeanSeconds(iteration, Count(kWarmupSeconds, cold, 1000)));
-  ASSIGN_OR_RETURN(warm, SlowestRank(sync, warm));
+  ASSIGN_OR_RETURN(double warm, WarmUp(sync, iteration));
   const int iterations = Count(absl::ToDoubleSeconds(options.target), warm, options.max_iterations);
   RETURN_IF_ERROR(sync.Barrier());
   return MeanSeconds(iteration, iterations);
+}
+
+absl::StatusOr<std::pair<double, double>> TimeInterleaved(transport::Communicator& sync,
+                                                          const std::function<absl::Status()>& a,
+                                                          const std::function<absl::Status()>& b,
+                                                          const TimingOptions& options) {
+  constexpr double kBlockSeconds = 0.01;
+  ASSIGN_OR_RETURN(double warm_a, WarmUp(sync, a));
+  ASSIGN_OR_RETURN(double warm_b, WarmUp(sync, b));
+  const int count_a = Count(kBlockSeconds, warm_a, options.max_iterations);
+  const int count_b = Count(kBlockSeconds, warm_b, options.max_iterations);
+  const int blocks = std::max(5, Count(absl::ToDoubleSeconds(options.target),
+                                       std::max(count_a * warm_a, count_b * warm_b), 1000));
+  std::vector<double> means_a, means_b;
+  for (int i = 0; i < blocks; ++i) {
+    RETURN_IF_ERROR(sync.Barrier());
+    ASSIGN_OR_RETURN(double mean_a, MeanSeconds(a, count_a));
+    RETURN_IF_ERROR(sync.Barrier());
+    ASSIGN_OR_RETURN(double mean_b, MeanSeconds(b, count_b));
+    means_a.push_back(mean_a);
+    means_b.push_back(mean_b);
+  }
+  return std::make_pair(MedianOf(std::move(means_a)), MedianOf(std::move(means_b)));
 }
 
 }  // namespace troika::bench

@@ -3,6 +3,7 @@
 // start together, and time a loop of back-to-back iterations.
 
 #include <functional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,5 +27,15 @@ struct TimingOptions {
 absl::StatusOr<double> TimeIterations(transport::Communicator& sync,
                                       const std::function<absl::Status()>& iteration,
                                       const TimingOptions& options);
+
+// Two implementations of one workload side by side, for a ratio that this (noisy, shared)
+// machine's slow drifts cannot skew: after TimeIterations' warm-up of each, alternates timed
+// blocks of `a` and `b` (about 10 ms each, each starting with every rank at a barrier of
+// `sync`) for about `options.target` each. Returns this rank's median block mean of `a` and
+// of `b`, seconds per iteration. Every rank calls it at the same point; blocks.
+absl::StatusOr<std::pair<double, double>> TimeInterleaved(transport::Communicator& sync,
+                                                          const std::function<absl::Status()>& a,
+                                                          const std::function<absl::Status()>& b,
+                                                          const TimingOptions& options);
 
 }  // namespace troika::bench

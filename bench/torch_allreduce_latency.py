@@ -4,8 +4,8 @@ allreduces, each waited before the next, through
 
   torch:  hvd.allreduce(t, op=hvd.Sum)    (troika.torch, out of place: the usual call)
   torch_: hvd.allreduce_(t, op=hvd.Sum)   (troika.torch, in place)
-  module: troika._troika's Context.allreduce(...).wait() on t.data_ptr() (the compiled
-          module alone: no troika.torch)
+  module: troika._troika's Context.allreduce(..., wait=True).wait() on t.data_ptr()
+          (the compiled module alone: no troika.torch)
 
 in alternating blocks (module, torch, torch_, module, torch, torch_, ...) so that drift of a
 shared machine hits all alike. Rank 0 prints one line per mode:
@@ -39,7 +39,7 @@ def main():
 
     def module(n):
         for _ in range(n):
-            ctx.allreduce("latency.module", ptr, ptr, f32, [1], op=hvd.Sum).wait()
+            ctx.allreduce("latency.module", ptr, ptr, f32, [1], op=hvd.Sum, wait=True).wait()
 
     def torch_out(n):
         for _ in range(n):

@@ -11,21 +11,22 @@ namespace {
 // into infinities or slow denormals however many iterations run.
 class AllreduceWorkload : public Workload {
  public:
-  AllreduceWorkload(size_t bytes, std::string name)
-      : data_(bytes / sizeof(float)), name_(std::move(name)) {}
+  AllreduceWorkload(size_t bytes, std::string name, bool wait)
+      : data_(bytes / sizeof(float)), name_(std::move(name)), wait_(wait) {}
   absl::Status RunRaw(transport::Communicator& raw) override {
     return raw.Allreduce(data_.data(), data_.size(), DataType::kFloat32, ReduceOp::kSum);
   }
   absl::Status RunTroika(Context& troika) override {
     return troika
         .Allreduce(name_, data_.data(), data_.data(), DataType::kFloat32,
-                   {static_cast<int64_t>(data_.size())})
+                   {static_cast<int64_t>(data_.size())}, {.wait = wait_})
         .Wait();
   }
 
  private:
   std::vector<float> data_;
   const std::string name_;
+  const bool wait_;
 };
 
 class AllgatherWorkload : public Workload {
@@ -213,12 +214,13 @@ size_t EffectiveBytes(Kind kind, size_t requested, int ranks) {
   return std::max(unit, requested / unit * unit);
 }
 
-std::unique_ptr<Workload> MakeWorkload(Kind kind, size_t bytes, int tensors, int ranks) {
+std::unique_ptr<Workload> MakeWorkload(Kind kind, size_t bytes, int tensors, int ranks, bool wait) {
   switch (kind) {
     case Kind::kAllreduce:
-      return std::make_unique<AllreduceWorkload>(bytes, absl::StrCat("bench/allreduce/", bytes));
+      return std::make_unique<AllreduceWorkload>(bytes, absl::StrCat("bench/allreduce/", bytes),
+                                                 wait);
     case Kind::kLatency:
-      return std::make_unique<AllreduceWorkload>(bytes, "bench/latency");
+      return std::make_unique<AllreduceWorkload>(bytes, "bench/latency", wait);
     case Kind::kAllgather:
       return std::make_unique<AllgatherWorkload>(bytes, ranks);
     case Kind::kBroadcast:

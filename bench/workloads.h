@@ -57,7 +57,9 @@ class Workload {
 };
 
 // `bytes` must be EffectiveBytes(kind, ...). For kManySmall, `bytes` is one tensor's size and
-// `tensors` the number of tensors; otherwise `tensors` is ignored.
-std::unique_ptr<Workload> MakeWorkload(Kind kind, size_t bytes, int tensors, int ranks);
+// `tensors` the number of tensors; otherwise `tensors` is ignored. `wait`: kAllreduce and
+// kLatency submit with AllreduceOptions::wait (false: Allreduce(...).Wait()).
+std::unique_ptr<Workload> MakeWorkload(Kind kind, size_t bytes, int tensors, int ranks,
+                                       bool wait = true);
 
 }  // namespace troika::bench
