@@ -181,8 +181,10 @@ absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
     }
   }
   if (elements == 0) return absl::OkStatus();
-  const std::string shape = absl::StrCat(" (shape ", ShapeString(r.shape), ", ", elements,
-                                         elements == 1 ? " element)" : " elements)");
+  auto shape = [&] {  // for messages only: not built on the fast path
+    return absl::StrCat(" (shape ", ShapeString(r.shape), ", ", elements,
+                        elements == 1 ? " element)" : " elements)");
+  };
   switch (r.type) {
     case CollectiveType::kBarrier:
     case CollectiveType::kJoin:
@@ -195,17 +197,17 @@ absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
         if (member.ok()) position = member->first;
       }
       if (position == r.root && entry.in == nullptr) {
-        return invalid(absl::StrCat("the input buffer is null on the root", shape));
+        return invalid(absl::StrCat("the input buffer is null on the root", shape()));
       }
       break;
     }
     default:
-      if (entry.in == nullptr) return invalid(absl::StrCat("the input buffer is null", shape));
+      if (entry.in == nullptr) return invalid(absl::StrCat("the input buffer is null", shape()));
   }
   const bool writes_out =
       r.type == CollectiveType::kAllreduce || r.type == CollectiveType::kBroadcast;
   if (writes_out && entry.out == nullptr) {
-    return invalid(absl::StrCat("the output buffer is null", shape));
+    return invalid(absl::StrCat("the output buffer is null", shape()));
   }
   return absl::OkStatus();
 }

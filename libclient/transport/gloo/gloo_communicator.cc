@@ -130,16 +130,16 @@ GlooCommunicator::~GlooCommunicator() = default;
 
 template <typename Body>
 absl::Status GlooCommunicator::Run(const char* what, Body&& body) {
-  const std::string where = absl::StrCat(" (rank ", rank(), " of ", size(), ")");
+  auto where = [this] { return absl::StrCat(" (rank ", rank(), " of ", size(), ")"); };
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
       return absl::CancelledError(
-          absl::StrCat("gloo ", what, " rejected", where, ": the communicator was aborted"));
+          absl::StrCat("gloo ", what, " rejected", where(), ": the communicator was aborted"));
     }
     if (!error_.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "gloo ", what, " rejected", where,
+          "gloo ", what, " rejected", where(),
           ": the communicator is unusable after an earlier error: ", error_.message()));
     }
   }
@@ -156,10 +156,10 @@ absl::Status GlooCommunicator::Run(const char* what, Body&& body) {
   // that seemed to complete may hold partial data.
   if (aborted_) {
     status = absl::CancelledError(
-        absl::StrCat("gloo ", what, " aborted", where, ": Abort() was called"));
+        absl::StrCat("gloo ", what, " aborted", where(), ": Abort() was called"));
   } else if (!status.ok()) {
     status = absl::Status(status.code(),
-                          absl::StrCat("gloo ", what, " failed", where, ": ", status.message()));
+                          absl::StrCat("gloo ", what, " failed", where(), ": ", status.message()));
   }
   if (status.ok()) return status;
   {
