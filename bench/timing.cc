@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "bench/report.h"
 #include "common/status_macros.h"
 
 namespace troika::bench {
@@ -34,12 +35,6 @@ absl::StatusOr<double> WarmUp(transport::Communicator& sync,
   ASSIGN_OR_RETURN(cold, SlowestRank(sync, cold));
   ASSIGN_OR_RETURN(double warm, MeanSeconds(iteration, Count(kWarmupSeconds, cold, 1000)));
   return SlowestRank(sync, warm);
-}
-
-double MedianOf(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace
@@ -73,7 +68,7 @@ absl::StatusOr<std::pair<double, double>> TimeInterleaved(transport::Communicato
     means_a.push_back(mean_a);
     means_b.push_back(mean_b);
   }
-  return std::make_pair(MedianOf(std::move(means_a)), MedianOf(std::move(means_b)));
+  return std::make_pair(Median(std::move(means_a)), Median(std::move(means_b)));
 }
 
 }  // namespace troika::bench
