@@ -51,10 +51,11 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Steady-state schedules: called by the turn's holder (no lock held) when an entry of schedule
-  // `schedule` at `position` completed — `go`: its tensors are done; else the combined vote
-  // was void: the schedule ended there, the entry's tensors are back in the table, and every
-  // later entry of the schedule queued here is dropped unexecuted. Set before Start().
+  // Steady-state schedules: called by the turn's holder (no lock held) when an entry of
+  // schedule `schedule` at `position` completed — `go`: its tensors are done; else the
+  // combined vote was void: the schedule ended there, the entry's tensors are back in the
+  // table, and every later entry of the schedule queued here is dropped unexecuted. Set
+  // before Start().
   using ScheduledFn = std::function<void(int64_t schedule, int64_t position, bool go)>;
   void OnScheduled(ScheduledFn fn) { on_scheduled_ = std::move(fn); }
 
@@ -118,10 +119,7 @@ class Executor {
   std::deque<Queued> queue_;  // guarded by mu_
   bool stopping_ = false;     // guarded by mu_
   bool aborted_ = false;      // guarded by mu_
-  // Guarded by mu_: an entry is running (the turn is held); the executor thread was not
-  // woken for what is queued (EnqueueScheduled without wake).
-  bool running_ = false;
-  bool unwoken_ = false;
+  bool running_ = false;      // guarded by mu_; an entry is running (the turn is held)
   std::thread thread_;
 };
 
