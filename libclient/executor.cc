@@ -57,7 +57,7 @@ void Executor::RunInline(const std::function<bool()>& done) {
   // Only scheduled entries (host allreduces of set 0); a GPU launch or a process set's
   // connection stays on the executor thread.
   auto claimable = [&] {
-    return !running_ && !aborted_ && !queue_.empty() && queue_.front().schedule != 0;
+    return !running_ && !queue_.empty() && queue_.front().schedule != 0;  // empty if aborted
   };
   while (claimable()) {
     lock.unlock();

@@ -270,15 +270,11 @@ PYBIND11_MODULE(_troika, m) {
             troika::AllreduceOptions options =
                 MakeAllreduceOptions(op, prescale, postscale, process_set, device, ready_stream);
             options.wait = wait;
-            troika::Handle handle;
-            if (wait) {
-              py::gil_scoped_release release;
-              handle = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
-                                   options);
-            } else {
-              handle = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
-                                   options);
-            }
+            std::optional<py::gil_scoped_release> release;  // while it blocks
+            if (wait) release.emplace();
+            troika::Handle handle =
+                c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape), options);
+            release.reset();
             return Wrap(std::move(handle), device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),

@@ -180,15 +180,5 @@ TEST_F(ExecutorTest, StopRunsAnEntryQueuedWithoutWakeThatNobodyRan) {
   EXPECT_TRUE(state->status.ok()) << state->status;
 }
 
-TEST_F(ExecutorTest, RunInlineAfterAbortRunsNothing) {
-  StartExecutor();
-  std::shared_ptr<OpState> state = Queue("t", 0, /*wake=*/false);
-  executor_->Abort();
-  executor_->RunInline([&] { return Done(state); });
-  executor_->Stop();
-  std::lock_guard<std::mutex> lock(mu_);
-  EXPECT_TRUE(ran_on_.empty());
-}
-
 }  // namespace
 }  // namespace troika::internal

@@ -177,8 +177,8 @@ absl::Status GlooCommunicator::Allreduce(void* data, size_t count, DataType dtyp
     const size_t bytes = count * DataTypeSize(dtype);
     // Only the element width matters to Gloo; the reduction function knows the type. Gloo's
     // ring sends a message per segment that holds data, at most one per element: a few
-    // elements that fill 2, 4 or 8 bytes go as one wide element (one message per step; a
-    // float32 and a schedule's vote: 25-30% faster than as two, docs/PERFORMANCE.md).
+    // elements that fill 2, 4 or 8 bytes go as one wide element (one message per step: a
+    // float32 and a schedule's vote cost what one float32 does, docs/PERFORMANCE.md).
     const size_t width = bytes == 2 || bytes == 4 || bytes == 8 ? bytes : DataTypeSize(dtype);
     const size_t per_element = width / DataTypeSize(dtype);  // the type's elements in one
     ::gloo::AllreduceOptions opts(context_);
