@@ -158,6 +158,14 @@ void Controller::BeginSchedule(Schedule schedule) {
   }
   cv_.notify_all();  // the sender reports the schedule's progress from now on
   for (const std::string& name : absorbed) cache_.Absorbed(name);
+  // A thread already blocked on a tensor the schedule took (its wait began before the
+  // schedule came) would wait forever if the tensor's entry needs tensors not submitted yet.
+  // Waits begun since see the schedule themselves (WaitTracker::Waiting, Blocked).
+  if (!waits_) return;
+  for (const std::string& name : waits_->BlockedNames()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (schedule_ && schedule_->WaitDeviates(name)) DeviateLocked();
+  }
 }
 
 void Controller::Scheduled(int64_t id, int64_t position, bool go) {

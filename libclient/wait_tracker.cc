@@ -11,7 +11,16 @@ uint64_t WaitTracker::Blocked(const std::string& name) {
   const uint64_t token = next_token_++;
   blocked_.emplace(token, name);
   ReportLocked();
+  // Checked again: a steady-state schedule may have arrived since the wait began.
+  if (flush_) flush_(name);
   return token;
+}
+
+std::vector<std::string> WaitTracker::BlockedNames() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [token, name] : blocked_) names.push_back(name);
+  return names;
 }
 
 void WaitTracker::Unblocked(uint64_t token) {

@@ -53,8 +53,11 @@ class WaitTracker {
   WaitTracker(const WaitTracker&) = delete;
   WaitTracker& operator=(const WaitTracker&) = delete;
 
-  // A thread is now blocked on the op named `name`; pass the token to Unblocked().
+  // A thread is now blocked on the op named `name`; pass the token to Unblocked(). Calls the
+  // flush (below) again for it.
   uint64_t Blocked(const std::string& name);
+  // The ops threads are blocked on now (Blocked and not Unblocked).
+  std::vector<std::string> BlockedNames() const;
   // The thread holding `token` stopped waiting.
   void Unblocked(uint64_t token);
   // Drops the sink: nothing is sent after this returns (the context is shutting down).
@@ -93,7 +96,7 @@ class WaitTracker {
   void ReportLocked();
 
   const int rank_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   // Guarded by mu_.
   Sink sink_;
   std::function<void()> wake_;
