@@ -3,6 +3,7 @@
 // — another tensor, another shape, a wait the schedule cannot satisfy, a join, a new process
 // set, a shutdown — ends the schedule with the outcome negotiation gives, and steps go on.
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/forwarding_channel.h"
 #include "tests/integration/test_cluster.h"
 
 namespace troika::testing {
@@ -421,6 +424,115 @@ TEST(ScheduleTest, ADeviationEndsTheScheduleOnRanksThatSubmitNothing) {
     EXPECT_EQ(extra[rank], kRanks);
   });
   for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  ShutdownAll(contexts);
+}
+
+// Holds back the first schedule that comes down the stream (and what follows it) until
+// Release(); later ones pass.
+class ScheduleHoldingChannel : public ForwardingChannel {
+ public:
+  using ForwardingChannel::ForwardingChannel;
+  internal::SessionEvent Receive() override {
+    internal::SessionEvent event = ForwardingChannel::Receive();
+    if (event.down.schedule.has_value()) {
+      absl::MutexLock lock(&mu_);
+      holding_ = !released_;
+      mu_.Await(absl::Condition(&released_));
+      holding_ = false;
+    }
+    return event;
+  }
+  void Cancel() override {
+    Release();
+    ForwardingChannel::Cancel();
+  }
+  bool holding() {
+    absl::MutexLock lock(&mu_);
+    return holding_;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A thread that began waiting for a tensor before the schedule came (it submitted the tensor
+// under negotiation), and was already registered as blocked, is not left waiting when the
+// schedule puts that tensor in one entry with a tensor the thread has not submitted yet: the
+// rank deviates as the schedule arrives, and the step completes under negotiation.
+TEST(ScheduleTest, AWaitBegunBeforeTheScheduleCameEndsItInsteadOfWaitingForever) {
+  coordinator::CoordinatorOptions options = Schedules(true);
+  // Ranks send each step's two requests together and they fuse: one entry of "t0" and "t1".
+  options.registry.negotiator.cycle_time = absl::Milliseconds(100);
+  TestCluster cluster(options);
+  ScheduleHoldingChannel* held = nullptr;
+  auto contexts =
+      JoinThrough(cluster, "job", kRanks,
+                  [&](int rank, auto real) -> std::unique_ptr<internal::ControlChannel> {
+                    if (rank != 0) return real;
+                    auto channel = std::make_unique<ScheduleHoldingChannel>(std::move(real));
+                    held = channel.get();
+                    return channel;
+                  });
+  ASSERT_NE(held, nullptr);
+  const std::vector<int64_t> sizes = {6, 6};
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  // Steps until the coordinator publishes the schedule (rank 0 does not get it yet).
+  for (int s = 0; s < 10 && job->Describe().schedules.active == 0; ++s) {
+    ExpectSums(Step(contexts, sizes), sizes, "step");
+  }
+  const coordinator::ScheduleInfo info = job->Describe().schedules;
+  ASSERT_EQ(info.active, 1) << "no schedule formed";
+  ASSERT_EQ(info.entries, 1) << "t0 and t1 were not fused";
+  const absl::Time arrival = absl::Now() + absl::Seconds(5);
+  while (!held->holding() && absl::Now() < arrival) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(held->holding()) << "rank 0 never received the schedule";
+
+  OnEveryRank(kRanks, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    std::vector<std::vector<float>> in = {Input(rank, 0, 6), Input(rank, 1, 6)};
+    auto submit = [&](int t) {
+      return ctx.Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(), DataType::kFloat32,
+                           {6});
+    };
+    if (rank != 0) {
+      Handle h0 = submit(0);
+      Handle h1 = submit(1);
+      ASSERT_TRUE(h0.Wait().ok()) << h0.Wait();
+      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
+    } else {
+      // Rank 0 reads t0 before it computes (submits) t1.
+      Handle h0 = submit(0);
+      std::atomic<bool> done = false;
+      absl::Status s0;
+      std::thread waiter([&] {
+        s0 = h0.Wait();
+        done = true;
+      });
+      // Long enough for the wait to register as blocked (after 50 ms).
+      absl::SleepFor(absl::Milliseconds(300));
+      EXPECT_FALSE(done) << "t0 completed without the other ranks";
+      const absl::Time released = absl::Now();
+      held->Release();
+      while (!done && absl::Now() < released + absl::Seconds(5)) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      EXPECT_TRUE(done) << "the wait that began before the schedule came still waits 5 s later";
+      waiter.join();
+      ASSERT_TRUE(s0.ok()) << s0;
+      Handle h1 = submit(1);
+      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
+    }
+    ExpectNear(in[0], Sum(0, 6), absl::StrCat("rank ", rank, ", t0"));
+    ExpectNear(in[1], Sum(1, 6), absl::StrCat("rank ", rank, ", t1"));
+  });
+  for (int s = 0; s < 5; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
   ShutdownAll(contexts);
 }
 

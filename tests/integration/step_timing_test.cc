@@ -10,8 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "libclient/context_impl.h"
-#include "libclient/grpc_control_channel.h"
+#include "tests/integration/forwarding_channel.h"
 #include "tests/integration/test_cluster.h"
 #include "troika/c_api.h"
 
@@ -166,51 +165,27 @@ struct Sent {
 };
 
 // The real gRPC channel, recording the ExecReports and the goodbye that go through it.
-class RecordingChannel : public internal::ControlChannel {
+class RecordingChannel : public ForwardingChannel {
  public:
   RecordingChannel(std::unique_ptr<internal::ControlChannel> inner, std::shared_ptr<Sent> sent)
-      : inner_(std::move(inner)), sent_(std::move(sent)) {}
-  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
-                                  const std::string& host, absl::Duration timeout) override {
-    return inner_->Join(job, size, rank, host, timeout);
-  }
-  absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
-                           int64_t epoch) override {
-    return inner_->OpenSession(job, ranks, epoch);
-  }
-  absl::Status Send(const std::vector<TensorRequest>& requests) override {
-    return inner_->Send(requests);
-  }
-  absl::Status SendWaitState(const WaitState& state) override {
-    return inner_->SendWaitState(state);
-  }
+      : ForwardingChannel(std::move(inner)), sent_(std::move(sent)) {}
   absl::Status SendExecReport(const ExecReport& report) override {
     {
       absl::MutexLock lock(&sent_->mu);
       if (sent_->goodbye) sent_->steps_after_goodbye += report.steps.size();
       sent_->report_steps.push_back(report.steps.size());
     }
-    return inner_->SendExecReport(report);
-  }
-  absl::Status SendScheduleEnded(int64_t id, const std::vector<int>& ranks) override {
-    return inner_->SendScheduleEnded(id, ranks);
-  }
-  absl::Status SendScheduleDeviated(int64_t id, const std::vector<int>& ranks) override {
-    return inner_->SendScheduleDeviated(id, ranks);
+    return ForwardingChannel::SendExecReport(report);
   }
   absl::Status Goodbye(const std::vector<int>& ranks) override {
     {
       absl::MutexLock lock(&sent_->mu);
       sent_->goodbye = true;
     }
-    return inner_->Goodbye(ranks);
+    return ForwardingChannel::Goodbye(ranks);
   }
-  internal::SessionEvent Receive() override { return inner_->Receive(); }
-  void Cancel() override { inner_->Cancel(); }
-  transport::Store& store() override { return inner_->store(); }
 
  private:
-  std::unique_ptr<internal::ControlChannel> inner_;
   std::shared_ptr<Sent> sent_;
 };
 
@@ -220,19 +195,10 @@ TEST(StepReportTest, StepsGoUpWithinSecondsAndTheLastBeforeGoodbye) {
   TestCluster cluster;
   std::vector<std::shared_ptr<Sent>> sent;
   for (int r = 0; r < 2; ++r) sent.push_back(std::make_shared<Sent>());
-  std::vector<std::unique_ptr<Context>> contexts(2);
-  OnEveryRank(2, [&](int rank) {
-    auto channel = internal::GrpcControlChannel::Connect(cluster.address(), {.plaintext = true},
-                                                         kTestJobToken);
-    ASSERT_TRUE(channel.ok()) << channel.status();
-    auto transport = transport::CreateTransport("gloo");
-    ASSERT_TRUE(transport.ok()) << transport.status();
-    auto context = internal::ContextImpl::Create(
-        cluster.RankOptions("reports", rank, 2),
-        std::make_unique<RecordingChannel>(*std::move(channel), sent[rank]), *std::move(transport));
-    ASSERT_TRUE(context.ok()) << context.status();
-    contexts[rank] = *std::move(context);
-  });
+  std::vector<std::unique_ptr<Context>> contexts =
+      JoinThrough(cluster, "reports", 2, [&](int rank, auto real) {
+        return std::make_unique<RecordingChannel>(std::move(real), sent[rank]);
+      });
   ASSERT_TRUE(contexts[0] && contexts[1]);
   OnEveryRank(2, [&](int rank) {
     Context& ctx = *contexts[rank];
