@@ -164,6 +164,11 @@ struct ScheduleProgress {
     absl::Duration submitted_ago;
   };
   std::vector<Waiting> waiting;
+  // Tensors n (of these rounds) such that the rank saw an operation complete (a Wait or a
+  // Poll that found it done) between its submissions of tensors n and n + 1 of one round (n
+  // the last tensor: and tensor 0 of the next round): the latter may depend on an earlier
+  // result, so the two must not share a collective.
+  std::vector<int32_t> cut_after;
 
   bool empty() const { return submitted_ago.empty() && waiting.empty(); }
 };

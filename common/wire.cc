@@ -289,6 +289,7 @@ void ToWire(const ExecReport& in, v1::ExecReport* out) {
       wire->add_waiting_rounds(w.round);
       wire->add_waiting_ago_us(absl::ToInt64Microseconds(w.submitted_ago));
     }
+    for (int32_t n : progress.cut_after) wire->add_cut_after(n);
   }
 }
 
@@ -331,6 +332,7 @@ ExecReport FromWire(const v1::ExecReport& in) {
       progress.waiting.push_back({wire.waiting_tensors(i), wire.waiting_rounds(i),
                                   absl::Microseconds(wire.waiting_ago_us(i))});
     }
+    progress.cut_after.assign(wire.cut_after().begin(), wire.cut_after().end());
   }
   return out;
 }

@@ -57,6 +57,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       created_at_(clock.Now()),
       straggler_margin_(options.straggler_margin),
       deadlock_detection_(options.deadlock_detection),
+      schedule_buckets_(options.schedule_buckets),
       on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
       kv_(scheduler),

@@ -71,6 +71,10 @@ struct JobOptions {
   // Steady-state schedules (docs/protocol.md, Schedules): once the job's responses repeat,
   // its ranks are sent the period to execute without requests. Default: off.
   bool schedules = false;
+  // Schedules fuse neighbouring entries into collectives of up to the fusion threshold once
+  // the ranks' reports show that no rank needs one's result before it submits the next
+  // (docs/protocol.md, Schedules). Default: on.
+  bool schedule_buckets = true;
   // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
   std::optional<AutotuneConfig> autotune;
   // Called (under the job's lock: must be quick and take no lock the job may wait for) when
@@ -246,6 +250,22 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
                                       absl::Time sent_at);
   // The active schedule's tensors that ranks report waiting for, with the ranks that do not.
   std::vector<PendingTensor> ScheduledPendingLocked() const;
+  // Once the active schedule ran kLearnRounds rounds: records which of its neighbouring
+  // tensors may share a collective (joinable_, separable_); ends the schedule if it can run
+  // in fewer collectives (the next one is published bucketed).
+  void LearnFromScheduleLocked();
+  static constexpr int64_t kLearnRounds = 3;
+  // Tells every session to deviate from the active schedule (once per schedule).
+  void RevokeScheduleLocked();
+  // `period`, neighbouring fusible entries fused up to the fusion threshold where every pair
+  // of neighbouring tensors in the result is joinable_.
+  std::vector<Response> BucketLocked(std::vector<Response> period) const;
+  // Whether `period` (cyclic) starts right after a pair of tensors that must not share a
+  // collective, or has no such pair: buckets then end where steps do. A schedule the period
+  // would bucket waits for such a start (the period shifts by a response with each one), for
+  // at most kMaxUnalignedPublications attempts.
+  bool StartsAfterACutLocked(const std::vector<Response>& period) const;
+  static constexpr int kMaxUnalignedPublications = 64;
   void MaybeDoneLocked();
   bool DoneLocked() const;
   v1::JobRecord RecordLocked() const;
@@ -261,6 +281,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const absl::Time created_at_;
   const absl::Duration straggler_margin_;
   const bool deadlock_detection_;
+  const bool schedule_buckets_;
   const std::function<void(AbortCause)> on_abort_;
   const std::function<void(const v1::JobRecord&)> on_record_;
   KvStore kv_;          // thread-safe on its own
@@ -324,11 +345,24 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     std::vector<int64_t> reported_through;  // by rank: the last round it reported
     // By rank: what its last report said it waits for, (tensor, round) -> submitted at.
     std::vector<std::map<std::pair<int, int64_t>, absl::Time>> waiting;
+    std::vector<Response> responses;  // the schedule's entries, as published
+    // Tensors n after which some rank saw a completion before it submitted tensor n + 1
+    // (ScheduleProgress::cut_after), over `full_rounds` rounds every rank reported.
+    std::set<int> cut_after;
+    int64_t full_rounds = 0;
+    bool learned = false;   // LearnFromScheduleLocked ran
+    bool bucketed = false;  // entries fused beyond negotiation's (BucketLocked)
   };
   std::optional<ActiveSchedule> schedule_;
   int64_t next_schedule_id_ = 1;
   int schedules_ended_ = 0;  // schedules that ended: each asks one more repeat of the next
-  ClientSettings settings_;  // what the sessions were last sent
+  // Pairs of neighbouring tensors (by name, in a period's order) that ran in a schedule for
+  // kLearnRounds rounds without a rank seeing a completion between their submissions (they
+  // may share a collective), and pairs some rank did see one between (they may not).
+  std::set<std::pair<std::string, std::string>> joinable_, separable_;
+  int unaligned_publications_ = 0;  // attempts put off by StartsAfterACutLocked
+  int young_bucketed_ends_ = 0;     // see LeaveScheduleLocked
+  ClientSettings settings_;         // what the sessions were last sent
 };
 
 const char* JobStateName(Job::State state);

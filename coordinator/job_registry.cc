@@ -62,6 +62,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
   job_options.straggler_margin = options_.straggler_margin;
   job_options.deadlock_detection = options_.deadlock_detection;
   job_options.schedules = options_.schedules;
+  job_options.schedule_buckets = options_.schedule_buckets;
   job_options.token = token;
   job_options.on_abort = [counters = counters_](AbortCause cause) {
     counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);

@@ -33,6 +33,8 @@ struct JobRegistryOptions {
   bool deadlock_detection = true;
   // See JobOptions. Default false.
   bool schedules = false;
+  // See JobOptions. Default true.
+  bool schedule_buckets = true;
   // Autotune every job (see JobOptions). Default: off.
   std::optional<AutotuneOptions> autotune;
   // Where each tuned job writes <job>-autotune.csv and <job>-autotune.params (the job name

@@ -28,7 +28,14 @@ void Job::MaybePublishScheduleLocked() {
   }
   std::optional<std::vector<Response>> period = schedule_detector_->Period();
   if (!period) return;
-  Schedule schedule{next_schedule_id_++, std::move(*period)};
+  const size_t negotiated = period->size();
+  std::vector<Response> entries = BucketLocked(*period);
+  if (entries.size() < negotiated && !StartsAfterACutLocked(*period) &&
+      ++unaligned_publications_ <= kMaxUnalignedPublications) {
+    return;  // a later response may end the period where a step ends
+  }
+  unaligned_publications_ = 0;
+  Schedule schedule{next_schedule_id_++, std::move(entries)};
   // Names travel: a rank needs them before it submits.
   for (Response& entry : schedule.entries) entry.ids_known = false;
   ActiveSchedule active{
@@ -40,7 +47,12 @@ void Job::MaybePublishScheduleLocked() {
       .entry_bytes = {},
       .rounds = {},
       .reported_through = std::vector<int64_t>(size_, -1),
-      .waiting = std::vector<std::map<std::pair<int, int64_t>, absl::Time>>(size_)};
+      .waiting = std::vector<std::map<std::pair<int, int64_t>, absl::Time>>(size_),
+      .responses = schedule.entries,
+      .cut_after = {},
+      .full_rounds = 0,
+      .learned = false,
+      .bucketed = schedule.entries.size() < negotiated};
   for (int r = 0; r < size_; ++r) active.executing.insert(r);
   for (size_t e = 0; e < schedule.entries.size(); ++e) {
     const Response& entry = schedule.entries[e];
@@ -54,7 +66,10 @@ void Job::MaybePublishScheduleLocked() {
   }
   TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << active.id << " of " << active.entries
                    << " responses (" << active.tensors.names.size()
-                   << " tensors) runs without negotiation";
+                   << " tensors) runs without negotiation"
+                   << (active.bucketed
+                           ? absl::StrCat(" (fused from ", negotiated, " negotiated responses)")
+                           : "");
   schedule_ = std::move(active);
   auto down = std::make_shared<DownMessage>();
   down->schedule = std::move(schedule);
@@ -71,6 +86,13 @@ void Job::LeaveScheduleLocked(int rank) {
   schedule_->waiting[rank].clear();
   if (!schedule_->executing.empty()) return;
   TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule_->id << " ended";
+  // A bucketed schedule that ended before every rank completed one round of it most likely
+  // fused a tensor with one it depends on through something the ranks cannot see (not a Wait
+  // or a Poll): after two, this job's schedules keep negotiation's fusion.
+  if (schedule_->bucketed && schedule_->full_rounds == 0 && ++young_bucketed_ends_ == 2) {
+    TROIKA_LOG(WARNING) << "job '" << name_ << "': two fused schedules ended in their first "
+                        << "step; schedules keep negotiation's fusion from now on";
+  }
   schedule_.reset();
   // A schedule that ended asks the next one to be seen repeating once more (up to 8 times):
   // a job whose steps keep changing settles on negotiation.
@@ -102,6 +124,13 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
                                                      " tensors, not tensor ", w.tensor));
     }
   }
+  for (int32_t n : progress.cut_after) {
+    if (n < 0 || static_cast<size_t>(n) >= tensors) {
+      return absl::InvalidArgumentError(absl::StrCat("schedule ", schedule.id, " has ", tensors,
+                                                     " tensors: no tensor after ", n));
+    }
+  }
+  schedule.cut_after.insert(progress.cut_after.begin(), progress.cut_after.end());
   std::vector<ReadyRecord> records;
   std::vector<int64_t> entry_bytes;
   for (size_t i = 0; i < rounds; ++i) {
@@ -124,6 +153,7 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
       waited.push_back(std::max(absl::ZeroDuration(), submitted[n] - completed[e]));
     }
     if (++round.reported < size_) continue;
+    ++schedule.full_rounds;
     // Every rank's tensors waited until their entry completed (at about the same moment on
     // every rank): who waited least arrived last. Free of clock differences between ranks.
     for (size_t n = 0; n < tensors; ++n) {
@@ -158,6 +188,7 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
   }
   schedule.waiting[rank] = std::move(waiting);
 
+  if (!schedule.learned && schedule.full_rounds >= kLearnRounds) LearnFromScheduleLocked();
   if (!records.empty()) {
     metrics_.OnAllreduceResponses(entry_bytes, negotiator_.options().fusion_threshold_bytes);
     RecordReadyLocked(records);
@@ -167,6 +198,92 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
     if (next != absl::InfiniteFuture()) ArmStallTimerLocked(next);
   }
   return absl::OkStatus();
+}
+
+void Job::RevokeScheduleLocked() {
+  schedule_->revoked = true;
+  auto down = std::make_shared<DownMessage>();
+  down->end_schedule = schedule_->id;
+  BroadcastLocked(std::move(down));
+}
+
+void Job::LearnFromScheduleLocked() {
+  ActiveSchedule& schedule = *schedule_;
+  schedule.learned = true;
+  const size_t tensors = schedule.period.size();
+  for (size_t n = 0; n < tensors; ++n) {  // the last: with the next round's first
+    std::pair<std::string, std::string> pair{schedule.period[n].name,
+                                             schedule.period[(n + 1) % tensors].name};
+    if (schedule.cut_after.count(static_cast<int>(n)) > 0) {
+      joinable_.erase(pair);
+      separable_.insert(std::move(pair));
+    } else if (separable_.count(pair) == 0) {
+      joinable_.insert(std::move(pair));
+    }
+  }
+  if (schedule.bucketed || schedule.revoked) return;
+  const size_t collectives = BucketLocked(schedule.responses).size();
+  if (collectives >= schedule.responses.size()) return;
+  // Ranks deviate at the next entry none has entered; negotiation then sees the steps repeat
+  // again, and the next schedule is published bucketed.
+  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule.id << " ends: its "
+                   << schedule.responses.size() << " responses can run as " << collectives
+                   << " collectives";
+  RevokeScheduleLocked();
+}
+
+bool Job::StartsAfterACutLocked(const std::vector<Response>& period) const {
+  std::vector<const std::string*> names;
+  for (const Response& entry : period) {
+    for (const std::string& name : entry.names) names.push_back(&name);
+  }
+  auto separable = [&](size_t n) {
+    return separable_.count({*names[n], *names[(n + 1) % names.size()]}) > 0;
+  };
+  if (separable(names.size() - 1)) return true;
+  for (size_t n = 0; n + 1 < names.size(); ++n) {
+    if (separable(n)) return false;
+  }
+  return true;  // no step boundary known: any rotation is as good
+}
+
+std::vector<Response> Job::BucketLocked(std::vector<Response> period) const {
+  if (!schedule_buckets_ || young_bucketed_ends_ >= 2) return period;
+  const int64_t limit = negotiator_.options().fusion_threshold_bytes;
+  auto joinable = [&](const std::string& a, const std::string& b) {
+    return joinable_.count({a, b}) > 0;
+  };
+  auto all_joinable = [&](const Response& r) {
+    for (size_t i = 0; i + 1 < r.names.size(); ++i) {
+      if (!joinable(r.names[i], r.names[i + 1])) return false;
+    }
+    return true;
+  };
+  auto bytes_of = [&](const Response& r) {
+    int64_t bytes = 0;
+    for (int32_t id : r.cache_ids) bytes += negotiator_.CachedBytes(id);
+    return bytes;
+  };
+  std::vector<Response> buckets;
+  int64_t bytes = 0;
+  bool open = false;  // buckets.back() may take more entries
+  for (Response& entry : period) {
+    const int64_t entry_bytes = bytes_of(entry);
+    if (open && Fusible(buckets.back(), entry) && bytes + entry_bytes <= limit &&
+        joinable(buckets.back().names.back(), entry.names.front()) && all_joinable(entry)) {
+      Response& bucket = buckets.back();
+      bucket.names.insert(bucket.names.end(), entry.names.begin(), entry.names.end());
+      bucket.cache_ids.insert(bucket.cache_ids.end(), entry.cache_ids.begin(),
+                              entry.cache_ids.end());
+      bucket.elements.insert(bucket.elements.end(), entry.elements.begin(), entry.elements.end());
+      bytes += entry_bytes;
+      continue;
+    }
+    open = all_joinable(entry);
+    bytes = entry_bytes;
+    buckets.push_back(std::move(entry));
+  }
+  return buckets;
 }
 
 std::vector<PendingTensor> Job::ScheduledPendingLocked() const {
@@ -206,12 +323,9 @@ absl::Status Job::DeviateSchedule(SessionSink* sink, int64_t id, const std::vect
   // Ranks waiting for their own next submission (or not submitting at all: shutting down,
   // busy elsewhere) would leave the deviating ranks blocked in their void entry: every rank
   // deviates at once instead. Ranks already in that entry complete it with the void vote.
-  schedule_->revoked = true;
   TROIKA_LOG(INFO) << "job '" << name_ << "': " << FormatRanks(ranks) << " deviated from schedule "
                    << id << "; ending it on every rank";
-  auto down = std::make_shared<DownMessage>();
-  down->end_schedule = id;
-  BroadcastLocked(std::move(down));
+  RevokeScheduleLocked();
   return absl::OkStatus();
 }
 

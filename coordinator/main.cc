@@ -39,6 +39,10 @@ ABSL_FLAG(bool, deadlock_detection, true,
 ABSL_FLAG(bool, schedules, false,
           "steady-state schedules (docs/protocol.md): once a job's steps repeat, its ranks run "
           "them without a round trip per collective until one deviates");
+ABSL_FLAG(bool, schedule_buckets, true,
+          "with --schedules: fuse a schedule's neighbouring allreduces into collectives of up "
+          "to the fusion threshold once the ranks show that none needs one's result before it "
+          "submits the next (docs/protocol.md)");
 ABSL_FLAG(int, max_job_size, 65536, "most ranks one job may have");
 ABSL_FLAG(int, max_jobs, 10000, "most jobs held at once; more are refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -131,6 +135,7 @@ int main(int argc, char** argv) {
   options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
   options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
   options.registry.schedules = absl::GetFlag(FLAGS_schedules);
+  options.registry.schedule_buckets = absl::GetFlag(FLAGS_schedule_buckets);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||

@@ -10,7 +10,6 @@
 #include "coordinator/agreement.h"
 
 namespace troika::coordinator {
-namespace {
 
 bool Fusible(const Response& a, const Response& b) {
   return a.type == CollectiveType::kAllreduce && b.type == CollectiveType::kAllreduce &&
@@ -18,6 +17,8 @@ bool Fusible(const Response& a, const Response& b) {
          a.prescale == b.prescale && a.postscale == b.postscale && a.device == b.device &&
          a.compression == b.compression && a.joined_ranks == b.joined_ranks;
 }
+
+namespace {
 
 bool IsAllreduce(const Response& r) {
   return r.type == CollectiveType::kAllreduce && !r.is_error();

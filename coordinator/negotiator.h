@@ -50,6 +50,10 @@ struct NegotiatorOptions {
   int max_pending_tensors = 65536;
 };
 
+// Whether allreduce responses `a` and `b` may run as one fused allreduce (same dtype, op,
+// scale factors, device, compression and joined ranks; neither an error).
+bool Fusible(const Response& a, const Response& b);
+
 // A tensor that became ready: when each rank submitted it, for straggler statistics and the
 // timeline.
 struct ReadyRecord {

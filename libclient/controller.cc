@@ -75,7 +75,8 @@ absl::Status Controller::Submit(Entry entry, bool caller_waits) {
 
 bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_executor) {
   if (schedule_) {
-    if (!schedule_->deviated() && schedule_->Submit(request, order, absl::Now())) {
+    if (!schedule_->deviated() &&
+        schedule_->Submit(request, order, absl::Now(), waits_ ? waits_->Observations() : 0)) {
       for (ClientSchedule::Step& step : schedule_->TakeReady()) {
         executor_.EnqueueScheduled(schedule_->id(), std::move(step), wake_executor);
       }

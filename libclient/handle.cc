@@ -81,6 +81,11 @@ bool WaitUntil(OpState& state, absl::Time deadline) {
   return finished;
 }
 
+// The caller saw `state` complete: tells the op's wait tracker (WaitTracker::Observed).
+void Observed(const OpState& state) {
+  if (std::shared_ptr<WaitTracker> tracker = state.tracker.lock()) tracker->Observed();
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -93,16 +98,23 @@ bool Handle::Poll() const {
   internal::OpState& state = *state_;
   uint64_t id = 0;
   absl::Time now;
+  bool done;
   {
     std::lock_guard<std::mutex> lock(state.mu);
-    if (state.done) return true;
+    done = state.done;
     // Not done: a run of polls counts as waiting (internal::WaitTracker::Polled). The tracker
     // hears of it at most every kPollNoticeEvery, so spinning costs this lock and a clock read.
-    now = absl::Now();
-    if (now - state.poll_noticed < internal::kPollNoticeEvery) return false;
-    state.poll_noticed = now;
-    if (state.poll_id == 0) state.poll_id = internal::NextPollId();
-    id = state.poll_id;
+    if (!done) {
+      now = absl::Now();
+      if (now - state.poll_noticed < internal::kPollNoticeEvery) return false;
+      state.poll_noticed = now;
+      if (state.poll_id == 0) state.poll_id = internal::NextPollId();
+      id = state.poll_id;
+    }
+  }
+  if (done) {
+    internal::Observed(state);
+    return true;
   }
   std::shared_ptr<internal::WaitTracker> tracker = state.tracker.lock();
   if (!tracker) return false;
@@ -116,12 +128,14 @@ bool Handle::Poll() const {
     if (!state.done) return false;
   }
   tracker->PollEnded(id);
+  tracker->Observed();
   return true;
 }
 
 absl::Status Handle::Wait() const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
   internal::WaitUntil(*state_, absl::InfiniteFuture());
+  internal::Observed(*state_);
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
 }
@@ -131,6 +145,7 @@ absl::Status Handle::WaitFor(absl::Duration timeout) const {
   if (!internal::WaitUntil(*state_, absl::Now() + timeout)) {
     return absl::DeadlineExceededError("operation still in progress");
   }
+  internal::Observed(*state_);
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
 }
@@ -151,6 +166,7 @@ absl::Status Handle::WaitOnStream(void* stream) const {
     if (!state_->stream_waiter) return state_->status;  // failed before it was issued
     waiter = state_->stream_waiter;
   }
+  internal::Observed(*state_);  // what the stream runs next may depend on the result
   waiter(stream);
   return absl::OkStatus();
 }

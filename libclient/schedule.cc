@@ -31,7 +31,8 @@ ClientSchedule::ClientSchedule(Schedule schedule,
   if (entries_.empty()) complete_ = false;
 }
 
-bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now) {
+bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now,
+                            uint64_t observed) {
   if (deviated_ || request.process_set != 0) return false;
   auto slot = slot_.find(request.name);
   if (slot == slot_.end() || !(slot->second.request == request)) return false;
@@ -47,9 +48,11 @@ bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::
   Round& round = rounds_[position / k];
   if (round.submitted.empty()) {
     round.submitted.resize(static_cast<size_t>(tensors_));
+    round.observed.resize(static_cast<size_t>(tensors_));
     round.completed.resize(entries_.size());
   }
   round.submitted[static_cast<size_t>(tensor)] = now;
+  round.observed[static_cast<size_t>(tensor)] = observed;
   return true;
 }
 
@@ -114,7 +117,18 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
       done_submitted_.size() + round.submitted.size() <= kMaxReportedTensors) {
     done_submitted_.insert(done_submitted_.end(), round.submitted.begin(), round.submitted.end());
     done_completed_.insert(done_completed_.end(), round.completed.begin(), round.completed.end());
+    for (size_t n = 0; n + 1 < round.observed.size(); ++n) {
+      if (round.observed[n] != round.observed[n + 1]) {
+        done_cut_after_.insert(static_cast<int32_t>(n));
+      }
+    }
+    // The last tensor of the round before and this round's first.
+    if (tail_round_ == it->first - 1 && tail_observed_ != round.observed.front()) {
+      done_cut_after_.insert(tensors_ - 1);
+    }
   }
+  tail_round_ = it->first;
+  tail_observed_ = round.observed.back();
   rounds_.erase(it);
 }
 
@@ -141,6 +155,8 @@ ScheduleProgress ClientSchedule::TakeProgress(absl::Time now, absl::Duration sta
   for (absl::Time t : done_completed_) progress.completed_ago.push_back(now - t);
   done_submitted_.clear();
   done_completed_.clear();
+  progress.cut_after.assign(done_cut_after_.begin(), done_cut_after_.end());
+  done_cut_after_.clear();
   const int64_t k = static_cast<int64_t>(entries_.size());
   const bool stalled = std::ranges::any_of(
       taken_, [&](const auto& taken) { return now - taken.second.submitted >= stalling; });

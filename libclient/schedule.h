@@ -13,13 +13,15 @@
 //
 // It also keeps what the coordinator's stall inspector, straggler statistics, metrics and
 // timeline would have learned from requests (TakeProgress): when each tensor was submitted
-// and each entry completed, per round.
+// and each entry completed, per round; and between which neighbouring tensors the rank saw
+// an operation complete, which the coordinator must not fuse into one collective.
 //
 // Plain state, no threads, no I/O: the controller calls it under its lock, with the time.
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,9 +57,10 @@ class ClientSchedule {
   // Whether `name` (process set 0) is one of the schedule's tensors.
   bool Names(const std::string& name) const { return slot_.count(name) > 0; }
 
-  // This rank submitted `request` (the `order`-th submission) at `now`: true if the schedule
-  // takes it; false if it is a deviation (Deviate() must follow) or the rank already deviated.
-  bool Submit(const TensorRequest& request, uint64_t order, absl::Time now);
+  // This rank submitted `request` (the `order`-th submission) at `now`, when it had seen
+  // `observed` operations complete (WaitTracker::Observations): true if the schedule takes it;
+  // false if it is a deviation (Deviate() must follow) or the rank already deviated.
+  bool Submit(const TensorRequest& request, uint64_t order, absl::Time now, uint64_t observed = 0);
   // The entries that can be entered now, in order (each once).
   std::vector<Step> TakeReady();
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
@@ -95,9 +98,11 @@ class ClientSchedule {
     int tensor;
     absl::Time submitted;
   };
-  // A round some of whose tensors were submitted; the times by tensor and by entry.
+  // A round some of whose tensors were submitted; the times by tensor and by entry, and the
+  // completions seen before each tensor's submission.
   struct Round {
     std::vector<absl::Time> submitted;
+    std::vector<uint64_t> observed;
     std::vector<absl::Time> completed;
     size_t entries_completed = 0;
   };
@@ -117,6 +122,10 @@ class ClientSchedule {
   // times, rounds x tensors and rounds x entries.
   int64_t first_round_ = 0;
   std::vector<absl::Time> done_submitted_, done_completed_;
+  std::set<int32_t> done_cut_after_;  // ScheduleProgress::cut_after of those rounds
+  // The last round completed, and the completions seen before its last tensor's submission.
+  int64_t tail_round_ = -2;
+  uint64_t tail_observed_ = 0;
 };
 
 }  // namespace troika::internal

@@ -17,6 +17,7 @@
 // Thread-safe: any thread may call any method. The sink and the wake callback are called
 // under the tracker's lock (so states leave in order) and must not block or call back.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -83,6 +84,12 @@ class WaitTracker {
   void Waiting(const std::string& name);
   void SetFlush(std::function<void(const std::string& name)> flush);
 
+  // A thread saw an op complete (a Wait returned, a Poll found it done): what it submits next
+  // may depend on the result. Observations() counts them (steady-state schedules keep such
+  // submissions out of the collective of what came before, ClientSchedule::Submit).
+  void Observed() { observations_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t Observations() const { return observations_.load(std::memory_order_relaxed); }
+
  private:
   // A run of polls of one not-done op.
   struct PollRun {
@@ -105,6 +112,7 @@ class WaitTracker {
   std::map<uint64_t, PollRun> polls_;        // op -> its run of polls
   uint64_t next_token_ = 1;
   std::vector<std::string> reported_;  // the last wait set sent; sorted, distinct
+  std::atomic<uint64_t> observations_{0};
 };
 
 }  // namespace troika::internal

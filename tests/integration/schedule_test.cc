@@ -24,9 +24,12 @@ namespace {
 
 constexpr int kRanks = 4;
 
-coordinator::CoordinatorOptions Schedules(bool on, int64_t fusion_threshold_bytes = 64 << 20) {
+// `buckets` off: schedules keep negotiation's fusion (so their bits are negotiation's).
+coordinator::CoordinatorOptions Schedules(bool on, int64_t fusion_threshold_bytes = 64 << 20,
+                                          bool buckets = true) {
   coordinator::CoordinatorOptions options;
   options.registry.schedules = on;
+  options.registry.schedule_buckets = buckets;
   options.registry.negotiator.fusion_threshold_bytes = fusion_threshold_bytes;
   return options;
 }
@@ -138,9 +141,10 @@ void ExpectScheduledStepsMatchNegotiated(TestCluster& cluster, const std::vector
 }
 
 TEST(ScheduleTest, ScheduledStepsEqualNegotiatedOnesBitForBitFused) {
-  TestCluster cluster(Schedules(true));
-  // Submitted together, the tensors fuse into one response per step; the last is over 1 MiB
-  // with the rest (its vote goes in an allreduce of its own).
+  TestCluster cluster(Schedules(true, 64 << 20, /*buckets=*/false));
+  // Submitted together, the tensors fuse into one response per step (mostly: a step that
+  // timing split would be bucketed back together, with other bits, without buckets=false);
+  // the last is over 1 MiB with the rest (its vote goes in an allreduce of its own).
   ExpectScheduledStepsMatchNegotiated(cluster, {1, 3, 1000, 5}, 30);
 }
 
@@ -384,6 +388,99 @@ std::shared_ptr<coordinator::Job> StepUntilScheduled(
     return nullptr;
   }
   return job;
+}
+
+// One step of four allreduces "t0".."t3" of 6 floats, submitted a few milliseconds apart (so
+// that negotiation makes a response of each); `wait_after_t1`: t1 is waited for before t2 is
+// submitted (t2 may depend on t1's result). Every result is checked.
+void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, bool wait_after_t1) {
+  OnEveryRank(kRanks, [&](int rank) {
+    std::vector<std::vector<float>> in;
+    std::vector<Handle> handles;
+    for (int t = 0; t < 4; ++t) {
+      in.push_back(Input(rank, t, 6));
+      handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(),
+                                                  DataType::kFloat32, {6}));
+      if (wait_after_t1 && t == 1) {
+        ASSERT_TRUE(handles[1].Wait().ok()) << handles[1].Wait();
+      }
+      absl::SleepFor(absl::Milliseconds(3));
+    }
+    for (int t = 0; t < 4; ++t) {
+      ASSERT_TRUE(handles[t].Wait().ok()) << handles[t].Wait();
+      ExpectNear(in[t], Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
+    }
+  });
+}
+
+// Steps until the job runs a schedule of `entries` collectives (false after 30 s).
+bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coordinator::Job& job,
+                          int entries, bool wait_after_t1) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    SpacedStep(contexts, wait_after_t1);
+    const coordinator::ScheduleInfo info = job.Describe().schedules;
+    if (info.active != 0 && info.entries == entries) return true;
+  }
+  return false;
+}
+
+// Steps of SpacedStep until the job runs a schedule of `entries` collectives that replaced the
+// first schedule (a response per tensor), then 10 more steps: it holds.
+void ExpectStepsSettleInto(int entries, bool wait_after_t1) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, wait_after_t1))
+      << "no schedule of " << entries << " collectives formed";
+  const coordinator::ScheduleInfo settled = job->Describe().schedules;
+  EXPECT_GT(settled.active, 1) << "the first schedule (a response per tensor) did not give way";
+  EXPECT_EQ(settled.tensors, 4);
+  for (int s = 0; s < 10; ++s) SpacedStep(contexts, wait_after_t1);
+  EXPECT_EQ(job->Describe().schedules.active, settled.active) << "the settled schedule ended";
+  ShutdownAll(contexts);
+}
+
+// The ranks' reports show that none of a step's allreduces waits for another's result: the
+// schedule of one response per tensor gives way to one of a single collective, which holds.
+TEST(ScheduleTest, AllreducesNoRankWaitsBetweenRunAsOneCollectiveOnceReported) {
+  ExpectStepsSettleInto(1, /*wait_after_t1=*/false);
+}
+
+// A rank waits for t1 before it submits t2: t1 and t2 never share a collective (it would
+// never complete), while t0 joins t1 and t2 joins t3.
+TEST(ScheduleTest, AnAllreduceSubmittedAfterAWaitStaysOutOfTheCollectiveBeforeIt) {
+  ExpectStepsSettleInto(2, /*wait_after_t1=*/true);
+}
+
+// Every allreduce is waited for before the next is submitted (as synchronous ones are): no
+// two may share a collective, so the schedule of one response each holds however long the
+// ranks report (it would end, to be replaced by a fused one, if the waits went unseen).
+TEST(ScheduleTest, AllreducesEachWaitedBeforeTheNextKeepAScheduleOfOneCollectiveEach) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  const absl::Time end = absl::Now() + absl::Seconds(4);  // progress reports: about 1 a second
+  while (absl::Now() < end) {
+    OnEveryRank(kRanks, [&](int rank) {
+      for (int t = 0; t < 4; ++t) {
+        std::vector<float> in = Input(rank, t, 6);
+        ASSERT_TRUE(
+            contexts[rank]
+                ->Allreduce(absl::StrCat("t", t), in.data(), in.data(), DataType::kFloat32, {6})
+                .Wait()
+                .ok());
+        ExpectNear(in, Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
+      }
+    });
+  }
+  const coordinator::ScheduleInfo info = job->Describe().schedules;
+  EXPECT_EQ(info.active, 1);
+  EXPECT_EQ(info.published, 1);
+  EXPECT_EQ(info.entries, 4);
+  ShutdownAll(contexts);
 }
 
 // Ranks shut down one after another (here: contexts of one process, on one thread): the

@@ -168,6 +168,34 @@ TEST(ClientScheduleTest, ProgressHasEachCompletedRoundsSubmissionAndCompletionTi
   EXPECT_TRUE(p.waiting.empty());
 }
 
+// A completion seen between two submissions (the count of them changed) cuts the tensors
+// apart: the later one may depend on a result. Tensors in period order: a, b, c.
+TEST(ClientScheduleTest, ProgressNamesTheNeighboursARankSawACompletionBetween) {
+  ClientSchedule s = TwoEntries();
+  auto round = [&](uint64_t first, uint64_t order, std::vector<uint64_t> observed) {
+    // Submitted c, b, a (not the period's order), seeing observed[n] completions before each.
+    ASSERT_TRUE(s.Submit(Req("c"), order, kT0, first + observed[2]));
+    ASSERT_TRUE(s.Submit(Req("b", 8), order + 1, kT0, first + observed[1]));
+    ASSERT_TRUE(s.Submit(Req("a"), order + 2, kT0, first + observed[0]));
+    std::vector<ClientSchedule::Step> ready = s.TakeReady();
+    ASSERT_EQ(ready.size(), 2u);
+    for (const ClientSchedule::Step& step : ready) s.Completed(step.position, kT0);
+  };
+  round(10, 0, {0, 0, 0});  // no completion seen in between
+  EXPECT_TRUE(s.TakeProgress(kT0, absl::Seconds(1)).cut_after.empty());
+  // One seen between c and b (submitted c, then b): b and c are cut apart, and so are the
+  // round before's c and this round's a (submitted after it too).
+  round(10, 3, {1, 1, 0});
+  EXPECT_EQ(s.TakeProgress(kT0, absl::Seconds(1)).cut_after, (std::vector<int32_t>{1, 2}));
+  // One seen between the round before's last tensor (c, at 10) and this round's first (a).
+  round(11, 6, {0, 0, 0});
+  EXPECT_EQ(s.TakeProgress(kT0, absl::Seconds(1)).cut_after, (std::vector<int32_t>{2}));
+  // Between a and b, and b and c, of two rounds in one report: each cut once.
+  round(11, 9, {0, 1, 2});
+  round(13, 12, {0, 0, 1});
+  EXPECT_EQ(s.TakeProgress(kT0, absl::Seconds(1)).cut_after, (std::vector<int32_t>{0, 1}));
+}
+
 TEST(ClientScheduleTest, BlockedForCountsFromTheLastSubmissionOfTheOldestEnteredEntry) {
   ClientSchedule s = TwoEntries();
   auto at = [](int ms) { return kT0 + absl::Milliseconds(ms); };
