@@ -147,6 +147,13 @@ TEST_F(JobScheduleTest, MalformedProgressIsRefused) {
   s = job_->ReportExec(&s0_, beyond);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("not tensor 2"));
+  ExecReport cut = Report(0, 0, 0, {}, 0);
+  cut.schedule->cut_after = {1, 2};  // x and y: tensors 0 and 1
+  s = job_->ReportExec(&s0_, cut);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no tensor after 2"));
+  cut.schedule->cut_after = {-1};
+  EXPECT_EQ(job_->ReportExec(&s0_, cut).code(), absl::StatusCode::kInvalidArgument);
   ExecReport overflow = Report(0, std::numeric_limits<int64_t>::max(), 1, {5, 5}, 1);
   EXPECT_EQ(job_->ReportExec(&s0_, overflow).code(), absl::StatusCode::kInvalidArgument);
   // Another schedule's progress (one that ended) is history, not an error.
