@@ -3,7 +3,6 @@
 // — another tensor, another shape, a wait the schedule cannot satisfy, a join, a new process
 // set, a shutdown — ends the schedule with the outcome negotiation gives, and steps go on.
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -13,98 +12,27 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/forwarding_channel.h"
+#include "tests/integration/schedule_steps.h"
 #include "tests/integration/test_cluster.h"
 
 namespace troika::testing {
 namespace {
 
-constexpr int kRanks = 4;
-
-// `buckets` off: schedules keep negotiation's fusion (so their bits are negotiation's).
-coordinator::CoordinatorOptions Schedules(bool on, int64_t fusion_threshold_bytes = 64 << 20,
-                                          bool buckets = true) {
-  coordinator::CoordinatorOptions options;
-  options.registry.schedules = on;
-  options.registry.schedule_buckets = buckets;
-  options.registry.negotiator.fusion_threshold_bytes = fusion_threshold_bytes;
-  return options;
-}
-
-// What rank `rank` contributes to tensor `tensor`: random values, the same in every step, so
-// that every step's result must be the same bits.
-std::vector<float> Input(int rank, int tensor, int64_t elements) {
-  std::mt19937 gen(static_cast<uint32_t>(rank * 1000 + tensor));
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(static_cast<size_t>(elements));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-std::vector<float> Sum(int tensor, int64_t elements) {
-  std::vector<float> sum(static_cast<size_t>(elements), 0);
-  for (int r = 0; r < kRanks; ++r) {
-    std::vector<float> in = Input(r, tensor, elements);
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[i];
-  }
-  return sum;
-}
-
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want,
-                const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-5) << what << " [" << i << "]";
-  }
-}
-
-// Ranks of a real job shut down about together; a rank shutting down in a schedule waits (up
-// to 5 s) for the others to reach its void entry, so ranks are shut down concurrently here
-// rather than one after another by the contexts' destructors.
-void ShutdownAll(std::vector<std::unique_ptr<Context>>& contexts) {
-  OnEveryRank(static_cast<int>(contexts.size()),
-              [&](int rank) { EXPECT_TRUE(contexts[rank]->Shutdown().ok()) << "rank " << rank; });
-}
+using schedule_steps::ExpectNear;
+using schedule_steps::ExpectSums;
+using schedule_steps::FindJob;
+using schedule_steps::Input;
+using schedule_steps::kRanks;
+using schedule_steps::Schedules;
+using schedule_steps::ShutdownAll;
+using schedule_steps::Step;
+using schedule_steps::StepResults;
+using schedule_steps::Sum;
 
 int64_t UpMessages(TestCluster& cluster) {
   return cluster.coordinator().control_stats().up_messages.load();
-}
-
-// One step: each rank allreduces tensors "t<i>" of `sizes[i]` floats, all submitted, then
-// waited — or, `wait`, one after another with AllreduceOptions::wait (a scheduled one runs on
-// the rank's own thread). Returns every rank's results, by rank and tensor.
-using StepResults = std::vector<std::vector<std::vector<float>>>;
-StepResults Step(std::vector<std::unique_ptr<Context>>& contexts, const std::vector<int64_t>& sizes,
-                 bool wait = false) {
-  StepResults results(kRanks);
-  OnEveryRank(kRanks, [&](int rank) {
-    std::vector<std::vector<float>>& mine = results[rank];
-    std::vector<Handle> handles;
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      mine.push_back(Input(rank, static_cast<int>(t), sizes[t]));
-      handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), mine[t].data(),
-                                                  mine[t].data(), DataType::kFloat32, {sizes[t]},
-                                                  {.wait = wait}));
-      if (wait) {
-        ASSERT_TRUE(handles.back().Poll()) << "a synchronous allreduce returned early";
-      }
-    }
-    for (Handle& h : handles) ASSERT_TRUE(h.Wait().ok()) << h.Wait();
-  });
-  return results;
-}
-
-void ExpectSums(const StepResults& results, const std::vector<int64_t>& sizes,
-                const std::string& what) {
-  for (int r = 0; r < kRanks; ++r) {
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      ExpectNear(results[r][t], Sum(static_cast<int>(t), sizes[t]),
-                 absl::StrCat(what, ", rank ", r, ", t", t));
-    }
-  }
 }
 
 // Runs `steps` steps; expects every step's results to be the bits of the first step's, and
@@ -371,12 +299,6 @@ TEST(ScheduleTest, RanksShuttingDownInAScheduleLeaveCleanly) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
-std::shared_ptr<coordinator::Job> FindJob(TestCluster& cluster) {
-  auto job = cluster.coordinator().registry().Find("job");
-  EXPECT_TRUE(job.ok()) << job.status();
-  return job.ok() ? *job : nullptr;
-}
-
 // Ten steps of `sizes`, checked; returns the job, or null (a failure) if no schedule formed.
 std::shared_ptr<coordinator::Job> StepUntilScheduled(
     TestCluster& cluster, std::vector<std::unique_ptr<Context>>& contexts,
@@ -388,99 +310,6 @@ std::shared_ptr<coordinator::Job> StepUntilScheduled(
     return nullptr;
   }
   return job;
-}
-
-// One step of four allreduces "t0".."t3" of 6 floats, submitted a few milliseconds apart (so
-// that negotiation makes a response of each); `wait_after_t1`: t1 is waited for before t2 is
-// submitted (t2 may depend on t1's result). Every result is checked.
-void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, bool wait_after_t1) {
-  OnEveryRank(kRanks, [&](int rank) {
-    std::vector<std::vector<float>> in;
-    std::vector<Handle> handles;
-    for (int t = 0; t < 4; ++t) {
-      in.push_back(Input(rank, t, 6));
-      handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(),
-                                                  DataType::kFloat32, {6}));
-      if (wait_after_t1 && t == 1) {
-        ASSERT_TRUE(handles[1].Wait().ok()) << handles[1].Wait();
-      }
-      absl::SleepFor(absl::Milliseconds(3));
-    }
-    for (int t = 0; t < 4; ++t) {
-      ASSERT_TRUE(handles[t].Wait().ok()) << handles[t].Wait();
-      ExpectNear(in[t], Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
-    }
-  });
-}
-
-// Steps until the job runs a schedule of `entries` collectives (false after 30 s).
-bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coordinator::Job& job,
-                          int entries, bool wait_after_t1) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    SpacedStep(contexts, wait_after_t1);
-    const coordinator::ScheduleInfo info = job.Describe().schedules;
-    if (info.active != 0 && info.entries == entries) return true;
-  }
-  return false;
-}
-
-// Steps of SpacedStep until the job runs a schedule of `entries` collectives that replaced the
-// first schedule (a response per tensor), then 10 more steps: it holds.
-void ExpectStepsSettleInto(int entries, bool wait_after_t1) {
-  TestCluster cluster(Schedules(true));
-  auto contexts = cluster.Join("job", kRanks);
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
-  ASSERT_NE(job, nullptr);
-  ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, wait_after_t1))
-      << "no schedule of " << entries << " collectives formed";
-  const coordinator::ScheduleInfo settled = job->Describe().schedules;
-  EXPECT_GT(settled.active, 1) << "the first schedule (a response per tensor) did not give way";
-  EXPECT_EQ(settled.tensors, 4);
-  for (int s = 0; s < 10; ++s) SpacedStep(contexts, wait_after_t1);
-  EXPECT_EQ(job->Describe().schedules.active, settled.active) << "the settled schedule ended";
-  ShutdownAll(contexts);
-}
-
-// The ranks' reports show that none of a step's allreduces waits for another's result: the
-// schedule of one response per tensor gives way to one of a single collective, which holds.
-TEST(ScheduleTest, AllreducesNoRankWaitsBetweenRunAsOneCollectiveOnceReported) {
-  ExpectStepsSettleInto(1, /*wait_after_t1=*/false);
-}
-
-// A rank waits for t1 before it submits t2: t1 and t2 never share a collective (it would
-// never complete), while t0 joins t1 and t2 joins t3.
-TEST(ScheduleTest, AnAllreduceSubmittedAfterAWaitStaysOutOfTheCollectiveBeforeIt) {
-  ExpectStepsSettleInto(2, /*wait_after_t1=*/true);
-}
-
-// Every allreduce is waited for before the next is submitted (as synchronous ones are): no
-// two may share a collective, so the schedule of one response each holds however long the
-// ranks report (it would end, to be replaced by a fused one, if the waits went unseen).
-TEST(ScheduleTest, AllreducesEachWaitedBeforeTheNextKeepAScheduleOfOneCollectiveEach) {
-  TestCluster cluster(Schedules(true));
-  auto contexts = cluster.Join("job", kRanks);
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
-  ASSERT_NE(job, nullptr);
-  const absl::Time end = absl::Now() + absl::Seconds(4);  // progress reports: about 1 a second
-  while (absl::Now() < end) {
-    OnEveryRank(kRanks, [&](int rank) {
-      for (int t = 0; t < 4; ++t) {
-        std::vector<float> in = Input(rank, t, 6);
-        ASSERT_TRUE(
-            contexts[rank]
-                ->Allreduce(absl::StrCat("t", t), in.data(), in.data(), DataType::kFloat32, {6})
-                .Wait()
-                .ok());
-        ExpectNear(in, Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
-      }
-    });
-  }
-  const coordinator::ScheduleInfo info = job->Describe().schedules;
-  EXPECT_EQ(info.active, 1);
-  EXPECT_EQ(info.published, 1);
-  EXPECT_EQ(info.entries, 4);
-  ShutdownAll(contexts);
 }
 
 // Ranks shut down one after another (here: contexts of one process, on one thread): the
@@ -521,115 +350,6 @@ TEST(ScheduleTest, ADeviationEndsTheScheduleOnRanksThatSubmitNothing) {
     EXPECT_EQ(extra[rank], kRanks);
   });
   for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
-  ShutdownAll(contexts);
-}
-
-// Holds back the first schedule that comes down the stream (and what follows it) until
-// Release(); later ones pass.
-class ScheduleHoldingChannel : public ForwardingChannel {
- public:
-  using ForwardingChannel::ForwardingChannel;
-  internal::SessionEvent Receive() override {
-    internal::SessionEvent event = ForwardingChannel::Receive();
-    if (event.down.schedule.has_value()) {
-      absl::MutexLock lock(&mu_);
-      holding_ = !released_;
-      mu_.Await(absl::Condition(&released_));
-      holding_ = false;
-    }
-    return event;
-  }
-  void Cancel() override {
-    Release();
-    ForwardingChannel::Cancel();
-  }
-  bool holding() {
-    absl::MutexLock lock(&mu_);
-    return holding_;
-  }
-  void Release() {
-    absl::MutexLock lock(&mu_);
-    released_ = true;
-  }
-
- private:
-  absl::Mutex mu_;
-  bool holding_ ABSL_GUARDED_BY(mu_) = false;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// A thread that began waiting for a tensor before the schedule came (it submitted the tensor
-// under negotiation), and was already registered as blocked, is not left waiting when the
-// schedule puts that tensor in one entry with a tensor the thread has not submitted yet: the
-// rank deviates as the schedule arrives, and the step completes under negotiation.
-TEST(ScheduleTest, AWaitBegunBeforeTheScheduleCameEndsItInsteadOfWaitingForever) {
-  coordinator::CoordinatorOptions options = Schedules(true);
-  // Ranks send each step's two requests together and they fuse: one entry of "t0" and "t1".
-  options.registry.negotiator.cycle_time = absl::Milliseconds(100);
-  TestCluster cluster(options);
-  ScheduleHoldingChannel* held = nullptr;
-  auto contexts =
-      JoinThrough(cluster, "job", kRanks,
-                  [&](int rank, auto real) -> std::unique_ptr<internal::ControlChannel> {
-                    if (rank != 0) return real;
-                    auto channel = std::make_unique<ScheduleHoldingChannel>(std::move(real));
-                    held = channel.get();
-                    return channel;
-                  });
-  ASSERT_NE(held, nullptr);
-  const std::vector<int64_t> sizes = {6, 6};
-  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
-  ASSERT_NE(job, nullptr);
-  // Steps until the coordinator publishes the schedule (rank 0 does not get it yet).
-  for (int s = 0; s < 10 && job->Describe().schedules.active == 0; ++s) {
-    ExpectSums(Step(contexts, sizes), sizes, "step");
-  }
-  const coordinator::ScheduleInfo info = job->Describe().schedules;
-  ASSERT_EQ(info.active, 1) << "no schedule formed";
-  ASSERT_EQ(info.entries, 1) << "t0 and t1 were not fused";
-  const absl::Time arrival = absl::Now() + absl::Seconds(5);
-  while (!held->holding() && absl::Now() < arrival) absl::SleepFor(absl::Milliseconds(5));
-  ASSERT_TRUE(held->holding()) << "rank 0 never received the schedule";
-
-  OnEveryRank(kRanks, [&](int rank) {
-    Context& ctx = *contexts[rank];
-    std::vector<std::vector<float>> in = {Input(rank, 0, 6), Input(rank, 1, 6)};
-    auto submit = [&](int t) {
-      return ctx.Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(), DataType::kFloat32,
-                           {6});
-    };
-    if (rank != 0) {
-      Handle h0 = submit(0);
-      Handle h1 = submit(1);
-      ASSERT_TRUE(h0.Wait().ok()) << h0.Wait();
-      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
-    } else {
-      // Rank 0 reads t0 before it computes (submits) t1.
-      Handle h0 = submit(0);
-      std::atomic<bool> done = false;
-      absl::Status s0;
-      std::thread waiter([&] {
-        s0 = h0.Wait();
-        done = true;
-      });
-      // Long enough for the wait to register as blocked (after 50 ms).
-      absl::SleepFor(absl::Milliseconds(300));
-      EXPECT_FALSE(done) << "t0 completed without the other ranks";
-      const absl::Time released = absl::Now();
-      held->Release();
-      while (!done && absl::Now() < released + absl::Seconds(5)) {
-        absl::SleepFor(absl::Milliseconds(5));
-      }
-      EXPECT_TRUE(done) << "the wait that began before the schedule came still waits 5 s later";
-      waiter.join();
-      ASSERT_TRUE(s0.ok()) << s0;
-      Handle h1 = submit(1);
-      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
-    }
-    ExpectNear(in[0], Sum(0, 6), absl::StrCat("rank ", rank, ", t0"));
-    ExpectNear(in[1], Sum(1, 6), absl::StrCat("rank ", rank, ", t1"));
-  });
-  for (int s = 0; s < 5; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
   ShutdownAll(contexts);
 }
 

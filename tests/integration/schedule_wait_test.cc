@@ -1,0 +1,236 @@
+// Waits and steady-state schedules (docs/protocol.md, Schedules): a wait that began before the
+// schedule came ends it instead of waiting forever; and buckets — once the ranks' reports
+// show that no rank waits for a result between two neighbouring allreduces, the schedule gives
+// way to one that runs them as one collective, while a wait keeps them apart.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/forwarding_channel.h"
+#include "tests/integration/schedule_steps.h"
+#include "tests/integration/test_cluster.h"
+
+namespace troika::testing {
+namespace {
+
+using schedule_steps::ExpectNear;
+using schedule_steps::ExpectSums;
+using schedule_steps::FindJob;
+using schedule_steps::Input;
+using schedule_steps::kRanks;
+using schedule_steps::Schedules;
+using schedule_steps::ShutdownAll;
+using schedule_steps::Step;
+using schedule_steps::Sum;
+
+// One step of four allreduces "t0".."t3" of 6 floats, submitted a few milliseconds apart (so
+// that negotiation makes a response of each); `wait_after_t1`: t1 is waited for before t2 is
+// submitted (t2 may depend on t1's result). Every result is checked.
+void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, bool wait_after_t1) {
+  OnEveryRank(kRanks, [&](int rank) {
+    std::vector<std::vector<float>> in;
+    std::vector<Handle> handles;
+    for (int t = 0; t < 4; ++t) {
+      in.push_back(Input(rank, t, 6));
+      handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(),
+                                                  DataType::kFloat32, {6}));
+      if (wait_after_t1 && t == 1) {
+        ASSERT_TRUE(handles[1].Wait().ok()) << handles[1].Wait();
+      }
+      absl::SleepFor(absl::Milliseconds(3));
+    }
+    for (int t = 0; t < 4; ++t) {
+      ASSERT_TRUE(handles[t].Wait().ok()) << handles[t].Wait();
+      ExpectNear(in[t], Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
+    }
+  });
+}
+
+// Steps until the job runs a schedule of `entries` collectives (false after 30 s).
+bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coordinator::Job& job,
+                          int entries, bool wait_after_t1) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    SpacedStep(contexts, wait_after_t1);
+    const coordinator::ScheduleInfo info = job.Describe().schedules;
+    if (info.active != 0 && info.entries == entries) return true;
+  }
+  return false;
+}
+
+// Steps of SpacedStep until the job runs a schedule of `entries` collectives that replaced the
+// first schedule (a response per tensor), then 10 more steps: it holds.
+void ExpectStepsSettleInto(int entries, bool wait_after_t1) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, wait_after_t1))
+      << "no schedule of " << entries << " collectives formed";
+  const coordinator::ScheduleInfo settled = job->Describe().schedules;
+  EXPECT_GT(settled.active, 1) << "the first schedule (a response per tensor) did not give way";
+  EXPECT_EQ(settled.tensors, 4);
+  for (int s = 0; s < 10; ++s) SpacedStep(contexts, wait_after_t1);
+  EXPECT_EQ(job->Describe().schedules.active, settled.active) << "the settled schedule ended";
+  ShutdownAll(contexts);
+}
+
+// The ranks' reports show that none of a step's allreduces waits for another's result: the
+// schedule of one response per tensor gives way to one of a single collective, which holds.
+TEST(ScheduleTest, AllreducesNoRankWaitsBetweenRunAsOneCollectiveOnceReported) {
+  ExpectStepsSettleInto(1, /*wait_after_t1=*/false);
+}
+
+// A rank waits for t1 before it submits t2: t1 and t2 never share a collective (it would
+// never complete), while t0 joins t1 and t2 joins t3.
+TEST(ScheduleTest, AnAllreduceSubmittedAfterAWaitStaysOutOfTheCollectiveBeforeIt) {
+  ExpectStepsSettleInto(2, /*wait_after_t1=*/true);
+}
+
+// Every allreduce is waited for before the next is submitted (as synchronous ones are): no
+// two may share a collective, so the schedule of one response each holds however long the
+// ranks report (it would end, to be replaced by a fused one, if the waits went unseen).
+TEST(ScheduleTest, AllreducesEachWaitedBeforeTheNextKeepAScheduleOfOneCollectiveEach) {
+  TestCluster cluster(Schedules(true));
+  auto contexts = cluster.Join("job", kRanks);
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  const absl::Time end = absl::Now() + absl::Seconds(4);  // progress reports: about 1 a second
+  while (absl::Now() < end) {
+    OnEveryRank(kRanks, [&](int rank) {
+      for (int t = 0; t < 4; ++t) {
+        std::vector<float> in = Input(rank, t, 6);
+        ASSERT_TRUE(
+            contexts[rank]
+                ->Allreduce(absl::StrCat("t", t), in.data(), in.data(), DataType::kFloat32, {6})
+                .Wait()
+                .ok());
+        ExpectNear(in, Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
+      }
+    });
+  }
+  const coordinator::ScheduleInfo info = job->Describe().schedules;
+  EXPECT_EQ(info.active, 1);
+  EXPECT_EQ(info.published, 1);
+  EXPECT_EQ(info.entries, 4);
+  ShutdownAll(contexts);
+}
+
+// Holds back the first schedule that comes down the stream (and what follows it) until
+// Release(); later ones pass.
+class ScheduleHoldingChannel : public ForwardingChannel {
+ public:
+  using ForwardingChannel::ForwardingChannel;
+  internal::SessionEvent Receive() override {
+    internal::SessionEvent event = ForwardingChannel::Receive();
+    if (event.down.schedule.has_value()) {
+      absl::MutexLock lock(&mu_);
+      holding_ = !released_;
+      mu_.Await(absl::Condition(&released_));
+      holding_ = false;
+    }
+    return event;
+  }
+  void Cancel() override {
+    Release();
+    ForwardingChannel::Cancel();
+  }
+  bool holding() {
+    absl::MutexLock lock(&mu_);
+    return holding_;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A thread that began waiting for a tensor before the schedule came (it submitted the tensor
+// under negotiation), and was already registered as blocked, is not left waiting when the
+// schedule puts that tensor in one entry with a tensor the thread has not submitted yet: the
+// rank deviates as the schedule arrives, and the step completes under negotiation.
+TEST(ScheduleTest, AWaitBegunBeforeTheScheduleCameEndsItInsteadOfWaitingForever) {
+  coordinator::CoordinatorOptions options = Schedules(true);
+  // Ranks send each step's two requests together and they fuse: one entry of "t0" and "t1".
+  options.registry.negotiator.cycle_time = absl::Milliseconds(100);
+  TestCluster cluster(options);
+  ScheduleHoldingChannel* held = nullptr;
+  auto contexts =
+      JoinThrough(cluster, "job", kRanks,
+                  [&](int rank, auto real) -> std::unique_ptr<internal::ControlChannel> {
+                    if (rank != 0) return real;
+                    auto channel = std::make_unique<ScheduleHoldingChannel>(std::move(real));
+                    held = channel.get();
+                    return channel;
+                  });
+  ASSERT_NE(held, nullptr);
+  const std::vector<int64_t> sizes = {6, 6};
+  std::shared_ptr<coordinator::Job> job = FindJob(cluster);
+  ASSERT_NE(job, nullptr);
+  // Steps until the coordinator publishes the schedule (rank 0 does not get it yet).
+  for (int s = 0; s < 10 && job->Describe().schedules.active == 0; ++s) {
+    ExpectSums(Step(contexts, sizes), sizes, "step");
+  }
+  const coordinator::ScheduleInfo info = job->Describe().schedules;
+  ASSERT_EQ(info.active, 1) << "no schedule formed";
+  ASSERT_EQ(info.entries, 1) << "t0 and t1 were not fused";
+  const absl::Time arrival = absl::Now() + absl::Seconds(5);
+  while (!held->holding() && absl::Now() < arrival) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(held->holding()) << "rank 0 never received the schedule";
+
+  OnEveryRank(kRanks, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    std::vector<std::vector<float>> in = {Input(rank, 0, 6), Input(rank, 1, 6)};
+    auto submit = [&](int t) {
+      return ctx.Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(), DataType::kFloat32,
+                           {6});
+    };
+    if (rank != 0) {
+      Handle h0 = submit(0);
+      Handle h1 = submit(1);
+      ASSERT_TRUE(h0.Wait().ok()) << h0.Wait();
+      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
+    } else {
+      // Rank 0 reads t0 before it computes (submits) t1.
+      Handle h0 = submit(0);
+      std::atomic<bool> done = false;
+      absl::Status s0;
+      std::thread waiter([&] {
+        s0 = h0.Wait();
+        done = true;
+      });
+      // Long enough for the wait to register as blocked (after 50 ms).
+      absl::SleepFor(absl::Milliseconds(300));
+      EXPECT_FALSE(done) << "t0 completed without the other ranks";
+      const absl::Time released = absl::Now();
+      held->Release();
+      while (!done && absl::Now() < released + absl::Seconds(5)) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      EXPECT_TRUE(done) << "the wait that began before the schedule came still waits 5 s later";
+      waiter.join();
+      ASSERT_TRUE(s0.ok()) << s0;
+      Handle h1 = submit(1);
+      ASSERT_TRUE(h1.Wait().ok()) << h1.Wait();
+    }
+    ExpectNear(in[0], Sum(0, 6), absl::StrCat("rank ", rank, ", t0"));
+    ExpectNear(in[1], Sum(1, 6), absl::StrCat("rank ", rank, ", t1"));
+  });
+  for (int s = 0; s < 5; ++s) ExpectSums(Step(contexts, sizes), sizes, "step after");
+  ShutdownAll(contexts);
+}
+
+}  // namespace
+}  // namespace troika::testing
