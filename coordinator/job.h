@@ -321,7 +321,6 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::unique_ptr<ScheduleDetector> schedule_detector_;
   struct ActiveSchedule {
     int64_t id = 0;
-    int entries = 0;
     ScheduleTensors tensors;
     std::set<int> executing;  // ranks that have not said ScheduleEnded
     bool revoked = false;     // every session was told to deviate
@@ -362,7 +361,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::set<std::pair<std::string, std::string>> joinable_, separable_;
   int unaligned_publications_ = 0;  // attempts put off by StartsAfterACutLocked
   int young_bucketed_ends_ = 0;     // see LeaveScheduleLocked
-  ClientSettings settings_;         // what the sessions were last sent
+  static constexpr int kMaxYoungBucketedEnds = 2;
+  ClientSettings settings_;  // what the sessions were last sent
 };
 
 const char* JobStateName(Job::State state);

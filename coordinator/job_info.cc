@@ -43,7 +43,7 @@ JobInfo Job::Describe() const {
   info.schedules.ended = schedules_ended_;
   if (schedule_) {
     info.schedules.active = schedule_->id;
-    info.schedules.entries = schedule_->entries;
+    info.schedules.entries = static_cast<int>(schedule_->responses.size());
     info.schedules.tensors = static_cast<int>(schedule_->tensors.names.size());
     info.schedules.executing_ranks = static_cast<int>(schedule_->executing.size());
   }

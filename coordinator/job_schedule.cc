@@ -40,7 +40,6 @@ void Job::MaybePublishScheduleLocked() {
   for (Response& entry : schedule.entries) entry.ids_known = false;
   ActiveSchedule active{
       .id = schedule.id,
-      .entries = static_cast<int>(schedule.entries.size()),
       .tensors = ScheduleTensors(schedule),
       .executing = {},
       .period = {},
@@ -64,8 +63,8 @@ void Job::MaybePublishScheduleLocked() {
       entry_bytes += bytes;
     }
   }
-  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << active.id << " of " << active.entries
-                   << " responses (" << active.tensors.names.size()
+  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << active.id << " of "
+                   << active.responses.size() << " responses (" << active.tensors.names.size()
                    << " tensors) runs without negotiation"
                    << (active.bucketed
                            ? absl::StrCat(" (fused from ", negotiated, " negotiated responses)")
@@ -88,9 +87,11 @@ void Job::LeaveScheduleLocked(int rank) {
   TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule_->id << " ended";
   // A bucketed schedule that ended before every rank completed one round of it most likely
   // fused a tensor with one it depends on through something the ranks cannot see (not a Wait
-  // or a Poll): after two, this job's schedules keep negotiation's fusion.
-  if (schedule_->bucketed && schedule_->full_rounds == 0 && ++young_bucketed_ends_ == 2) {
-    TROIKA_LOG(WARNING) << "job '" << name_ << "': two fused schedules ended in their first "
+  // or a Poll): after kMaxYoungBucketedEnds, this job's schedules keep negotiation's fusion.
+  if (schedule_->bucketed && schedule_->full_rounds == 0 &&
+      ++young_bucketed_ends_ == kMaxYoungBucketedEnds) {
+    TROIKA_LOG(WARNING) << "job '" << name_ << "': " << kMaxYoungBucketedEnds
+                        << " fused schedules ended in their first "
                         << "step; schedules keep negotiation's fusion from now on";
   }
   schedule_.reset();
@@ -107,7 +108,7 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
   }
   ActiveSchedule& schedule = *schedule_;
   const size_t tensors = schedule.period.size();
-  const size_t entries = static_cast<size_t>(schedule.entries);
+  const size_t entries = schedule.responses.size();
   const size_t rounds = progress.submitted_ago.size() / tensors;
   if (progress.submitted_ago.size() != rounds * tensors ||
       progress.completed_ago.size() != rounds * entries || progress.first_round < 0 ||
@@ -248,7 +249,7 @@ bool Job::StartsAfterACutLocked(const std::vector<Response>& period) const {
 }
 
 std::vector<Response> Job::BucketLocked(std::vector<Response> period) const {
-  if (!schedule_buckets_ || young_bucketed_ends_ >= 2) return period;
+  if (!schedule_buckets_ || young_bucketed_ends_ >= kMaxYoungBucketedEnds) return period;
   const int64_t limit = negotiator_.options().fusion_threshold_bytes;
   auto joinable = [&](const std::string& a, const std::string& b) {
     return joinable_.count({a, b}) > 0;

@@ -1,6 +1,7 @@
 #pragma once
-// What the steady-state schedule suites share: 4 ranks over a TestCluster with schedules on,
-// each rank's inputs (the same every step) and their sums, and the job.
+// What the steady-state schedule suites share (their tests live in this namespace too): 4
+// ranks over a TestCluster with schedules on, each rank's inputs (the same every step) and
+// their sums, and the job.
 
 #include <memory>
 #include <random>

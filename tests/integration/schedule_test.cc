@@ -17,19 +17,8 @@
 #include "tests/integration/schedule_steps.h"
 #include "tests/integration/test_cluster.h"
 
-namespace troika::testing {
+namespace troika::testing::schedule_steps {
 namespace {
-
-using schedule_steps::ExpectNear;
-using schedule_steps::ExpectSums;
-using schedule_steps::FindJob;
-using schedule_steps::Input;
-using schedule_steps::kRanks;
-using schedule_steps::Schedules;
-using schedule_steps::ShutdownAll;
-using schedule_steps::Step;
-using schedule_steps::StepResults;
-using schedule_steps::Sum;
 
 int64_t UpMessages(TestCluster& cluster) {
   return cluster.coordinator().control_stats().up_messages.load();
@@ -472,4 +461,4 @@ TEST(ScheduleTest, ARankStoppingInAScheduledStepIsPendingAndTheStallShutdownAbor
 }
 
 }  // namespace
-}  // namespace troika::testing
+}  // namespace troika::testing::schedule_steps

@@ -17,18 +17,8 @@
 #include "tests/integration/schedule_steps.h"
 #include "tests/integration/test_cluster.h"
 
-namespace troika::testing {
+namespace troika::testing::schedule_steps {
 namespace {
-
-using schedule_steps::ExpectNear;
-using schedule_steps::ExpectSums;
-using schedule_steps::FindJob;
-using schedule_steps::Input;
-using schedule_steps::kRanks;
-using schedule_steps::Schedules;
-using schedule_steps::ShutdownAll;
-using schedule_steps::Step;
-using schedule_steps::Sum;
 
 // One step of four allreduces "t0".."t3" of 6 floats, submitted a few milliseconds apart (so
 // that negotiation makes a response of each); `wait_after_t1`: t1 is waited for before t2 is
@@ -233,4 +223,4 @@ TEST(ScheduleTest, AWaitBegunBeforeTheScheduleCameEndsItInsteadOfWaitingForever)
 }
 
 }  // namespace
-}  // namespace troika::testing
+}  // namespace troika::testing::schedule_steps
