@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "libclient/cuda/copy_kernels.h"
 
@@ -119,6 +120,49 @@ __global__ void BatchedCopyKernel(CopyBatch batch, int64_t divisor, double scale
   }
 }
 
+// Unsigned words of each element size.
+template <size_t kBytes>
+struct WordOf;
+template <>
+struct WordOf<1> {
+  using Type = uint8_t;
+};
+template <>
+struct WordOf<2> {
+  using Type = uint16_t;
+};
+template <>
+struct WordOf<4> {
+  using Type = uint32_t;
+};
+template <>
+struct WordOf<8> {
+  using Type = uint64_t;
+};
+
+// A plain copy (no scaling, no cast) of elements of kBytes bytes: 16 bytes per load and store
+// where both ends of an item are 16-byte aligned, element by element for the rest.
+template <size_t kBytes>
+__global__ void BatchedPlainCopyKernel(CopyBatch batch) {
+  using Word = typename WordOf<kBytes>::Type;
+  const CopyItem& item = batch.items[blockIdx.y];
+  const Word* src = static_cast<const Word*>(item.src);
+  Word* dst = static_cast<Word*>(item.dst);
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  constexpr uint64_t kPerVector = sizeof(uint4) / kBytes;
+  uint64_t vectors = 0;
+  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % sizeof(uint4) == 0) {
+    vectors = item.count / kPerVector;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (uint64_t i = first; i < vectors; i += stride) d[i] = src != nullptr ? s[i] : uint4{};
+  }
+  for (uint64_t i = vectors * kPerVector + first; i < item.count; i += stride) {
+    dst[i] = src != nullptr ? src[i] : Word{0};
+  }
+}
+
 constexpr int kThreads = 256;
 // Enough blocks per item to fill the device's SMs when a batch has few large tensors, few
 // enough that a batch of many small ones does not launch mostly idle blocks.
@@ -139,6 +183,14 @@ cudaError_t Launch(const CopyItem* items, int n, const CopyTransform& t, cudaStr
     const uint64_t per_block = kThreads * kElementsPerThread;
     const unsigned blocks = static_cast<unsigned>(
         std::min<uint64_t>(kMaxBlocksPerItem, (largest + per_block - 1) / per_block));
+    using InT = typename In::Storage;
+    if constexpr (std::is_same_v<InT, typename Out::Storage>) {
+      if (t.divisor <= 1 && t.scale == 1.0) {  // Transform is the identity
+        BatchedPlainCopyKernel<sizeof(InT)><<<dim3(blocks, count), kThreads, 0, stream>>>(batch);
+        if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+        continue;
+      }
+    }
     BatchedCopyKernel<In, Domain, Out>
         <<<dim3(blocks, count), kThreads, 0, stream>>>(batch, t.divisor, t.scale);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -344,6 +345,49 @@ TEST_F(CopyKernelsTest, ManyTensorsInOneCallAndZerosForMissingInputs) {
       EXPECT_EQ(got, std::vector<uint8_t>(got.size(), 0)) << "item " << i;
     } else {
       EXPECT_EQ(got, inputs[i]) << "item " << i;
+    }
+  }
+}
+
+// Plain copies (no scaling, no cast) move 16 bytes at a time where both ends are 16-byte
+// aligned: items at every alignment of each element size copy every byte and nothing past.
+TEST_F(CopyKernelsTest, PlainCopiesAtAnyAlignmentCopyExactlyTheirBytes) {
+  constexpr size_t kGuard = 64;  // bytes around each item that must stay untouched
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    const DataType dtype = static_cast<DataType>(d);
+    const size_t size = DataTypeSize(dtype);
+    for (auto [src_offset, dst_offset] :
+         std::vector<std::pair<size_t, size_t>>{{0, 0}, {1, 0}, {0, 3}, {5, 2}, {16, 16}}) {
+      std::vector<std::vector<uint8_t>> inputs;
+      std::vector<CopyItem> items;
+      std::vector<uint8_t*> bases;
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        const size_t count = kCounts[i];
+        inputs.push_back(Random(dtype, count, rng_));
+        std::vector<uint8_t> src_bytes(src_offset * size, 0x5A);
+        src_bytes.insert(src_bytes.end(), inputs.back().begin(), inputs.back().end());
+        auto* src = static_cast<uint8_t*>(Device(src_bytes)) + src_offset * size;
+        auto* base = static_cast<uint8_t*>(
+            Device(std::vector<uint8_t>(2 * kGuard + dst_offset * size + count * size, 0xAB)));
+        bases.push_back(base);
+        // Every fourth item has no input: zeros.
+        items.push_back({i % 4 == 3 ? nullptr : src, base + kGuard + dst_offset * size, count});
+      }
+      ASSERT_EQ(BatchedCopy(items.data(), static_cast<int>(items.size()), {dtype, dtype, 1.0, 1},
+                            stream_),
+                cudaSuccess);
+      for (size_t i = 0; i < items.size(); ++i) {
+        const size_t bytes = kCounts[i] * size;
+        std::vector<uint8_t> want(2 * kGuard + dst_offset * size + bytes, 0xAB);
+        if (items[i].src != nullptr) {
+          std::copy(inputs[i].begin(), inputs[i].end(), want.begin() + kGuard + dst_offset * size);
+        } else {
+          std::fill_n(want.begin() + kGuard + dst_offset * size, bytes, 0);
+        }
+        EXPECT_EQ(Host(bases[i], want.size()), want)
+            << DataTypeName(dtype) << " offsets " << src_offset << "/" << dst_offset << " item "
+            << i << " (" << kCounts[i] << " elements)";
+      }
     }
   }
 }
