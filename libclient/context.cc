@@ -223,6 +223,11 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
     return absl::FailedPreconditionError(absl::StrCat("'", r.name, "' is on GPU ", device.ordinal,
                                                       ", but ", no_device_plane_.message()));
   }
+  // A device this process cannot use first (FAILED_PRECONDITION), then one device per rank.
+  if (absl::Status s = device_plane_->CheckDevice(device.ordinal); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but ", s.message()));
+  }
   {
     std::lock_guard<std::mutex> lock(gpu_mu_);
     if (gpu_ordinal_ >= 0 && gpu_ordinal_ != device.ordinal) {
@@ -230,21 +235,24 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
           absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but this rank's GPU ",
                        "operations run on GPU ", gpu_ordinal_, " (one device per rank)"));
     }
-  }
-  if (absl::Status s = device_plane_->CheckDevice(device.ordinal); !s.ok()) {
-    return absl::Status(
-        s.code(), absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but ", s.message()));
-  }
-  {
-    std::lock_guard<std::mutex> lock(gpu_mu_);
     gpu_ordinal_ = device.ordinal;
   }
   r.device = DeviceClass::kGpu;
   const bool compressible = r.type == CollectiveType::kAllreduce && r.dtype == DataType::kFloat32;
   r.compression = compression.value_or(compressible ? default_compression_ : Compression::kNone);
   entry.device = device.ordinal;
-  entry.ready_stream = device.ready_stream;
-  entry.ready_event = device.ready_event;
+  if (device.ready_event != nullptr) {
+    entry.ready = std::shared_ptr<void>(std::shared_ptr<void>(), device.ready_event);  // unowned
+  } else if (device.ready_stream != nullptr) {
+    // Marked now: later work on the caller's stream (the rest of a backward pass) is not waited
+    // for.
+    auto mark = device_plane_->MarkStream(device.ordinal, device.ready_stream);
+    if (!mark.ok()) {
+      return absl::Status(mark.status().code(),
+                          absl::StrCat("'", r.name, "': ", mark.status().message()));
+    }
+    entry.ready = *std::move(mark);
+  }
   entry.state->on_device = true;
   return absl::OkStatus();
 }

@@ -7,9 +7,9 @@
 // libclient/cuda/ when the build found CUDA and NCCL, libclient/device_plane_none.cc otherwise;
 // there is no #if anywhere.
 //
-// Thread contract: Launch() and DropGroup() from the executor thread; CheckDevice() from any
-// submitting thread; Abort() from any thread; Stop() once, from the owner, after the executor
-// stopped.
+// Thread contract: Launch() and DropGroup() from the executor thread; CheckDevice() and
+// MarkStream() from any submitting thread; Abort() from any thread; Stop() once, from the owner,
+// after the executor stopped.
 
 #include <functional>
 #include <memory>
@@ -51,6 +51,9 @@ class DevicePlane {
   // OK if `ordinal` is a usable CUDA device of this process; FAILED_PRECONDITION otherwise,
   // with the reason.
   virtual absl::Status CheckDevice(int ordinal) = 0;
+  // Marks the work queued so far on `stream` (a cudaStream_t of device `ordinal`, not null):
+  // the returned cudaEvent_t, recorded there, for Entry::ready.
+  virtual absl::StatusOr<std::shared_ptr<void>> MarkStream(int ordinal, void* stream) = 0;
 
   // Issues `response` (device kGpu) for this rank's `entries` (parallel to response.names;
   // joined-rank stand-ins have no input, output or state) among `group`, and returns without

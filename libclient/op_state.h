@@ -72,11 +72,11 @@ struct Entry {
   // failure (its caller's output buffer too small for the result), the handle's outcome
   // instead of OK. The rank took part in the collective all the same.
   absl::Status outcome{};
-  // GPU entries (request.device kGpu): the CUDA device and what to wait for before reading
-  // `in` (troika::Device).
+  // GPU entries (request.device kGpu): the CUDA device, and the cudaEvent_t to wait for before
+  // reading `in` (troika::Device: the caller's ready_event, or its ready_stream marked at
+  // submission), if any.
   int device = -1;
-  void* ready_stream = nullptr;
-  void* ready_event = nullptr;
+  std::shared_ptr<void> ready = nullptr;
 };
 
 }  // namespace troika::internal

@@ -17,7 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
 #include "libclient/cuda/copy_kernels.h"
+#include "libclient/cuda/cuda_status.h"
 #include "libclient/cuda/nccl_comm.h"
+#include "libclient/cuda/nccl_types.h"
 #include "libclient/device_plane.h"
 
 namespace troika::internal {
@@ -25,112 +27,19 @@ namespace {
 
 using cuda::CopyItem;
 using cuda::CopyTransform;
+using cuda::CudaError;
+using cuda::Event;
 using cuda::NcclComm;
-
-absl::Status CudaError(cudaError_t e, const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": CUDA: ", cudaGetErrorString(e)));
-}
-
-#define TROIKA_CUDA_RETURN(call, what)                            \
-  do {                                                            \
-    if (cudaError_t troika_e = (call); troika_e != cudaSuccess) { \
-      return CudaError(troika_e, what);                           \
-    }                                                             \
-  } while (0)
-
-ncclDataType_t NcclType(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUint8:
-      return ncclUint8;
-    case DataType::kInt8:
-      return ncclInt8;
-    case DataType::kInt32:
-      return ncclInt32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kBFloat16:
-      return ncclBfloat16;
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kFloat64:
-      return ncclFloat64;
-    case DataType::kBool:
-      return ncclUint8;  // with the ops of ReductionOf
-    case DataType::kInt16:
-    case DataType::kUint16:
-      break;  // no NCCL type: WireType widens them to int32
-  }
-  return ncclFloat32;
-}
-
-bool Floating(DataType dtype) {
-  return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
-         dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
-}
-
-// The dtype in NCCL's buffers: the compressed one, int32 for int16 and uint16 (NCCL has no
-// 16-bit integers; copy_kernels.h), else the tensor's own.
-DataType WireType(const Response& r) {
-  if (r.dtype == DataType::kInt16 || r.dtype == DataType::kUint16) return DataType::kInt32;
-  switch (r.compression) {
-    case Compression::kFloat16:
-      return DataType::kFloat16;
-    case Compression::kBFloat16:
-      return DataType::kBFloat16;
-    case Compression::kNone:
-      break;
-  }
-  return r.dtype;
-}
-
-// How a reduction runs: NCCL's op, and the divisor the unpack applies. Averages use ncclAvg
-// where NCCL computes them exactly as we would (floating types, every rank contributing);
-// otherwise a sum divided by the ranks that contributed (joined ranks add zeros).
-struct Reduction {
-  ncclRedOp_t op = ncclSum;
-  int64_t divisor = 1;
-};
-
-Reduction ReductionOf(const Response& r, int size) {
-  if (r.dtype == DataType::kBool) {
-    // troika/types.h: sum and max are a logical or, product and min a logical and; on bytes
-    // that are 0 or nonzero, max and min compute exactly those (as torch.distributed's NCCL
-    // backend does). Average is rejected before it gets here (CheckRequest).
-    const bool conjunction = r.reduce_op == ReduceOp::kProduct || r.reduce_op == ReduceOp::kMin;
-    return {conjunction ? ncclMin : ncclMax, 1};
-  }
-  switch (r.reduce_op) {
-    case ReduceOp::kSum:
-      return {ncclSum, 1};
-    case ReduceOp::kMin:
-      return {ncclMin, 1};
-    case ReduceOp::kMax:
-      return {ncclMax, 1};
-    case ReduceOp::kProduct:
-      return {ncclProd, 1};
-    case ReduceOp::kAverage:
-      if (r.joined_ranks.empty() && Floating(WireType(r))) return {ncclAvg, 1};
-      return {ncclSum, size - static_cast<int64_t>(r.joined_ranks.size())};
-  }
-  return {ncclSum, 1};
-}
+using cuda::NcclType;
+using cuda::Reduction;
+using cuda::ReductionOf;
+using cuda::WireType;
 
 size_t Elements(const TensorRequest& r) { return static_cast<size_t>(NumElements(r.shape)); }
 
 uint8_t* At(const void* base, size_t offset) {
   return static_cast<uint8_t*>(const_cast<void*>(base)) + offset;
 }
-
-// A CUDA event shared by the finisher and the handles' stream waiters; destroyed with the last
-// of them (cudaEventDestroy on a pending event is deferred by CUDA, never a hazard).
-struct Event {
-  cudaEvent_t event = nullptr;
-  ~Event() {
-    if (event != nullptr) cudaEventDestroy(event);
-  }
-};
 
 class CudaDevicePlane final : public DevicePlane {
  public:
@@ -150,6 +59,7 @@ class CudaDevicePlane final : public DevicePlane {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::shared_ptr<void>> MarkStream(int ordinal, void* stream) override;
   absl::Status Launch(const Response& response, const DeviceGroup& group,
                       std::vector<Entry>& entries) override;
   void DropGroup(int set) override;
@@ -255,20 +165,24 @@ absl::StatusOr<NcclComm*> CudaDevicePlane::Comm(const DeviceGroup& group) {
   return raw;
 }
 
+absl::StatusOr<std::shared_ptr<void>> CudaDevicePlane::MarkStream(int ordinal, void* stream) {
+  // On the stream's device; the calling thread's device is left as it was.
+  int current = -1;
+  TROIKA_CUDA_RETURN(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != ordinal) TROIKA_CUDA_RETURN(cudaSetDevice(ordinal), "cudaSetDevice");
+  auto mark = std::make_shared<Event>();
+  cudaError_t e = cudaEventCreateWithFlags(&mark->event, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(mark->event, static_cast<cudaStream_t>(stream));
+  if (current != ordinal) cudaSetDevice(current);
+  if (e != cudaSuccess) return CudaError(e, "marking the input's ready stream");
+  return std::shared_ptr<void>(mark, mark->event);  // the event, owned by `mark`
+}
+
 absl::Status CudaDevicePlane::WaitForInputs(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
-    if (e.ready_event != nullptr) {
-      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.ready_event)),
-                         "waiting for the input's ready event");
-    } else if (e.ready_stream != nullptr) {
-      Event ready;
-      TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming),
-                         "cudaEventCreate");
-      TROIKA_CUDA_RETURN(cudaEventRecord(ready.event, static_cast<cudaStream_t>(e.ready_stream)),
-                         "recording on the input's ready stream");
-      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, ready.event),
-                         "waiting for the input's ready stream");
-    }
+    if (e.ready == nullptr) continue;
+    TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.ready.get())),
+                       "waiting for the input's producer");
   }
   return absl::OkStatus();
 }

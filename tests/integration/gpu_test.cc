@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <future>
 #include <numeric>
 #include <vector>
 
@@ -251,30 +252,97 @@ TEST_F(GpuTest, ResultsIntoTheCallersDeviceBuffer) {
   ASSERT_TRUE(ctx_->Allgather("after", in.get(), DataType::kFloat32, {3, 2}, Gpu()).Wait().ok());
 }
 
-TEST_F(GpuTest, WaitsForTheProducerStreamAndHandsAnEventToTheConsumer) {
-  cudaStream_t producer, consumer;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
-  const size_t n = 1 << 22;
-  std::vector<float> ones(n, 1.0f);
+// Holds a stream at a point until opened: work queued there after Close() waits for Open()
+// (a host function blocked on a future). Opens when it goes.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) : opened_(open_.get_future().share()) {
+    EXPECT_EQ(
+        cudaLaunchHostFunc(
+            stream, [](void* f) { static_cast<std::shared_future<void>*>(f)->wait(); }, &opened_),
+        cudaSuccess);
+  }
+  ~StreamGate() { Open(); }
+  void Open() {
+    if (!is_open_) open_.set_value();
+    is_open_ = true;
+  }
+
+ private:
+  std::promise<void> open_;
+  std::shared_future<void> opened_;
+  bool is_open_ = false;
+};
+
+// The input is written on `producer` behind a closed gate: the operation (ready stream
+// `ready`, the producer or the legacy default stream's name for it) must not finish before the
+// gate opens, and must see the input then.
+void ExpectTheOperationWaitsForItsProducer(Context& ctx, cudaStream_t producer, void* ready) {
+  const size_t n = 1 << 20;
+  DeviceBuffer<float> ones(std::vector<float>(n, 1.0f));
   DeviceBuffer<float> data(std::vector<float>(n, 0.0f));
-  // The producer writes the input asynchronously; Troika must not read it early.
-  ASSERT_EQ(cudaMemcpyAsync(data.get(), ones.data(), n * 4, cudaMemcpyHostToDevice, producer),
-            cudaSuccess);
-  AllreduceOptions o = OnGpu();
-  o.postscale = 3.0;
-  o.device.ready_stream = producer;
-  Handle h = ctx_->Allreduce("streamed", data.get(), data.get(), DataType::kFloat32,
+  cudaStream_t consumer;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  {
+    StreamGate gate(producer);
+    ASSERT_EQ(cudaMemcpyAsync(data.get(), ones.get(), n * 4, cudaMemcpyDeviceToDevice, producer),
+              cudaSuccess);
+    AllreduceOptions o;
+    o.device.ordinal = 0;
+    o.postscale = 3.0;
+    o.device.ready_stream = ready;
+    Handle h = ctx.Allreduce("streamed", data.get(), data.get(), DataType::kFloat32,
                              {static_cast<int64_t>(n)}, o);
-  ASSERT_TRUE(h.WaitOnStream(consumer).ok());
-  std::vector<float> back(n);
-  ASSERT_EQ(cudaMemcpyAsync(back.data(), data.get(), n * 4, cudaMemcpyDeviceToHost, consumer),
-            cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
-  EXPECT_EQ(back, std::vector<float>(n, 3.0f));
-  EXPECT_TRUE(h.Wait().ok());
-  cudaStreamDestroy(producer);
+    EXPECT_EQ(h.WaitFor(absl::Milliseconds(300)).code(), absl::StatusCode::kDeadlineExceeded)
+        << "finished before its input was written";
+    ASSERT_TRUE(h.WaitOnStream(consumer).ok());
+    gate.Open();
+    std::vector<float> back(n);
+    ASSERT_EQ(cudaMemcpyAsync(back.data(), data.get(), n * 4, cudaMemcpyDeviceToHost, consumer),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+    EXPECT_EQ(back, std::vector<float>(n, 3.0f));
+    EXPECT_TRUE(h.Wait().ok());
+  }
   cudaStreamDestroy(consumer);
+}
+
+TEST_F(GpuTest, WaitsForTheProducerStreamAndHandsAnEventToTheConsumer) {
+  // The communicator first: its set-up must not be what holds the operation back.
+  DeviceBuffer<float> warm(std::vector<float>(4, 1.0f));
+  ASSERT_TRUE(ctx_->Allreduce("warm", warm.get(), warm.get(), DataType::kFloat32, {4}, OnGpu())
+                  .Wait()
+                  .ok());
+  cudaStream_t producer;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  ExpectTheOperationWaitsForItsProducer(*ctx_, producer, producer);
+  cudaStreamDestroy(producer);
+  // The legacy default stream is named cudaStreamLegacy (a null ready_stream means none).
+  ExpectTheOperationWaitsForItsProducer(*ctx_, cudaStreamLegacy, cudaStreamLegacy);
+}
+
+// A ready stream is marked when the operation is submitted: what the caller queues there later
+// (the rest of a backward pass) is not waited for. Here the later work holds the stream until
+// the operation finished, so one that waited for it would never finish.
+TEST_F(GpuTest, WorkQueuedOnTheReadyStreamAfterSubmissionIsNotWaitedFor) {
+  cudaStream_t producer;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<float> twos(1024, 2.0f);
+  DeviceBuffer<float> source(twos);
+  DeviceBuffer<float> data(std::vector<float>(1024, 0.0f));
+  ASSERT_EQ(
+      cudaMemcpyAsync(data.get(), source.get(), data.bytes(), cudaMemcpyDeviceToDevice, producer),
+      cudaSuccess);
+  AllreduceOptions o = OnGpu();
+  o.device.ready_stream = producer;
+  Handle h = ctx_->Allreduce("marked", data.get(), data.get(), DataType::kFloat32, {1024}, o);
+  StreamGate later(producer);
+  const absl::Status s = h.WaitFor(absl::Seconds(5));
+  later.Open();
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+  EXPECT_EQ(data.Read(), twos);
+  cudaStreamDestroy(producer);
 }
 
 TEST_F(GpuTest, CpuAndGpuTensorsAreKeptApartAndValidated) {

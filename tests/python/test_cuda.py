@@ -35,7 +35,8 @@ def queued(cpu_tensor, dev):
     busy = torch.randn(2048, 2048, device=dev)
     for _ in range(4):
         busy = busy @ busy / 2048
-    return cpu_tensor.to(dev, non_blocking=True) + busy[0, 0] * 0
+    zero = (busy[0, 0] * 0).to(cpu_tensor.dtype)  # keeps the dtype (a float would promote)
+    return cpu_tensor.to(dev, non_blocking=True) + zero
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32])

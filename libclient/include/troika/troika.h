@@ -102,9 +102,11 @@ struct Device {
   // (allgather, alltoall, reducescatter) are then device memory too.
   int ordinal = -1;
   // GPU only, optional: what produced the inputs. Troika's stream waits for `ready_event` (a
-  // cudaEvent_t recorded after the producer's writes) if set, else for the work queued so far
-  // on `ready_stream` (a cudaStream_t) — on the device, without blocking the CPU. Neither:
-  // the inputs must be ready when the operation is submitted.
+  // cudaEvent_t recorded after the producer's writes) if set, else for the work queued on
+  // `ready_stream` (a cudaStream_t) when the operation is submitted, not for what is queued
+  // there later — on the device, without blocking the CPU. Neither: the inputs must be ready
+  // when the operation is submitted. nullptr means none, so the legacy default stream is named
+  // `cudaStreamLegacy`, not 0.
   void* ready_stream = nullptr;
   void* ready_event = nullptr;
 };

@@ -128,6 +128,16 @@ def _dtype(tensor):
         ) from None
 
 
+# CUDA's cudaStreamLegacy: the legacy default stream, named explicitly. torch's default stream
+# has the address 0, which the core reads as "no stream" (the inputs ready at submission).
+_CUDA_STREAM_LEGACY = 1
+
+
+def _stream_address(stream):
+    """The address of a torch.cuda.Stream for the core, the default stream's included."""
+    return stream.cuda_stream or _CUDA_STREAM_LEGACY
+
+
 def _device(tensor):
     """(device ordinal, ready stream address) of a tensor: (-1, 0) on the CPU."""
     dev = tensor.device
@@ -135,7 +145,7 @@ def _device(tensor):
         return -1, 0
     if dev.type == "cuda":
         # The producer is the current stream; the core orders its work after it.
-        return dev.index, torch.cuda.current_stream(dev).cuda_stream
+        return dev.index, _stream_address(torch.cuda.current_stream(dev))
     raise TypeError("troika.torch: tensors on %s are not supported (CPU or CUDA)" % dev)
 
 
@@ -175,7 +185,7 @@ class _DeviceBytes:
 
     def __init__(self, address, nbytes):
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
-                                         "data": (address, True), "version": 2}
+                                         "data": (address, False), "version": 2}
 
 
 def _result_from(native, dtype, device):
@@ -212,7 +222,7 @@ def synchronize(handle):
             # GPU: the CPU waits only until the operation is issued; the current stream waits
             # for its completion on the device (a failure after issue surfaces in later ops).
             stream = torch.cuda.current_stream(pending.stream_device)
-            pending.native.wait_on_stream(stream.cuda_stream)
+            pending.native.wait_on_stream(_stream_address(stream))
         else:
             pending.native.wait()
         return pending.finish()
