@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """examples/pytorch/pytorch_synthetic_benchmark.py's benchmark (same models, batch, loop and
-report) on torch.nn.parallel.DistributedDataParallel over the gloo backend: one rank of a
-torch.distributed job, from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as
-torchrun sets it. bench/torch_bench.py starts it as separate processes beside the Troika run.
+report) on torch.nn.parallel.DistributedDataParallel over the gloo backend (NCCL on a GPU,
+the local rank's, as the example picks it): one rank of a torch.distributed job, from the
+environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK) as torchrun sets it. bench/torch_bench.py starts it as separate processes beside the Troika run.
 Takes the example's arguments.
 """
 
@@ -22,14 +22,20 @@ def main():
     args = synthetic.parse_args()
     if args.fp16_allreduce:
         raise SystemExit("--fp16-allreduce: not in the DDP version")
-    dist.init_process_group("gloo")
+    cuda = synthetic.use_cuda(args)
+    device, device_ids = "cpu", None
+    if cuda:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        device, device_ids = "cuda", [local_rank]
+    dist.init_process_group("nccl" if cuda else "gloo")
     size, rank = dist.get_world_size(), dist.get_rank()
     torch.set_num_threads(args.threads)
 
-    model = torch.nn.parallel.DistributedDataParallel(
-        synthetic.make_model(args.model, args.image_size))  # broadcasts rank 0's weights
+    model = torch.nn.parallel.DistributedDataParallel(  # broadcasts rank 0's weights
+        synthetic.make_model(args.model, args.image_size).to(device), device_ids=device_ids)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
-    data, target = synthetic.synthetic_batch(args)
+    data, target = synthetic.synthetic_batch(args, device)
 
     def benchmark_step():
         optimizer.zero_grad()
@@ -38,8 +44,8 @@ def main():
         optimizer.step()
 
     def gather_means(mean):
-        out = [torch.zeros(1, dtype=torch.float64) for _ in range(size)]
-        dist.all_gather(out, torch.tensor([mean], dtype=torch.float64))
+        out = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(size)]
+        dist.all_gather(out, torch.tensor([mean], dtype=torch.float64, device=device))
         return [o.item() for o in out]
 
     synthetic.run(args, benchmark_step, size, rank, gather_means)

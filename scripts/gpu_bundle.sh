@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Bundles a CUDA build for a GPU machine that lacks the Debian -dev packages (docs/gpu.md):
-# the GPU test binaries, troika-bench and every shared library they load except the CUDA
-# driver/runtime/NCCL (which the GPU machine has), into one folder with a script that runs
-# the GPU checks.
+# the GPU test binaries, troika-bench, troikarun and every shared library they load except the
+# CUDA driver/runtime, NCCL and the C/C++ runtimes (which the GPU machine has, as new or newer),
+# stripped of debug information, into one folder with a script that runs the GPU checks.
 #
-#   scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, build/gpu-bundle)
-#   OUT_DIR/run.sh                                   (on the GPU machine)
+#   scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR] [PYTHON...]   (defaults: build, build/gpu-bundle)
+#   OUT_DIR/run.sh [LOG_DIR]                                   (on the GPU machine)
+#
+# PYTHON...: more interpreters to build the Python module for (the GPU machine's python3 may
+# be another version than the build's, e.g. ~/.pyenv/versions/3.12.1/bin/python3): each needs
+# its development headers; pybind11 comes from the build's (Debian: pybind11-dev).
 set -euo pipefail
 build=${1:-build}
 out=${2:-$build/gpu-bundle}
+shift $(($# < 2 ? $# : 2))
 binaries=("$build/tests/libclient/cuda_kernels_test" "$build/tests/integration/gpu_test"
           "$build/bench/troika-bench" "$build/agent/troikarun" "$build/agent/troika-agent")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,43 +22,98 @@ for b in "${binaries[@]}"; do
 done
 rm -rf "$out"
 mkdir -p "$out/lib"
+here=$(realpath "$out")
 cp "${binaries[@]}" "$out/"
-# The Python GPU tests (tests/python/test_cuda.py on 1 rank): the package as built, the test
-# files, and pytest (pure Python, from PyPI) for a machine that may lack it.
+# The Python GPU tests (tests/python/test_cuda.py on 1 rank) and the PyTorch synthetic
+# benchmark against DDP: the package as built, the test files and the two benchmark scripts;
+# torch and pytest come from the GPU machine.
 module=$(ls "$build"/python/troika/_troika*.so 2>/dev/null | head -n 1)
 if [[ -n $module ]]; then
-  mkdir -p "$out/python" "$out/tests"
+  mkdir -p "$out/python" "$out/tests" "$out/examples/pytorch" "$out/bench"
   cp -r "$build/python/troika" "$out/python/"
   find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
-  cp "$root"/tests/python/{run_pytest.sh,conftest.py,test_cuda.py} "$out/tests/"
-  python3 -m pip install --quiet --disable-pip-version-check --target "$out/pydeps" pytest ||
-    echo "gpu_bundle: pytest could not be bundled; run.sh uses the GPU machine's own" >&2
+  cp "$root"/tests/python/{conftest.py,test_cuda.py} "$out/tests/"
+  cp "$root/examples/pytorch/pytorch_synthetic_benchmark.py" "$out/examples/pytorch/"
+  cp "$root/bench/ddp_synthetic_benchmark.py" "$out/bench/"
+  # The module again for each other interpreter: the build's own compile and link lines
+  # (CMake's Makefile generator), with that interpreter's headers and file name.
+  dir=$build/python/CMakeFiles/_troika.dir
+  for python in "$@"; do
+    [[ -f $dir/flags.make && -f $dir/link.txt ]] ||
+      { echo "gpu_bundle: $dir has no flags.make/link.txt (a Makefile build is needed)" >&2; exit 1; }
+    include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    flags=$(sed -n 's/^CXX_\(DEFINES\|INCLUDES\|FLAGS\) = //p' "$dir/flags.make" |
+            sed "s#-isystem [^ ]*python3[^ ]*#-isystem $include#" | tr '\n' ' ')
+    object=$here/python/module$suffix.o
+    link=$(sed "s#CMakeFiles/_troika.dir/troika_module.cc.o#$object#;
+                s#troika/_troika[^ ]*\.so#$here/python/troika/_troika$suffix#" "$dir/link.txt")
+    (cd "$build/python" && eval "c++ $flags -c '$root/python/troika_module.cc' -o '$object'" &&
+      eval "$link")
+    rm -f "$object"
+    echo "gpu_bundle: module for $("$python" -V 2>&1): _troika$suffix"
+  done
 fi
-for b in "${binaries[@]}" $module; do
+modules=$(ls "$out"/python/troika/_troika*.so 2>/dev/null || true)
+for b in "${binaries[@]}" $modules; do
   ldd "$b" | awk '/=> \// {print $3}'
-done | sort -u | grep -v -E '/(libcuda|libcudart|libnccl|libc|libm|libdl|libpthread|librt|ld-linux)[.-]' |
+done | sort -u |
+  grep -v -E '/(libcuda|libcudart|libnccl|libc|libm|libdl|libpthread|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]' |
   xargs -r cp -L -t "$out/lib/"
+find "$out" -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.sh' ! -name '*.py' \
+  -exec strip --strip-debug {} + 2>/dev/null || true
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# The GPU checks of docs/gpu.md: kernel tests, end-to-end tests, the device benchmark.
+# The GPU checks of docs/gpu.md: kernel tests, end-to-end tests, the device benchmark, the
+# Python GPU tests, the kernels under compute-sanitizer. Each step has a time limit; its whole
+# output goes to LOG_DIR/<step>.log (default: a temporary folder), its summary here.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+logs=${1:-$(mktemp -d)}
+mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi -L || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0
-"$here/cuda_kernels_test" || status=1
-"$here/gpu_test" || status=1
-"$here/troika-bench" --device=cuda --repeat=3 || status=1
+step() {  # step NAME SECONDS COMMAND...: runs COMMAND, its output into NAME.log
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+  rc=$?
+  echo "== $name: exit $rc after $((SECONDS - start)) s (log: $logs/$name.log)"
+  [[ $rc == 0 ]] || status=1
+  return $rc
+}
+gtest_summary() { grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure$|^.*:[0-9]+: Failure' "$1" | head -40; }
+step kernels 120 "$here/cuda_kernels_test"; gtest_summary "$logs/kernels.log"
+step gpu_test 180 "$here/gpu_test"; gtest_summary "$logs/gpu_test.log"
+step bench 180 "$here/troika-bench" --device=cuda --repeat=5; cat "$logs/bench.log"
 # troika.torch on CUDA tensors, 1 rank (NCCL needs a GPU per rank), if this python3 can load
-# the module (built for the build machine's Python version) and its torch sees a GPU.
+# the module and its torch sees a GPU.
 if [[ -d $here/python ]]; then
-  export PYTHONPATH="$here/python:$here/tests:$here/pydeps" TROIKA_PYTEST_NEEDS_CUDA=1
-  if python3 -c 'import troika._troika' 2>/dev/null; then
-    "$here/tests/run_pytest.sh" "$here/troikarun" 1 python3 "$here/tests/test_cuda.py" || status=1
-  else
-    echo "Python GPU tests NOT RUN: python3 here ($(python3 -V 2>&1)) cannot load the module built with $(ls "$here"/python/troika/_troika*.so | xargs -n1 basename)"
+  export PYTHONPATH="$here/python:$here/tests"
+  if ! python3 -c 'import troika._troika' 2>/dev/null; then
+    echo "== pytest: NOT RUN: python3 here ($(python3 -V 2>&1)) cannot load any of" \
+      "$(ls "$here"/python/troika/_troika*.so | xargs -n1 basename) (gpu_bundle.sh PYTHON...)"
     status=1
+  elif ! python3 -c 'import torch, pytest, sys; sys.exit(not torch.cuda.is_available())'; then
+    echo "== pytest: NOT RUN: python3 here lacks torch with CUDA or pytest"
+    status=1
+  else
+    step pytest 180 "$here/troikarun" -np 1 -- python3 -m pytest -q -rfEs -p no:cacheprovider \
+      "$here/tests/test_cuda.py"
+    tail -n 25 "$logs/pytest.log"
+    # The example's synthetic benchmark on this GPU, 1 rank: Troika vs DDP (NCCL), alternating.
+    step torch 400 bash -c 'for i in 1 2 3; do
+        echo "--- troika $i"; "$0/troikarun" -np 1 -- python3 "$0/examples/pytorch/pytorch_synthetic_benchmark.py"
+        echo "--- ddp $i"; MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + i)) RANK=0 WORLD_SIZE=1 \
+          LOCAL_RANK=0 python3 "$0/bench/ddp_synthetic_benchmark.py"
+      done' "$here"
+    grep -E '^--- |Total img/sec|Error|error:' "$logs/torch.log" | head -n 30
   fi
+fi
+if command -v compute-sanitizer > /dev/null; then
+  step sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 1 "$here/cuda_kernels_test"
+  grep -E 'ERROR SUMMARY|PASSED|FAILED' "$logs/sanitizer.log" | tail -n 3
 fi
 exit $status
 RUN

@@ -5,19 +5,21 @@ batch and reports images per second.
 
     troikarun -np 4 -- python3 examples/pytorch/pytorch_synthetic_benchmark.py --model resnet
 
-The models are defined here (torchvision may be absent) and sized for CPUs: inputs are
+Runs on the GPU of each rank's local rank when torch sees one (--no-cuda: on the CPU). The
+models are defined here (torchvision may be absent) and sized for CPUs: inputs are
 3 x --image-size x --image-size (default 32), 10 classes.
 - cnn:    two conv layers and two fully connected (~0.55 M parameters at 32x32)
 - resnet: a ResNet-20-like net (3 stages of 3 basic blocks, 16/32/64 channels, ~0.27 M)
 - mlp:    three fully connected layers on the flattened image (~1.7 M parameters at 32x32)
 
-Output as Horovod's: "Iter #i: X img/sec per CPU" (rank 0's), "Img/sec per CPU: mean +-ci"
-and "Total img/sec on N CPU(s): size * mean +-ci" (ci = 1.96 standard deviations of the
-iterations), plus every rank's own mean.
+Output as Horovod's: "Iter #i: X img/sec per GPU" (or CPU; rank 0's), "Img/sec per GPU:
+mean +-ci" and "Total img/sec on N GPU(s): size * mean +-ci" (ci = 1.96 standard deviations of
+the iterations), plus every rank's own mean. On a GPU each timed iteration ends with
+torch.cuda.synchronize(): the figures are of work done, not work queued.
 """
 
 import argparse
-import timeit
+import time
 
 import torch
 import torch.nn as nn
@@ -40,6 +42,7 @@ def parse_args(argv=None):
                    help="fp16 compression of the gradients' allreduce")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads per rank (torch.set_num_threads)")
+    p.add_argument("--no-cuda", action="store_true", help="train on the CPU even with a GPU")
     p.add_argument("--groups", type=int, default=0,
                    help="DistributedOptimizer(groups=N): N grouped allreduces per step "
                         "(0: one allreduce per gradient)")
@@ -115,28 +118,42 @@ def make_model(name, image_size):
     return MODELS[name](image_size)
 
 
-def synthetic_batch(args):
+def use_cuda(args):
+    return not args.no_cuda and torch.cuda.is_available()
+
+
+def synthetic_batch(args, device="cpu"):
     torch.manual_seed(1)
     data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     target = torch.randint(0, 10, (args.batch_size,))
-    return data, target
+    return data.to(device), target.to(device)
 
 
-def run(args, benchmark_step, size, rank, gather_means, device="CPU"):
+def run(args, benchmark_step, size, rank, gather_means):
     """Warm-up, timed iterations and Horovod's report. gather_means(mean) -> every rank's."""
+    device = "GPU" if use_cuda(args) else "CPU"
+
     def log(s):
         if rank == 0:
             print(s, flush=True)
+
+    def timed(steps):
+        start = time.perf_counter()
+        for _ in range(steps):
+            benchmark_step()
+        if device == "GPU":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
 
     log("Model: %s" % args.model)
     log("Batch size: %d" % args.batch_size)
     log("Number of %ss: %d" % (device, size))
     log("Running warmup...")
-    timeit.timeit(benchmark_step, number=args.num_warmup_batches)
+    timed(args.num_warmup_batches)
     log("Running benchmark...")
     img_secs = []
     for x in range(args.num_iters):
-        t = timeit.timeit(benchmark_step, number=args.num_batches_per_iter)
+        t = timed(args.num_batches_per_iter)
         img_sec = args.batch_size * args.num_batches_per_iter / t
         log("Iter #%d: %.1f img/sec per %s" % (x, img_sec, device))
         img_secs.append(img_sec)
@@ -156,8 +173,12 @@ def main():
     args = parse_args()
     hvd.init()
     torch.set_num_threads(args.threads)
+    device = "cpu"
+    if use_cuda(args):
+        torch.cuda.set_device(hvd.local_rank())
+        device = "cuda"
 
-    model = make_model(args.model, args.image_size)
+    model = make_model(args.model, args.image_size).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
@@ -165,7 +186,7 @@ def main():
                                          groups=args.groups if args.groups > 0 else None)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    data, target = synthetic_batch(args)
+    data, target = synthetic_batch(args, device)
 
     def benchmark_step():
         optimizer.zero_grad()
@@ -174,7 +195,7 @@ def main():
         optimizer.step()
 
     def gather_means(mean):
-        return hvd.allgather(torch.tensor([mean], dtype=torch.float64)).tolist()
+        return hvd.allgather(torch.tensor([mean], dtype=torch.float64)).tolist()  # on the CPU
 
     run(args, benchmark_step, hvd.size(), hvd.rank(), gather_means)
 
