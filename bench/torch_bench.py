@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """troika.torch against torch DDP and the C++ API, side by side (docs/PERFORMANCE.md).
 
-1. The synthetic benchmark (examples/pytorch/pytorch_synthetic_benchmark.py) on --np CPU ranks
+1. The synthetic benchmark (examples/pytorch/pytorch_synthetic_benchmark.py) on --np ranks
    as separate processes: Troika (troikarun -np N -- python3 the example) vs
-   torch.nn.parallel.DistributedDataParallel on gloo (bench/ddp_synthetic_benchmark.py started
-   as N processes: the same model, batch, loop and report). The two alternate within each
+   torch.nn.parallel.DistributedDataParallel (bench/ddp_synthetic_benchmark.py started as N
+   processes: the same model, batch, loop and report) — on the CPU over gloo, or on the GPUs
+   over NCCL where torch sees them (one per rank; scripts/gpu_bundle.sh runs it on 1 rank). The two alternate within each
    repetition (which goes first alternates too). Figure: total img/sec; target Troika >= DDP.
 2. The Python layer's cost: a 4-byte allreduce through troika.torch (hvd.allreduce) vs the C++
    API (build/bench/troika-rank-latency), each in its own troikarun -np N job. Target: <= 1.2x.
@@ -63,7 +64,10 @@ def load():
     """The machine's load: load average and the count of compilers and ctest runs (others'
     work on a shared machine)."""
     def count(name):
-        out = subprocess.run(["pgrep", "-c", "-x", name], capture_output=True, text=True)
+        try:
+            out = subprocess.run(["pgrep", "-c", "-x", name], capture_output=True, text=True)
+        except OSError:  # no pgrep (a GPU machine's image)
+            return -1
         return int(out.stdout.strip() or 0)
     return "load %.2f %.2f %.2f, cc1plus: %d, ctest: %d" % (
         os.getloadavg() + (count("cc1plus"), count("ctest")))
@@ -86,7 +90,7 @@ def find(pattern, text, what):
     return float(m.group(1))
 
 
-TOTAL = r"Total img/sec on \d+ CPU\(s\): ([0-9.]+)"
+TOTAL = r"Total img/sec on \d+ [CG]PU\(s\): ([0-9.]+)"
 
 
 def free_port():
@@ -164,7 +168,7 @@ def main():
         d = median(figures["ddp"])
         for name, _, _ in variants[:-1]:
             t = median(figures[name])
-            print("median total img/sec: %s %.1f, ddp (gloo) %.1f; %s/ddp %.2f "
+            print("median total img/sec: %s %.1f, ddp %.1f; %s/ddp %.2f "
                   "(target >= 1.0: %s)" % (name, t, d, name, t / d,
                                            "met" if t >= d else "NOT met"), flush=True)
 

@@ -34,7 +34,7 @@ if [[ -n $module ]]; then
   find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
   cp "$root"/tests/python/{conftest.py,test_cuda.py} "$out/tests/"
   cp "$root/examples/pytorch/pytorch_synthetic_benchmark.py" "$out/examples/pytorch/"
-  cp "$root/bench/ddp_synthetic_benchmark.py" "$out/bench/"
+  cp "$root"/bench/{ddp_synthetic_benchmark.py,torch_bench.py} "$out/bench/"
   # The module again for each other interpreter: the build's own compile and link lines
   # (CMake's Makefile generator), with that interpreter's headers and file name.
   dir=$build/python/CMakeFiles/_troika.dir
@@ -102,13 +102,14 @@ if [[ -d $here/python ]]; then
     step pytest 180 "$here/troikarun" -np 1 -- python3 -m pytest -q -rfEs -p no:cacheprovider \
       "$here/tests/test_cuda.py"
     tail -n 25 "$logs/pytest.log"
-    # The example's synthetic benchmark on this GPU, 1 rank: Troika vs DDP (NCCL), alternating.
-    step torch 400 bash -c 'for i in 1 2 3; do
-        echo "--- troika $i"; "$0/troikarun" -np 1 -- python3 "$0/examples/pytorch/pytorch_synthetic_benchmark.py"
-        echo "--- ddp $i"; MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + i)) RANK=0 WORLD_SIZE=1 \
-          LOCAL_RANK=0 python3 "$0/bench/ddp_synthetic_benchmark.py"
-      done' "$here"
-    grep -E '^--- |Total img/sec|Error|error:' "$logs/torch.log" | head -n 30
+    # The example's synthetic benchmark on this GPU, 1 rank: Troika vs DDP (NCCL), alternating,
+    # for a model whose step is mostly kernel launches, the same with 8x the batch, and an MLP.
+    step torch 400 bash -c 'for model in "resnet 32" "resnet 256" "mlp 32"; do
+        set -- $model
+        python3 "'"$here"'/bench/torch_bench.py" --np 1 --troikarun "'"$here"'/troikarun" \
+          --python python3 --repeat 3 --skip-latency --model $1 --batch-size $2 || exit 1
+      done'
+    grep -E '^# synthetic|^median|Error|error:' "$logs/torch.log" | head -n 30
   fi
 fi
 if command -v compute-sanitizer > /dev/null; then
