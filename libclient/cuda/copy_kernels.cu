@@ -120,31 +120,18 @@ __global__ void BatchedCopyKernel(CopyBatch batch, int64_t divisor, double scale
   }
 }
 
-// Unsigned words of each element size.
+// The unsigned word of an element size.
 template <size_t kBytes>
-struct WordOf;
-template <>
-struct WordOf<1> {
-  using Type = uint8_t;
-};
-template <>
-struct WordOf<2> {
-  using Type = uint16_t;
-};
-template <>
-struct WordOf<4> {
-  using Type = uint32_t;
-};
-template <>
-struct WordOf<8> {
-  using Type = uint64_t;
-};
+using WordOf = std::conditional_t<
+    kBytes == 1, uint8_t,
+    std::conditional_t<kBytes == 2, uint16_t, std::conditional_t<kBytes == 4, uint32_t, uint64_t>>>;
 
 // A plain copy (no scaling, no cast) of elements of kBytes bytes: 16 bytes per load and store
 // where both ends of an item are 16-byte aligned, element by element for the rest.
 template <size_t kBytes>
 __global__ void BatchedPlainCopyKernel(CopyBatch batch) {
-  using Word = typename WordOf<kBytes>::Type;
+  using Word = WordOf<kBytes>;
+  static_assert(sizeof(Word) == kBytes);
   const CopyItem& item = batch.items[blockIdx.y];
   const Word* src = static_cast<const Word*>(item.src);
   Word* dst = static_cast<Word*>(item.dst);
