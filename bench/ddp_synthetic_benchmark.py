@@ -22,7 +22,9 @@ def main():
     args = synthetic.parse_args()
     if args.fp16_allreduce:
         raise SystemExit("--fp16-allreduce: not in the DDP version")
-    cuda = synthetic.use_cuda(args)
+    # torchrun's LOCAL_WORLD_SIZE; bench/torch_bench.py starts every rank on this machine.
+    cuda = synthetic.use_cuda(args, int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                       os.environ.get("WORLD_SIZE", "1"))))
     device, device_ids = "cpu", None
     if cuda:
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -48,7 +50,7 @@ def main():
         dist.all_gather(out, torch.tensor([mean], dtype=torch.float64, device=device))
         return [o.item() for o in out]
 
-    synthetic.run(args, benchmark_step, size, rank, gather_means)
+    synthetic.run(args, benchmark_step, size, rank, gather_means, cuda)
     dist.barrier()
     # Not dist.destroy_process_group(): with torch 1.13 (Debian's) rank 0 was seen spinning a
     # core in gloo's shutdown after the others had exited, for minutes. The figures are out.

@@ -5,7 +5,8 @@ batch and reports images per second.
 
     troikarun -np 4 -- python3 examples/pytorch/pytorch_synthetic_benchmark.py --model resnet
 
-Runs on the GPU of each rank's local rank when torch sees one (--no-cuda: on the CPU). The
+Runs on the GPU of each rank's local rank when torch sees one per local rank (--no-cuda: on
+the CPU; on the CPU too, with a note, when the node has fewer GPUs than ranks). The
 models are defined here (torchvision may be absent) and sized for CPUs: inputs are
 3 x --image-size x --image-size (default 32), 10 classes.
 - cnn:    two conv layers and two fully connected (~0.55 M parameters at 32x32)
@@ -118,8 +119,15 @@ def make_model(name, image_size):
     return MODELS[name](image_size)
 
 
-def use_cuda(args):
-    return not args.no_cuda and torch.cuda.is_available()
+def use_cuda(args, local_size):
+    """Whether each of `local_size` ranks on this node can have a GPU of its own."""
+    if args.no_cuda or not torch.cuda.is_available():
+        return False
+    if torch.cuda.device_count() < local_size:
+        print("%d ranks on this node, %d GPUs: training on the CPU"
+              % (local_size, torch.cuda.device_count()), flush=True)
+        return False
+    return True
 
 
 def synthetic_batch(args, device="cpu"):
@@ -129,9 +137,9 @@ def synthetic_batch(args, device="cpu"):
     return data.to(device), target.to(device)
 
 
-def run(args, benchmark_step, size, rank, gather_means):
+def run(args, benchmark_step, size, rank, gather_means, cuda):
     """Warm-up, timed iterations and Horovod's report. gather_means(mean) -> every rank's."""
-    device = "GPU" if use_cuda(args) else "CPU"
+    device = "GPU" if cuda else "CPU"
 
     def log(s):
         if rank == 0:
@@ -173,8 +181,9 @@ def main():
     args = parse_args()
     hvd.init()
     torch.set_num_threads(args.threads)
+    cuda = use_cuda(args, hvd.local_size())
     device = "cpu"
-    if use_cuda(args):
+    if cuda:
         torch.cuda.set_device(hvd.local_rank())
         device = "cuda"
 
@@ -197,7 +206,7 @@ def main():
     def gather_means(mean):
         return hvd.allgather(torch.tensor([mean], dtype=torch.float64)).tolist()  # on the CPU
 
-    run(args, benchmark_step, hvd.size(), hvd.rank(), gather_means)
+    run(args, benchmark_step, hvd.size(), hvd.rank(), gather_means, cuda)
 
 
 if __name__ == "__main__":
