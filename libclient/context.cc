@@ -252,6 +252,7 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
                           absl::StrCat("'", r.name, "': ", mark.status().message()));
     }
     entry.ready = *std::move(mark);
+    if (entry.ready == nullptr) entry.ready_stream = device.ready_stream;
   }
   entry.state->on_device = true;
   return absl::OkStatus();

@@ -52,7 +52,8 @@ class DevicePlane {
   // with the reason.
   virtual absl::Status CheckDevice(int ordinal) = 0;
   // Marks the work queued so far on `stream` (a cudaStream_t of device `ordinal`, not null):
-  // the returned cudaEvent_t, recorded there, for Entry::ready.
+  // the returned cudaEvent_t, recorded there, for Entry::ready. Null if the calling thread's
+  // current device is another (its device is never changed): Entry::ready_stream then.
   virtual absl::StatusOr<std::shared_ptr<void>> MarkStream(int ordinal, void* stream) = 0;
 
   // Issues `response` (device kGpu) for this rank's `entries` (parallel to response.names;

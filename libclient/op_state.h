@@ -72,11 +72,12 @@ struct Entry {
   // failure (its caller's output buffer too small for the result), the handle's outcome
   // instead of OK. The rank took part in the collective all the same.
   absl::Status outcome{};
-  // GPU entries (request.device kGpu): the CUDA device, and the cudaEvent_t to wait for before
-  // reading `in` (troika::Device: the caller's ready_event, or its ready_stream marked at
-  // submission), if any.
+  // GPU entries (request.device kGpu): the CUDA device, and what to wait for before reading
+  // `in` (troika::Device): `ready`, the caller's ready_event or its ready_stream marked at
+  // submission (DevicePlane::MarkStream); else `ready_stream`, to be marked when issued.
   int device = -1;
   std::shared_ptr<void> ready = nullptr;
+  void* ready_stream = nullptr;
 };
 
 }  // namespace troika::internal

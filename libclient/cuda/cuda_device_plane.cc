@@ -166,23 +166,35 @@ absl::StatusOr<NcclComm*> CudaDevicePlane::Comm(const DeviceGroup& group) {
 }
 
 absl::StatusOr<std::shared_ptr<void>> CudaDevicePlane::MarkStream(int ordinal, void* stream) {
-  // On the stream's device; the calling thread's device is left as it was.
+  // The event must be made on the stream's device. Switching this thread's device and back
+  // could make a context on the device it had (cudaSetDevice does since CUDA 12) — memory on
+  // a GPU this rank does not use — so a thread on another device is not marked.
   int current = -1;
   TROIKA_CUDA_RETURN(cudaGetDevice(&current), "cudaGetDevice");
-  if (current != ordinal) TROIKA_CUDA_RETURN(cudaSetDevice(ordinal), "cudaSetDevice");
+  if (current != ordinal) return nullptr;
   auto mark = std::make_shared<Event>();
-  cudaError_t e = cudaEventCreateWithFlags(&mark->event, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(mark->event, static_cast<cudaStream_t>(stream));
-  if (current != ordinal) cudaSetDevice(current);
-  if (e != cudaSuccess) return CudaError(e, "marking the input's ready stream");
+  TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&mark->event, cudaEventDisableTiming),
+                     "cudaEventCreate");
+  TROIKA_CUDA_RETURN(cudaEventRecord(mark->event, static_cast<cudaStream_t>(stream)),
+                     "marking the input's ready stream");
   return std::shared_ptr<void>(mark, mark->event);  // the event, owned by `mark`
 }
 
 absl::Status CudaDevicePlane::WaitForInputs(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
-    if (e.ready == nullptr) continue;
-    TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.ready.get())),
-                       "waiting for the input's producer");
+    if (e.ready != nullptr) {
+      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.ready.get())),
+                         "waiting for the input's producer");
+    } else if (e.ready_stream != nullptr) {
+      // Not marked at submission (MarkStream): what is queued on the stream by now.
+      Event ready;
+      TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&ready.event, cudaEventDisableTiming),
+                         "cudaEventCreate");
+      TROIKA_CUDA_RETURN(cudaEventRecord(ready.event, static_cast<cudaStream_t>(e.ready_stream)),
+                         "recording on the input's ready stream");
+      TROIKA_CUDA_RETURN(cudaStreamWaitEvent(stream_, ready.event),
+                         "waiting for the input's ready stream");
+    }
   }
   return absl::OkStatus();
 }

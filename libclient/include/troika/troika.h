@@ -104,9 +104,10 @@ struct Device {
   // GPU only, optional: what produced the inputs. Troika's stream waits for `ready_event` (a
   // cudaEvent_t recorded after the producer's writes) if set, else for the work queued on
   // `ready_stream` (a cudaStream_t) when the operation is submitted, not for what is queued
-  // there later — on the device, without blocking the CPU. Neither: the inputs must be ready
-  // when the operation is submitted. nullptr means none, so the legacy default stream is named
-  // `cudaStreamLegacy`, not 0.
+  // there later — on the device, without blocking the CPU. (Submitted from a thread whose
+  // current device is another, when the operation is issued: a later point.) Neither: the
+  // inputs must be ready when the operation is submitted. nullptr means none, so the legacy
+  // default stream is named `cudaStreamLegacy`, not 0.
   void* ready_stream = nullptr;
   void* ready_event = nullptr;
 };
