@@ -57,6 +57,8 @@ def parse_args():
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
+    p.add_argument("--no-cuda", action="store_true",
+                   help="the synthetic benchmark on the CPU even where torch sees GPUs")
     return p.parse_args()
 
 
@@ -148,6 +150,8 @@ def main():
                       "--num-iters", str(args.num_iters),
                       "--num-batches-per-iter", str(args.num_batches_per_iter),
                       "--num-warmup-batches", str(args.num_warmup_batches)]
+        if args.no_cuda:
+            bench_args.append("--no-cuda")
         print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
         variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic,
                      (g, None, False)) for g in (int(x) for x in args.troika_groups.split(","))]

@@ -110,6 +110,13 @@ if [[ -d $here/python ]]; then
           --python python3 --repeat 3 --skip-latency --model $1 --batch-size $2 || exit 1
       done'
     grep -E '^# synthetic|^median|Error|error:' "$logs/torch.log" | head -n 30
+    # TROIKA_BUNDLE_CPU_BENCH=1: also issue 15's benchmark, 4 CPU ranks against DDP on gloo,
+    # on this machine's cores (fewer neighbours than the 2-core dev machine; ~5 minutes).
+    if [[ ${TROIKA_BUNDLE_CPU_BENCH:-0} == 1 ]]; then
+      step cpu_torch 420 python3 "$here/bench/torch_bench.py" --np 4 --no-cuda \
+        --troikarun "$here/troikarun" --python python3 --repeat 3 --skip-latency --troika-schedules
+      grep -E '^run|^median|Error|error:' "$logs/cpu_torch.log" | head -n 30
+    fi
   fi
 fi
 if command -v compute-sanitizer > /dev/null; then
