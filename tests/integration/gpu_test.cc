@@ -252,8 +252,8 @@ TEST_F(GpuTest, ResultsIntoTheCallersDeviceBuffer) {
   ASSERT_TRUE(ctx_->Allgather("after", in.get(), DataType::kFloat32, {3, 2}, Gpu()).Wait().ok());
 }
 
-// Holds a stream at a point until opened: work queued there after Close() waits for Open()
-// (a host function blocked on a future). Opens when it goes.
+// Holds a stream at the point it is made until opened: work queued there afterwards waits for
+// Open() (a host function blocked on a future). Opens when it goes.
 class StreamGate {
  public:
   explicit StreamGate(cudaStream_t stream) : opened_(open_.get_future().share()) {
