@@ -7,8 +7,8 @@ namespace troika::coordinator {
 
 bool ScheduleDetector::Schedulable(const Response& r) {
   return r.type == CollectiveType::kAllreduce && r.process_set == 0 && !r.is_error() &&
-         r.device == DeviceClass::kCpu && r.ids_known && !r.cache_ids.empty() &&
-         r.cache_ids.size() == r.names.size() && r.joined_ranks.empty();
+         r.ids_known && !r.cache_ids.empty() && r.cache_ids.size() == r.names.size() &&
+         r.joined_ranks.empty();
 }
 
 void ScheduleDetector::Reset(int repeats) {

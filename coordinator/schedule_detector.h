@@ -1,8 +1,8 @@
 #pragma once
 // ScheduleDetector: finds the period of a job's steady state in its response order, for
 // steady-state schedules (docs/protocol.md, Schedules). The job feeds it every response it
-// sends, in order. A response it can schedule is a CPU allreduce of process set 0 whose every
-// tensor was a response-cache hit for every rank (so its cache ids alone say what each rank
+// sends, in order. A response it can schedule is an allreduce (host or GPU) of process set 0 whose
+// every tensor was a response-cache hit for every rank (so its cache ids alone say what each rank
 // submitted) and which no joined rank takes part in; any other response resets it.
 //
 // A period is a sequence of N distinct tensors (cache ids) that the latest tensors, in

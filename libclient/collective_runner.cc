@@ -108,6 +108,15 @@ absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response
   return absl::InternalError("unknown collective type in response");
 }
 
+absl::Status CollectiveRunner::CombineVotes(transport::Communicator& comm, Vote* vote) {
+  int32_t combined = *vote == Vote::kVoid ? 1 : 0;
+  if (absl::Status s = comm.Allreduce(&combined, 1, DataType::kInt32, ReduceOp::kMax); !s.ok()) {
+    return s;
+  }
+  *vote = combined != 0 ? Vote::kVoid : Vote::kGo;
+  return absl::OkStatus();
+}
+
 absl::Status CollectiveRunner::Allreduce(const Response& response,
                                          const std::vector<Entry*>& entries, Vote* vote) {
   const DataType dtype = response.dtype;
@@ -117,12 +126,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
   for (const Entry* e : entries) total += Bytes(e->request);
   const bool inline_vote = total <= kInlineVoteBytes;
   if (!inline_vote && vote != nullptr) {
-    int32_t combined = *vote == Vote::kVoid ? 1 : 0;
-    if (absl::Status s = comm_->Allreduce(&combined, 1, DataType::kInt32, ReduceOp::kMax);
-        !s.ok()) {
-      return s;
-    }
-    *vote = combined != 0 ? Vote::kVoid : Vote::kGo;
+    if (absl::Status s = CombineVotes(*comm_, vote); !s.ok()) return s;
     if (*vote == Vote::kVoid) return absl::OkStatus();
   }
   if (!inline_vote && entries.size() == 1 && entries[0]->out != nullptr) {

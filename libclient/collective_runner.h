@@ -36,6 +36,9 @@ class CollectiveRunner {
   // `vote`: non-null for a scheduled allreduce (entries without input contribute zeros).
   absl::Status Run(transport::Communicator& comm, const Response& response,
                    const std::vector<Entry*>& entries, Vote* vote = nullptr);
+  // A vote alone, in a 4-byte allreduce on `comm`: a large scheduled allreduce's before its
+  // data moves, and a scheduled GPU allreduce's before it is issued on the device.
+  static absl::Status CombineVotes(transport::Communicator& comm, Vote* vote);
 
   // What the last Run did, for ExecReports: when the fused input was in place and when the
   // collective ended (InfinitePast: not an allreduce), and the bytes it allreduced.

@@ -54,10 +54,12 @@ void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, boo
 
 void Executor::RunInline(const std::function<bool()>& done) {
   std::unique_lock<std::mutex> lock(mu_);
-  // Only scheduled entries (host allreduces of set 0); a GPU launch or a process set's
-  // connection stays on the executor thread.
+  // Only scheduled host allreduces (set 0); a GPU launch (the device plane's calls stay on
+  // one thread, whose current device it sets) or a process set's connection stays on the
+  // executor thread.
   auto claimable = [&] {
-    return !running_ && !queue_.empty() && queue_.front().schedule != 0;  // empty if aborted
+    return !running_ && !queue_.empty() && queue_.front().schedule != 0 &&  // empty if aborted
+           queue_.front().response.device != DeviceClass::kGpu;
   };
   while (claimable()) {
     lock.unlock();
@@ -215,12 +217,16 @@ void Executor::Execute(const Response& response) {
 
 void Executor::ExecuteScheduled(const Queued& queued) {
   const Response& response = queued.response;
+  // A GPU entry votes on the host before it is issued: a vote in the device buffer could be
+  // read only after waiting for the device. A void vote moves no data, so a rank that
+  // deviated needs no stand-ins.
+  const bool on_device = response.device == DeviceClass::kGpu;
   std::vector<Entry> entries;
   entries.reserve(response.names.size());
   for (size_t i = 0; i < response.names.size(); ++i) {
     if (queued.vote_void) {
       // This rank deviated: it takes part with zeros; its tensors stay in the table.
-      entries.push_back(JoinedStandIn(response, i));
+      if (!on_device) entries.push_back(JoinedStandIn(response, i));
       continue;
     }
     std::optional<Entry> entry = table_.Take(TensorTable::Key(0, response.names[i]));
@@ -236,7 +242,11 @@ void Executor::ExecuteScheduled(const Queued& queued) {
   for (Entry& e : entries) pointers.push_back(&e);
   CollectiveRunner::Vote vote =
       queued.vote_void ? CollectiveRunner::Vote::kVoid : CollectiveRunner::Vote::kGo;
-  absl::Status status = runner_.Run(comm_, response, pointers, &vote);
+  absl::Status status = on_device ? CollectiveRunner::CombineVotes(comm_, &vote)
+                                  : runner_.Run(comm_, response, pointers, &vote);
+  if (status.ok() && on_device && vote == CollectiveRunner::Vote::kGo) {
+    status = LaunchOnDevice(response, entries);  // the device plane completes the states
+  }
   if (!status.ok()) {
     status = on_failure_(status);
     for (Entry& e : entries) {
@@ -252,7 +262,7 @@ void Executor::ExecuteScheduled(const Queued& queued) {
       // Back to be negotiated; a table closed meanwhile fails it instead.
       if (absl::Status s = table_.Insert(std::move(e)); !s.ok()) state->Complete(s);
     }
-  } else {
+  } else if (!on_device) {
     for (Entry& e : entries) e.state->Complete(e.outcome);
   }
   if (on_scheduled_)

@@ -52,7 +52,8 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Steady-state schedules: called by the turn's holder (no lock held) when an entry of
-  // schedule `schedule` at `position` completed — `go`: its tensors are done; else the
+  // schedule `schedule` at `position` completed — `go`: its tensors are done (a GPU entry's:
+  // issued on the device, whose plane completes them when it is done); else the
   // combined vote was void: the schedule ended there, the entry's tensors are back in the
   // table, and every later entry of the schedule queued here is dropped unexecuted. Set
   // before Start().
@@ -66,7 +67,7 @@ class Executor {
   // which runs it on the caller's thread or, if it cannot, wakes the executor thread.
   void EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, bool wake = true);
   // Called by a thread about to wait for an operation, with no lock held: while `done()` is
-  // false, the executor thread is idle and the next queued entry is a scheduled one, takes the
+  // false, the executor thread is idle and the next queued entry is a scheduled host one, takes the
   // turn and runs it itself — no thread hand-off in the operation's path. Returns when
   // `done()` holds or it cannot go on; what is left queued is then the executor thread's
   // (woken if it must be).

@@ -102,12 +102,18 @@ if [[ -d $here/python ]]; then
     step pytest 180 "$here/troikarun" -np 1 -- python3 -m pytest -q -rfEs -p no:cacheprovider \
       "$here/tests/test_cuda.py"
     tail -n 25 "$logs/pytest.log"
-    # The example's synthetic benchmark on this GPU, 1 rank: Troika vs DDP (NCCL), alternating,
-    # for a model whose step is mostly kernel launches, the same with 8x the batch, and an MLP.
-    step torch 400 bash -c 'for model in "resnet 32" "resnet 256" "mlp 32"; do
+    # The same with steady-state schedules: repeated GPU steps run without negotiation.
+    step pytest_schedules 180 "$here/troikarun" -np 1 --schedules on --log_level info -- \
+      python3 -m pytest -q -rfEs -p no:cacheprovider "$here/tests/test_cuda.py"
+    grep -E 'passed|failed|error|runs without negotiation' "$logs/pytest_schedules.log" | tail -n 8
+    # The example's synthetic benchmark on this GPU, 1 rank: Troika (negotiated, and with
+    # schedules) vs DDP (NCCL), alternating, for a model whose step is mostly kernel launches,
+    # the same with 8x the batch, and an MLP.
+    step torch 480 bash -c 'for model in "resnet 32" "resnet 256" "mlp 32"; do
         set -- $model
         python3 "'"$here"'/bench/torch_bench.py" --np 1 --troikarun "'"$here"'/troikarun" \
-          --python python3 --repeat 3 --skip-latency --model $1 --batch-size $2 || exit 1
+          --python python3 --repeat 3 --skip-latency --troika-schedules \
+          --model $1 --batch-size $2 || exit 1
       done'
     grep -E '^# synthetic|^median|Error|error:' "$logs/torch.log" | head -n 30
     # TROIKA_BUNDLE_CPU_BENCH=1: also issue 15's benchmark, 4 CPU ranks against DDP on gloo,

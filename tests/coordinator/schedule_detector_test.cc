@@ -88,9 +88,7 @@ TEST(ScheduleDetectorTest, AResponseThatCannotBeScheduledStartsOver) {
   in_set.process_set = 1;
   Response joined = Hit({9});
   joined.joined_ranks = {1};
-  Response gpu = Hit({9});
-  gpu.device = DeviceClass::kGpu;
-  for (const Response& other : {miss, broadcast, in_set, joined, gpu}) {
+  for (const Response& other : {miss, broadcast, in_set, joined}) {
     ScheduleDetector d;
     d.Observe(Hit({1}));
     d.Observe(Hit({1}));
@@ -102,6 +100,22 @@ TEST(ScheduleDetectorTest, AResponseThatCannotBeScheduledStartsOver) {
     d.Observe(Hit({1}));
     EXPECT_TRUE(d.Period());
   }
+}
+
+TEST(ScheduleDetectorTest, GpuAllreducesAreScheduledBesideHostOnes) {
+  // A step of a GPU model's gradients and a host-side metric (its device class is part of the
+  // request each cache id stands for).
+  Response gpu = Hit({1, 2});
+  gpu.device = DeviceClass::kGpu;
+  ScheduleDetector d;
+  for (int step = 0; step < 2; ++step) {
+    d.Observe(gpu);
+    d.Observe(Hit({3}));
+  }
+  ASSERT_TRUE(d.Period());
+  ASSERT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  EXPECT_EQ(d.Period()->front().device, DeviceClass::kGpu);
+  EXPECT_EQ(d.Period()->back().device, DeviceClass::kCpu);
 }
 
 TEST(ScheduleDetectorTest, ATensorTwiceInOnePeriodIsNoStep) {

@@ -7,9 +7,12 @@
 
 #include <cmath>
 #include <future>
+#include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libclient/transport/reduce.h"
@@ -386,6 +389,72 @@ TEST(GpuJobTest, DeviceClassMismatchAcrossRanksIsAnErrorOnEveryRank) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(s.message(), HasSubstr("device classes for 'x': rank 0 sent gpu, rank 1 sent cpu"));
   }
+}
+
+// Steady-state schedules (docs/protocol.md, Schedules) take GPU allreduces: once the steps
+// repeat, they run without a coordinator round trip (the host votes, then the collective is
+// issued on the device), in collectives apart from the step's host allreduce, with the
+// results of the negotiated steps.
+TEST(GpuJobTest, RepeatedStepsRunAScheduleOfGpuAndHostAllreduces) {
+  if (const std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
+  coordinator::CoordinatorOptions options;
+  options.registry.schedules = true;
+  TestCluster cluster(options);
+  auto contexts = cluster.Join("scheduled", 1);
+  ASSERT_EQ(contexts.size(), 1u);
+  Context& ctx = *contexts[0];
+  auto job = cluster.coordinator().registry().Find("scheduled");
+  ASSERT_TRUE(job.ok()) << job.status();
+  // Small integers: exact in float16, so the compressed tensor's result is its input too.
+  const std::vector<std::vector<float>> inputs = {{1, -2, 3}, {4, 5}, {-6, 7, 8, 9}};
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> outs;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> ins;
+  for (const std::vector<float>& v : inputs) {
+    ins.push_back(std::make_unique<DeviceBuffer<float>>(v));
+    outs.push_back(std::make_unique<DeviceBuffer<float>>(std::vector<float>(v.size(), 0)));
+  }
+  auto step = [&](int s) {
+    std::vector<Handle> handles;
+    for (size_t t = 0; t < inputs.size(); ++t) {
+      AllreduceOptions o;
+      o.op = ReduceOp::kAverage;
+      o.device.ordinal = 0;
+      if (t == 2) o.compression = Compression::kFloat16;
+      handles.push_back(ctx.Allreduce("grad" + std::to_string(t), ins[t]->get(), outs[t]->get(),
+                                      DataType::kFloat32, {static_cast<int64_t>(inputs[t].size())},
+                                      o));
+    }
+    double loss = s, reduced = -1;
+    handles.push_back(ctx.Allreduce("loss", &loss, &reduced, DataType::kFloat64, {1}));
+    for (Handle& h : handles) ASSERT_TRUE(h.Wait().ok()) << "step " << s;
+    EXPECT_EQ(reduced, loss) << "step " << s;
+    for (size_t t = 0; t < inputs.size(); ++t) {
+      EXPECT_EQ(outs[t]->Read(), inputs[t]) << "step " << s << ", grad" << t;
+      ASSERT_EQ(cudaMemset(outs[t]->get(), 0, outs[t]->bytes()), cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the memsets before the next step
+  };
+  // Three scheduled collectives: grad0 and grad1 (fused by negotiation, or bucketed once the
+  // rank's reports show it), the compressed grad2 (fused with no other), the host's loss.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  int s = 0;
+  coordinator::ScheduleInfo info;
+  for (; absl::Now() < deadline; ++s) {
+    step(s);
+    info = (*job)->Describe().schedules;
+    if (info.active != 0 && info.entries == 3) break;
+  }
+  ASSERT_TRUE(info.active != 0 && info.entries == 3)
+      << "no schedule of 3 collectives formed in " << s << " steps (in force: " << info.active
+      << ", " << info.entries << " entries)";
+  EXPECT_EQ(info.tensors, 4);
+  const int64_t before = cluster.coordinator().control_stats().up_messages.load();
+  for (int i = 0; i < 10; ++i) step(++s);
+  // Negotiated, 10 steps send at least 10 requests; scheduled, none (a step-timing report
+  // may still go up).
+  EXPECT_LT(cluster.coordinator().control_stats().up_messages.load() - before, 2);
+  EXPECT_EQ((*job)->Describe().schedules.active, info.active) << "the schedule ended";
+  EXPECT_TRUE(ctx.Shutdown().ok());
 }
 
 }  // namespace

@@ -2,17 +2,22 @@
 // executor thread runs on the thread that waits for it; what that thread leaves queued runs
 // on the executor thread, and Stop() runs what nobody ran. Each test starts the executor
 // thread and waits until it sleeps, so only a wake can make it run anything.
+// Scheduled GPU entries: the ranks vote on the host, then the entry is issued on the device
+// plane (here a fake that records launches) from the executor thread, or nowhere if any rank
+// voted void.
 
 #include "libclient/executor.h"
 
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -24,6 +29,40 @@
 namespace troika::internal {
 namespace {
 
+// Records what is issued on it, from which thread, and completes it at once.
+class FakeDevicePlane : public DevicePlane {
+ public:
+  absl::Status CheckDevice(int) override { return absl::OkStatus(); }
+  absl::StatusOr<std::shared_ptr<void>> MarkStream(int, void*) override { return nullptr; }
+  absl::Status Launch(const Response& response, const DeviceGroup&,
+                      std::vector<Entry>& entries) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      launched_.push_back({response.names, std::this_thread::get_id()});
+    }
+    for (Entry& e : entries) {
+      if (e.state) e.state->Complete(absl::OkStatus());
+    }
+    return absl::OkStatus();
+  }
+  void DropGroup(int) override {}
+  void Abort() override {}
+  void Stop() override {}
+
+  struct Launched {
+    std::vector<std::string> names;
+    std::thread::id thread;
+  };
+  std::vector<Launched> launched() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launched_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Launched> launched_;
+};
+
 class ExecutorTest : public ::testing::Test {
  protected:
   ExecutorTest() {
@@ -31,7 +70,7 @@ class ExecutorTest : public ::testing::Test {
     EXPECT_TRUE(comm.ok()) << comm.status();
     comm_ = std::move(*comm);
     executor_ = std::make_unique<Executor>(table_, *comm_, sets_, nullptr, *pool_, stats_, steps_,
-                                           nullptr, [](absl::Status s) { return s; });
+                                           &device_, [](absl::Status s) { return s; });
     executor_->OnScheduled([this](int64_t, int64_t position, bool go) {
       EXPECT_TRUE(go);
       {
@@ -48,12 +87,14 @@ class ExecutorTest : public ::testing::Test {
   }
   ~ExecutorTest() override { executor_->Stop(); }
 
-  // Submits a one-element float32 sum named `name` and queues it as entry `position` of
-  // schedule 1.
-  std::shared_ptr<OpState> Queue(const std::string& name, int64_t position, bool wake) {
+  // Submits a one-element float32 sum named `name` (on the host, or on GPU 0: `device`) and
+  // queues it as entry `position` of schedule 1.
+  std::shared_ptr<OpState> Queue(const std::string& name, int64_t position, bool wake,
+                                 DeviceClass device = DeviceClass::kCpu) {
     Entry entry;
     entry.request.name = name;
     entry.request.shape = {1};
+    entry.request.device = device;
     entry.in = entry.out = &values_[name];
     entry.state = std::make_shared<OpState>();
     std::shared_ptr<OpState> state = entry.state;
@@ -62,6 +103,7 @@ class ExecutorTest : public ::testing::Test {
     step.position = position;
     step.response.names = {name};
     step.response.elements = {1};
+    step.response.device = device;
     executor_->EnqueueScheduled(1, std::move(step), wake);
     return state;
   }
@@ -107,6 +149,7 @@ class ExecutorTest : public ::testing::Test {
     ADD_FAILURE() << "the executor thread did not go to sleep";
   }
 
+  FakeDevicePlane device_;  // outlives the executor, which stops it
   transport::MemoryTransport transport_;
   transport::InMemoryStore store_;
   std::unique_ptr<transport::Communicator> comm_;
@@ -178,6 +221,88 @@ TEST_F(ExecutorTest, StopRunsAnEntryQueuedWithoutWakeThatNobodyRan) {
   executor_->Stop();
   ASSERT_TRUE(Done(state));
   EXPECT_TRUE(state->status.ok()) << state->status;
+}
+
+TEST_F(ExecutorTest, AScheduledGpuEntryIsIssuedOnTheExecutorThreadNotTheWaitingOne) {
+  StartExecutor();
+  std::shared_ptr<OpState> host = Queue("h", 0, /*wake=*/false);
+  std::shared_ptr<OpState> gpu = Queue("g", 1, /*wake=*/false, DeviceClass::kGpu);
+  // The waiting thread runs the host entry; the GPU one is the executor thread's (the device
+  // plane's calls come from one thread, whose current device it sets).
+  executor_->RunInline([&] { return Done(gpu); });
+  ASSERT_TRUE(WaitDone(gpu));
+  EXPECT_EQ(RanOn(0), std::this_thread::get_id());
+  EXPECT_NE(RanOn(1), std::this_thread::get_id());
+  const std::vector<FakeDevicePlane::Launched> launched = device_.launched();
+  ASSERT_EQ(launched.size(), 1u);
+  EXPECT_EQ(launched[0].names, std::vector<std::string>{"g"});
+  EXPECT_NE(launched[0].thread, std::this_thread::get_id());
+  EXPECT_TRUE(Done(host));
+}
+
+// Two ranks' executors over one memory transport: rank 1 deviated (votes void) at a GPU entry
+// that rank 0 entered with its tensor.
+TEST(ExecutorVoteTest, AVoidVoteOnOneRankIssuesTheGpuEntryOnNoRank) {
+  struct Rank {
+    TensorTable table;
+    ProcessSetTable sets{0};
+    std::shared_ptr<OutputPool> pool = OutputPool::Create(0);
+    ExecStats stats;
+    StepClock steps{Clock::Real()};
+    FakeDevicePlane device;
+    std::unique_ptr<transport::Communicator> comm;
+    std::unique_ptr<Executor> executor;
+    std::promise<bool> go;
+  };
+  transport::MemoryTransport transport;
+  transport::InMemoryStore store;
+  Rank ranks[2];
+  std::thread connecting[2];
+  for (int r = 0; r < 2; ++r) {
+    connecting[r] = std::thread([&, r] {
+      auto comm = transport.Connect({.rank = r, .size = 2, .store_prefix = "vote/"}, store);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      ranks[r].comm = *std::move(comm);
+    });
+  }
+  for (std::thread& t : connecting) t.join();
+  ASSERT_TRUE(ranks[0].comm && ranks[1].comm);
+  float value = 1;
+  Entry entry;
+  entry.request.name = "g";
+  entry.request.shape = {1};
+  entry.request.device = DeviceClass::kGpu;
+  entry.in = entry.out = &value;
+  entry.state = std::make_shared<OpState>();
+  std::shared_ptr<OpState> state = entry.state;
+  ASSERT_TRUE(ranks[0].table.Insert(std::move(entry)).ok());
+  for (int r = 0; r < 2; ++r) {
+    Rank& rank = ranks[r];
+    rank.executor = std::make_unique<Executor>(rank.table, *rank.comm, rank.sets, nullptr,
+                                               *rank.pool, rank.stats, rank.steps, &rank.device,
+                                               [](absl::Status s) { return s; });
+    rank.executor->OnScheduled([&rank](int64_t, int64_t, bool go) { rank.go.set_value(go); });
+    rank.executor->Start();
+    ClientSchedule::Step step;
+    step.response.names = {"g"};
+    step.response.elements = {1};
+    step.response.device = DeviceClass::kGpu;
+    step.vote_void = r == 1;
+    rank.executor->EnqueueScheduled(1, std::move(step));
+  }
+  for (Rank& rank : ranks) {
+    std::future<bool> go = rank.go.get_future();
+    ASSERT_EQ(go.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_FALSE(go.get()) << "the combined vote is void";
+    EXPECT_TRUE(rank.device.launched().empty()) << "nothing was issued";
+  }
+  // Rank 0's tensor is back in its table, to be negotiated, and not complete.
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    EXPECT_FALSE(state->done);
+  }
+  EXPECT_TRUE(ranks[0].table.Take(TensorTable::Key(0, "g")).has_value());
+  for (Rank& rank : ranks) rank.executor->Stop();
 }
 
 }  // namespace

@@ -7,6 +7,8 @@ What it checks beyond the values: inputs produced by kernels still queued on the
 stream are read after them (the ready stream), and results are consumed by kernels queued
 right after synchronize() without a CPU synchronisation in between (WaitOnStream)."""
 
+import time
+
 import pytest
 import torch
 
@@ -147,3 +149,31 @@ def test_distributed_optimizer_step_equals_the_averaged_gradient(dev):
     for i, p in enumerate(model.parameters()):
         avg = sum(g[i] for g in grads) / hvd.size()
         torch.testing.assert_close(p.detach().cpu(), before[i] - 0.5 * avg)
+
+
+def test_repeated_training_steps_equal_training_without_troika(dev):
+    """Identical steps for a few seconds (under `troikarun --schedules on` they soon run
+    scheduled: the host votes, the device reduces) leave the weights of the same steps taken
+    without Troika, after every step. Every rank trains on the same batches, so the average
+    over ranks is each rank's own gradient."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).to(dev)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 4)).to(dev)
+    reference.load_state_dict(model.state_dict())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                   named_parameters=model.named_parameters())
+    reference_opt = torch.optim.SGD(reference.parameters(), lr=0.05)
+    start, step = time.monotonic(), 0
+    # Long enough for schedules to form and then be bucketed (progress reports, ~1 s apart).
+    while step < 50 or time.monotonic() - start < 6:
+        x = torch.randn(32, 8, generator=torch.Generator().manual_seed(step)).to(dev)
+        for m, o in ((model, opt), (reference, reference_opt)):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            o.step()
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p, q, msg=lambda m: "step %d: %s" % (step, m))
+        step += 1
