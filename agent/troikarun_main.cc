@@ -141,7 +141,7 @@ int Run(const TroikarunOptions& options) {
     if (options.fusion_threshold_bytes)
       negotiation.fusion_threshold_bytes = *options.fusion_threshold_bytes;
     if (options.cycle_time) negotiation.cycle_time = *options.cycle_time;
-    coordinator_options.registry.schedules = options.schedules;
+    coordinator_options.registry.schedules = options.schedules.value_or(true);
     auto started = coordinator::Coordinator::Start(coordinator_options);
     if (!started.ok()) {
       std::fprintf(stderr, "troikarun: cannot start the embedded coordinator: %s\n",

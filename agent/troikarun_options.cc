@@ -37,7 +37,8 @@ Options:
   --schedules on|off       steady-state schedules in the embedded coordinator: once the job's
                            steps repeat, ranks run them without a coordinator round trip
                            per collective until one deviates (docs/protocol.md,
-                           Schedules); default off
+                           Schedules); default on (off: every collective negotiated,
+                           as Horovod does)
   --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
                            trace of every tensor's negotiation and every rank's phases,
                            docs/timeline.md) to FILE for the whole run; default
@@ -213,10 +214,10 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                       "coordinator; with --coordinator, give them to that coordinator "
                       "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
   }
-  if (!options.coordinator.empty() && options.schedules) {
+  if (!options.coordinator.empty() && options.schedules.has_value()) {
     return UsageError(kProgram,
                       "--schedules sets troikarun's embedded coordinator; with --coordinator, "
-                      "start that coordinator with --schedules");
+                      "start that coordinator with --schedules=true or false");
   }
   if (!options.coordinator.empty() && !options.timeline.empty()) {
     return UsageError(kProgram,

@@ -35,9 +35,9 @@ struct TroikarunOptions {
   // --timeline.
   std::optional<int64_t> fusion_threshold_bytes;
   std::optional<absl::Duration> cycle_time;
-  // --schedules on: the embedded coordinator publishes steady-state schedules. Default off;
-  // refused with --coordinator.
-  bool schedules = false;
+  // --schedules on|off: whether the embedded coordinator publishes steady-state schedules.
+  // Unset: on. Refused with --coordinator (that coordinator's own flag decides).
+  std::optional<bool> schedules;
   // --timeline FILE: the embedded coordinator writes the job's timeline to FILE (relative to
   // troikarun's directory) for the whole run.
   std::string timeline;

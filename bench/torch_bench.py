@@ -51,9 +51,12 @@ def parse_args():
     p.add_argument("--troika-cycle-times", default="",
                    help="more Troika variants, comma-separated: the default optimizer with "
                         "troikarun --cycle-time-ms MS for each MS (e.g. 20,50)")
-    p.add_argument("--troika-schedules", action="store_true",
+    p.add_argument("--troika-negotiated", action="store_true",
                    help="one more Troika variant: the default optimizer with troikarun "
-                        "--schedules on (steady-state schedules)")
+                        "--schedules off (every collective negotiated)")
+    p.add_argument("--troika-schedules", action="store_true",
+                   help="one more Troika variant: troikarun --schedules on (the default since "
+                        "2026-11-26; for figures of builds before)")
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
@@ -106,8 +109,8 @@ def troika_synthetic(args, env, bench_args, variant):
     cmd = [args.troikarun, "-np", str(args.np)]
     if cycle_ms is not None:
         cmd += ["--cycle-time-ms", cycle_ms]
-    if schedules:
-        cmd += ["--schedules", "on"]
+    if schedules is not None:
+        cmd += ["--schedules", "on" if schedules else "off"]
     cmd += ["--", args.python,
             os.path.join(ROOT, "examples", "pytorch", "pytorch_synthetic_benchmark.py")]
     if groups:
@@ -154,11 +157,13 @@ def main():
             bench_args.append("--no-cuda")
         print("\n# synthetic benchmark: %s" % " ".join(bench_args), flush=True)
         variants = [("troika" + (" groups=%d" % g if g else ""), troika_synthetic,
-                     (g, None, False)) for g in (int(x) for x in args.troika_groups.split(","))]
-        variants += [("troika cycle=%sms" % c, troika_synthetic, (0, c, False))
+                     (g, None, None)) for g in (int(x) for x in args.troika_groups.split(","))]
+        variants += [("troika cycle=%sms" % c, troika_synthetic, (0, c, None))
                      for c in args.troika_cycle_times.split(",") if c]
         if args.troika_schedules:
             variants.append(("troika schedules", troika_synthetic, (0, None, True)))
+        if args.troika_negotiated:
+            variants.append(("troika negotiated", troika_synthetic, (0, None, False)))
         variants.append(("ddp", ddp_synthetic, None))
         figures = {name: [] for name, _, _ in variants}
         for i in range(args.repeat):

@@ -36,9 +36,10 @@ ABSL_FLAG(absl::Duration, straggler_margin, absl::Milliseconds(10),
 ABSL_FLAG(bool, deadlock_detection, true,
           "abort a job at once when every live rank is blocked waiting for tensors that other "
           "ranks never submit");
-ABSL_FLAG(bool, schedules, false,
+ABSL_FLAG(bool, schedules, true,
           "steady-state schedules (docs/protocol.md): once a job's steps repeat, its ranks run "
-          "them without a round trip per collective until one deviates");
+          "them without a round trip per collective until one deviates (false: every "
+          "collective is negotiated, as Horovod does)");
 ABSL_FLAG(bool, schedule_buckets, true,
           "with --schedules: fuse a schedule's neighbouring allreduces into collectives of up "
           "to the fusion threshold once the ranks show that none needs one's result before it "

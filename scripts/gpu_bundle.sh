@@ -99,20 +99,20 @@ if [[ -d $here/python ]]; then
     echo "== pytest: NOT RUN: python3 here lacks torch with CUDA or pytest"
     status=1
   else
-    step pytest 180 "$here/troikarun" -np 1 -- python3 -m pytest -q -rfEs -p no:cacheprovider \
-      "$here/tests/test_cuda.py"
-    tail -n 25 "$logs/pytest.log"
-    # The same with steady-state schedules: repeated GPU steps run without negotiation.
-    step pytest_schedules 180 "$here/troikarun" -np 1 --schedules on --log_level info -- \
+    step pytest 180 "$here/troikarun" -np 1 --log_level info -- python3 -m pytest -q -rfEs \
+      -p no:cacheprovider "$here/tests/test_cuda.py"
+    grep -E 'passed|failed|error|runs without negotiation' "$logs/pytest.log" | tail -n 25
+    # The same with every collective negotiated (no steady-state schedules).
+    step pytest_negotiated 180 "$here/troikarun" -np 1 --schedules off -- \
       python3 -m pytest -q -rfEs -p no:cacheprovider "$here/tests/test_cuda.py"
-    grep -E 'passed|failed|error|runs without negotiation' "$logs/pytest_schedules.log" | tail -n 8
-    # The example's synthetic benchmark on this GPU, 1 rank: Troika (negotiated, and with
-    # schedules) vs DDP (NCCL), alternating, for a model whose step is mostly kernel launches,
-    # the same with 8x the batch, and an MLP.
+    tail -n 3 "$logs/pytest_negotiated.log"
+    # The example's synthetic benchmark on this GPU, 1 rank: Troika (with schedules, the
+    # default, and negotiated) vs DDP (NCCL), alternating, for a model whose step is mostly
+    # kernel launches, the same with 8x the batch, and an MLP.
     step torch 480 bash -c 'for model in "resnet 32" "resnet 256" "mlp 32"; do
         set -- $model
         python3 "'"$here"'/bench/torch_bench.py" --np 1 --troikarun "'"$here"'/troikarun" \
-          --python python3 --repeat 3 --skip-latency --troika-schedules \
+          --python python3 --repeat 3 --skip-latency --troika-negotiated \
           --model $1 --batch-size $2 || exit 1
       done'
     grep -E '^# synthetic|^median|Error|error:' "$logs/torch.log" | head -n 30
@@ -120,7 +120,7 @@ if [[ -d $here/python ]]; then
     # on this machine's cores (fewer neighbours than the 2-core dev machine; ~5 minutes).
     if [[ ${TROIKA_BUNDLE_CPU_BENCH:-0} == 1 ]]; then
       step cpu_torch 420 python3 "$here/bench/torch_bench.py" --np 4 --no-cuda \
-        --troikarun "$here/troikarun" --python python3 --repeat 3 --skip-latency --troika-schedules
+        --troikarun "$here/troikarun" --python python3 --repeat 3 --skip-latency --troika-negotiated
       grep -E '^run|^median|Error|error:' "$logs/cpu_torch.log" | head -n 30
     fi
   fi

@@ -92,19 +92,25 @@ TEST(TroikarunOptionsTest, HorovodFusionThresholdAndCycleTimeAreDefaults) {
 }
 
 TEST(TroikarunOptionsTest, SchedulesOnOrOffForTheEmbeddedCoordinatorOnly) {
-  auto off = Parse({"-np", "2", "--", "x"});
-  ASSERT_TRUE(off.ok()) << off.status();
-  EXPECT_FALSE(off->schedules);
+  auto unset = Parse({"-np", "2", "--", "x"});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_FALSE(unset->schedules.has_value()) << "unset: the embedded coordinator's default, on";
   auto on = Parse({"-np", "2", "--schedules", "on", "--", "x"});
   ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->schedules);
+  EXPECT_EQ(on->schedules, true);
+  auto off = Parse({"-np", "2", "--schedules", "off", "--", "x"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->schedules, false);
   auto bad = Parse({"-np", "2", "--schedules", "yes", "--", "x"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'yes' is not on or off"));
-  auto remote = Parse({"-np", "2", "--coordinator", "h:1", "--schedules=on", "--", "x"});
-  ASSERT_FALSE(remote.ok());
-  EXPECT_THAT(std::string(remote.status().message()),
-              HasSubstr("start that coordinator with --schedules"));
+  for (const char* value : {"--schedules=on", "--schedules=off"}) {
+    auto remote = Parse({"-np", "2", "--coordinator", "h:1", value, "--", "x"});
+    ASSERT_FALSE(remote.ok()) << value;
+    EXPECT_THAT(std::string(remote.status().message()),
+                HasSubstr("start that coordinator with --schedules=true or false"));
+  }
+  EXPECT_TRUE(Parse({"-np", "2", "--coordinator", "h:1", "--", "x"}).ok());
 }
 
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {

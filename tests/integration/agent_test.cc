@@ -291,7 +291,7 @@ void AgentProcessTest::ExpectRestartLeavesTheWeightsOfAnUndisturbedRun(int signa
   // bit for bit whatever their timing: any lost, repeated or reordered op would show.
   const std::string flags =
       absl::StrCat("--plaintext --fusion_threshold_bytes=0 --state_dir=", dir_,
-                   "/state --log_level=info", schedules ? " --schedules" : "");
+                   "/state --log_level=info --schedules=", schedules ? "true" : "false");
   int port = 0;
   pid_t coordinator = StartCoordinatorProcess(flags + " --listen=127.0.0.1:0", &port);
   ASSERT_GT(port, 0);

@@ -94,11 +94,11 @@ TEST(TroikarunTest, ExampleOnTwoAgentsOfTwoRanksSucceeds) {
   EXPECT_THAT(r.out, Not(HasSubstr("[0] [0]"))) << "troikarun does not prefix agents' lines again";
 }
 
-// --schedules on: once the example's steps repeat, its ranks run them on a schedule (the
-// embedded coordinator says so at info level) through two agents, and training ends with the
-// weights of a negotiated run, bit for bit. The ranks' progress reports, relayed by the agents,
-// put every scheduled tensor on the timeline; at the end the first rank to shut down ends the
-// schedule on every rank through the coordinator.
+// Schedules (on unless --schedules off): once the example's steps repeat, its ranks run them on a
+// schedule (the embedded coordinator says so at info level) through two agents, and training ends
+// with the weights of a negotiated run, bit for bit. The ranks' progress reports, relayed by the
+// agents, put every scheduled tensor on the timeline; at the end the first rank to shut down ends
+// the schedule on every rank through the coordinator.
 TEST(TroikarunTest, SchedulesOnTrainsToTheWeightsOfANegotiatedRun) {
   if (std::system("python3 -c pass") != 0) GTEST_SKIP() << "python3 is not installed";
   const std::string dir = MakeScratchDir("troikarun-schedules");
@@ -107,7 +107,7 @@ TEST(TroikarunTest, SchedulesOnTrainsToTheWeightsOfANegotiatedRun) {
     const std::string file = absl::StrCat(dir, on ? "/on.txt" : "/off.txt");
     CommandResult r = RunShell(
         absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 --log_level info",
-                     on ? " --schedules on" : "", " --timeline ", dir, "/trace.json -- ",
+                     on ? "" : " --schedules off", " --timeline ", dir, "/trace.json -- ",
                      EXAMPLE_TRAIN_BINARY, " --steps 40 --dump_weights ", file),
         dir, absl::Seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -3,7 +3,7 @@
 # troikarun (each rank runs pytest; they share the job). Exit 77 (skipped) if PYTHON lacks torch
 # or pytest. pytest's own status passes through troikarun: a failing rank fails the job, and
 # "no tests collected" (5) is a failure too. With TROIKA_PYTEST_NEEDS_CUDA=1: exit 77 if torch
-# sees no CUDA device. TROIKARUN_ARGS: more troikarun options (e.g. "--schedules on").
+# sees no CUDA device. TROIKARUN_ARGS: more troikarun options (e.g. "--schedules off").
 set -eu
 troikarun=$1 np=$2 python=$3 file=$4
 if ! "$python" -c 'import torch, pytest' 2>/dev/null; then
