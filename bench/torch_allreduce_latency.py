@@ -8,7 +8,10 @@ allreduces, each waited before the next, through
           (the compiled module alone: no troika.torch)
 
 in alternating blocks (module, torch, torch_, module, torch, torch_, ...) so that drift of a
-shared machine hits all alike. Rank 0 prints one line per mode:
+shared machine hits all alike. All three submit the same request (one name, as the C++ API's
+loop in troika-rank-latency), and nothing else runs between the blocks, so a steady-state
+schedule (troikarun's default) holds across the blocks as it does in the C++ job; a tensor of
+its own per mode, or a barrier between blocks, would end the schedule at every block. Rank 0 prints one line per mode:
 "<mode>: <us> us per allreduce". Launched by bench/torch_bench.py next to the C++ API's
 figure (troika-rank-latency) from a job of the same shape.
 
@@ -39,24 +42,24 @@ def main():
 
     def module(n):
         for _ in range(n):
-            ctx.allreduce("latency.module", ptr, ptr, f32, [1], op=hvd.Sum, wait=True).wait()
+            ctx.allreduce("latency", ptr, ptr, f32, [1], op=hvd.Sum, wait=True).wait()
 
     def torch_out(n):
         for _ in range(n):
-            hvd.allreduce(t, op=hvd.Sum, name="latency.torch")
+            hvd.allreduce(t, op=hvd.Sum, name="latency")
 
     def torch_in(n):
         for _ in range(n):
-            hvd.allreduce_(t, op=hvd.Sum, name="latency.torch_")
+            hvd.allreduce_(t, op=hvd.Sum, name="latency")
 
     modes = [("module", module), ("torch", torch_out), ("torch_", torch_in)]
     for _, fn in modes:
         fn(args.warmup)
     per_block = max(1, args.iters // args.blocks)
     total = {name: 0.0 for name, _ in modes}
+    # Each allreduce is waited on every rank, so the ranks start each block together.
     for _ in range(args.blocks):
         for name, fn in modes:
-            hvd.barrier()
             start = time.perf_counter()
             fn(per_block)
             total[name] += time.perf_counter() - start

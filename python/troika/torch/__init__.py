@@ -109,13 +109,18 @@ class _Pending:
         self.stream_device = stream_device
 
 
-def _register(native, keep, finish, stream_device=-1):
+def _add(pending):
+    """A handle (for poll and synchronize) to the _Pending operation."""
     global _next_handle
     with _handles_lock:
         _next_handle += 1
         h = _next_handle
-        _handles[h] = _Pending(native, keep, finish, stream_device)
+        _handles[h] = pending
     return h
+
+
+def _register(native, keep, finish, stream_device=-1):
+    return _add(_Pending(native, keep, finish, stream_device))
 
 
 def _dtype(tensor):
@@ -210,6 +215,18 @@ def poll(handle):
     return True if pending is None else pending.native.poll()
 
 
+def _complete(pending):
+    """Waits for a _Pending operation and returns its result."""
+    if pending.stream_device >= 0:
+        # GPU: the CPU waits only until the operation is issued; the current stream waits
+        # for its completion on the device (a failure after issue surfaces in later ops).
+        stream = torch.cuda.current_stream(pending.stream_device)
+        pending.native.wait_on_stream(_stream_address(stream))
+    else:
+        pending.native.wait()
+    return pending.finish()
+
+
 def synchronize(handle):
     """Waits for the operation of `handle` and returns its result (a tensor; for alltoall a
     tuple (output, received_splits)). Raises HorovodInternalError (TroikaError) if it failed."""
@@ -218,14 +235,7 @@ def synchronize(handle):
     if pending is None:
         return None
     try:
-        if pending.stream_device >= 0:
-            # GPU: the CPU waits only until the operation is issued; the current stream waits
-            # for its completion on the device (a failure after issue surfaces in later ops).
-            stream = torch.cuda.current_stream(pending.stream_device)
-            pending.native.wait_on_stream(_stream_address(stream))
-        else:
-            pending.native.wait()
-        return pending.finish()
+        return _complete(pending)
     finally:
         with _handles_lock:
             _handles.pop(handle, None)
@@ -234,10 +244,11 @@ def synchronize(handle):
 # ----------------------------------------------------------------------------- allreduce
 
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
-                     process_set, wait=False):
-    # wait: the caller synchronizes at once; a CPU allreduce then returns finished (a scheduled
-    # one ran on this thread, with no hand-off to Troika's executor thread).
+def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
+               wait=False):
+    """Submits an allreduce; returns its _Pending (no handle: allreduce_async adds one).
+    wait: the caller completes it at once; a CPU allreduce then returns finished (a scheduled
+    one ran on this thread, with no hand-off to Troika's executor thread)."""
     ps_id = _ps_id(process_set)
     dt = _dtype(tensor)
     device, stream = _device(tensor)
@@ -258,39 +269,38 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
                                   postscale_factor, process_set)
-    return _register(native, (tensor, source, target, output), finish, device)
+    return _Pending(native, (tensor, source, target, output), finish, device)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` across the ranks into a new tensor; returns a handle for poll() and
     synchronize(). `op`: Average (default), Sum, Min, Max, Product."""
-    return _allreduce_async(tensor, None, name, _op(op, average), prescale_factor,
-                            postscale_factor, process_set)
+    return _add(_allreduce(tensor, None, name, _op(op, average), prescale_factor,
+                           postscale_factor, process_set))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """allreduce_async in place: `tensor` receives the result."""
-    return _allreduce_async(tensor, tensor, name, _op(op, average), prescale_factor,
-                            postscale_factor, process_set)
+    return _add(_allreduce(tensor, tensor, name, _op(op, average), prescale_factor,
+                           postscale_factor, process_set))
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
     compressed, ctx = compression.compress(tensor)
-    reduced = synchronize(_allreduce_async(compressed, None, name, _op(op, average),
-                                           prescale_factor, postscale_factor, process_set,
-                                           wait=True))
+    reduced = _complete(_allreduce(compressed, None, name, _op(op, average), prescale_factor,
+                                   postscale_factor, process_set, wait=True))
     return compression.decompress(reduced, ctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` across the ranks in place and returns it."""
-    return synchronize(_allreduce_async(tensor, tensor, name, _op(op, average), prescale_factor,
-                                        postscale_factor, process_set, wait=True))
+    return _complete(_allreduce(tensor, tensor, name, _op(op, average), prescale_factor,
+                                postscale_factor, process_set, wait=True))
 
 
 # ----------------------------------------------------------------------------- allgather
