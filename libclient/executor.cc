@@ -225,7 +225,8 @@ void Executor::ExecuteScheduled(const Queued& queued) {
   entries.reserve(response.names.size());
   for (size_t i = 0; i < response.names.size(); ++i) {
     if (queued.vote_void) {
-      // This rank deviated: it takes part with zeros; its tensors stay in the table.
+      // This rank deviated: it takes part with zeros (a GPU entry: it only votes); its
+      // tensors stay in the table.
       if (!on_device) entries.push_back(JoinedStandIn(response, i));
       continue;
     }
