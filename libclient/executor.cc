@@ -37,7 +37,9 @@ void Executor::Enqueue(std::vector<Response> responses) {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;
     const absl::Time now = absl::Now();
-    for (Response& r : responses) queue_.push_back({std::move(r), now});
+    for (Response& r : responses) {
+      queue_.push_back({std::make_shared<const Response>(std::move(r)), now});
+    }
   }
   cv_.notify_one();
 }
@@ -59,7 +61,7 @@ void Executor::RunInline(const std::function<bool()>& done) {
   // executor thread.
   auto claimable = [&] {
     return !running_ && !queue_.empty() && queue_.front().schedule != 0 &&  // empty if aborted
-           queue_.front().response.device != DeviceClass::kGpu;
+           queue_.front().response->device != DeviceClass::kGpu;
   };
   while (claimable()) {
     lock.unlock();
@@ -130,7 +132,7 @@ void Executor::Run(const Queued& queued) {
   if (queued.schedule != 0) {
     ExecuteScheduled(queued);
   } else {
-    Execute(queued.response);
+    Execute(*queued.response);
   }
   steps_.ExecEnd();
   Record(queued, start);
@@ -139,12 +141,12 @@ void Executor::Run(const Queued& queued) {
 void Executor::Record(const Queued& queued, absl::Time start) {
   const CollectiveRunner::Marks& marks = runner_.marks();
   stats_.AddAllreduceBytes(marks.allreduce_bytes);
-  if (!stats_.phases_on() || queued.response.is_error()) return;
+  if (!stats_.phases_on() || queued.response->is_error()) return;
   const absl::Time end = absl::Now();
   // Ops without a fusion buffer spend all their time in the collective.
   const absl::Time copied_in = marks.copied_in == absl::InfinitePast() ? start : marks.copied_in;
   const absl::Time reduced = marks.reduced == absl::InfinitePast() ? end : marks.reduced;
-  const std::vector<std::string>& names = queued.response.names;
+  const std::vector<std::string>& names = queued.response->names;
   stats_.AddPhase({PhaseKind::kQueue, queued.arrived, start, names});
   if (copied_in > start) stats_.AddPhase({PhaseKind::kCopyIn, start, copied_in, names});
   stats_.AddPhase({PhaseKind::kCollective, copied_in, reduced, names});
@@ -216,7 +218,7 @@ void Executor::Execute(const Response& response) {
 }
 
 void Executor::ExecuteScheduled(const Queued& queued) {
-  const Response& response = queued.response;
+  const Response& response = *queued.response;
   // A GPU entry votes on the host before it is issued: a vote in the device buffer could be
   // read only after waiting for the device. A void vote moves no data, so a rank that
   // deviated needs no stand-ins.

@@ -11,9 +11,10 @@ void SortBySubmission(std::vector<Submission>& submissions) {
 
 ClientSchedule::ClientSchedule(Schedule schedule,
                                const std::map<std::string, TensorRequest>& expected)
-    : id_(schedule.id), entries_(std::move(schedule.entries)) {
-  for (size_t e = 0; e < entries_.size(); ++e) {
-    Response& entry = entries_[e];
+    : id_(schedule.id) {
+  entries_.reserve(schedule.entries.size());
+  for (Response& entry : schedule.entries) {
+    first_tensor_.push_back(tensors_.size());
     entry.elements.clear();
     for (const std::string& name : entry.names) {
       auto it = expected.find(name);
@@ -24,33 +25,51 @@ ClientSchedule::ClientSchedule(Schedule schedule,
       }
       entry.elements.push_back(it->second.ByteSize() /
                                static_cast<int64_t>(DataTypeSize(it->second.dtype)));
-      slot_[name] = {e, tensors_, it->second};
-      ++tensors_;
+      slot_[name] = static_cast<int>(tensors_.size());
+      tensors_.push_back({entries_.size(), it->second});
     }
+    entries_.push_back(std::make_shared<const Response>(std::move(entry)));
   }
   if (entries_.empty()) complete_ = false;
+  submitted_.assign(entries_.size(), 0);
+  taken_.resize(tensors_.size());
+}
+
+ClientSchedule::Round& ClientSchedule::OpenRound(int64_t round) {
+  auto fresh = [&]() -> Round {
+    Round r = std::move(spare_);
+    spare_ = {};
+    r.submitted.assign(tensors_.size(), absl::Time());
+    r.observed.assign(tensors_.size(), 0);
+    r.completed.assign(entries_.size(), absl::Time());
+    r.entries_completed = 0;
+    return r;
+  };
+  if (rounds_.empty()) rounds_begin_ = round;
+  for (; round < rounds_begin_; --rounds_begin_) rounds_.push_front(fresh());
+  while (round >= rounds_begin_ + static_cast<int64_t>(rounds_.size())) {
+    rounds_.push_back(fresh());
+  }
+  return rounds_[static_cast<size_t>(round - rounds_begin_)];
 }
 
 bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now,
                             uint64_t observed) {
   if (deviated_ || request.process_set != 0) return false;
   auto slot = slot_.find(request.name);
-  if (slot == slot_.end() || !(slot->second.request == request)) return false;
+  if (slot == slot_.end()) return false;
+  const int tensor = slot->second;
+  const Tensor& expected = tensors_[static_cast<size_t>(tensor)];
+  if (!(expected.request == request)) return false;
   const int64_t k = static_cast<int64_t>(entries_.size());
-  const int64_t e = static_cast<int64_t>(slot->second.entry);
+  const int64_t e = static_cast<int64_t>(expected.entry);
   // The name's first occurrence not entered yet (a name is in flight once, so its previous
   // occurrence was entered before it could be submitted again).
   int64_t position = next_ - next_ % k + e;
   if (position < next_) position += k;
-  ++submitted_[position];
-  const int tensor = slot->second.tensor;
-  taken_[request.name] = {position, order, request, tensor, now};
-  Round& round = rounds_[position / k];
-  if (round.submitted.empty()) {
-    round.submitted.resize(static_cast<size_t>(tensors_));
-    round.observed.resize(static_cast<size_t>(tensors_));
-    round.completed.resize(entries_.size());
-  }
+  ++submitted_[static_cast<size_t>(e)];
+  taken_[static_cast<size_t>(tensor)] = Taken{position, order, now};
+  Round& round = OpenRound(position / k);
   round.submitted[static_cast<size_t>(tensor)] = now;
   round.observed[static_cast<size_t>(tensor)] = observed;
   return true;
@@ -66,12 +85,9 @@ std::vector<ClientSchedule::Step> ClientSchedule::TakeReady() {
   if (deviated_) return ready;
   const int64_t k = static_cast<int64_t>(entries_.size());
   for (;;) {
-    auto it = submitted_.find(next_);
-    if (it == submitted_.end() ||
-        it->second < entries_[static_cast<size_t>(next_ % k)].names.size()) {
-      break;
-    }
-    submitted_.erase(it);
+    const size_t e = static_cast<size_t>(next_ % k);
+    if (submitted_[e] < entries_[e]->names.size()) break;
+    submitted_[e] = 0;
     ready.push_back(MakeStep(next_++, false));
   }
   return ready;
@@ -85,35 +101,40 @@ ClientSchedule::Step ClientSchedule::Deviate() {
 
 absl::Duration ClientSchedule::BlockedFor(absl::Time now) const {
   std::map<int64_t, absl::Time> entered;  // position -> its last submission
-  for (const auto& [name, taken] : taken_) {
-    if (taken.position >= next_) continue;
-    auto [it, fresh] = entered.try_emplace(taken.position, taken.submitted);
-    it->second = std::max(it->second, taken.submitted);
+  for (const std::optional<Taken>& taken : taken_) {
+    if (!taken || taken->position >= next_) continue;
+    auto [it, fresh] = entered.try_emplace(taken->position, taken->submitted);
+    it->second = std::max(it->second, taken->submitted);
   }
   return entered.empty() ? absl::ZeroDuration() : now - entered.begin()->second;
 }
 
 bool ClientSchedule::WaitDeviates(const std::string& name) const {
   if (deviated_) return false;
-  auto it = taken_.find(name);
-  return it != taken_.end() && it->second.position >= next_;
+  auto slot = slot_.find(name);
+  if (slot == slot_.end()) return false;
+  const std::optional<Taken>& taken = taken_[static_cast<size_t>(slot->second)];
+  return taken && taken->position >= next_;
 }
 
 void ClientSchedule::Completed(int64_t position, absl::Time now) {
-  for (auto it = taken_.begin(); it != taken_.end();) {
-    it = it->second.position == position ? taken_.erase(it) : std::next(it);
-  }
   const int64_t k = static_cast<int64_t>(entries_.size());
-  auto it = rounds_.find(position / k);
-  if (it == rounds_.end()) return;
-  Round& round = it->second;
-  round.completed[static_cast<size_t>(position % k)] = now;
+  const size_t e = static_cast<size_t>(position % k);
+  for (size_t t = first_tensor_[e]; t < first_tensor_[e] + entries_[e]->names.size(); ++t) {
+    if (taken_[t] && taken_[t]->position == position) taken_[t].reset();
+  }
+  const int64_t number = position / k;
+  if (number < rounds_begin_ || number >= rounds_begin_ + static_cast<int64_t>(rounds_.size())) {
+    return;
+  }
+  Round& round = rounds_[static_cast<size_t>(number - rounds_begin_)];
+  round.completed[e] = now;
   if (++round.entries_completed < entries_.size()) return;
   // Rounds complete in order, and a report's rounds are consecutive: once one does not fit,
   // it and those after it are left out until the next report.
   const int64_t done = static_cast<int64_t>(done_completed_.size() / entries_.size());
-  if (done == 0) first_round_ = it->first;
-  if (it->first == first_round_ + done &&
+  if (done == 0) first_round_ = number;
+  if (number == first_round_ + done &&
       done_submitted_.size() + round.submitted.size() <= kMaxReportedTensors) {
     done_submitted_.insert(done_submitted_.end(), round.submitted.begin(), round.submitted.end());
     done_completed_.insert(done_completed_.end(), round.completed.begin(), round.completed.end());
@@ -123,23 +144,29 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
       }
     }
     // The last tensor of the round before and this round's first.
-    if (tail_round_ == it->first - 1 && tail_observed_ != round.observed.front()) {
-      done_cut_after_.insert(tensors_ - 1);
+    if (tail_round_ == number - 1 && tail_observed_ != round.observed.front()) {
+      done_cut_after_.insert(static_cast<int32_t>(tensors_.size()) - 1);
     }
   }
-  tail_round_ = it->first;
+  tail_round_ = number;
   tail_observed_ = round.observed.back();
-  rounds_.erase(it);
+  while (!rounds_.empty() && rounds_.front().entries_completed == entries_.size()) {
+    spare_ = std::move(rounds_.front());
+    rounds_.pop_front();
+    ++rounds_begin_;
+  }
 }
 
 std::vector<Submission> ClientSchedule::Ended(int64_t position) {
   deviated_ = true;
   std::vector<Submission> back;
-  for (auto& [name, taken] : taken_) {
-    if (taken.position >= position) back.emplace_back(taken.order, std::move(taken.request));
+  for (size_t t = 0; t < taken_.size(); ++t) {
+    if (taken_[t] && taken_[t]->position >= position) {
+      back.emplace_back(taken_[t]->order, tensors_[t].request);
+    }
+    taken_[t].reset();
   }
-  taken_.clear();
-  submitted_.clear();
+  std::ranges::fill(submitted_, 0);
   rounds_.clear();
   SortBySubmission(back);
   return back;
@@ -158,11 +185,14 @@ ScheduleProgress ClientSchedule::TakeProgress(absl::Time now, absl::Duration sta
   progress.cut_after.assign(done_cut_after_.begin(), done_cut_after_.end());
   done_cut_after_.clear();
   const int64_t k = static_cast<int64_t>(entries_.size());
-  const bool stalled = std::ranges::any_of(
-      taken_, [&](const auto& taken) { return now - taken.second.submitted >= stalling; });
+  const bool stalled = std::ranges::any_of(taken_, [&](const std::optional<Taken>& taken) {
+    return taken && now - taken->submitted >= stalling;
+  });
   if (stalled) {
-    for (const auto& [name, taken] : taken_) {
-      progress.waiting.push_back({taken.tensor, taken.position / k, now - taken.submitted});
+    for (size_t t = 0; t < taken_.size(); ++t) {
+      if (!taken_[t]) continue;
+      progress.waiting.push_back(
+          {static_cast<int>(t), taken_[t]->position / k, now - taken_[t]->submitted});
     }
   }
   return progress;

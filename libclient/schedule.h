@@ -19,13 +19,16 @@
 // Plain state, no threads, no I/O: the controller calls it under its lock, with the time.
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
 
@@ -41,7 +44,7 @@ class ClientSchedule {
   // An entry to execute: the response at `position`, voting go, or void (`deviated`).
   struct Step {
     int64_t position = 0;
-    Response response;  // `elements` holds each tensor's element count
+    std::shared_ptr<const Response> response;  // `elements` holds each tensor's element count
     bool vote_void = false;
   };
 
@@ -55,7 +58,7 @@ class ClientSchedule {
   bool complete() const { return complete_; }
   bool deviated() const { return deviated_; }
   // Whether `name` (process set 0) is one of the schedule's tensors.
-  bool Names(const std::string& name) const { return slot_.count(name) > 0; }
+  bool Names(const std::string& name) const { return slot_.contains(name); }
 
   // This rank submitted `request` (the `order`-th submission) at `now`, when it had seen
   // `observed` operations complete (WaitTracker::Observations): true if the schedule takes it;
@@ -86,16 +89,16 @@ class ClientSchedule {
   static constexpr size_t kMaxReportedTensors = 8192;
 
  private:
-  struct Slot {
+  // One of the period's tensors, by its index in the period: its entry and the request the
+  // schedule expects for it.
+  struct Tensor {
     size_t entry;
-    int tensor;  // the index in the period
     TensorRequest request;
   };
+  // A tensor submitted and not completed.
   struct Taken {
     int64_t position;
     uint64_t order;
-    TensorRequest request;
-    int tensor;
     absl::Time submitted;
   };
   // A round some of whose tensors were submitted; the times by tensor and by entry, and the
@@ -107,17 +110,26 @@ class ClientSchedule {
     size_t entries_completed = 0;
   };
   Step MakeStep(int64_t position, bool vote_void) const;
+  // Round number `round`, made (with those between it and the open ones) if there is none.
+  Round& OpenRound(int64_t round);
 
   const int64_t id_;
-  std::vector<Response> entries_;
-  int tensors_ = 0;                      // in the period
-  std::map<std::string, Slot> slot_;     // by name
-  int64_t next_ = 0;                     // the first position not entered
-  std::map<int64_t, size_t> submitted_;  // position -> tensors submitted for it
-  std::map<std::string, Taken> taken_;   // submitted and not completed, by name
+  std::vector<std::shared_ptr<const Response>> entries_;
+  std::vector<size_t> first_tensor_;  // by entry: its tensors are the next names.size() ones
+  std::vector<Tensor> tensors_;       // the period's tensors, in entry order
+  absl::flat_hash_map<std::string, int> slot_;  // name -> index in tensors_
+  int64_t next_ = 0;                            // the first position not entered
+  // By position % period: the tensors submitted for that position in [next_, next_ + period)
+  // (a name is in flight once, so every submission's position is in that window).
+  std::vector<size_t> submitted_;
+  std::vector<std::optional<Taken>> taken_;  // by tensor index
   bool complete_ = true;
   bool deviated_ = false;
-  std::map<int64_t, Round> rounds_;  // rounds not completed, by number
+  // Rounds not completed (consecutive, from number `rounds_begin_`); `spare_` keeps a closed
+  // round's storage for the next one.
+  std::deque<Round> rounds_;
+  int64_t rounds_begin_ = 0;
+  Round spare_;
   // Rounds completed since the last TakeProgress, consecutive from `first_round_`: their
   // times, rounds x tensors and rounds x entries.
   int64_t first_round_ = 0;

@@ -101,9 +101,11 @@ class ExecutorTest : public ::testing::Test {
     EXPECT_TRUE(table_.Insert(std::move(entry)).ok());
     ClientSchedule::Step step;
     step.position = position;
-    step.response.names = {name};
-    step.response.elements = {1};
-    step.response.device = device;
+    Response response;
+    response.names = {name};
+    response.elements = {1};
+    response.device = device;
+    step.response = std::make_shared<const Response>(std::move(response));
     executor_->EnqueueScheduled(1, std::move(step), wake);
     return state;
   }
@@ -284,9 +286,11 @@ TEST(ExecutorVoteTest, AVoidVoteOnOneRankIssuesTheGpuEntryOnNoRank) {
     rank.executor->OnScheduled([&rank](int64_t, int64_t, bool go) { rank.go.set_value(go); });
     rank.executor->Start();
     ClientSchedule::Step step;
-    step.response.names = {"g"};
-    step.response.elements = {1};
-    step.response.device = DeviceClass::kGpu;
+    Response response;
+    response.names = {"g"};
+    response.elements = {1};
+    response.device = DeviceClass::kGpu;
+    step.response = std::make_shared<const Response>(std::move(response));
     step.vote_void = r == 1;
     rank.executor->EnqueueScheduled(1, std::move(step));
   }

@@ -50,7 +50,7 @@ TEST(ClientScheduleTest, EntriesAreEnteredInOrderOnceEveryTensorIsSubmitted) {
   EXPECT_TRUE(s.Submit(Req("b", 8), 2, kT0));
   std::vector<ClientSchedule::Step> ready = s.TakeReady();
   EXPECT_EQ(Positions(ready), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(ready[0].response.elements, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(ready[0].response->elements, (std::vector<int64_t>{4, 8}));
   EXPECT_FALSE(ready[0].vote_void);
   s.Completed(0, kT0);
   s.Completed(1, kT0);
@@ -81,7 +81,7 @@ TEST(ClientScheduleTest, DeviatingVotesVoidAtTheFirstEntryNotEntered) {
   ClientSchedule::Step step = s.Deviate();
   EXPECT_EQ(step.position, 2);
   EXPECT_TRUE(step.vote_void);
-  EXPECT_EQ(step.response.names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(step.response->names, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(s.deviated());
   EXPECT_FALSE(s.Submit(Req("b", 8), 4, kT0));
   EXPECT_TRUE(s.TakeReady().empty());
