@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "libclient/transport/reduce.h"
 
 namespace troika::internal {
@@ -82,7 +81,7 @@ uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int6
 }
 
 absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response& response,
-                                   const std::vector<Entry*>& entries, Vote* vote) {
+                                   absl::Span<Entry> entries, Vote* vote) {
   comm_ = &comm;
   if (vote != nullptr && response.type != CollectiveType::kAllreduce) {
     return absl::InternalError("only allreduces are scheduled");
@@ -91,18 +90,18 @@ absl::Status CollectiveRunner::Run(transport::Communicator& comm, const Response
     case CollectiveType::kAllreduce:
       return Allreduce(response, entries, vote);
     case CollectiveType::kAllgather:
-      return Allgather(response, *entries[0]);
+      return Allgather(response, entries[0]);
     case CollectiveType::kBroadcast:
-      return Broadcast(response, *entries[0]);
+      return Broadcast(response, entries[0]);
     case CollectiveType::kAlltoall:
-      return Alltoall(response, *entries[0]);
+      return Alltoall(response, entries[0]);
     case CollectiveType::kReducescatter:
-      return Reducescatter(response, *entries[0]);
+      return Reducescatter(response, entries[0]);
     case CollectiveType::kBarrier:
       return comm_->Barrier();
     case CollectiveType::kJoin:
       // Every rank has joined; nothing moves on the data plane.
-      entries[0]->state->joined_last_rank = response.root;
+      entries[0].state->joined_last_rank = response.root;
       return absl::OkStatus();
   }
   return absl::InternalError("unknown collective type in response");
@@ -117,29 +116,29 @@ absl::Status CollectiveRunner::CombineVotes(transport::Communicator& comm, Vote*
   return absl::OkStatus();
 }
 
-absl::Status CollectiveRunner::Allreduce(const Response& response,
-                                         const std::vector<Entry*>& entries, Vote* vote) {
+absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<Entry> entries,
+                                         Vote* vote) {
   const DataType dtype = response.dtype;
   const size_t element = DataTypeSize(dtype);
   const ReduceOp op = WireOp(response.reduce_op);
   size_t total = 0;
-  for (const Entry* e : entries) total += Bytes(e->request);
+  for (const Entry& e : entries) total += Bytes(e.request);
   const bool inline_vote = total <= kInlineVoteBytes;
   if (!inline_vote && vote != nullptr) {
     if (absl::Status s = CombineVotes(*comm_, vote); !s.ok()) return s;
     if (*vote == Vote::kVoid) return absl::OkStatus();
   }
-  if (!inline_vote && entries.size() == 1 && entries[0]->out != nullptr) {
+  if (!inline_vote && entries.size() == 1 && entries[0].out != nullptr) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
-    Entry& e = *entries[0];
+    Entry& e = entries[0];
     const size_t bytes = Bytes(e.request);
     if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
     transport::Scale(e.out, bytes / element, dtype, response.prescale);
-    marks_.copied_in = absl::Now();
+    marks_.copied_in = Mark();
     if (absl::Status s = comm_->Allreduce(e.out, bytes / element, dtype, op); !s.ok()) {
       return s;
     }
-    marks_.reduced = absl::Now();
+    marks_.reduced = Mark();
     marks_.allreduce_bytes = static_cast<int64_t>(bytes);
     Finish(response, comm_->size(), e.out, bytes / element);
     return absl::OkStatus();
@@ -147,12 +146,12 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
   const size_t votes = inline_vote ? VoteElements(dtype, op, comm_->size()) : 0;
   uint8_t* buffer = fusion_.Reserve(total + votes * element);
   size_t offset = 0;
-  for (const Entry* e : entries) {
-    const size_t bytes = Bytes(e->request);
-    if (bytes > 0 && e->in == nullptr) {
+  for (const Entry& e : entries) {
+    const size_t bytes = Bytes(e.request);
+    if (bytes > 0 && e.in == nullptr) {
       std::memset(buffer + offset, 0, bytes);  // a joined rank's stand-in
     } else if (bytes > 0) {
-      std::memcpy(buffer + offset, e->in, bytes);
+      std::memcpy(buffer + offset, e.in, bytes);
     }
     transport::Scale(buffer + offset, bytes / element, dtype, response.prescale);
     offset += bytes;
@@ -163,11 +162,11 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
                       i == static_cast<size_t>(comm_->rank()) / 127 % votes;
     WriteZeroOrOne(ballot + i * element, dtype, GoIsOne(op) != mine);
   }
-  marks_.copied_in = absl::Now();
+  marks_.copied_in = Mark();
   if (absl::Status s = comm_->Allreduce(buffer, total / element + votes, dtype, op); !s.ok()) {
     return s;
   }
-  marks_.reduced = absl::Now();
+  marks_.reduced = Mark();
   marks_.allreduce_bytes = static_cast<int64_t>(total);
   if (vote != nullptr && votes > 0) {
     uint8_t go[8];
@@ -179,10 +178,10 @@ absl::Status CollectiveRunner::Allreduce(const Response& response,
     if (*vote == Vote::kVoid) return absl::OkStatus();
   }
   offset = 0;
-  for (Entry* e : entries) {
-    const size_t bytes = Bytes(e->request);
+  for (Entry& e : entries) {
+    const size_t bytes = Bytes(e.request);
     Finish(response, comm_->size(), buffer + offset, bytes / element);
-    if (bytes > 0 && e->out != nullptr) std::memcpy(e->out, buffer + offset, bytes);
+    if (bytes > 0 && e.out != nullptr) std::memcpy(e.out, buffer + offset, bytes);
     offset += bytes;
   }
   return absl::OkStatus();

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/messages.h"
 #include "libclient/fusion_buffer.h"
 #include "libclient/op_state.h"
@@ -35,23 +37,28 @@ class CollectiveRunner {
   // Writes outputs; does not complete the handles. A non-OK status is a data-plane failure.
   // `vote`: non-null for a scheduled allreduce (entries without input contribute zeros).
   absl::Status Run(transport::Communicator& comm, const Response& response,
-                   const std::vector<Entry*>& entries, Vote* vote = nullptr);
+                   absl::Span<Entry> entries, Vote* vote = nullptr);
   // A vote alone, in a 4-byte allreduce on `comm`: a large scheduled allreduce's before its
   // data moves, and a scheduled GPU allreduce's before it is issued on the device.
   static absl::Status CombineVotes(transport::Communicator& comm, Vote* vote);
 
   // What the last Run did, for ExecReports: when the fused input was in place and when the
-  // collective ended (InfinitePast: not an allreduce), and the bytes it allreduced.
+  // collective ended (InfinitePast: not an allreduce, or not timed), and the bytes it
+  // allreduced.
   struct Marks {
     absl::Time copied_in = absl::InfinitePast();
     absl::Time reduced = absl::InfinitePast();
     int64_t allreduce_bytes = 0;
   };
   const Marks& marks() const { return marks_; }
-  void ResetMarks() { marks_ = {}; }
+  // Before a Run; `timed`: whether it reads the clock for the marks' times.
+  void ResetMarks(bool timed) {
+    marks_ = {};
+    timed_ = timed;
+  }
 
  private:
-  absl::Status Allreduce(const Response& response, const std::vector<Entry*>& entries, Vote* vote);
+  absl::Status Allreduce(const Response& response, absl::Span<Entry> entries, Vote* vote);
   absl::Status Allgather(const Response& response, Entry& entry);
   absl::Status Broadcast(const Response& response, Entry& entry);
   absl::Status Alltoall(const Response& response, Entry& entry);
@@ -74,6 +81,8 @@ class CollectiveRunner {
   OutputPool& outputs_;
   FusionBuffer fusion_;
   Marks marks_;
+  bool timed_ = true;
+  absl::Time Mark() const { return timed_ ? absl::Now() : absl::InfinitePast(); }
 };
 
 }  // namespace troika::internal

@@ -211,7 +211,7 @@ absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
     TensorRequest request = entry.request;
     if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) {
       for (const TensorRequest& inserted : requests) {
-        table_.Take(TensorTable::Key(inserted.process_set, inserted.name));
+        table_.Take(inserted.process_set, inserted.name);
       }
       return s;
     }

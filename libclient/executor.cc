@@ -36,7 +36,7 @@ void Executor::Enqueue(std::vector<Response> responses) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;
-    const absl::Time now = absl::Now();
+    const absl::Time now = Arrival();
     for (Response& r : responses) {
       queue_.push_back({std::make_shared<const Response>(std::move(r)), now});
     }
@@ -49,9 +49,13 @@ void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, boo
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;
     queue_.push_back(
-        {std::move(step.response), absl::Now(), schedule, step.position, step.vote_void});
+        {std::move(step.response), Arrival(), schedule, step.position, step.vote_void});
   }
   if (wake) cv_.notify_one();
+}
+
+absl::Time Executor::Arrival() const {
+  return stats_.phases_on() ? absl::Now() : absl::InfinitePast();
 }
 
 void Executor::RunInline(const std::function<bool()>& done) {
@@ -126,8 +130,10 @@ void Executor::Run(const Queued& queued) {
   // After a void entry the schedule's later entries are negotiated again: nothing to run or
   // record.
   if (queued.schedule != 0 && queued.schedule == ended_schedule_) return;
-  const absl::Time start = absl::Now();
-  runner_.ResetMarks();
+  // Phases are timed only while they are reported (a timeline is being written).
+  const bool timed = stats_.phases_on();
+  const absl::Time start = timed ? absl::Now() : absl::InfinitePast();
+  runner_.ResetMarks(timed);
   steps_.ExecBegin();
   if (queued.schedule != 0) {
     ExecuteScheduled(queued);
@@ -141,13 +147,15 @@ void Executor::Run(const Queued& queued) {
 void Executor::Record(const Queued& queued, absl::Time start) {
   const CollectiveRunner::Marks& marks = runner_.marks();
   stats_.AddAllreduceBytes(marks.allreduce_bytes);
-  if (!stats_.phases_on() || queued.response->is_error()) return;
+  if (start == absl::InfinitePast() || queued.response->is_error()) return;
   const absl::Time end = absl::Now();
   // Ops without a fusion buffer spend all their time in the collective.
   const absl::Time copied_in = marks.copied_in == absl::InfinitePast() ? start : marks.copied_in;
   const absl::Time reduced = marks.reduced == absl::InfinitePast() ? end : marks.reduced;
   const std::vector<std::string>& names = queued.response->names;
-  stats_.AddPhase({PhaseKind::kQueue, queued.arrived, start, names});
+  if (queued.arrived != absl::InfinitePast()) {
+    stats_.AddPhase({PhaseKind::kQueue, queued.arrived, start, names});
+  }
   if (copied_in > start) stats_.AddPhase({PhaseKind::kCopyIn, start, copied_in, names});
   stats_.AddPhase({PhaseKind::kCollective, copied_in, reduced, names});
   if (end > reduced) stats_.AddPhase({PhaseKind::kCopyOut, reduced, end, names});
@@ -157,7 +165,7 @@ void Executor::Execute(const Response& response) {
   if (response.is_error()) {
     // Names this rank never submitted (a departed rank's errors) are simply not here.
     for (const std::string& name : response.names) {
-      if (auto entry = table_.Take(TensorTable::Key(response.process_set, name))) {
+      if (auto entry = table_.Take(response.process_set, name)) {
         entry->state->Complete(absl::FailedPreconditionError(response.error));
       }
     }
@@ -174,7 +182,7 @@ void Executor::Execute(const Response& response) {
                                 comm_.rank()) != response.joined_ranks.end();
   for (size_t i = 0; i < response.names.size(); ++i) {
     const std::string& name = response.names[i];
-    std::optional<Entry> entry = table_.Take(TensorTable::Key(response.process_set, name));
+    std::optional<Entry> entry = table_.Take(response.process_set, name);
     if (!entry && joined) {
       entries.push_back(JoinedStandIn(response, i));
       continue;
@@ -203,9 +211,7 @@ void Executor::Execute(const Response& response) {
     }
     return;
   }
-  std::vector<Entry*> pointers;
-  for (Entry& e : entries) pointers.push_back(&e);
-  absl::Status status = runner_.Run(*comm, response, pointers);
+  absl::Status status = runner_.Run(*comm, response, absl::MakeSpan(entries));
   if (status.ok() && response.process_set == 0 && response.type == CollectiveType::kBarrier &&
       entries.size() == 1) {
     status = ApplyProcessSetControl(response, entries[0]);
@@ -232,7 +238,7 @@ void Executor::ExecuteScheduled(const Queued& queued) {
       if (!on_device) entries.push_back(JoinedStandIn(response, i));
       continue;
     }
-    std::optional<Entry> entry = table_.Take(TensorTable::Key(0, response.names[i]));
+    std::optional<Entry> entry = table_.Take(0, response.names[i]);
     if (!entry) {
       // Submitted (the schedule counted it), so the table was closed under us.
       absl::Status closed = table_.status();
@@ -241,12 +247,10 @@ void Executor::ExecuteScheduled(const Queued& queued) {
     }
     entries.push_back(std::move(*entry));
   }
-  std::vector<Entry*> pointers;
-  for (Entry& e : entries) pointers.push_back(&e);
   CollectiveRunner::Vote vote =
       queued.vote_void ? CollectiveRunner::Vote::kVoid : CollectiveRunner::Vote::kGo;
   absl::Status status = on_device ? CollectiveRunner::CombineVotes(comm_, &vote)
-                                  : runner_.Run(comm_, response, pointers, &vote);
+                                  : runner_.Run(comm_, response, absl::MakeSpan(entries), &vote);
   if (status.ok() && on_device && vote == CollectiveRunner::Vote::kGo) {
     status = LaunchOnDevice(response, entries);  // the device plane completes the states
   }

@@ -88,6 +88,8 @@ class Executor {
   };
 
   void Loop();
+  // A queued entry's `arrived`: now, or InfinitePast while phases are not reported.
+  absl::Time Arrival() const;
   // Runs one queued entry (the turn held).
   void Run(const Queued& queued);
   void Execute(const Response& response);
@@ -100,7 +102,8 @@ class Executor {
   static Entry JoinedStandIn(const Response& response, size_t i);
   // Issues a GPU response on the device plane; its states complete there.
   absl::Status LaunchOnDevice(const Response& response, std::vector<Entry>& entries);
-  // Records what executing `queued` from `start` to now did (bytes, phases) in stats_.
+  // Records what executing `queued` from `start` to now did in stats_: bytes, and phases
+  // unless `start` is InfinitePast (not timed).
   void Record(const Queued& queued, absl::Time start);
 
   TensorTable& table_;

@@ -80,8 +80,8 @@ ClientSchedule::Step ClientSchedule::MakeStep(int64_t position, bool vote_void) 
   return {position, entries_[static_cast<size_t>(position % k)], vote_void};
 }
 
-std::vector<ClientSchedule::Step> ClientSchedule::TakeReady() {
-  std::vector<Step> ready;
+absl::InlinedVector<ClientSchedule::Step, 1> ClientSchedule::TakeReady() {
+  absl::InlinedVector<Step, 1> ready;
   if (deviated_) return ready;
   const int64_t k = static_cast<int64_t>(entries_.size());
   for (;;) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
 
@@ -65,7 +66,7 @@ class ClientSchedule {
   // false if it is a deviation (Deviate() must follow) or the rank already deviated.
   bool Submit(const TensorRequest& request, uint64_t order, absl::Time now, uint64_t observed = 0);
   // The entries that can be entered now, in order (each once).
-  std::vector<Step> TakeReady();
+  absl::InlinedVector<Step, 1> TakeReady();
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
   Step Deviate();
   // How long this rank has been in the oldest entry it entered and has not seen complete (since

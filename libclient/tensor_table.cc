@@ -18,18 +18,20 @@ absl::Status TensorTable::Insert(Entry entry) {
   if (!closed_.ok()) return closed_;
   const std::string& name = entry.request.name;
   std::string key = Key(entry.request.process_set, name);
-  if (entries_.count(key)) {
+  auto [it, inserted] = entries_.try_emplace(std::move(key));
+  if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("'", ProcessSetTensorName(entry.request.process_set, name),
                      "' is already in flight on this rank; wait for it first"));
   }
-  entries_.emplace(std::move(key), std::move(entry));
+  it->second = std::move(entry);
   return absl::OkStatus();
 }
 
-std::optional<Entry> TensorTable::Take(const std::string& name) {
+std::optional<Entry> TensorTable::Take(int process_set, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
+  // Set 0's key is the name itself: looked up without making one.
+  auto it = process_set == 0 ? entries_.find(name) : entries_.find(Key(process_set, name));
   if (it == entries_.end()) return std::nullopt;
   Entry entry = std::move(it->second);
   entries_.erase(it);
@@ -37,7 +39,7 @@ std::optional<Entry> TensorTable::Take(const std::string& name) {
 }
 
 void TensorTable::Close(const absl::Status& status) {
-  std::map<std::string, Entry> failed;
+  absl::flat_hash_map<std::string, Entry> failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return;

@@ -5,11 +5,11 @@
 //
 // Thread-safe: user threads insert, the executor takes, anyone closes.
 
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "libclient/op_state.h"
 
@@ -22,8 +22,8 @@ class TensorTable {
 
   // ALREADY_EXISTS if the name is in flight in its set; the close status if closed.
   absl::Status Insert(Entry entry);
-  // `key`: Key(process_set, name).
-  std::optional<Entry> Take(const std::string& key);
+  // The entry of tensor `name` of `process_set`, removed from the table; none if absent.
+  std::optional<Entry> Take(int process_set, const std::string& name);
   // Fails every entry, and every later Insert, with `status`. First call wins.
   void Close(const absl::Status& status);
   // OK while open.
@@ -31,8 +31,8 @@ class TensorTable {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // guarded by mu_
-  absl::Status closed_;                   // guarded by mu_
+  absl::flat_hash_map<std::string, Entry> entries_;  // by Key(); guarded by mu_
+  absl::Status closed_;                              // guarded by mu_
 };
 
 }  // namespace troika::internal

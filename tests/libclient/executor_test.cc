@@ -305,7 +305,7 @@ TEST(ExecutorVoteTest, AVoidVoteOnOneRankIssuesTheGpuEntryOnNoRank) {
     std::lock_guard<std::mutex> lock(state->mu);
     EXPECT_FALSE(state->done);
   }
-  EXPECT_TRUE(ranks[0].table.Take(TensorTable::Key(0, "g")).has_value());
+  EXPECT_TRUE(ranks[0].table.Take(0, "g").has_value());
   for (Rank& rank : ranks) rank.executor->Stop();
 }
 

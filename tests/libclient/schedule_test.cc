@@ -34,7 +34,7 @@ ClientSchedule TwoEntries() {
   return ClientSchedule(s, {{"a", Req("a")}, {"b", Req("b", 8)}, {"c", Req("c")}});
 }
 
-std::vector<int64_t> Positions(const std::vector<ClientSchedule::Step>& steps) {
+std::vector<int64_t> Positions(absl::Span<const ClientSchedule::Step> steps) {
   std::vector<int64_t> out;
   for (const auto& s : steps) out.push_back(s.position);
   return out;
@@ -48,7 +48,7 @@ TEST(ClientScheduleTest, EntriesAreEnteredInOrderOnceEveryTensorIsSubmitted) {
   EXPECT_TRUE(s.Submit(Req("a"), 1, kT0));
   EXPECT_TRUE(s.TakeReady().empty());
   EXPECT_TRUE(s.Submit(Req("b", 8), 2, kT0));
-  std::vector<ClientSchedule::Step> ready = s.TakeReady();
+  auto ready = s.TakeReady();
   EXPECT_EQ(Positions(ready), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(ready[0].response->elements, (std::vector<int64_t>{4, 8}));
   EXPECT_FALSE(ready[0].vote_void);
@@ -177,7 +177,7 @@ TEST(ClientScheduleTest, ProgressNamesTheNeighboursARankSawACompletionBetween) {
     ASSERT_TRUE(s.Submit(Req("c"), order, kT0, first + observed[2]));
     ASSERT_TRUE(s.Submit(Req("b", 8), order + 1, kT0, first + observed[1]));
     ASSERT_TRUE(s.Submit(Req("a"), order + 2, kT0, first + observed[0]));
-    std::vector<ClientSchedule::Step> ready = s.TakeReady();
+    auto ready = s.TakeReady();
     ASSERT_EQ(ready.size(), 2u);
     for (const ClientSchedule::Step& step : ready) s.Completed(step.position, kT0);
   };

@@ -56,17 +56,15 @@ std::vector<Vote> RunVote(int n, DataType dtype, ReduceOp op, int64_t elements, 
       std::vector<uint8_t> in(bytes, 0x01);
       std::vector<std::vector<uint8_t>> out(2, std::vector<uint8_t>(bytes, 0xEE));
       std::vector<Entry> entries(2);
-      std::vector<Entry*> pointers;
       for (int i = 0; i < 2; ++i) {
         entries[i].request.name = response.names[i];
         entries[i].request.dtype = dtype;
         entries[i].request.shape = {elements};
         entries[i].in = in.data();
         entries[i].out = out[i].data();
-        pointers.push_back(&entries[i]);
       }
       votes[r] = r == void_rank || void_rank == -2 ? Vote::kVoid : Vote::kGo;
-      ASSERT_TRUE(runner.Run(*comms[r], response, pointers, &votes[r]).ok());
+      ASSERT_TRUE(runner.Run(*comms[r], response, absl::MakeSpan(entries), &votes[r]).ok());
       for (int i = 0; i < 2; ++i) {
         const bool untouched = out[i] == std::vector<uint8_t>(bytes, 0xEE);
         EXPECT_EQ(untouched, votes[r] == Vote::kVoid) << "rank " << r << " tensor " << i;
