@@ -120,9 +120,9 @@ absl::Status ContextImpl::FailFromDataPlane(const absl::Status& status) {
   return failure_;
 }
 
-std::shared_ptr<OpState> ContextImpl::NewState(const std::string& name) const {
+std::shared_ptr<OpState> ContextImpl::NewState(std::string name) const {
   auto state = std::make_shared<OpState>();
-  state->name = name;
+  state->name = std::move(name);
   state->tracker = waits_;
   return state;
 }

@@ -71,7 +71,7 @@ class ContextImpl {
   // before the coordinator's abort names it; waits briefly for that reason, fails the
   // context, and returns the status to report.
   absl::Status FailFromDataPlane(const absl::Status& status);
-  std::shared_ptr<OpState> NewState(const std::string& name) const;
+  std::shared_ptr<OpState> NewState(std::string name) const;
   // Counts `state` in flight on steps_ until it completes; before it can complete.
   void StartOp(OpState& state) const;
   // Queues `step` (if any) for the coordinator; its timing, zero if none.

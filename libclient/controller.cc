@@ -61,6 +61,18 @@ void Controller::Start() {
 }
 
 absl::Status Controller::Submit(Entry entry, bool caller_waits) {
+  {
+    // A tensor the schedule in force takes goes into the table and the schedule under one
+    // lock (its entry cannot run before the table has it), and its request is not copied.
+    std::lock_guard<std::mutex> lock(mu_);
+    const int tensor = schedule_ ? schedule_->Match(entry.request) : -1;
+    if (tensor >= 0) {
+      if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
+      schedule_->Take(tensor, next_order_++, absl::Now(), waits_ ? waits_->Observations() : 0);
+      EnqueueReadyLocked(!caller_waits);
+      return absl::OkStatus();
+    }
+  }
   TensorRequest request = entry.request;
   // Into the table before the request leaves: its response can never arrive first.
   if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
@@ -77,9 +89,7 @@ bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_ex
   if (schedule_) {
     if (!schedule_->deviated() &&
         schedule_->Submit(request, order, absl::Now(), waits_ ? waits_->Observations() : 0)) {
-      for (ClientSchedule::Step& step : schedule_->TakeReady()) {
-        executor_.EnqueueScheduled(schedule_->id(), std::move(step), wake_executor);
-      }
+      EnqueueReadyLocked(wake_executor);
       return false;
     }
     DeviateLocked();
@@ -92,6 +102,12 @@ bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_ex
   unanswered_[TensorTable::Key(request.process_set, request.name)] = {order, request};
   outbox_.push_back(std::move(request));
   return wake;
+}
+
+void Controller::EnqueueReadyLocked(bool wake_executor) {
+  for (ClientSchedule::Step& step : schedule_->TakeReady()) {
+    executor_.EnqueueScheduled(schedule_->id(), std::move(step), wake_executor);
+  }
 }
 
 void Controller::DeviateLocked(bool tell) {

@@ -111,6 +111,8 @@ class Controller {
   // (`wake_executor`: as Executor::EnqueueScheduled's `wake`); mu_ held. Returns whether the
   // sender must be woken.
   bool QueueLocked(TensorRequest request, uint64_t order, bool wake_executor = true);
+  // The schedule in force's entries ready to run go to the executor (mu_ held).
+  void EnqueueReadyLocked(bool wake_executor);
   // A schedule came down: this rank's unanswered requests that it names are its now.
   void BeginSchedule(Schedule schedule);
   // The executor finished entry `position` of schedule `id` (OnScheduled).

@@ -55,14 +55,22 @@ ClientSchedule::Round& ClientSchedule::OpenRound(int64_t round) {
 
 bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now,
                             uint64_t observed) {
-  if (deviated_ || request.process_set != 0) return false;
+  const int tensor = Match(request);
+  if (tensor < 0) return false;
+  Take(tensor, order, now, observed);
+  return true;
+}
+
+int ClientSchedule::Match(const TensorRequest& request) const {
+  if (deviated_ || request.process_set != 0) return -1;
   auto slot = slot_.find(request.name);
-  if (slot == slot_.end()) return false;
-  const int tensor = slot->second;
-  const Tensor& expected = tensors_[static_cast<size_t>(tensor)];
-  if (!(expected.request == request)) return false;
+  if (slot == slot_.end()) return -1;
+  return tensors_[static_cast<size_t>(slot->second)].request == request ? slot->second : -1;
+}
+
+void ClientSchedule::Take(int tensor, uint64_t order, absl::Time now, uint64_t observed) {
   const int64_t k = static_cast<int64_t>(entries_.size());
-  const int64_t e = static_cast<int64_t>(expected.entry);
+  const int64_t e = static_cast<int64_t>(tensors_[static_cast<size_t>(tensor)].entry);
   // The name's first occurrence not entered yet (a name is in flight once, so its previous
   // occurrence was entered before it could be submitted again).
   int64_t position = next_ - next_ % k + e;
@@ -72,7 +80,6 @@ bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::
   Round& round = OpenRound(position / k);
   round.submitted[static_cast<size_t>(tensor)] = now;
   round.observed[static_cast<size_t>(tensor)] = observed;
-  return true;
 }
 
 ClientSchedule::Step ClientSchedule::MakeStep(int64_t position, bool vote_void) const {

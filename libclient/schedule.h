@@ -65,6 +65,11 @@ class ClientSchedule {
   // `observed` operations complete (WaitTracker::Observations): true if the schedule takes it;
   // false if it is a deviation (Deviate() must follow) or the rank already deviated.
   bool Submit(const TensorRequest& request, uint64_t order, absl::Time now, uint64_t observed = 0);
+  // Submit() in two halves: the index in the period of the tensor `request` is, if the
+  // schedule would take it (-1: a deviation, or the rank already deviated); then taking that
+  // tensor.
+  int Match(const TensorRequest& request) const;
+  void Take(int tensor, uint64_t order, absl::Time now, uint64_t observed = 0);
   // The entries that can be entered now, in order (each once).
   absl::InlinedVector<Step, 1> TakeReady();
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.

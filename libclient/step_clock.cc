@@ -5,11 +5,12 @@
 namespace troika::internal {
 
 void StepClock::AdvanceLocked() {
+  // Between steps nothing is charged and the clock is not read: a step's start sets last_.
+  if (!in_step_) return;
   const absl::Time now = clock_.Now();
   // A wall clock stepped back charges nothing rather than a negative span.
   const absl::Duration elapsed = now > last_ ? now - last_ : absl::ZeroDuration();
   last_ = now;
-  if (!in_step_) return;
   if (busy_ > 0) {
     step_.communication += elapsed;
   } else if (in_flight_ > 0) {
@@ -47,7 +48,11 @@ void StepClock::ExecEnd() {
 
 void StepClock::StartStep() {
   std::lock_guard<std::mutex> lock(mu_);
-  AdvanceLocked();
+  if (in_step_) {
+    AdvanceLocked();
+  } else {
+    last_ = clock_.Now();
+  }
   StartLocked();
 }
 
@@ -72,6 +77,7 @@ std::optional<StepSample> StepClock::EndStep() {
 
 std::optional<StepSample> StepClock::MarkStep() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!in_step_) last_ = clock_.Now();
   std::optional<StepSample> ended = EndLocked();
   StartLocked();  // from where the ended step stopped
   return ended;

@@ -53,11 +53,11 @@ class StepClock {
 
  private:
   // With mu_ held: charges the time since the last call to the current state's bucket, if a
-  // step runs.
+  // step runs (else does nothing).
   void AdvanceLocked();
   // With mu_ held: EndStep().
   std::optional<StepSample> EndLocked();
-  // With mu_ held, after AdvanceLocked(): a step begins at last_.
+  // With mu_ held, last_ current: a step begins at last_.
   void StartLocked();
 
   // Constant after construction.
@@ -65,7 +65,7 @@ class StepClock {
 
   mutable std::mutex mu_;
   // Guarded by mu_.
-  absl::Time last_;  // up to where time has been charged
+  absl::Time last_;  // up to where time has been charged; while in_step_
   int64_t in_flight_ = 0;
   int busy_ = 0;
   bool in_step_ = false;
