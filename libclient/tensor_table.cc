@@ -16,16 +16,14 @@ std::string TensorTable::Key(int process_set, const std::string& name) {
 absl::Status TensorTable::Insert(Entry entry) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
-  const std::string& name = entry.request.name;
-  std::string key = Key(entry.request.process_set, name);
-  auto [it, inserted] = entries_.try_emplace(std::move(key));
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("'", ProcessSetTensorName(entry.request.process_set, name),
-                     "' is already in flight on this rank; wait for it first"));
+  // try_emplace leaves `entry` untouched when the key is there.
+  if (entries_.try_emplace(Key(entry.request.process_set, entry.request.name), std::move(entry))
+          .second) {
+    return absl::OkStatus();
   }
-  it->second = std::move(entry);
-  return absl::OkStatus();
+  return absl::AlreadyExistsError(
+      absl::StrCat("'", ProcessSetTensorName(entry.request.process_set, entry.request.name),
+                   "' is already in flight on this rank; wait for it first"));
 }
 
 std::optional<Entry> TensorTable::Take(int process_set, const std::string& name) {
