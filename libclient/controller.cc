@@ -60,7 +60,7 @@ void Controller::Start() {
   });
 }
 
-absl::Status Controller::Submit(Entry entry, bool caller_waits) {
+absl::Status Controller::Submit(Entry&& entry, bool caller_waits) {
   {
     // A tensor the schedule in force takes goes into the table and the schedule under one
     // lock (its entry cannot run before the table has it), and its request is not copied.

@@ -72,7 +72,7 @@ class Controller {
   // or the context has failed or shut down. `caller_waits`: the caller waits for the entry
   // at once and calls Executor::RunInline() first, so scheduled entries this makes ready are
   // queued without waking the executor thread.
-  absl::Status Submit(Entry entry, bool caller_waits = false);
+  absl::Status Submit(Entry&& entry, bool caller_waits = false);
   // Submits every entry or none (the first error; entries already recorded are withdrawn),
   // with their requests queued together so they leave in one batch.
   absl::Status SubmitAll(std::vector<Entry> entries);

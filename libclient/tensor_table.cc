@@ -13,7 +13,7 @@ std::string TensorTable::Key(int process_set, const std::string& name) {
   return process_set == 0 ? name : absl::StrCat(std::string(1, '\0'), process_set, "/", name);
 }
 
-absl::Status TensorTable::Insert(Entry entry) {
+absl::Status TensorTable::Insert(Entry&& entry) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!closed_.ok()) return closed_;
   // try_emplace leaves `entry` untouched when the key is there.

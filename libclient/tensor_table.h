@@ -21,7 +21,7 @@ class TensorTable {
   static std::string Key(int process_set, const std::string& name);
 
   // ALREADY_EXISTS if the name is in flight in its set; the close status if closed.
-  absl::Status Insert(Entry entry);
+  absl::Status Insert(Entry&& entry);
   // The entry of tensor `name` of `process_set`, removed from the table; none if absent.
   std::optional<Entry> Take(int process_set, const std::string& name);
   // Fails every entry, and every later Insert, with `status`. First call wins.
