@@ -37,6 +37,17 @@ absl::Status Aggregator::Add(std::vector<TensorRequest> requests, absl::Time now
     }
   }
   for (TensorRequest& request : requests) {
+    if (request.type == CollectiveType::kJoin) {
+      // A join goes upstream after what its rank submitted before it: ahead of a request,
+      // it would make the rank a joined one for that tensor.
+      bool flushed = false;
+      for (auto& [key, tensor] : tensors_) {
+        if (!HasRank(tensor.waiting, request.rank)) continue;
+        FlushLate(tensor, out);
+        flushed = true;
+      }
+      if (flushed) SettleAll(out);
+    }
     const Key key{request.process_set, request.name};
     auto it = tensors_.find(key);
     // Not aggregated: a rank that left, or a rank whose earlier request of this name went

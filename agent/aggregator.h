@@ -13,7 +13,9 @@
 // twice. A window of zero forwards at once whatever has arrived.
 //
 // A rank stops being live when it leaves (goodbye, exit): its own waiting requests go
-// upstream at once, and tensors that waited only for it too.
+// upstream at once, and tensors that waited only for it too. A rank's join sends its waiting
+// requests upstream first: the coordinator must see them before it (the rank is a joined
+// one only for what it did not submit).
 //
 // Process sets: the same name may be in flight in several sets at once (each set has its own
 // namespace). A set's local members are known once SetMembers() names them (the relay learns

@@ -94,6 +94,24 @@ TEST_F(AggregatorTest, PartialArrivalsGoUpstreamWhenTheWindowEndsAndLateRanksFol
   EXPECT_EQ(aggregator_.waiting(), 0);
 }
 
+// Rank 3 submits grad (waiting for rank 2) and then joins: grad goes upstream before the
+// join, not after the window; ahead of it, the join would make rank 3 a joined rank for grad.
+TEST_F(AggregatorTest, AJoinFollowsItsRanksWaitingRequestsUpstream) {
+  v1::RequestBatch out;
+  ASSERT_TRUE(aggregator_
+                  .Add({Request(3, "grad"), Request(3, kJoinTensorName, {}, CollectiveType::kJoin)},
+                       clock_.Now(), &out)
+                  .ok());
+  EXPECT_THAT(PerRank(out), ElementsAre(std::pair<std::string, int>{"grad", 3}));
+  EXPECT_EQ(aggregator_.waiting(), 1) << "the join waits for rank 2's";
+  ASSERT_TRUE(
+      aggregator_.Add({Request(2, kJoinTensorName, {}, CollectiveType::kJoin)}, clock_.Now(), &out)
+          .ok());
+  EXPECT_THAT(PerRank(out), ElementsAre(std::pair<std::string, int>{"grad", 3},
+                                        std::pair<std::string, int>{kJoinTensorName, 3},
+                                        std::pair<std::string, int>{kJoinTensorName, 2}));
+}
+
 TEST_F(AggregatorTest, WindowEndingDuringAnAddFlushesOlderTensors) {
   v1::RequestBatch out;
   ASSERT_TRUE(aggregator_.Add({Request(2, "a")}, clock_.Now(), &out).ok());

@@ -269,6 +269,22 @@ def test_barrier():
     assert time.monotonic() - start >= 0.25
 
 
+def test_join_right_after_an_async_allreduce():
+    # The ranks submit an allreduce and join without waiting for it: the join reaches the
+    # coordinator after the allreduce (an agent sends a rank's waiting requests before its
+    # join), else the coordinator would count the rank as joined for it and its request,
+    # arriving after, would stay pending.
+    # Average divides by the ranks that contributed; the name comes again in the next round.
+    n, me = hvd.size(), hvd.rank()
+    for _ in range(3):
+        if me == n - 1:
+            hvd.join()
+        else:
+            handle = hvd.allreduce_async(torch.ones(3) * 2, name="join.async", op=hvd.Average)
+            hvd.join()
+            assert_equal(hvd.synchronize(handle), torch.full([3], 2.0))
+
+
 def test_join():
     # The last rank runs out of data first; the others' allreduces go on without it (it adds
     # zeros; Average divides by the ranks that contributed); then they join too.
