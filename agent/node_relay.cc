@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/request_check.h"
+#include "common/schedule_drops.h"
 #include "common/wire.h"
 
 namespace troika::agent {
@@ -128,7 +129,7 @@ void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
   aggregator_.Expire(absl::InfiniteFuture(), &batch);
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
-  RelaySchedule active{schedule.id, ScheduleTensors(schedule), {}};
+  RelaySchedule active{schedule.id, ScheduleTensors(schedule), {}, {}};
   for (const std::string& name : active.tensors.names) ForgetSentLocked(0, name);
   for (const auto& [rank, state] : ranks_) {
     if (!state.departed && !state.reported) active.executing.insert(rank);
@@ -136,9 +137,9 @@ void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
   schedule_ = std::move(active);
 }
 
-bool NodeRelay::ScheduledLocked(const TensorRequest& request) const {
+bool NodeRelay::DroppedForScheduleLocked(const TensorRequest& request) {
   return schedule_ && schedule_->executing.count(request.rank) > 0 &&
-         schedule_->tensors.Names(request);
+         DropsForSchedule(schedule_->tensors, schedule_->dropped, request);
 }
 
 absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
@@ -307,7 +308,7 @@ absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> req
     if (absl::Status s = CheckInSetLocked(request); !s.ok()) return s;
   }
   if (schedule_) {
-    std::erase_if(requests, [&](const TensorRequest& r) { return ScheduledLocked(r); });
+    std::erase_if(requests, [&](const TensorRequest& r) { return DroppedForScheduleLocked(r); });
   }
   for (TensorRequest& request : requests) {
     // Only the aggregation key: an id alone goes upstream.

@@ -172,8 +172,9 @@ class NodeRelay : public coordinator::SessionHandler,
   // as the coordinator drops it (the ranks execute it as the schedule's).
   void BeginScheduleLocked(const Schedule& schedule);
   // Whether `request` is one of the schedule's tensors from a rank still executing it (the
-  // rank sent it before it had the schedule): dropped here as the coordinator would.
-  bool ScheduledLocked(const TensorRequest& request) const;
+  // rank sent it before it had the schedule), or a join that rank sent after one: dropped
+  // here as the coordinator would (common/schedule_drops.h).
+  bool DroppedForScheduleLocked(const TensorRequest& request);
 
   // Constant after construction.
   const NodeRelayOptions options_;
@@ -198,6 +199,7 @@ class NodeRelay : public coordinator::SessionHandler,
     int64_t id = 0;
     ScheduleTensors tensors;
     std::set<int> executing;
+    std::set<int> dropped;  // DropsForSchedule
   };
   std::optional<RelaySchedule> schedule_;
   // Process sets: the job's ranks of each set formed so far (learned from the responses to

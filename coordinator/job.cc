@@ -213,7 +213,7 @@ absl::Status Job::Submit(SessionSink* sink, std::vector<TensorRequest> requests)
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
     }
-    if (ScheduledLocked(request)) continue;
+    if (DroppedForScheduleLocked(request)) continue;
     if (request.process_set != 0) {
       std::optional<Response> rejected;
       if (absl::Status s = process_sets_.Submit(std::move(request), now, &rejected); !s.ok()) {

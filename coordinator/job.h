@@ -242,6 +242,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // still executes it: the rank sent it before it had the schedule, and executes it as the
   // schedule's; it is not negotiated.
   bool ScheduledLocked(const TensorRequest& request) const;
+  // Whether `request` is dropped: ScheduledLocked, or a join that rank sent after such a
+  // request (common/schedule_drops.h).
+  bool DroppedForScheduleLocked(const TensorRequest& request);
   // `rank` no longer executes the active schedule.
   void LeaveScheduleLocked(int rank);
   // A report of `rank`'s progress in a schedule, sent at `sent_at` (the coordinator's clock):
@@ -323,6 +326,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     int64_t id = 0;
     ScheduleTensors tensors;
     std::set<int> executing;  // ranks that have not said ScheduleEnded
+    std::set<int> dropped;    // ranks whose requests were dropped (DropsForSchedule)
     bool revoked = false;     // every session was told to deviate
     // The period's tensors in ScheduleProgress's order.
     struct Tensor {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/schedule_drops.h"
 #include "coordinator/job.h"
 
 namespace troika::coordinator {
@@ -42,6 +43,7 @@ void Job::MaybePublishScheduleLocked() {
       .id = schedule.id,
       .tensors = ScheduleTensors(schedule),
       .executing = {},
+      .dropped = {},
       .period = {},
       .entry_bytes = {},
       .rounds = {},
@@ -78,6 +80,11 @@ void Job::MaybePublishScheduleLocked() {
 bool Job::ScheduledLocked(const TensorRequest& request) const {
   return schedule_ && schedule_->executing.count(request.rank) > 0 &&
          schedule_->tensors.Names(request);
+}
+
+bool Job::DroppedForScheduleLocked(const TensorRequest& request) {
+  return schedule_ && schedule_->executing.count(request.rank) > 0 &&
+         DropsForSchedule(schedule_->tensors, schedule_->dropped, request);
 }
 
 void Job::LeaveScheduleLocked(int rank) {

@@ -1,6 +1,8 @@
 #include "libclient/controller.h"
 
 #include <algorithm>
+#include <limits>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -140,26 +142,42 @@ void Controller::BeginSchedule(Schedule schedule) {
       return;
     }
     // From now on the coordinator drops this rank's requests for the schedule's tensors
-    // (until ScheduleEnded): those not answered yet are the schedule's, sent or not.
+    // (until ScheduleEnded): those not answered yet are the schedule's, sent or not. So does
+    // it a join submitted after one of them, which would otherwise reach it before they come
+    // back (ScheduleEnded): the join is taken back too, and goes again after them.
     std::vector<Submission> taken;
-    bool negotiated = false;
+    uint64_t first_taken = std::numeric_limits<uint64_t>::max();
     for (auto it = unanswered_.begin(); it != unanswered_.end();) {
       TensorRequest& request = it->second.second;
       if (request.process_set != 0 || !schedule_->Names(request.name)) {
+        ++it;
+        continue;
+      }
+      first_taken = std::min(first_taken, it->second.first);
+      absorbed.push_back(request.name);
+      taken.emplace_back(it->second.first, std::move(request));
+      it = unanswered_.erase(it);
+    }
+    bool negotiated = false;
+    for (auto it = unanswered_.begin(); it != unanswered_.end();) {
+      const TensorRequest& request = it->second.second;
+      if (request.process_set != 0 || request.type != CollectiveType::kJoin ||
+          it->second.first < first_taken) {
         negotiated = true;
         ++it;
         continue;
       }
       absorbed.push_back(request.name);
-      taken.emplace_back(it->second.first, std::move(request));
+      taken.emplace_back(it->second.first, std::move(it->second.second));
       it = unanswered_.erase(it);
     }
     if (!absorbed.empty()) {
+      const std::set<std::string> names(absorbed.begin(), absorbed.end());
       std::vector<TensorRequest> kept;
       std::vector<size_t> kept_before(outbox_.size() + 1, 0);  // position -> kept before it
       for (size_t i = 0; i < outbox_.size(); ++i) {
         kept_before[i] = kept.size();
-        if (outbox_[i].process_set != 0 || !schedule_->Names(outbox_[i].name)) {
+        if (outbox_[i].process_set != 0 || !names.contains(outbox_[i].name)) {
           kept.push_back(std::move(outbox_[i]));
         }
       }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/scheduler.h"
 #include "gmock/gmock.h"
@@ -253,6 +254,39 @@ TEST_F(NodeRelayTest, ScheduledRequestsOfRanksInTheScheduleAreDroppedUntilTheyEn
                           "schedule 5 ended 2", "requests #7:2"));
   EXPECT_FALSE(relay->EndSchedule(&sink2_, 5, {3}).ok()) << "rank 3 is not sink 2's";
   EXPECT_FALSE(relay->DeviateSchedule(&sink2_, 5, {3}).ok()) << "rank 3 is not sink 2's";
+}
+
+// A join a rank sent after a request the schedule took is dropped too (the rank sends it
+// again after that request once it ended the schedule: ahead of it, the join would make the
+// rank a joined rank for it); a join of a rank with nothing dropped goes up.
+TEST_F(NodeRelayTest, AJoinSentAfterAScheduledRequestIsDroppedWithIt) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  AnnounceGrad(*relay);
+  auto down = std::make_shared<DownMessage>();
+  Response entry;
+  entry.names = {"grad"};
+  entry.cache_ids = {7};
+  down->schedule = Schedule{5, {entry}};
+  relay->Deliver(down);
+  TensorRequest join3 = Request(3, kJoinTensorName);
+  join3.type = CollectiveType::kJoin;
+  join3.shape = {};
+  TensorRequest join2 = join3;
+  join2.rank = 2;
+  ASSERT_TRUE(relay->Submit(&sink3_, {Cached(3, 7), join3}).ok());
+  ASSERT_TRUE(relay->Submit(&sink2_, {join2}).ok());
+  clock_.Advance(absl::Hours(1));
+  relay->FlushExpired();
+  EXPECT_THAT(upstream_.sent(), ElementsAre(absl::StrCat("requests ", kJoinTensorName, ":2")));
+  // Rank 3 ends the schedule and sends both again, in order: they go up.
+  ASSERT_TRUE(relay->EndSchedule(&sink3_, 5, {3}).ok());
+  ASSERT_TRUE(relay->Submit(&sink3_, {Cached(3, 7), join3}).ok());
+  clock_.Advance(absl::Hours(1));
+  relay->FlushExpired();
+  EXPECT_THAT(upstream_.sent(),
+              ElementsAre(absl::StrCat("requests ", kJoinTensorName, ":2"), "schedule 5 ended 3",
+                          absl::StrCat("requests #7:3 ", kJoinTensorName, ":3")));
 }
 
 TEST_F(NodeRelayTest, WhatArrivedGoesUpstreamWhenTheWindowEnds) {

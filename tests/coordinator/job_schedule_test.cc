@@ -178,6 +178,54 @@ TEST_F(JobScheduleTest, ADeviationIsBroadcastOnceAndOnlyForTheScheduleInForce) {
   EXPECT_EQ(s1_.messages().back().end_schedule, schedule_->id);
 }
 
+// A rank sent a scheduled tensor and then a join before it had the schedule: both are
+// dropped, and the rank sends them again, in that order, once it ended the schedule. (Had the
+// join been taken, the tensor would have completed with the rank as a joined one, and its
+// request, sent again, would have stayed pending.)
+TEST_F(JobScheduleTest, AJoinSentAfterAScheduledRequestIsDroppedWithIt) {
+  auto request = [&](int rank, bool join) {
+    TensorRequest r;
+    r.rank = rank;
+    if (join) {
+      r.name = kJoinTensorName;
+      r.type = CollectiveType::kJoin;
+      r.dtype = DataType::kUint8;
+    } else {
+      r.cache_id = ids_["x"];
+    }
+    return r;
+  };
+  // The responses rank 1's session got from message `from` on: for x, and joins.
+  auto responses = [&](size_t from, const std::string& name) {
+    std::vector<Response> out;
+    const std::vector<DownMessage> messages = s1_.messages();
+    for (size_t m = from; m < messages.size(); ++m) {
+      for (const Response& r : messages[m].responses) {
+        const bool x = !r.cache_ids.empty() && r.cache_ids.front() == ids_["x"];
+        if (name == "x" ? x || (!r.names.empty() && r.names.front() == "x")
+                        : r.type == CollectiveType::kJoin) {
+          out.push_back(r);
+        }
+      }
+    }
+    return out;
+  };
+  ASSERT_TRUE(job_->Submit(&s0_, {request(0, false), request(0, true)}).ok());
+  ASSERT_TRUE(job_->EndSchedule(&s0_, schedule_->id, {0}).ok());
+  ASSERT_TRUE(job_->EndSchedule(&s1_, schedule_->id, {1}).ok());
+  const size_t from = s1_.messages().size();
+  ASSERT_TRUE(job_->Submit(&s1_, {request(1, false)}).ok());
+  EXPECT_THAT(responses(from, "x"), ::testing::IsEmpty()) << "x waits for rank 0's request";
+  ASSERT_TRUE(job_->Submit(&s0_, {request(0, false), request(0, true)}).ok());
+  std::vector<Response> x = responses(from, "x");
+  ASSERT_EQ(x.size(), 1u);
+  EXPECT_FALSE(x[0].is_error()) << x[0].error;
+  EXPECT_THAT(x[0].joined_ranks, ::testing::IsEmpty());
+  EXPECT_THAT(responses(from, "join"), ::testing::IsEmpty());
+  ASSERT_TRUE(job_->Submit(&s1_, {request(1, true)}).ok());
+  EXPECT_EQ(responses(from, "join").size(), 1u);
+}
+
 TEST_F(JobScheduleTest, TheScrapeShowsTheScheduleInForceAndTheEndedOnes) {
   CoordinatorMetrics metrics(registry_, {});
   auto families = metrics.Collect();
