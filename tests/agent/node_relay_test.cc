@@ -171,6 +171,16 @@ TensorRequest Cached(int rank, int32_t id) {
   return r;
 }
 
+// The coordinator publishes schedule 5: one entry, "grad" (cache id 7).
+void DeliverGradSchedule(NodeRelay& relay) {
+  auto down = std::make_shared<DownMessage>();
+  Response entry;
+  entry.names = {"grad"};
+  entry.cache_ids = {7};
+  down->schedule = Schedule{5, {entry}};
+  relay.Deliver(down);
+}
+
 // The coordinator announces cache id 7 for "grad".
 void AnnounceGrad(NodeRelay& relay) {
   auto down = std::make_shared<DownMessage>();
@@ -226,12 +236,7 @@ TEST_F(NodeRelayTest, ScheduledRequestsOfRanksInTheScheduleAreDroppedUntilTheyEn
   OpenBoth(*relay);
   AnnounceGrad(*relay);
   ASSERT_TRUE(relay->Submit(&sink2_, {Cached(2, 7)}).ok());  // waits for rank 3
-  auto down = std::make_shared<DownMessage>();
-  Response entry;
-  entry.names = {"grad"};
-  entry.cache_ids = {7};
-  down->schedule = Schedule{5, {entry}};
-  relay->Deliver(down);
+  DeliverGradSchedule(*relay);
   EXPECT_THAT(upstream_.sent(), ElementsAre("requests #7:2")) << "sent up at once";
   ASSERT_FALSE(sink3_.messages().empty());
   EXPECT_TRUE(sink3_.messages().back()->schedule.has_value()) << "ranks get the schedule";
@@ -263,12 +268,7 @@ TEST_F(NodeRelayTest, AJoinSentAfterAScheduledRequestIsDroppedWithIt) {
   auto relay = MakeRelay();
   OpenBoth(*relay);
   AnnounceGrad(*relay);
-  auto down = std::make_shared<DownMessage>();
-  Response entry;
-  entry.names = {"grad"};
-  entry.cache_ids = {7};
-  down->schedule = Schedule{5, {entry}};
-  relay->Deliver(down);
+  DeliverGradSchedule(*relay);
   TensorRequest join3 = Request(3, kJoinTensorName);
   join3.type = CollectiveType::kJoin;
   join3.shape = {};
