@@ -81,8 +81,10 @@ class Executor {
  private:
   struct Queued {
     std::shared_ptr<const Response> response;  // shared with the schedule that made it
-    absl::Time arrived;                        // when Enqueue() got it: the queue phase starts here
-    int64_t schedule = 0;                      // non-zero: an entry of this schedule, at `position`
+    // When Enqueue() got it, where the queue phase starts; InfinitePast while phases are not
+    // reported (Arrival()).
+    absl::Time arrived;
+    int64_t schedule = 0;  // non-zero: an entry of this schedule, at `position`
     int64_t position = 0;
     bool vote_void = false;
   };
