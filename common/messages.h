@@ -214,6 +214,8 @@ struct DownMessage {
   std::optional<ClientSettings> settings;  // present: replaces the settings in force
   std::string abort_reason;                // non-empty: the job was aborted; nothing follows
   std::optional<RankExit> abort_cause;     // the rank exit that aborted the job, if one did
+  // Present (with abort_reason): an elastic job's generation ended, not the job.
+  std::optional<MembershipChange> membership_change;
   // Coordinator restart (docs/protocol.md): send up the responses numbered replay_from ..
   // replay_to (0: no such request)...
   int64_t replay_from = 0;
@@ -225,6 +227,10 @@ struct DownMessage {
   // Non-zero: a rank deviated from this schedule; every rank deviates too.
   int64_t end_schedule = 0;
 };
+
+// The status payload (a serialized v1::MembershipChange) of a rank's failure when its elastic
+// job's generation ended (troika::GetMembershipChange).
+inline constexpr char kMembershipChangePayload[] = "troika.dev/membership-change";
 
 // What an agent reconnecting to a restarted coordinator has seen of its job (Hello.resume).
 struct SessionResume {

@@ -181,10 +181,22 @@ RankExit FromWire(const v1::RankExit& in) {
   return {in.rank(), in.host(), in.exit_code(), in.signal(), in.reason()};
 }
 
+void ToWire(const MembershipChange& in, v1::MembershipChange* out) {
+  out->set_epoch(in.epoch);
+  out->set_size(in.size);
+  out->mutable_next_rank()->Assign(in.next_rank.begin(), in.next_rank.end());
+}
+
+MembershipChange FromWire(const v1::MembershipChange& in) {
+  return {in.epoch(), in.size(), {in.next_rank().begin(), in.next_rank().end()}};
+}
+
 void ToWire(const DownMessage& in, v1::Down* out) {
   if (!in.abort_reason.empty()) {
     out->mutable_abort()->set_reason(in.abort_reason);
     if (const auto& cause = in.abort_cause) ToWire(*cause, out->mutable_abort()->mutable_cause());
+    if (const auto& change = in.membership_change)
+      ToWire(*change, out->mutable_abort()->mutable_change());
     return;
   }
   if (in.replay_to > 0) {
@@ -224,6 +236,7 @@ DownMessage FromWire(const v1::Down& in) {
     if (in.abort().has_cause()) {
       out.abort_cause = FromWire(in.abort().cause());
     }
+    if (in.abort().has_change()) out.membership_change = FromWire(in.abort().change());
     return out;
   }
   if (in.has_replay()) {

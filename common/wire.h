@@ -23,6 +23,8 @@ void ToWire(const Response& in, v1::Response* out);
 Response FromWire(const v1::Response& in);
 void ToWire(const RankExit& in, v1::RankExit* out);
 RankExit FromWire(const v1::RankExit& in);
+void ToWire(const MembershipChange& in, v1::MembershipChange* out);
+MembershipChange FromWire(const v1::MembershipChange& in);
 void ToWire(const DownMessage& in, v1::Down* out);
 // An abort without a reason gets a generic one, so abort_reason is non-empty exactly for
 // aborts.

@@ -160,15 +160,15 @@ absl::Status CoordinatorService::CheckAdmin(const grpc::CallbackServerContext* c
 }
 
 absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::CreateOrJoin(
-    const grpc::CallbackServerContext* context, const std::string& name, int size, bool* created,
-    std::string* generated) {
+    const grpc::CallbackServerContext* context, const std::string& name, int size, int min_size,
+    bool* created, std::string* generated) {
   const std::string token = Credential(context, kJobTokenHeader);
   // An existing job is checked before anything about it (its size) is revealed.
   if (auto found = registry_.Find(name); found.ok() && !(*found)->TokenMatches(token)) {
     return WrongToken(name, token);
   }
   const std::string secret = token.empty() ? Secret::Generate() : token;
-  auto job = registry_.CreateJob(name, size, created, Secret::Of(secret));
+  auto job = registry_.CreateJob(name, size, created, Secret::Of(secret), min_size);
   if (!job.ok()) return job.status();
   if (!*created && !(*job)->TokenMatches(token)) return WrongToken(name, token);  // raced
   if (*created && token.empty()) *generated = secret;
@@ -180,7 +180,8 @@ grpc::ServerUnaryReactor* CoordinatorService::CreateJob(grpc::CallbackServerCont
                                                         v1::CreateJobResponse* response) {
   bool created = false;
   std::string generated;
-  auto job = CreateOrJoin(context, request->job(), request->size(), &created, &generated);
+  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(), &created,
+                          &generated);
   if (!job.ok()) return FinishWith(context, job.status());
   response->set_job((*job)->name());
   response->set_size((*job)->size());
@@ -210,7 +211,8 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
                                                            v1::RegisterNodeResponse* response) {
   bool created = false;
   std::string generated;
-  auto job = CreateOrJoin(context, request->job(), request->size(), &created, &generated);
+  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(), &created,
+                          &generated);
   if (!job.ok()) return FinishWith(context, job.status());
   response->set_token(generated);
   auto block = (*job)->RegisterNode(request->host(), request->nproc(), request->node_rank());

@@ -80,7 +80,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // CreateJob and RegisterNode: the job, created with the call's token (or a generated one,
   // returned in `*generated`) or existing and matching the call's token.
   absl::StatusOr<std::shared_ptr<Job>> CreateOrJoin(const grpc::CallbackServerContext* context,
-                                                    const std::string& name, int size,
+                                                    const std::string& name, int size, int min_size,
                                                     bool* created, std::string* generated);
 
   JobRegistry& registry_;

@@ -57,6 +57,8 @@ inline constexpr int kNumAbortCauses = 7;
 // "protocol_error".
 const char* AbortCauseName(AbortCause cause);
 
+class Job;
+
 struct JobOptions {
   NegotiatorOptions negotiator;
   // When a tensor stalls (some ranks submitted it, others not) is warned about or aborts the
@@ -85,6 +87,15 @@ struct JobOptions {
   // Called (under the job's lock: must be quick) with the job's state record whenever it
   // changes: a node registered, a process set was added or removed (--state_dir).
   std::function<void(const v1::JobRecord&)> on_record;
+  // Elastic job (docs/elastic.md): while at least this many ranks remain, losing ranks (a
+  // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
+  // survivors go on as the next one. 0 (default): not elastic.
+  int min_size = 0;
+  // This generation's number (Membership.epoch). Default 1.
+  int64_t epoch = 1;
+  // Makes the next generation of an elastic job: the same name, token and options, `size`
+  // ranks, epoch `epoch`. Called under the job's lock: must take no lock the job may wait for.
+  std::function<std::shared_ptr<Job>(int size, int64_t epoch)> next_generation;
 };
 
 // A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
@@ -112,7 +123,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // True iff `token` is this job's token. Thread-safe (immutable).
   bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
+  int min_size() const { return min_size_; }
   KvStore& kv() { return kv_; }
+  // The generation that replaced this one once an elastic job lost ranks (JobOptions); null
+  // before. The job's owner then serves the successor under the job's name.
+  std::shared_ptr<Job> successor() const;
 
   // Calls `done` with the memberships of `ranks` (all on `host`) once every rank of the job
   // attached; or, when the first waiting attach times out, fails every waiting attach with
@@ -212,6 +227,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   void FailAttachWaitersLocked(const absl::Status& status);
   void AbortLocked(AbortCause cause, const std::string& reason,
                    std::optional<RankExit> exit = std::nullopt);
+  // `lost` ranks are gone (`reason` says how): an elastic job with at least min_size_ ranks
+  // left ends this generation (successor_; every session is told the renumbering), any other
+  // job aborts.
+  void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
+                       std::optional<RankExit> exit = std::nullopt);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
@@ -277,7 +297,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const std::string name_;
   const Secret token_;
   const int size_;
-  const int64_t epoch_ = 1;
+  const int64_t epoch_;
+  const int min_size_;
+  const std::function<std::shared_ptr<Job>(int, int64_t)> next_generation_;
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
@@ -294,6 +316,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Guarded by mu_.
   State state_ = State::kAttaching;
   std::string abort_reason_;                         // once kAborted
+  std::shared_ptr<Job> successor_;                   // an elastic job's next generation
   std::map<int, std::string> hosts_;                 // attached rank -> host
   std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
   uint64_t next_waiter_ = 1;

@@ -14,7 +14,8 @@ JobRegistry::JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock
 JobRegistry::~JobRegistry() = default;
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& name, int size,
-                                                            bool* created, Secret token) {
+                                                            bool* created, Secret token,
+                                                            int min_size) {
   if (name.empty() || name.size() > 256) {
     return absl::InvalidArgumentError("a job name must have 1 to 256 characters");
   }
@@ -22,12 +23,19 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     return absl::InvalidArgumentError(absl::StrCat("job '", name, "': size ", size,
                                                    " is outside [1, ", options_.max_job_size, "]"));
   }
+  if (min_size < 0 || min_size > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job '", name, "': minimum size ", min_size, " is outside [0, ", size, "]"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = jobs_.find(name); it != jobs_.end()) {
+    AdvanceLocked(name, it->second);
     const std::shared_ptr<Job>& job = it->second.job;
-    if (job->size() != size) {
-      return absl::FailedPreconditionError(absl::StrCat("job '", name, "' already exists with ",
-                                                        job->size(), " ranks; asked for ", size));
+    if (job->size() != size || job->min_size() != min_size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", name, "' already exists with ", job->size(), " ranks",
+          job->min_size() ? absl::StrCat(" (at least ", job->min_size(), ")") : "", "; asked for ",
+          size, min_size ? absl::StrCat(" (at least ", min_size, ")") : ""));
     }
     *created = false;
     return job;
@@ -36,7 +44,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot create job '", name, "': ", options_.max_jobs, " jobs are running (--max_jobs)"));
   }
-  auto job = MakeJobLocked(name, size, token, nullptr);
+  auto job = MakeJobLocked(name, size, token, nullptr, min_size);
   if (job.ok()) *created = true;
   return job;
 }
@@ -51,9 +59,9 @@ std::string JobRegistry::AutotuneBase(const std::string& name) const {
   return absl::StrCat(options_.autotune_dir, "/", file, "-autotune");
 }
 
-absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::string& name, int size,
-                                                                Secret token,
-                                                                const v1::JobRecord* restored) {
+std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secret token,
+                                         const v1::JobRecord* restored, int min_size,
+                                         int64_t epoch) {
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
   JobOptions job_options;
@@ -64,6 +72,13 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
   job_options.schedules = options_.schedules;
   job_options.schedule_buckets = options_.schedule_buckets;
   job_options.token = token;
+  job_options.min_size = min_size;
+  job_options.epoch = epoch;
+  if (min_size > 0) {
+    job_options.next_generation = [this, name, token, min_size](int size, int64_t epoch) {
+      return NewJob(name, size, token, nullptr, min_size, epoch);
+    };
+  }
   job_options.on_abort = [counters = counters_](AbortCause cause) {
     counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
   };
@@ -94,19 +109,44 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
   }
   auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
+  *holder = job;
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::string& name, int size,
+                                                                Secret token,
+                                                                const v1::JobRecord* restored,
+                                                                int min_size) {
+  std::shared_ptr<Job> job = NewJob(name, size, token, restored, min_size, 1);
   if (restored != nullptr) {
     if (absl::Status s = job->Restore(*restored); !s.ok()) return s;
   }
-  *holder = job;
   Entry& entry = jobs_[name];
   entry.job = job;
   counters_->started.fetch_add(1, std::memory_order_relaxed);
-  entry.expiry = scheduler_.RunAfter(options_.unattached_job_ttl,
-                                     [this, name, holder] { RemoveIfDone(name, *holder); });
+  entry.expiry = scheduler_.RunAfter(
+      options_.unattached_job_ttl,
+      [this, name, weak = std::weak_ptr<Job>(job)] { RemoveIfDone(name, weak); });
   if (options_.state_store && restored == nullptr) options_.state_store->Save(job->Record());
   TROIKA_LOG(INFO) << "job '" << name << "' " << (restored ? "restored" : "created") << " with "
                    << size << " ranks";
   return job;
+}
+
+std::shared_ptr<Job> JobRegistry::Latest(std::shared_ptr<Job> job) {
+  while (std::shared_ptr<Job> next = job->successor()) job = std::move(next);
+  return job;
+}
+
+void JobRegistry::AdvanceLocked(const std::string& name, Entry& entry) {
+  std::shared_ptr<Job> latest = Latest(entry.job);
+  if (latest == entry.job) return;
+  // The generation that ended lives on while its sessions do.
+  entry.job = std::move(latest);
+  scheduler_.Cancel(entry.expiry);
+  entry.expiry = scheduler_.RunAfter(
+      options_.unattached_job_ttl,
+      [this, name, weak = std::weak_ptr<Job>(entry.job)] { RemoveIfDone(name, weak); });
 }
 
 int JobRegistry::RestoreJobs() {
@@ -140,14 +180,14 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& name) 
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job named '", name, "' on this coordinator"));
   }
-  return it->second.job;
+  return Latest(it->second.job);
 }
 
 std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<Job>> out;
   out.reserve(jobs_.size());
-  for (const auto& [name, entry] : jobs_) out.push_back(entry.job);
+  for (const auto& [name, entry] : jobs_) out.push_back(Latest(entry.job));
   return out;
 }
 
@@ -182,7 +222,9 @@ void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(name);
     std::shared_ptr<Job> job = weak.lock();
-    if (it == jobs_.end() || it->second.job != job || !job->done()) return;
+    if (it == jobs_.end()) return;
+    AdvanceLocked(name, it->second);
+    if (it->second.job != job || !job->done()) return;
     removed = std::move(it->second.job);
     // Not run yet unless it is what calls us: either way nothing of the job stays queued.
     scheduler_.Cancel(it->second.expiry);

@@ -65,12 +65,13 @@ class JobRegistry {
   JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock& clock);
   ~JobRegistry();
 
-  // Creates job `name` of `size` ranks with `token`, or returns the live job of that name if
-  // its size is the same (`*created` says which; an existing job keeps its token — callers
-  // check it). FAILED_PRECONDITION if the sizes differ; RESOURCE_EXHAUSTED if max_jobs jobs
-  // are held.
+  // Creates job `name` of `size` ranks with `token`, elastic down to `min_size` ranks if
+  // non-zero (JobOptions::min_size), or returns the live job of that name if its size and
+  // minimum are the same (`*created` says which; an existing job keeps its token — callers
+  // check it). FAILED_PRECONDITION if they differ; RESOURCE_EXHAUSTED if max_jobs jobs are
+  // held. An elastic job's name serves its latest generation (Job::successor()).
   absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created,
-                                                 Secret token = {});
+                                                 Secret token = {}, int min_size = 0);
   // Recreates the jobs recorded in the state store (a restarted coordinator): each waits for
   // its agents to attach again, with its token, node blocks and process sets, and the tuned
   // parameters autotune_dir holds for it. Returns how many. Call once, before serving.
@@ -90,7 +91,18 @@ class JobRegistry {
   void RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& job);
   // Makes and registers a job; `restored`: from its record.
   absl::StatusOr<std::shared_ptr<Job>> MakeJobLocked(const std::string& name, int size,
-                                                     Secret token, const v1::JobRecord* restored);
+                                                     Secret token, const v1::JobRecord* restored,
+                                                     int min_size = 0);
+  // Makes a job without registering it (no lock taken): MakeJobLocked's, or an elastic job's
+  // next generation (`epoch` > 1), which AdvanceLocked() registers in place of the one before.
+  std::shared_ptr<Job> NewJob(const std::string& name, int size, Secret token,
+                              const v1::JobRecord* restored, int min_size, int64_t epoch);
+  struct Entry;
+  // `job`'s latest generation: itself, or an elastic job's last successor.
+  static std::shared_ptr<Job> Latest(std::shared_ptr<Job> job);
+  // Moves the entry on to its job's latest generation, which is then dropped like a new job
+  // if nobody attaches to it.
+  void AdvanceLocked(const std::string& name, Entry& entry);
   // autotune_dir/<name>-autotune (the name made file-safe).
   std::string AutotuneBase(const std::string& name) const;
 

@@ -4,6 +4,7 @@
 // definition serves all of them.
 
 #include <cstdint>
+#include <vector>
 
 namespace troika {
 
@@ -79,6 +80,14 @@ struct Membership {
   int cross_rank = 0;
   int cross_size = 1;
   int64_t epoch = 0;  // changes whenever the job's membership is rebuilt
+};
+
+// An elastic job lost ranks and goes on without them (docs/elastic.md): the generation that
+// ended, renumbered into the next one.
+struct MembershipChange {
+  int64_t epoch = 0;           // of the next generation
+  int size = 0;                // its ranks
+  std::vector<int> next_rank;  // by rank of the generation that ended: its rank next; -1: gone
 };
 
 }  // namespace troika

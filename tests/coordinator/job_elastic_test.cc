@@ -1,0 +1,172 @@
+// Elastic jobs on the coordinator (docs/elastic.md): losing ranks ends a generation, the
+// survivors attach again as the next one under the job's name, renumbered; below the
+// minimum, and for jobs that are not elastic, the job aborts as before.
+
+#include <future>
+
+#include "coordinator/job.h"
+#include "coordinator/job_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/job_test_util.h"
+
+namespace troika::coordinator {
+namespace {
+
+using test_util::AttachAll;
+using test_util::FakeSink;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class JobElasticTest : public ::testing::Test {
+ protected:
+  static JobRegistryOptions Options() {
+    JobRegistryOptions options;
+    options.negotiator.cycle_time = absl::ZeroDuration();
+    return options;
+  }
+
+  std::shared_ptr<Job> Create(int size, int min_size) {
+    bool created = false;
+    auto job = registry_.CreateJob("train", size, &created, {}, min_size);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+
+  std::shared_ptr<Job> Find() {
+    auto job = registry_.Find("train");
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+
+  // Attaches nodes[i].second on host nodes[i].first, each node in one call (as agents do);
+  // the memberships of every node, in order.
+  static std::vector<std::vector<Membership>> AttachNodes(
+      Job& job, const std::vector<std::pair<std::string, std::vector<int>>>& nodes) {
+    std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> done(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      job.Attach(nodes[i].second, nodes[i].first, absl::Seconds(30),
+                 [&done, i](auto m) { done[i].set_value(std::move(m)); });
+    }
+    std::vector<std::vector<Membership>> out;
+    for (auto& d : done) {
+      absl::StatusOr<std::vector<Membership>> m = d.get_future().get();
+      EXPECT_TRUE(m.ok()) << m.status();
+      out.push_back(m.ok() ? *m : std::vector<Membership>{});
+    }
+    return out;
+  }
+
+  Scheduler scheduler_;
+  FakeClock clock_;
+  JobRegistry registry_{Options(), scheduler_, clock_};
+};
+
+TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) {
+  std::shared_ptr<Job> job = Create(4, 2);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}});
+  FakeSink a, b;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+
+  ASSERT_TRUE(job->ReportExit(&a, {1, "a", 0, 9}).ok());
+  for (FakeSink* sink : {&a, &b}) {
+    ASSERT_EQ(sink->messages().size(), 1u);
+    const DownMessage down = sink->messages()[0];
+    EXPECT_THAT(down.abort_reason,
+                HasSubstr("membership of job 'train' changed: rank 1 on a was killed by signal 9 "
+                          "(Killed); the job goes on with 3 ranks as generation 2"));
+    ASSERT_TRUE(down.membership_change.has_value());
+    EXPECT_EQ(down.membership_change->epoch, 2);
+    EXPECT_EQ(down.membership_change->size, 3);
+    EXPECT_THAT(down.membership_change->next_rank, ElementsAre(0, -1, 1, 2));
+  }
+
+  // The job's name now serves generation 2: 3 ranks, the old ones ended by their agents.
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 3);
+  EXPECT_EQ(next->min_size(), 2);
+  job->CloseSession(&a, absl::OkStatus());
+  job->CloseSession(&b, absl::OkStatus());
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0}}, {"b", {1, 2}}});
+  ASSERT_EQ(m[0].size(), 1u);
+  ASSERT_EQ(m[1].size(), 2u);
+  EXPECT_EQ(m[0][0].epoch, 2);
+  EXPECT_EQ(m[0][0].size, 3);
+  EXPECT_EQ(m[0][0].local_size, 1);
+  EXPECT_EQ(m[1][1].rank, 2);
+  EXPECT_EQ(m[1][1].local_rank, 1);
+  FakeSink a2, b2;
+  ASSERT_TRUE(next->OpenSession({0}, 2, &a2).ok());
+  EXPECT_EQ(next->OpenSession({1, 2}, 1, &b2).code(), absl::StatusCode::kFailedPrecondition)
+      << "a session of the ended generation";
+  ASSERT_TRUE(next->OpenSession({1, 2}, 2, &b2).ok());
+  EXPECT_EQ(next->state(), Job::State::kRunning);
+  bool created = true;
+  auto again = registry_.CreateJob("train", 3, &created, {}, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(*again, next);
+  EXPECT_EQ(registry_.Jobs().size(), 1u);
+  EXPECT_EQ(registry_.counts().aborted, 0);
+}
+
+TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
+  std::shared_ptr<Job> job = Create(3, 1);
+  AttachAll(*job, {"a", "b", "c"});
+  FakeSink s0, s1, s2;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());  // rank 0 finished and left
+  job->CloseSession(&s1, absl::OkStatus());  // rank 1 vanished
+  ASSERT_EQ(s2.messages().size(), 1u);
+  EXPECT_THAT(s2.messages()[0].abort_reason,
+              HasSubstr("rank 1 lost the connection to the coordinator; the job goes on with 1 "
+                        "rank as generation 2"));
+  ASSERT_TRUE(s2.messages()[0].membership_change.has_value());
+  EXPECT_THAT(s2.messages()[0].membership_change->next_rank, ElementsAre(-1, -1, 0));
+  EXPECT_EQ(Find()->size(), 1);
+}
+
+TEST_F(JobElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
+  std::shared_ptr<Job> job = Create(2, 2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &node).ok());
+  ASSERT_TRUE(job->ReportExit(&node, {1, "a", 0, 9}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(node.messages().size(), 1u);
+  EXPECT_FALSE(node.messages()[0].membership_change.has_value());
+  EXPECT_THAT(node.messages()[0].abort_reason,
+              HasSubstr("job 'train' aborted: rank 1 on a was killed by signal 9 (Killed); 1 "
+                        "rank remains, below the job's minimum of 2"));
+  EXPECT_EQ(Find(), job);
+}
+
+TEST_F(JobElasticTest, AJobThatIsNotElasticAbortsAsBefore) {
+  std::shared_ptr<Job> job = Create(3, 0);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &node).ok());
+  ASSERT_TRUE(job->ReportExit(&node, {2, "a", 1, 0}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(node.messages().size(), 1u);
+  EXPECT_FALSE(node.messages()[0].membership_change.has_value());
+  EXPECT_THAT(node.messages()[0].abort_reason,
+              HasSubstr("job 'train' aborted: rank 2 on a exited with code 1"));
+}
+
+TEST_F(JobElasticTest, TheMinimumMustFitAndMatch) {
+  bool created = false;
+  EXPECT_EQ(registry_.CreateJob("train", 2, &created, {}, 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Create(4, 2));
+  auto other = registry_.CreateJob("train", 4, &created, {}, 3);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("already exists with 4 ranks (at least 2)"));
+}
+
+}  // namespace
+}  // namespace troika::coordinator
