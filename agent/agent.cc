@@ -73,6 +73,7 @@ int Agent::Register() {
   upstream_options.liveness_timeout = options_.liveness_timeout;
   upstream_options.tls = {options_.tls_ca, options_.tls_cert, options_.tls_key, options_.plaintext};
   upstream_options.job_token = options_.job_token;
+  upstream_options.min_size = options_.min_np;
   auto upstream = Upstream::Create(upstream_options);
   if (!upstream.ok()) {
     Say(std::string(upstream.status().message()));
@@ -154,15 +155,10 @@ int Agent::Run() {
   const int size = options_.nnodes * options_.nproc_per_node;
 
   scheduler_ = std::make_unique<Scheduler>();
-  NodeRelayOptions relay_options;
-  relay_options.job = options_.job;
-  relay_options.size = size;
-  relay_options.ranks = ranks_;
-  relay_options.host = options_.host;
-  relay_options.aggregation_window = options_.aggregation_window;
   {
     std::lock_guard<std::mutex> lock(mu_);  // a metrics scrape may read relay_
-    relay_ = std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
+    current_ = ranks_;
+    relay_ = MakeRelay(size, ranks_);
   }
   service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size, ranks_}, gate_,
                                             relay_, *upstream_);
@@ -178,10 +174,18 @@ int Agent::Run() {
   supervisor_options.stop_delay = std::min(kStopNotice, options_.grace_period);
   supervisor_options.signal_fd = signal_fd_;
   supervisor_options.labels = ranks_;
-  supervisor_options.on_exit = [this](int rank, const ExitStatus& exit) {
+  supervisor_options.stop_on_failure = options_.min_np == 0;  // elastic: the others go on
+  supervisor_options.on_exit = [this](int label, const ExitStatus& exit) {
     ranks_running_.fetch_sub(1);
     exits_[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
-    relay_->ProcessExited(rank, exit.code, exit.signal);
+    std::shared_ptr<NodeRelay> relay;
+    int rank;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      relay = relay_;
+      rank = current_[label - ranks_.front()];  // its rank in the generation in force
+    }
+    if (rank >= 0) relay->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
   if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {
@@ -274,12 +278,35 @@ std::vector<ProcessSpec> Agent::RankSpecs() const {
   return specs;
 }
 
+std::shared_ptr<NodeRelay> Agent::MakeRelay(int size, const std::vector<int>& ranks) {
+  NodeRelayOptions relay_options;
+  relay_options.job = options_.job;
+  relay_options.size = size;
+  relay_options.ranks = ranks;
+  relay_options.host = options_.host;
+  relay_options.aggregation_window = options_.aggregation_window;
+  return std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
+}
+
+std::vector<int> Agent::LiveRanks() const {
+  std::vector<int> live;
+  for (int rank : current_) {
+    if (rank >= 0) live.push_back(rank);
+  }
+  return live;
+}
+
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
-    epoch_ = epoch;
+    std::shared_ptr<NodeRelay> relay;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      epoch_ = epoch;
+      relay = relay_;
+    }
     // The upstream Hello is queued before any rank can open a session (they wait in the gate).
-    relay_->Attached(epoch);
+    relay->Attached(epoch);
     OpenSession(std::nullopt);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -301,14 +328,27 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
 }
 
 void Agent::OpenSession(const std::optional<SessionResume>& resume) {
+  std::vector<int> ranks;
+  int64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks = LiveRanks();
+    epoch = epoch_;
+  }
   upstream_->OpenSession(
-      options_.job, ranks_, epoch_, resume,
+      options_.job, ranks, epoch, resume,
       [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
       [this](const absl::Status& s) { OnClosed(s); });
 }
 
 void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
-  relay_->Deliver(message);
+  if (message->membership_change) return Reform(std::move(message));
+  std::shared_ptr<NodeRelay> relay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    relay = relay_;
+  }
+  relay->Deliver(message);
   if (message->resumed) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -327,11 +367,60 @@ void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
   Wake();
 }
 
+void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
+  const MembershipChange& change = *message->membership_change;
+  std::shared_ptr<NodeRelay> old, next;
+  std::vector<int> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < current_.size(); ++i) {
+      int& rank = current_[i];
+      const int next = rank >= 0 && rank < static_cast<int>(change.next_rank.size())
+                           ? change.next_rank[rank]
+                           : -1;
+      if (rank >= 0 && next < 0) left_.insert(ranks_[i]);
+      rank = next;
+    }
+    live = LiveRanks();
+    old = relay_;
+    next = relay_ = MakeRelay(change.size, live);
+    reforming_ = true;
+    session_open_ = false;
+    attach_settled_ = live.empty();
+    attach_deadline_ = absl::Now() + options_.attach_timeout;
+  }
+  TROIKA_LOG(WARNING) << "job '" << options_.job << "' goes on as generation " << change.epoch
+                      << " of " << change.size << " ranks"
+                      << (live.empty() ? std::string(" without this node's ranks")
+                                       : absl::StrCat(": this node's are now ", FormatRanks(live)));
+  // Ranks attaching again (with their new numbers) wait for the next generation's attach.
+  gate_.Reset();
+  service_->Reform(change.size, live, std::move(next));
+  // The ranks learn of the change: their operations fail with it, and they attach again.
+  old->Deliver(std::move(message));
+  // The ended generation's session closes; OnClosed then attaches the next one.
+  upstream_->CloseSession();
+}
+
 void Agent::OnClosed(const absl::Status& status) {
   std::string lost;
   bool reconnect = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (reforming_ && status.ok()) {
+      reforming_ = false;
+      const std::vector<int> live = LiveRanks();
+      if (live.empty()) {
+        session_closed_ = true;  // nothing of this node goes on
+      } else {
+        upstream_->Attach(
+            options_.job, live, options_.host, options_.attach_timeout,
+            [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+      }
+      Wake();
+      return;
+    }
+    reforming_ = false;
     session_closed_ = true;
     awaiting_resume_ = false;
     if (!close_requested_ && abort_ == nullptr) {
@@ -434,7 +523,12 @@ void Agent::GiveUp(const std::string& why) {
   // The ranks learn why at once, instead of waiting on a coordinator that is gone.
   auto abort = std::make_shared<coordinator::DownMessage>();
   abort->abort_reason = why;
-  relay_->Deliver(std::move(abort));
+  std::shared_ptr<NodeRelay> relay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    relay = relay_;
+  }
+  relay->Deliver(std::move(abort));
   supervisor_->Stop(why);
   Wake();
 }
@@ -518,8 +612,20 @@ int Agent::ExitCode(const SupervisorResult& result) {
     Say(absl::StrCat("job aborted: ", lost_));
     return 1;
   }
-  const int code = result.ExitCode();
+  // An elastic job went on without the ranks it lost: the node failed only if another did.
+  int code = 0;
+  for (size_t i = 0; i < result.exits.size(); ++i) {
+    if (result.exits[i].ok() || left_.count(result.labels[i])) continue;
+    code = result.failed_rank >= 0 && !left_.count(result.labels[result.failed_rank])
+               ? result.ExitCode()
+               : result.exits[i].ShellCode();
+    break;
+  }
   if (code != 0) Say(absl::StrCat("job failed: ", result.Summary()));
+  if (code == 0 && !left_.empty()) {
+    std::vector<int> left(left_.begin(), left_.end());
+    Say(absl::StrCat("the job went on without ", FormatRanks(left), " of this node"));
+  }
   return code;
 }
 

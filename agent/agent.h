@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,15 @@ class Agent {
   AgentSnapshot Snapshot();
   absl::Status StartServer();
   std::vector<ProcessSpec> RankSpecs() const;
+  // A relay of `ranks` of a job of `size`.
+  std::shared_ptr<NodeRelay> MakeRelay(int size, const std::vector<int>& ranks);
+  // This node's ranks in the generation in force (current_ without the gone). Under mu_.
+  std::vector<int> LiveRanks() const;
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
+  // An elastic job's generation ended (`message` carries the membership change): the ranks
+  // are told, the ended generation's session closes, and OnClosed attaches this node's
+  // survivors as the next generation, renumbered.
+  void Reform(std::shared_ptr<const coordinator::DownMessage> message);
   // The node's upstream session: a new one, or (`resume`) one resuming the job.
   void OpenSession(const std::optional<SessionResume>& resume);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
@@ -100,8 +109,9 @@ class Agent {
   const int signal_fd_;
   const int wake_fd_;  // an eventfd: the callbacks wake WaitUntil with it
 
-  // Set up by Run() before any callback can run; torn down by ~Agent.
-  std::vector<int> ranks_;
+  // Set up by Run() before any callback can run; torn down by ~Agent. relay_ is replaced for
+  // an elastic job's next generation: read it under mu_.
+  std::vector<int> ranks_;  // the node's block, as registered: the ranks' labels
   std::string socket_path_;
   absl::Time attach_deadline_;
   std::unique_ptr<Supervisor> supervisor_;
@@ -120,6 +130,11 @@ class Agent {
   std::mutex mu_;
   // Guarded by mu_ (relay_ only while a metrics scrape may read it: set under mu_).
   std::optional<absl::StatusOr<NodeBlock>> registration_;  // RegisterNode's answer
+  // By local index: the rank's number in the generation in force; -1: the job went on
+  // without it (an elastic job). ranks_ until the first membership change.
+  std::vector<int> current_;
+  std::set<int> left_;      // labels of the ranks the job went on without
+  bool reforming_ = false;  // the ended generation's session is closing (Reform)
   bool attach_settled_ = false;
   std::string attach_error_;  // non-empty: the upstream attach failed
   bool session_open_ = false;

@@ -30,6 +30,11 @@ Options:
   --job NAME                the job; every agent of the job gives the same name; required
   --nnodes N                nodes (agents) in the job; required; the job has N*P ranks
   --nproc-per-node P        ranks this agent starts (1 to 1024); required
+  --min_np M                an elastic job: when ranks are lost (a rank exits non-zero or is
+                            killed, a node is lost) and at least M remain, the job goes on
+                            with the survivors as its next generation, renumbered, instead
+                            of aborting (docs/elastic.md); every agent of the job gives the
+                            same M; default 0: not elastic
   --node_rank K             this node's block of ranks, K*P .. K*P+P-1 (0 <= K < N);
                             default -1: the lowest free block, or the block this host
                             registered before (agents sharing a host must give K)
@@ -83,7 +88,8 @@ Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RA
 
 Supervision: a rank exiting 0 has left the job (a goodbye goes upstream for it if it did not
 say one). A rank exiting non-zero or killed by a signal is reported to the coordinator at once,
-which aborts the job on every node; its session ending without a goodbye while its process
+which aborts the job on every node (with --min_np: ends the generation, and the other ranks
+go on); its session ending without a goodbye while its process
 lives on is reported after 2 seconds as lost. When the job is aborted (by any node) or the
 coordinator is lost, the agent sends SIGTERM to its ranks, SIGKILL to those still running
 after the grace period, and prints one line: "troika-agent: job aborted: REASON". SIGINT or
@@ -162,6 +168,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
     return ParseInt("nproc-per-node", value, 1, kMaxRanksPerNode, &o.nproc_per_node);
   }
   if (name == "node_rank") return ParseInt(name, value, -1, 1 << 16, &o.node_rank);
+  if (name == "min_np") return ParseInt(name, value, 0, 1 << 16, &o.min_np);
   if (name == "host") return SetString(name, value, &o.host);
   if (name == "data_host") {
     o.data_host = value;
@@ -214,6 +221,10 @@ absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args
   if (options.job.empty()) return UsageError(kProgram, "--job is required");
   if (options.nnodes == 0) return UsageError(kProgram, "--nnodes is required");
   if (options.nproc_per_node == 0) return UsageError(kProgram, "--nproc-per-node is required");
+  if (options.min_np > options.nnodes * options.nproc_per_node) {
+    return UsageError(kProgram, absl::StrCat("--min_np ", options.min_np, " is above the job's ",
+                                             options.nnodes * options.nproc_per_node, " ranks"));
+  }
   if (options.node_rank >= options.nnodes) {
     return UsageError(kProgram, absl::StrCat("--node_rank ", options.node_rank,
                                              " is not below --nnodes ", options.nnodes));

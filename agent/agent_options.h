@@ -32,6 +32,9 @@ struct AgentOptions {
   int nnodes = 0;
   // --nproc-per-node P: ranks this agent starts. Required, >= 1. The job has N * P ranks.
   int nproc_per_node = 0;
+  // --min_np M: an elastic job (docs/elastic.md) that goes on without lost ranks while at
+  // least M remain. Default 0: not elastic (a lost rank aborts the job).
+  int min_np = 0;
   // --node_rank K: which block of ranks (K*P .. K*P+P-1) this node runs. Default -1: the
   // lowest free block (or this host's block, if the host registered before).
   int node_rank = -1;

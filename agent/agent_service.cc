@@ -29,7 +29,14 @@ absl::Time Deadline(grpc::CallbackServerContext* context) {
 
 AgentService::AgentService(AgentServiceOptions options, AttachGate& gate,
                            std::shared_ptr<NodeRelay> relay, Upstream& upstream)
-    : options_(std::move(options)), gate_(gate), relay_(std::move(relay)), upstream_(upstream) {}
+    : gate_(gate), upstream_(upstream), options_(std::move(options)), relay_(std::move(relay)) {}
+
+void AgentService::Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.size = size;
+  options_.ranks = std::move(ranks);
+  relay_ = std::move(relay);
+}
 
 absl::Status AgentService::CheckJob(const std::string& job) const {
   if (job == options_.job) return absl::OkStatus();
@@ -40,6 +47,7 @@ absl::Status AgentService::CheckJob(const std::string& job) const {
 grpc::ServerUnaryReactor* AgentService::CreateJob(grpc::CallbackServerContext* context,
                                                   const v1::CreateJobRequest* request,
                                                   v1::CreateJobResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (request->job() != options_.job || request->size() != options_.size) {
     return FinishWith(
         context, absl::FailedPreconditionError(absl::StrCat(
@@ -59,11 +67,14 @@ grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* cont
   if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
   std::vector<int> ranks = {request->rank()};
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
-  for (int rank : ranks) {
-    if (std::find(options_.ranks.begin(), options_.ranks.end(), rank) == options_.ranks.end()) {
-      return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(
-                                     "rank ", rank, " does not run on this node (its ranks: ",
-                                     FormatRanks(options_.ranks), ")")));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int rank : ranks) {
+      if (std::find(options_.ranks.begin(), options_.ranks.end(), rank) == options_.ranks.end()) {
+        return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(
+                                       "rank ", rank, " does not run on this node (its ranks: ",
+                                       FormatRanks(options_.ranks), ")")));
+      }
     }
   }
   auto* reactor = context->DefaultReactor();
@@ -86,6 +97,7 @@ grpc::ServerBidiReactor<v1::Up, v1::Down>* AgentService::Session(grpc::CallbackS
       [this](
           const std::string& job) -> absl::StatusOr<std::shared_ptr<coordinator::SessionHandler>> {
         if (absl::Status s = CheckJob(job); !s.ok()) return s;
+        std::lock_guard<std::mutex> lock(mu_);
         return std::shared_ptr<coordinator::SessionHandler>(relay_);
       },
       "this node's troika-agent");

@@ -15,6 +15,7 @@
 // the server that serves this service.
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,14 +57,19 @@ class AgentService final : public v1::Coordinator::CallbackService {
                                    const v1::KvWaitRequest* request,
                                    v1::KvWaitResponse* response) override;
 
+  // An elastic job's next generation (docs/elastic.md): the job's new size, this node's ranks
+  // in it, and the relay of their sessions. Sessions already open stay with the old relay.
+  void Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay);
+
  private:
   // NOT_FOUND unless `job` is the agent's job.
   absl::Status CheckJob(const std::string& job) const;
 
-  const AgentServiceOptions options_;
   AttachGate& gate_;
-  const std::shared_ptr<NodeRelay> relay_;
   Upstream& upstream_;
+  mutable std::mutex mu_;
+  AgentServiceOptions options_;       // guarded by mu_ (the job name is constant)
+  std::shared_ptr<NodeRelay> relay_;  // guarded by mu_
 };
 
 }  // namespace troika::agent

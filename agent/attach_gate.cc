@@ -37,6 +37,11 @@ void AttachGate::Complete(absl::StatusOr<std::vector<Membership>> memberships) {
   for (const Waiter& waiter : waiters) Answer(outcome, waiter);
 }
 
+void AttachGate::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_.reset();
+}
+
 void AttachGate::Answer(const absl::StatusOr<std::map<int, Membership>>& outcome,
                         const Waiter& waiter) {
   if (!outcome.ok()) return waiter.done(outcome.status());

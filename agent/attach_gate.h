@@ -25,8 +25,10 @@ class AttachGate {
   // completed (at once if it has), or with its error.
   void Wait(const std::vector<int>& ranks, Callback done);
   // The outcome of the upstream attach: the memberships of every node rank, or an error.
-  // Only the first call counts.
+  // Only the first call counts (since the last Reset()).
   void Complete(absl::StatusOr<std::vector<Membership>> memberships);
+  // An elastic job's next generation: later Wait()s wait for its upstream attach.
+  void Reset();
 
  private:
   struct Waiter {

@@ -250,6 +250,11 @@ void Supervisor::OnExit(int index, const ExitStatus& exit) {
   result_.exits[index] = exit;
   if (options_.on_exit) options_.on_exit(Label(index), exit);
   if (exit.ok() || Stopping()) return;  // success, or a consequence of a stop
+  if (!options_.stop_on_failure) {
+    if (result_.failed_rank < 0) result_.failed_rank = index;
+    Report(absl::StrCat(options_.noun, " ", Label(index), " ", exit.ToString()));
+    return;
+  }
   result_.failed_rank = index;
   const int others = RunningCount();
   Report(absl::StrCat(options_.noun, " ", Label(index), " ", exit.ToString(),

@@ -56,6 +56,10 @@ struct SupervisorOptions {
   bool prefix_output = true;
   // What a process is called in messages: "rank 2 exited with code 1". Default "rank".
   std::string noun = "rank";
+  // Stop the other ranks when one fails (the first bullet above). Default true; false (an
+  // elastic job, which goes on without it): the failure is reported and recorded, and the
+  // other ranks run on.
+  bool stop_on_failure = true;
 };
 
 struct SupervisorResult {

@@ -74,6 +74,7 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
         absl::StrCat("--node_rank=", node),
         absl::StrCat("--grace_period=", absl::FormatDuration(options.grace_period)),
         absl::StrCat("--log_level=", options.log_level),
+        absl::StrCat("--min_np=", options.min_np),
         "--stop_with_parent=true",
         "--"};
     // The embedded coordinator listens on loopback only, in plaintext; an external one is
@@ -166,7 +167,7 @@ int Run(const TroikarunOptions& options) {
   if (embedded != nullptr) {
     bool created = false;
     auto found = embedded->registry().CreateJob(job, options.np, &created,
-                                                coordinator::Secret::Of(job_token));
+                                                coordinator::Secret::Of(job_token), options.min_np);
     if (found.ok()) embedded_job = *found;
   }
   if (embedded_job != nullptr && !options.timeline.empty()) {

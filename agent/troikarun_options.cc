@@ -19,6 +19,11 @@ Options:
                            (node ranks 0 .. N/P-1), each starting and relaying P ranks, as
                            N/P nodes of P ranks would run on a cluster; N must be a multiple
                            of P; default N (one agent)
+  --min-np M               an elastic job (docs/elastic.md): when ranks are lost (exit
+                           non-zero, killed) and at least M remain, the job goes on with
+                           the survivors, renumbered 0 .. (its next generation), instead of
+                           aborting; ranks use troika::elastic::Run to carry on from their
+                           last commit; default 0: not elastic (any lost rank ends the job)
   --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
                            coordinator started inside troikarun on 127.0.0.1 (a free port),
                            which lives as long as troikarun, in plaintext; the agents reach
@@ -141,6 +146,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
   if (name == "np") return ParseCount("-np", value, &options.np);
   if (name == "nproc_per_node")
     return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
+  if (name == "min_np") return ParseCount("--min-np", value, &options.min_np);
   if (name == "coordinator") {
     if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     options.coordinator = value;
@@ -224,6 +230,10 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                       "--timeline (or $HOROVOD_TIMELINE) is written by troikarun's embedded "
                       "coordinator; with --coordinator, start one with `troikactl timeline "
                       "start JOB FILE`");
+  }
+  if (options.min_np > options.np) {
+    return UsageError(kProgram,
+                      absl::StrCat("--min-np ", options.min_np, " is above -np ", options.np));
   }
   if (options.np % options.RanksPerAgent() != 0) {
     return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",

@@ -20,6 +20,9 @@ struct TroikarunOptions {
   // Ranks per troika-agent: --nproc-per-node P. 0 (default): np, one agent. np must be a
   // multiple of it; troikarun starts np / P agents.
   int nproc_per_node = 0;
+  // --min-np M: an elastic job that goes on without lost ranks while at least M remain
+  // (docs/elastic.md). 0 (default): not elastic.
+  int min_np = 0;
   // Coordinator to use: --coordinator HOST:PORT. Empty (default): start an embedded one on
   // 127.0.0.1 with a free port.
   std::string coordinator;

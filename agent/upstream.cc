@@ -110,6 +110,7 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
   request.set_host(host);
   request.set_nproc(nproc);
   request.set_node_rank(node_rank);
+  request.set_min_size(options_.min_size);
   StartUnary<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(
       request, absl::Now() + timeout,
       [this](auto* context, auto* req, auto* resp, auto callback) {

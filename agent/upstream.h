@@ -53,6 +53,9 @@ struct UpstreamOptions {
   // The job's token, carried by every call. Empty: a job this agent's RegisterNode creates
   // gets a generated token, which later calls carry.
   std::string job_token;
+  // The job's minimum size, sent with RegisterNode: an elastic job (docs/elastic.md). 0: not
+  // elastic.
+  int min_size = 0;
 };
 
 struct NodeBlock {

@@ -105,7 +105,12 @@ void ContextImpl::Fail(const absl::Status& status) {
     failure_ = status;
   }
   fail_cv_.notify_all();
-  TROIKA_LOG(ERROR) << "rank " << membership_.rank << ": " << status;
+  if (status.GetPayload(kMembershipChangePayload)) {
+    // An elastic job goes on without some ranks (elastic::Run carries on): not an error.
+    TROIKA_LOG(WARNING) << "rank " << membership_.rank << ": " << status.message();
+  } else {
+    TROIKA_LOG(ERROR) << "rank " << membership_.rank << ": " << status;
+  }
   table_.Close(status);
   if (executor_) executor_->Abort();
 }

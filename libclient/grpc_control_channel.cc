@@ -224,6 +224,11 @@ SessionEvent GrpcControlChannel::Receive() {
     if (down.has_abort()) {
       event.kind = SessionEvent::Kind::kAbort;
       event.status = absl::AbortedError(down.abort().reason());
+      if (down.abort().has_change()) {
+        // An elastic job goes on without some ranks: the renumbering, for elastic::Run.
+        event.status.SetPayload(kMembershipChangePayload,
+                                absl::Cord(down.abort().change().SerializeAsString()));
+      }
     } else {
       event.kind = SessionEvent::Kind::kResponses;
       event.down = FromWire(down);

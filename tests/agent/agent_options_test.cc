@@ -19,6 +19,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
                            "--nproc-per-node",
                            "8",
                            "--node_rank=1",
+                           "--min_np=4",
                            "--host=node-b",
                            "--data_host=10.1.0.2",
                            "--socket_dir=/run/troika",
@@ -41,6 +42,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(o->nnodes, 2);
   EXPECT_EQ(o->nproc_per_node, 8);
   EXPECT_EQ(o->node_rank, 1);
+  EXPECT_EQ(o->min_np, 4);
   EXPECT_EQ(o->host, "node-b");
   EXPECT_EQ(o->data_host, "10.1.0.2");
   EXPECT_EQ(o->socket_dir, "/run/troika");
@@ -84,6 +86,7 @@ TEST(AgentOptionsTest, HelpNeedsNothingElseAndDescribesEveryOption) {
                            "--nnodes",
                            "--nproc-per-node",
                            "--node_rank",
+                           "--min_np",
                            "--host",
                            "--data_host",
                            "--socket_dir",
@@ -123,6 +126,7 @@ TEST(AgentOptionsTest, UsageErrorsNameTheProblem) {
       {{"--coordinator=h:1", "--job=j", "--nproc-per-node=1", "--", "x"}, "--nnodes is required"},
       {{"--coordinator=h:1", "--job=j", "--nnodes=1", "--", "x"}, "--nproc-per-node is required"},
       {with({"--node_rank=2", "--", "x"}), "--node_rank 2 is not below --nnodes 2"},
+      {with({"--min_np=5", "--", "x"}), "--min_np 5 is above the job's 4 ranks"},
       {with({"--nproc-per-node=0", "--", "x"}), "between 1 and 1024, got 0"},
       {with({"--coordinator=nohost", "--", "x"}),
        "--coordinator: coordinator address 'nohost' is invalid: no port (expected host:port, "

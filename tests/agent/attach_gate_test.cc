@@ -52,5 +52,22 @@ TEST(AttachGateTest, FailedAttachFailsEveryWaiterWithTheSameErrorAndOnlyTheFirst
   }
 }
 
+TEST(AttachGateTest, AfterAResetWaitersWaitForTheNextGenerationsAttach) {
+  AttachGate gate;
+  gate.Complete(NodeMemberships());
+  gate.Reset();  // an elastic job's next generation
+  std::vector<int> answered;
+  gate.Wait({2}, [&](absl::StatusOr<std::vector<Membership>> m) {
+    ASSERT_TRUE(m.ok()) << m.status();
+    answered.push_back(m->front().size);
+  });
+  EXPECT_TRUE(answered.empty()) << "the ended generation's outcome is gone";
+  Membership next;
+  next.rank = 2;
+  next.size = 3;
+  gate.Complete(std::vector<Membership>{next});
+  EXPECT_THAT(answered, ::testing::ElementsAre(3));
+}
+
 }  // namespace
 }  // namespace troika::agent

@@ -90,6 +90,18 @@ TEST_F(SupervisorTest, FailingRankIsReportedAndStopsTheOthers) {
             "[1] bye\ntroikarun: rank 1 exited with code 3; stopping the other 2 running ranks\n");
 }
 
+TEST_F(SupervisorTest, WithoutStopOnFailureAFailureIsReportedAndTheOthersRunOn) {
+  SupervisorOptions options;
+  options.stop_on_failure = false;  // an elastic job's agent
+  SupervisorResult result =
+      RunRanks(3, "if [ $RANK = 1 ]; then exit 3; fi; sleep 0.5; echo still here $RANK", options);
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_EQ(result.exits[0].code, 0);
+  EXPECT_EQ(result.exits[2].code, 0);
+  EXPECT_EQ(out_.text(), "[0] still here 0\n[2] still here 2\n");
+  EXPECT_EQ(err_.text(), "troikarun: rank 1 exited with code 3\n");
+}
+
 TEST_F(SupervisorTest, RankKilledBySignalIsNamedWithTheSignal) {
   SupervisorResult result = RunRanks(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 100");
   EXPECT_EQ(result.failed_rank, 0);

@@ -113,6 +113,19 @@ TEST(TroikarunOptionsTest, SchedulesOnOrOffForTheEmbeddedCoordinatorOnly) {
   EXPECT_TRUE(Parse({"-np", "2", "--coordinator", "h:1", "--", "x"}).ok());
 }
 
+TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobOfAtMostNp) {
+  auto unset = Parse({"-np", "4", "--", "x"});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->min_np, 0) << "not elastic";
+  auto elastic = Parse({"-np", "4", "--min-np", "2", "--", "x"});
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_EQ(elastic->min_np, 2);
+  auto above = Parse({"-np", "4", "--min-np=5", "--", "x"});
+  ASSERT_FALSE(above.ok());
+  EXPECT_THAT(std::string(above.status().message()), HasSubstr("--min-np 5 is above -np 4"));
+  EXPECT_THAT(std::string(kTroikarunUsage), HasSubstr("--min-np M"));
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});

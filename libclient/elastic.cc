@@ -1,0 +1,51 @@
+#include "troika/elastic.h"
+
+#include <string>
+#include <utility>
+
+#include "common/logging.h"
+#include "common/messages.h"
+#include "common/wire.h"
+#include "troika/v1/troika.pb.h"
+
+namespace troika {
+
+std::optional<MembershipChange> GetMembershipChange(const absl::Status& status) {
+  if (!absl::IsAborted(status)) return std::nullopt;
+  auto payload = status.GetPayload(kMembershipChangePayload);
+  if (!payload) return std::nullopt;
+  v1::MembershipChange wire;
+  if (!wire.ParseFromString(std::string(*payload))) return std::nullopt;
+  return FromWire(wire);
+}
+
+namespace elastic {
+
+absl::Status Run(Options options, State& state,
+                 const std::function<absl::Status(Context& context)>& train) {
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<Context>> context = Context::Init(options);
+    if (!context.ok()) return context.status();
+    absl::Status status = state.Sync(**context);
+    if (status.ok()) status = train(**context);
+    std::optional<MembershipChange> change = GetMembershipChange(status);
+    const int rank = options.rank;
+    const int next = change && rank >= 0 && rank < static_cast<int>(change->next_rank.size())
+                         ? change->next_rank[rank]
+                         : -1;
+    if (next < 0) {
+      absl::Status shutdown = (*context)->Shutdown();
+      return status.ok() ? shutdown : status;
+    }
+    (*context)->Shutdown().IgnoreError();  // the generation ended: nothing to finish
+    context->reset();
+    TROIKA_LOG(WARNING) << "rank " << rank << " goes on as rank " << next << " of " << change->size
+                        << " (generation " << change->epoch << ")";
+    options.rank = next;
+    options.size = change->size;
+    state.Restore();
+  }
+}
+
+}  // namespace elastic
+}  // namespace troika
