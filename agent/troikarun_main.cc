@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -193,6 +194,9 @@ int Run(const TroikarunOptions& options) {
   supervisor_options.signal_fd = signal_fd;
   supervisor_options.noun = "agent";
   supervisor_options.prefix_output = false;  // the agents prefix their ranks' lines
+  // An elastic job goes on without a lost node (the coordinator ends the generation); any
+  // other job stops when one agent fails.
+  supervisor_options.stop_on_failure = options.min_np == 0;
   if (embedded_job != nullptr) {
     // An agent that failed without its ranks' exits aborting the job (it could not start
     // them, or it died): the other agents learn it at once.
@@ -212,14 +216,31 @@ int Run(const TroikarunOptions& options) {
   }
   SupervisorResult result = supervisor.Run();
   ReapStrayChildren();
-  if (result.ExitCode() != 0) {
-    const std::string cause = embedded_job != nullptr ? embedded_job->abort_reason() : "";
+  // The job's last generation (an elastic job's successors) says how the job ended.
+  std::shared_ptr<coordinator::Job> last = embedded_job;
+  while (last != nullptr && last->successor() != nullptr) last = last->successor();
+  int code = result.ExitCode();
+  if (code != 0 && options.min_np > 0 && result.signal == 0) {
+    // An elastic job finished without the nodes it lost: it succeeded. (With another
+    // coordinator troikarun cannot ask: an agent that exited 0 says its ranks finished.)
+    const bool finished = last != nullptr
+                              ? last->state() == coordinator::Job::State::kFinished
+                              : std::any_of(result.exits.begin(), result.exits.end(),
+                                            [](const ExitStatus& exit) { return exit.ok(); });
+    if (finished) {
+      err.Write(
+          absl::StrCat("troikarun: the job finished; it went on after ", result.Summary(), "\n"));
+      code = 0;
+    }
+  }
+  if (code != 0) {
+    const std::string cause = last != nullptr ? last->abort_reason() : "";
     err.Write(absl::StrCat("troikarun: job failed: ",
                            result.signal == 0 && !cause.empty() ? cause : result.Summary(), "\n"));
   }
   if (embedded != nullptr) embedded->Shutdown(absl::Seconds(1));
   if (signal_fd >= 0) close(signal_fd);
-  return result.ExitCode();
+  return code;
 }
 
 }  // namespace

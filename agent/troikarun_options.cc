@@ -20,10 +20,11 @@ Options:
                            N/P nodes of P ranks would run on a cluster; N must be a multiple
                            of P; default N (one agent)
   --min-np M               an elastic job (docs/elastic.md): when ranks are lost (exit
-                           non-zero, killed) and at least M remain, the job goes on with
-                           the survivors, renumbered 0 .. (its next generation), instead of
-                           aborting; ranks use troika::elastic::Run to carry on from their
-                           last commit; default 0: not elastic (any lost rank ends the job)
+                           non-zero, killed, their agent killed) and at least M remain, the
+                           job goes on with the survivors, renumbered (its next generation),
+                           instead of aborting; ranks use troika::elastic::Run to carry on
+                           from their last commit; troikarun exits 0 if the job finished;
+                           default 0: not elastic (any lost rank or agent ends the job)
   --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
                            coordinator started inside troikarun on 127.0.0.1 (a free port),
                            which lives as long as troikarun, in plaintext; the agents reach

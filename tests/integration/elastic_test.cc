@@ -2,12 +2,13 @@
 // processes of two ranks each, ranks training through troika::elastic::Run
 // (troika-test-elastic-rank). A rank killed with SIGKILL mid-training: the others learn it
 // within 5 s, go on as 3 ranks from their last commit, finish, and end with bit-identical
-// weights. Below the minimum the job aborts saying so. (Jobs without --min-np keep failing
+// weights; a whole agent killed: the other node goes on alone. Below the minimum the job
+// aborts saying so. (Jobs without --min-np keep failing
 // fast: fault_test.)
 
 #include <signal.h>
 
-#include <map>
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <string>
@@ -47,6 +48,52 @@ class ElasticTest : public ::testing::Test {
     return 0;
   }
 
+  static pid_t ParentOf(pid_t pid) {
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');  // "pid (comm) state ppid ..."
+    int ppid = 0;
+    if (paren == std::string::npos ||
+        std::sscanf(stat.c_str() + paren + 1, " %*c %d", &ppid) != 1) {
+      return 0;
+    }
+    return ppid;
+  }
+
+  // Each of `ranks` restored its last commit within 5 s of `lost_at` (unix ms), losing at
+  // most the commit interval; no other rank did.
+  void ExpectRestoredWithin5s(int64_t lost_at, const std::set<int>& ranks) {
+    const std::string out = Out();
+    std::regex restored(R"(\[(\d)\] restored to step (\d+) from step (\d+) at (\d+))");
+    std::set<int> seen;
+    for (std::sregex_iterator it(out.begin(), out.end(), restored), end; it != end; ++it) {
+      const int rank = std::stoi((*it)[1]);
+      const int to = std::stoi((*it)[2]), from = std::stoi((*it)[3]);
+      seen.insert(rank);
+      EXPECT_LE(from - to, kCommitEvery) << (*it)[0];
+      EXPECT_GE(from, to) << (*it)[0];
+      EXPECT_LE(std::stoll((*it)[4]) - lost_at, 5000) << "rank " << rank << " learned too late";
+    }
+    EXPECT_EQ(seen, ranks) << out;
+  }
+
+  // Exactly `ranks` (by their first numbers) finished all `steps` steps as `size` ranks of
+  // generation 2, with the same weights, bit for bit.
+  void ExpectFinishedIdentical(const std::set<int>& ranks, int steps, int size) {
+    const std::string out = Out();
+    std::regex done(R"(\[(\d)\] done steps (\d+) size (\d+) epoch (\d+) weights ([0-9a-f]+))");
+    std::set<std::string> weights;
+    std::set<int> finished;
+    for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
+      finished.insert(std::stoi((*it)[1]));
+      EXPECT_EQ(std::stoi((*it)[2]), steps) << (*it)[0];
+      EXPECT_EQ(std::stoi((*it)[3]), size) << (*it)[0];
+      EXPECT_EQ((*it)[4], "2") << (*it)[0];
+      weights.insert((*it)[5]);
+    }
+    EXPECT_EQ(finished, ranks) << out;
+    EXPECT_EQ(weights.size(), 1u) << out;
+  }
+
   std::string Out() { return ReadFile(dir_ + "/stdout"); }
   std::string Err() { return ReadFile(dir_ + "/stderr"); }
 
@@ -62,40 +109,32 @@ TEST_F(ElasticTest, AKilledRanksSurvivorsGoOnFromTheirLastCommitAndEndIdentical)
   const int64_t killed_at = absl::ToUnixMillis(absl::Now());
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const int code = WaitWithTimeout(troikarun_, absl::Seconds(90));
-  const std::string out = Out();
-  ASSERT_EQ(code, 0) << out << Err();
-
-  // Each survivor: restored within 5 s of the kill, losing at most the commit interval.
-  std::regex restored(R"(\[(\d)\] restored to step (\d+) from step (\d+) at (\d+))");
-  std::map<int, int> restored_to;
-  for (std::sregex_iterator it(out.begin(), out.end(), restored), end; it != end; ++it) {
-    const int rank = std::stoi((*it)[1]);
-    const int to = std::stoi((*it)[2]), from = std::stoi((*it)[3]);
-    restored_to[rank] = to;
-    EXPECT_LE(from - to, kCommitEvery) << (*it)[0];
-    EXPECT_GE(from, to) << (*it)[0];
-    EXPECT_LE(std::stoll((*it)[4]) - killed_at, 5000) << "rank " << rank << " learned too late";
-  }
-  EXPECT_EQ(restored_to.size(), 3u) << out;
-  EXPECT_EQ(restored_to.count(2), 0u) << out;
-
-  // Every survivor finished all the steps as one of 3 ranks of generation 2, with the same
-  // weights, bit for bit.
-  std::regex done(R"(\[(\d)\] done steps (\d+) size (\d+) epoch (\d+) weights ([0-9a-f]+))");
-  std::set<std::string> weights;
-  std::set<int> finished;
-  for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
-    finished.insert(std::stoi((*it)[1]));
-    EXPECT_EQ((*it)[2], "400") << (*it)[0];
-    EXPECT_EQ((*it)[3], "3") << (*it)[0];
-    EXPECT_EQ((*it)[4], "2") << (*it)[0];
-    weights.insert((*it)[5]);
-  }
-  EXPECT_EQ(finished, (std::set<int>{0, 1, 3})) << out;
-  EXPECT_EQ(weights.size(), 1u) << out;
+  ASSERT_EQ(code, 0) << Out() << Err();
+  ExpectRestoredWithin5s(killed_at, {0, 1, 3});
+  ExpectFinishedIdentical({0, 1, 3}, 400, 3);
   EXPECT_THAT(Err(), HasSubstr("rank 2 on"));
   EXPECT_THAT(Err(), HasSubstr("killed by signal 9 (Killed); the job goes on with 3 ranks as "
                                "generation 2"));
+}
+
+TEST_F(ElasticTest, AKilledAgentsNodeIsLostAndTheOtherNodeGoesOn) {
+  Start(4, 2, 400);
+  const pid_t rank3 = WaitForPid(3);
+  ASSERT_NE(rank3, 0) << Err();
+  const pid_t agent = ParentOf(rank3);  // the agent of ranks 2 and 3
+  ASSERT_GT(agent, 1);
+  absl::SleepFor(absl::Milliseconds(300));
+  const int64_t killed_at = absl::ToUnixMillis(absl::Now());
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  const int code = WaitWithTimeout(troikarun_, absl::Seconds(90));
+  ASSERT_EQ(code, 0) << Out() << Err();
+  ExpectRestoredWithin5s(killed_at, {0, 1});
+  ExpectFinishedIdentical({0, 1}, 400, 2);
+  EXPECT_THAT(Err(), HasSubstr("ranks 2-3 lost the connection to the coordinator; the job goes "
+                               "on with 2 ranks as generation 2"));
+  EXPECT_THAT(Err(), HasSubstr("troikarun: the job finished; it went on after agent 1 was "
+                               "killed by signal 9 (Killed)"));
+  EXPECT_TRUE(ProcessGone(rank3)) << "the lost node's ranks do not outlive troikarun";
 }
 
 TEST_F(ElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
