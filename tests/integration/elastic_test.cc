@@ -1,6 +1,6 @@
 // Elastic jobs (docs/elastic.md) as users run them: troikarun --min-np, two troika-agent
 // processes of two ranks each, ranks training through troika::elastic::Run
-// (troika-test-elastic-rank). A rank killed with SIGKILL mid-training: the others learn it
+// (troika-example-elastic). A rank killed with SIGKILL mid-training: the others learn it
 // within 5 s, go on as 3 ranks from their last commit, finish, and end with bit-identical
 // weights; a whole agent killed: the other node goes on alone. Below the minimum the job
 // aborts saying so. (Jobs without --min-np keep failing
@@ -29,13 +29,13 @@ class ElasticTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeScratchDir("elastic"); }
 
-  // troikarun -np `np` --nproc-per-node 2 --min-np `min_np` of the elastic rank, `steps`
-  // steps of 10 ms.
+  // troikarun -np `np` --nproc-per-node 2 --min-np `min_np` of the elastic example,
+  // `steps` steps of 10 ms.
   void Start(int np, int min_np, int steps) {
     troikarun_ = StartShell(absl::StrCat(
-        "ELASTIC_DIR=", dir_, " ELASTIC_STEPS=", steps, " ELASTIC_COMMIT_EVERY=", kCommitEvery,
-        " exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ", min_np,
-        " --grace_period 3s -- ", ELASTIC_RANK_BINARY, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+        "exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ", min_np,
+        " --grace_period 3s -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=", steps,
+        " --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
   }
 
   // Waits until rank `rank` wrote its pid (it has run a few steps); 0 if it did not in time.

@@ -54,11 +54,9 @@ target_compile_definitions(scenario_process_test PRIVATE
 add_dependencies(scenario_process_test troikarun troika-agent troika-test-scenario-rank)
 
 # Elastic jobs through troikarun and two agents (real processes; docs/elastic.md).
-add_executable(troika-test-elastic-rank ${CMAKE_CURRENT_LIST_DIR}/elastic_rank.cc)
-target_link_libraries(troika-test-elastic-rank PRIVATE troika absl::strings absl::time)
 troika_test(elastic_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
   LIBS absl::strings absl::time TIMEOUT 300)
 target_compile_definitions(elastic_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
-  ELASTIC_RANK_BINARY="$<TARGET_FILE:troika-test-elastic-rank>")
-add_dependencies(elastic_test troikarun troika-agent troika-test-elastic-rank)
+  EXAMPLE_ELASTIC_BINARY="$<TARGET_FILE:troika-example-elastic>")
+add_dependencies(elastic_test troikarun troika-agent troika-example-elastic)

@@ -1,35 +1,44 @@
-// troika-test-elastic-rank: a rank of an elastic job (troikarun --min-np) for elastic_test.
-// Trains a linear model (ELASTIC_DIM weights, each rank's gradient from its own synthetic
-// batch) through troika::elastic::Run, committing every ELASTIC_COMMIT_EVERY steps, for
-// ELASTIC_STEPS steps, sleeping ELASTIC_STEP_MS per step. It writes its pid to
-// $ELASTIC_DIR/pid.<TROIKA_RANK> once it has run a few steps, and prints:
-//   "step S size N"                      every 10 steps
-//   "restored to step S from step T at MS"   after a membership change (MS: unix time, ms)
-//   "done steps S size N epoch E weights H"   at the end (H: a hash of the weights' bits)
-//   "error <status>"                     and exits 3 on any other error.
+// troika-example-elastic: a rank of an elastic job (docs/elastic.md), training through
+// troika::elastic::Run. Run it with
+//
+//   troikarun -np 4 --nproc-per-node 2 --min-np 2 -- ./build/examples/troika-example-elastic
+//
+// and kill a rank (or an agent) with SIGKILL while it trains: the others go on from their
+// last commit. It trains a linear model (--dim weights, each rank's gradient from its own
+// synthetic batch: a target that depends on the step and the rank), committing every
+// --commit_every steps, for --steps steps, sleeping --step_ms per step (a stand-in for the
+// forward and backward pass). With --pid_dir it writes its pid to DIR/pid.<TROIKA_RANK> once
+// it has run 5 steps (for tests and bench/elastic_recovery.py). It prints:
+//   "step S size N"                            every 10 steps
+//   "restored to step S from step T at MS"     after a membership change (MS: unix time, ms)
+//   "generation E first step at MS"            once the first step of a later generation is done
+//   "done steps S size N epoch E weights H"    at the end (H: a hash of the weights' bits)
+//   "error <status>"                           and exits 3 on any other error.
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "troika/elastic.h"
 #include "troika/troika.h"
 
-namespace {
+ABSL_FLAG(int, steps, 200, "training steps");
+ABSL_FLAG(int, commit_every, 10, "steps between commits: at most this many are lost");
+ABSL_FLAG(int, step_ms, 10, "milliseconds each step sleeps");
+ABSL_FLAG(int, dim, 1024, "weights of the model");
+ABSL_FLAG(std::string, pid_dir, "", "write pid.<TROIKA_RANK> here after 5 steps");
 
-int EnvInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::atoi(value) : fallback;
-}
+namespace {
 
 uint64_t HashBits(const std::vector<float>& values) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -81,17 +90,18 @@ class Model : public troika::elastic::State {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
   auto options = troika::Options::FromEnvironment();
   if (!options.ok()) {
     std::printf("error %s\n", options.status().ToString().c_str());
     return 2;
   }
-  const int dim = EnvInt("ELASTIC_DIM", 1024);
-  const int steps = EnvInt("ELASTIC_STEPS", 200);
-  const int commit_every = EnvInt("ELASTIC_COMMIT_EVERY", 10);
-  const int step_ms = EnvInt("ELASTIC_STEP_MS", 10);
-  const char* dir = std::getenv("ELASTIC_DIR");
+  const int dim = absl::GetFlag(FLAGS_dim);
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int commit_every = absl::GetFlag(FLAGS_commit_every);
+  const int step_ms = absl::GetFlag(FLAGS_step_ms);
+  const std::string dir = absl::GetFlag(FLAGS_pid_dir);
   const int member = options->rank;  // TROIKA_RANK: the rank it started as
   Model model(dim);
   int size = 0;
@@ -100,6 +110,7 @@ int main() {
   absl::Status status = troika::elastic::Run(*options, model, [&](troika::Context& ctx) {
     size = ctx.size();
     epoch = ctx.membership().epoch;
+    bool first = true;
     for (int64_t& step = model.step(); step < steps;) {
       // The rank's batch: a target that depends on the step and the rank; the gradient of
       // 0.5 * |w - target|^2.
@@ -115,12 +126,18 @@ int main() {
       if (!s.ok()) return s;
       for (int i = 0; i < dim; ++i) w[i] -= 0.1f * grad[i];
       ++step;
+      if (first && epoch > 1) {
+        std::printf("generation %lld first step at %lld\n", static_cast<long long>(epoch),
+                    static_cast<long long>(absl::ToUnixMillis(absl::Now())));
+        std::fflush(stdout);
+      }
+      first = false;
       if (step % commit_every == 0) model.Commit();
       if (step % 10 == 0) {
         std::printf("step %lld size %d\n", static_cast<long long>(step), ctx.size());
         std::fflush(stdout);
       }
-      if (step == 5 && dir != nullptr && epoch == 1) {
+      if (step == 5 && !dir.empty() && epoch == 1) {
         const std::string path = absl::StrCat(dir, "/pid.", member);
         std::ofstream(path + ".tmp") << getpid() << "\n";
         std::rename((path + ".tmp").c_str(), path.c_str());

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Elastic recovery time (docs/elastic.md): how long an elastic job takes from losing a rank
+(SIGKILL of the rank, or of its node's whole troika-agent with --what agent) to the first
+completed step of its next generation, on this machine.
+
+Each run: `troikarun -np 4 --nproc-per-node 2 --min-np 2 -- troika-example-elastic` (a linear
+model of 1024 weights, a 10 ms step, a commit every 10 steps); once the ranks have trained for
+a second, rank 2 (or the agent of ranks 2-3) gets SIGKILL; the survivors print the unix time at
+which they finished the first step of generation 2, and the recovery time is the latest of
+them minus the time of the kill. Prints each run and the median.
+
+    python3 bench/elastic_recovery.py --repeat 5 [--what rank|agent] [--build build]
+"""
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def parent_of(pid):
+    stat = read("/proc/%d/stat" % pid)
+    return int(stat[stat.rfind(")") + 1:].split()[1])
+
+
+def one_run(args, run_dir):
+    out_path = os.path.join(run_dir, "stdout")
+    with open(out_path, "w") as out, open(os.path.join(run_dir, "stderr"), "w") as err:
+        job = subprocess.Popen(
+            [os.path.join(args.build, "agent", "troikarun"), "-np", "4", "--nproc-per-node", "2",
+             "--min-np", "2", "--", os.path.join(args.build, "examples", "troika-example-elastic"),
+             "--pid_dir=" + run_dir, "--steps=1000000", "--step_ms=10", "--commit_every=10"],
+            stdout=out, stderr=err, start_new_session=True)
+    try:
+        pid = int(wait_for(lambda: read(os.path.join(run_dir, "pid.3")).strip(), 60,
+                           "rank 3's pid"))
+        survivors = 3
+        victim = int(read(os.path.join(run_dir, "pid.2")).strip())
+        if args.what == "agent":
+            victim, survivors = parent_of(pid), 2
+        time.sleep(1.0)  # training
+        killed_at = time.time() * 1000
+        os.kill(victim, signal.SIGKILL)
+        pattern = re.compile(r"\[\d\] generation 2 first step at (\d+)")
+        times = wait_for(lambda: (lambda found: found if len(found) == survivors else None)(
+            pattern.findall(read(out_path))), 60, "the survivors' first step of generation 2")
+        return max(int(t) for t in times) - killed_at
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            job.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--what", choices=["rank", "agent"], default="rank",
+                   help="what gets SIGKILL: rank 2, or the agent of ranks 2-3")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = p.parse_args()
+    print("# elastic recovery: SIGKILL of %s to the first step of generation 2, 4 ranks on 2 "
+          "agents, min 2; load average %.1f" % (
+              "rank 2" if args.what == "rank" else "the agent of ranks 2-3", os.getloadavg()[0]),
+          flush=True)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="troika-elastic-") as tmp:
+        for i in range(args.repeat):
+            run_dir = os.path.join(tmp, str(i))
+            os.mkdir(run_dir)
+            ms = one_run(args, run_dir)
+            runs.append(ms)
+            print("run %d: %.0f ms" % (i + 1, ms), flush=True)
+    print("median: %.0f ms (target < 2000 ms)" % statistics.median(runs))
+
+
+if __name__ == "__main__":
+    main()
