@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "troika/troika.h"
+#include "troika/elastic.h"
 
 namespace py = pybind11;
 
@@ -42,6 +43,16 @@ PyObject* g_troika_error = nullptr;
   py::object exc = cls(text);
   exc.attr("code") = code;
   exc.attr("message") = message;
+  // An elastic job went on without some ranks (docs/elastic.md): the renumbering, for
+  // troika.torch.elastic.run; None otherwise.
+  exc.attr("membership_change") = py::none();
+  if (std::optional<troika::MembershipChange> change = troika::GetMembershipChange(status)) {
+    py::dict d;
+    d["epoch"] = change->epoch;
+    d["size"] = change->size;
+    d["next_rank"] = change->next_rank;
+    exc.attr("membership_change") = d;
+  }
   PyErr_SetObject(g_troika_error, exc.ptr());
   throw py::error_already_set();
 }
@@ -243,9 +254,12 @@ PYBIND11_MODULE(_troika, m) {
   py::class_<troika::Context>(m, "Context")
       .def_static(
           "init",
-          []() {
+          [](int rank, int size) {
             absl::StatusOr<troika::Options> options = troika::Options::FromEnvironment();
             Check(options.status());
+            // An elastic job's next generation: the rank and size it gave this process.
+            if (rank >= 0) options->rank = rank;
+            if (size >= 0) options->size = size;
             absl::StatusOr<std::unique_ptr<troika::Context>> ctx;
             {
               py::gil_scoped_release release;
@@ -254,8 +268,10 @@ PYBIND11_MODULE(_troika, m) {
             Check(ctx.status());
             return std::move(*ctx);
           },
+          py::arg("rank") = -1, py::arg("size") = -1,
           "Joins the job the TROIKA_* environment names (troikarun sets it); blocks until "
-          "every rank attached")
+          "every rank attached. rank, size (>= 0): instead of TROIKA_RANK and TROIKA_SIZE (an "
+          "elastic job's next generation)")
       .def_property_readonly("rank", &troika::Context::rank)
       .def_property_readonly("size", &troika::Context::size)
       .def_property_readonly("local_rank", &troika::Context::local_rank)

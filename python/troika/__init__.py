@@ -22,10 +22,14 @@ __all__ = [
     "TroikaError", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
     "local_rank", "cross_size", "cross_rank", "ProcessSet", "global_process_set",
     "add_process_set", "remove_process_set", "context", "is_homogeneous",
+    "enter_next_generation",
 ]
 
 _lock = _threading.RLock()
 _context = None
+# An elastic job's next generation (enter_next_generation): (rank, size) for init(), instead of
+# TROIKA_RANK and TROIKA_SIZE.
+_generation = None
 _homogeneous = None
 # Generated names: per process set, the number of unnamed operations submitted so far. Every
 # member of a set submits the same sequence of operations, so the numbers agree across ranks.
@@ -82,7 +86,8 @@ def init(process_sets=None):
     global _context, _homogeneous
     with _lock:
         if _context is None:
-            _context = _troika.Context.init()
+            rank_, size_ = _generation or (-1, -1)
+            _context = _troika.Context.init(rank_, size_)
             global_process_set.ranks = list(range(_context.size))
             _homogeneous = _every_host_has_as_many_ranks(_context)
     for ps in process_sets or []:
@@ -101,6 +106,28 @@ def shutdown():
         _noname_counters.clear()
     if ctx is not None:
         ctx.shutdown()
+
+
+def enter_next_generation(change):
+    """An elastic job went on without some ranks (``change``: a TroikaError's
+    ``membership_change``, docs/elastic.md): leaves the generation that ended; the next init()
+    joins the next one, with the rank the change gives this process. False if it gives this
+    process none (then nothing changes)."""
+    global _generation
+    with _lock:
+        ctx = _context
+        if ctx is None or change is None:
+            return False
+        old = ctx.rank
+        next_ranks = change["next_rank"]
+        if old >= len(next_ranks) or next_ranks[old] < 0:
+            return False
+        _generation = (next_ranks[old], change["size"])
+    try:
+        shutdown()
+    except TroikaError:  # the generation's failure, which the caller is handling
+        pass
+    return True
 
 
 def _every_host_has_as_many_ranks(ctx):

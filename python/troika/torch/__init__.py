@@ -557,3 +557,7 @@ from troika.torch.grouped import (grouped_allreduce, grouped_allreduce_async,  #
                                   grouped_allreduce_, grouped_allreduce_async_,
                                   grouped_allgather, grouped_allgather_async,
                                   grouped_reducescatter, grouped_reducescatter_async)
+
+
+# hvd.elastic: horovod.torch.elastic (imported last: it uses this module).
+from troika.torch import elastic  # noqa: E402,F401

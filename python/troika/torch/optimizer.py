@@ -181,12 +181,18 @@ class _DistributedMixin:
                     results[handle] = hvd.synchronize(handle)
                 finish(results[handle])
         finally:
-            self._pending.clear()
-            for p in self._requires_update:
-                self._remaining[p] = self._passes
-            for g in self._group_ready:
-                self._group_ready[g] = 0
+            self._troika_reset()
         self._synchronized = True
+
+    def _troika_reset(self):
+        """Forgets the gradients in flight (an elastic job's generation ended under them:
+        elastic.TorchState.restore)."""
+        self._pending.clear()
+        for p in self._requires_update:
+            self._remaining[p] = self._passes
+        for g in self._group_ready:
+            self._group_ready[g] = 0
+        self._synchronized = False
 
     @contextlib.contextmanager
     def skip_synchronize(self):
