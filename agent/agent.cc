@@ -178,14 +178,12 @@ int Agent::Run() {
   supervisor_options.on_exit = [this](int label, const ExitStatus& exit) {
     ranks_running_.fetch_sub(1);
     exits_[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
-    std::shared_ptr<NodeRelay> relay;
     int rank;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      relay = relay_;
       rank = current_[label - ranks_.front()];  // its rank in the generation in force
     }
-    if (rank >= 0) relay->ProcessExited(rank, exit.code, exit.signal);
+    if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
   if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {
@@ -288,6 +286,11 @@ std::shared_ptr<NodeRelay> Agent::MakeRelay(int size, const std::vector<int>& ra
   return std::make_shared<NodeRelay>(relay_options, *upstream_, *scheduler_, Clock::Real());
 }
 
+std::shared_ptr<NodeRelay> Agent::Relay() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return relay_;
+}
+
 std::vector<int> Agent::LiveRanks() const {
   std::vector<int> live;
   for (int rank : current_) {
@@ -299,14 +302,12 @@ std::vector<int> Agent::LiveRanks() const {
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
-    std::shared_ptr<NodeRelay> relay;
     {
       std::lock_guard<std::mutex> lock(mu_);
       epoch_ = epoch;
-      relay = relay_;
     }
     // The upstream Hello is queued before any rank can open a session (they wait in the gate).
-    relay->Attached(epoch);
+    Relay()->Attached(epoch);
     OpenSession(std::nullopt);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -343,12 +344,7 @@ void Agent::OpenSession(const std::optional<SessionResume>& resume) {
 
 void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
   if (message->membership_change) return Reform(std::move(message));
-  std::shared_ptr<NodeRelay> relay;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    relay = relay_;
-  }
-  relay->Deliver(message);
+  Relay()->Deliver(message);
   if (message->resumed) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -406,13 +402,15 @@ void Agent::OnClosed(const absl::Status& status) {
   std::string lost;
   bool reconnect = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (reforming_ && status.ok()) {
+      // The ended generation's session closed (Reform): this node's survivors attach as the
+      // next one.
       reforming_ = false;
       const std::vector<int> live = LiveRanks();
-      if (live.empty()) {
-        session_closed_ = true;  // nothing of this node goes on
-      } else {
+      session_closed_ = live.empty();  // nothing of this node goes on
+      lock.unlock();
+      if (!live.empty()) {
         upstream_->Attach(
             options_.job, live, options_.host, options_.attach_timeout,
             [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
@@ -440,7 +438,7 @@ void Agent::OnClosed(const absl::Status& status) {
     }
   }
   if (reconnect) {
-    relay_->Suspend();
+    Relay()->Suspend();
     TROIKA_LOG(WARNING) << "lost the coordinator (" << lost << "); reconnecting for up to "
                         << absl::FormatDuration(options_.reconnect_timeout);
     Reconnect();
@@ -489,7 +487,7 @@ void Agent::Reconnect() {
                 }
                 TROIKA_LOG(WARNING)
                     << "reconnected to the coordinator; resuming job '" << options_.job << "'";
-                OpenSession(relay_->ResumeState());
+                OpenSession(Relay()->ResumeState());
                 Wake();
               });
         });
@@ -523,12 +521,7 @@ void Agent::GiveUp(const std::string& why) {
   // The ranks learn why at once, instead of waiting on a coordinator that is gone.
   auto abort = std::make_shared<coordinator::DownMessage>();
   abort->abort_reason = why;
-  std::shared_ptr<NodeRelay> relay;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    relay = relay_;
-  }
-  relay->Deliver(std::move(abort));
+  Relay()->Deliver(std::move(abort));
   supervisor_->Stop(why);
   Wake();
 }
@@ -612,14 +605,15 @@ int Agent::ExitCode(const SupervisorResult& result) {
     Say(absl::StrCat("job aborted: ", lost_));
     return 1;
   }
-  // An elastic job went on without the ranks it lost: the node failed only if another did.
+  // An elastic job went on without the ranks it lost (left_): the node failed only if
+  // another rank did.
   int code = 0;
-  for (size_t i = 0; i < result.exits.size(); ++i) {
-    if (result.exits[i].ok() || left_.count(result.labels[i])) continue;
-    code = result.failed_rank >= 0 && !left_.count(result.labels[result.failed_rank])
-               ? result.ExitCode()
-               : result.exits[i].ShellCode();
-    break;
+  if (result.failed_rank >= 0 && !left_.count(result.labels[result.failed_rank])) {
+    code = result.ExitCode();
+  } else {
+    for (size_t i = 0; i < result.exits.size() && code == 0; ++i) {
+      if (!left_.count(result.labels[i])) code = result.exits[i].ShellCode();
+    }
   }
   if (code != 0) Say(absl::StrCat("job failed: ", result.Summary()));
   if (code == 0 && !left_.empty()) {

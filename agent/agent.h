@@ -72,6 +72,8 @@ class Agent {
   std::vector<ProcessSpec> RankSpecs() const;
   // A relay of `ranks` of a job of `size`.
   std::shared_ptr<NodeRelay> MakeRelay(int size, const std::vector<int>& ranks);
+  // The relay of the generation in force.
+  std::shared_ptr<NodeRelay> Relay();
   // This node's ranks in the generation in force (current_ without the gone). Under mu_.
   std::vector<int> LiveRanks() const;
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);

@@ -26,6 +26,8 @@ JobInfo FromWire(const v1::JobDescription& in) {
   info.size = in.size();
   info.state = in.state();
   info.epoch = in.epoch();
+  info.min_size = in.min_size();
+  info.generation_cause = in.generation_cause();
   info.abort_reason = in.abort_reason();
   info.age = absl::Milliseconds(in.age_ms());
   for (const v1::RankDescription& r : in.ranks()) {

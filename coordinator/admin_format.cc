@@ -65,6 +65,13 @@ std::string FormatJobSection(const JobInfo& info) {
       absl::StrCat("Job:             ", info.name, "\n", "Size:            ", info.size, " ranks\n",
                    "State:           ", info.state, "\n", "Epoch:           ", info.epoch, "\n",
                    "Age:             ", Human(info.age), "\n");
+  if (info.min_size > 0) {
+    absl::StrAppend(&out, "Elastic:         at least ", info.min_size, " ranks; generation ",
+                    info.epoch,
+                    info.generation_cause.empty() ? std::string()
+                                                  : absl::StrCat(", after ", info.generation_cause),
+                    "\n");
+  }
   if (!info.abort_reason.empty()) {
     absl::StrAppend(&out, "Abort reason:    ", info.abort_reason, "\n");
   }

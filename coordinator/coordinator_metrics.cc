@@ -65,6 +65,8 @@ void DeclareFamilies(Families& f) {
   f.Declare("troika_jobs_started_total", C, "Jobs created.");
   f.Declare("troika_jobs_ended_total", C, "Jobs released, by outcome.");
   f.Declare("troika_job_aborts_total", C, "Job aborts, by cause.");
+  f.Declare("troika_membership_changes_total", C,
+            "Generations elastic jobs began after losing ranks, by the cause of the loss.");
   f.Declare("troika_job_ranks", G, "Ranks of the job.");
   f.Declare("troika_job_ranks_alive", G, "Ranks connected that have not left.");
   f.Declare("troika_step_duration_seconds", H, "Training steps reported by the ranks.");
@@ -106,6 +108,11 @@ void AddProcessWide(const JobRegistryCounts& counts, size_t jobs, Families& f) {
   for (int i = 0; i < kNumAbortCauses; ++i) {
     f.Counter("troika_job_aborts_total", {{"reason", AbortCauseName(static_cast<AbortCause>(i))}},
               static_cast<double>(counts.aborts[i]));
+  }
+  // Only rank exits and lost connections end a generation instead of the job.
+  for (AbortCause cause : {AbortCause::kRankExit, AbortCause::kConnectionLost}) {
+    f.Counter("troika_membership_changes_total", {{"reason", AbortCauseName(cause)}},
+              static_cast<double>(counts.membership_changes[static_cast<int>(cause)]));
   }
 }
 

@@ -65,6 +65,8 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
   out->set_size(info.size);
   out->set_state(info.state);
   out->set_epoch(info.epoch);
+  out->set_min_size(info.min_size);
+  out->set_generation_cause(info.generation_cause);
   out->set_abort_reason(info.abort_reason);
   out->set_age_ms(ToMillis(info.age));
   for (const RankInfo& r : info.ranks) {

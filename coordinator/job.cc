@@ -52,6 +52,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       token_(options.token),
       size_(size),
       epoch_(options.epoch),
+      generation_cause_(std::move(options.generation_cause)),
       min_size_(options.min_size),
       next_generation_(std::move(options.next_generation)),
       scheduler_(scheduler),
@@ -468,7 +469,7 @@ void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const 
   // The generation ends as an abort does (every session told, attaches and key-value waits
   // failed), but the job goes on: the owner serves successor_ under its name from now on.
   state_ = State::kAborted;
-  successor_ = next_generation_(change.size, change.epoch);
+  successor_ = next_generation_(change.size, change.epoch, cause, reason);
   abort_reason_ =
       absl::StrCat(reason, "; the job goes on with ", change.size,
                    change.size == 1 ? " rank" : " ranks", " as generation ", change.epoch);

@@ -91,11 +91,15 @@ struct JobOptions {
   // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
   // survivors go on as the next one. 0 (default): not elastic.
   int min_size = 0;
-  // This generation's number (Membership.epoch). Default 1.
+  // This generation's number (Membership.epoch), and why it began (empty: the first).
   int64_t epoch = 1;
+  std::string generation_cause;
   // Makes the next generation of an elastic job: the same name, token and options, `size`
-  // ranks, epoch `epoch`. Called under the job's lock: must take no lock the job may wait for.
-  std::function<std::shared_ptr<Job>(int size, int64_t epoch)> next_generation;
+  // ranks, epoch `epoch`, begun because ranks were lost (`cause`, `why`). Called under the
+  // job's lock: must take no lock the job may wait for.
+  std::function<std::shared_ptr<Job>(int size, int64_t epoch, AbortCause cause,
+                                     const std::string& why)>
+      next_generation;
 };
 
 // A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
@@ -298,8 +302,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const Secret token_;
   const int size_;
   const int64_t epoch_;
+  const std::string generation_cause_;
   const int min_size_;
-  const std::function<std::shared_ptr<Job>(int, int64_t)> next_generation_;
+  const std::function<std::shared_ptr<Job>(int, int64_t, AbortCause, const std::string&)>
+      next_generation_;
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;

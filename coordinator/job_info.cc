@@ -12,6 +12,8 @@ JobInfo Job::Describe() const {
   info.size = size_;
   info.state = JobStateName(state_);
   info.epoch = epoch_;
+  info.min_size = min_size_;
+  info.generation_cause = generation_cause_;
   info.abort_reason = abort_reason_;
   info.age = now - created_at_;
   info.ranks.resize(size_);

@@ -49,6 +49,8 @@ struct JobInfo {
   int size = 0;
   std::string state;  // JobStateName(): attaching, running, finished, aborted
   int64_t epoch = 0;
+  int min_size = 0;                        // an elastic job's minimum (0: not elastic)
+  std::string generation_cause;            // why this generation began (empty: the first)
   std::string abort_reason;                // empty unless aborted
   absl::Duration age;                      // since the job was created
   std::vector<RankInfo> ranks;             // by rank, all of them

@@ -60,8 +60,8 @@ std::string JobRegistry::AutotuneBase(const std::string& name) const {
 }
 
 std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secret token,
-                                         const v1::JobRecord* restored, int min_size,
-                                         int64_t epoch) {
+                                         const v1::JobRecord* restored, int min_size, int64_t epoch,
+                                         std::string generation_cause) {
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
   JobOptions job_options;
@@ -74,9 +74,14 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
   job_options.token = token;
   job_options.min_size = min_size;
   job_options.epoch = epoch;
+  job_options.generation_cause = std::move(generation_cause);
   if (min_size > 0) {
-    job_options.next_generation = [this, name, token, min_size](int size, int64_t epoch) {
-      return NewJob(name, size, token, nullptr, min_size, epoch);
+    job_options.next_generation = [this, name, token, min_size](int size, int64_t epoch,
+                                                                AbortCause cause,
+                                                                const std::string& why) {
+      counters_->membership_changes[static_cast<int>(cause)].fetch_add(1,
+                                                                       std::memory_order_relaxed);
+      return NewJob(name, size, token, nullptr, min_size, epoch, why);
     };
   }
   job_options.on_abort = [counters = counters_](AbortCause cause) {
@@ -212,6 +217,7 @@ JobRegistryCounts JobRegistry::counts() const {
   out.expired = counters_->expired.load(std::memory_order_relaxed);
   for (int i = 0; i < kNumAbortCauses; ++i) {
     out.aborts[i] = counters_->aborts[i].load(std::memory_order_relaxed);
+    out.membership_changes[i] = counters_->membership_changes[i].load(std::memory_order_relaxed);
   }
   return out;
 }

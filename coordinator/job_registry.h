@@ -58,6 +58,8 @@ struct JobRegistryCounts {
   int64_t aborted = 0;   // released after an abort
   int64_t expired = 0;   // released without ever running (nobody or not everybody attached)
   std::array<int64_t, kNumAbortCauses> aborts{};  // by AbortCause, when aborted
+  // Generations an elastic job began because it lost ranks, by the AbortCause of the loss.
+  std::array<int64_t, kNumAbortCauses> membership_changes{};
 };
 
 class JobRegistry {
@@ -96,7 +98,8 @@ class JobRegistry {
   // Makes a job without registering it (no lock taken): MakeJobLocked's, or an elastic job's
   // next generation (`epoch` > 1), which AdvanceLocked() registers in place of the one before.
   std::shared_ptr<Job> NewJob(const std::string& name, int size, Secret token,
-                              const v1::JobRecord* restored, int min_size, int64_t epoch);
+                              const v1::JobRecord* restored, int min_size, int64_t epoch,
+                              std::string generation_cause = {});
   struct Entry;
   // `job`'s latest generation: itself, or an elastic job's last successor.
   static std::shared_ptr<Job> Latest(std::shared_ptr<Job> job);
@@ -109,6 +112,7 @@ class JobRegistry {
   struct Counters {
     std::atomic<int64_t> started{0}, finished{0}, aborted{0}, expired{0};
     std::array<std::atomic<int64_t>, kNumAbortCauses> aborts{};
+    std::array<std::atomic<int64_t>, kNumAbortCauses> membership_changes{};
   };
 
   const JobRegistryOptions options_;

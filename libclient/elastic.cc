@@ -1,7 +1,6 @@
 #include "troika/elastic.h"
 
 #include <string>
-#include <utility>
 
 #include "common/logging.h"
 #include "common/messages.h"
@@ -29,7 +28,7 @@ absl::Status Run(Options options, State& state,
     absl::Status status = state.Sync(**context);
     if (status.ok()) status = train(**context);
     std::optional<MembershipChange> change = GetMembershipChange(status);
-    const int rank = options.rank;
+    const int rank = (*context)->rank();
     const int next = change && rank >= 0 && rank < static_cast<int>(change->next_rank.size())
                          ? change->next_rank[rank]
                          : -1;

@@ -36,6 +36,19 @@ TEST(AdminFormatTest, ShowListsPendingTensorsWithMissingRanksAndAbortReason) {
   EXPECT_THAT(text, HasSubstr("grad/w  1.5s     rank 1"));
   EXPECT_THAT(text, HasSubstr("Stragglers: no tensor negotiated yet"));
   EXPECT_THAT(text, HasSubstr("Schedules:       off\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("Elastic:"))) << "not elastic";
+}
+
+TEST(AdminFormatTest, ShowSaysAnElasticJobsMinimumAndWhyItsGenerationBegan) {
+  JobInfo info;
+  info.min_size = 2;
+  info.epoch = 1;
+  EXPECT_THAT(FormatJobInfo(info), HasSubstr("Elastic:         at least 2 ranks; generation 1\n"));
+  info.epoch = 2;
+  info.generation_cause = "rank 2 on a was killed by signal 9 (Killed)";
+  EXPECT_THAT(FormatJobInfo(info),
+              HasSubstr("Elastic:         at least 2 ranks; generation 2, after rank 2 on a was "
+                        "killed by signal 9 (Killed)\n"));
 }
 
 TEST(AdminFormatTest, ShowSaysWhichScheduleIsInForce) {

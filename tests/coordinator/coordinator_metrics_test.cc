@@ -203,6 +203,22 @@ TEST_F(CoordinatorMetricsTest, RankExitAndLostSessionAreCountedAndReleasedJobsEn
   EXPECT_TRUE(Samples(families, "troika_job_ranks").empty());  // series gone with the jobs
 }
 
+TEST_F(CoordinatorMetricsTest, AnElasticJobsNewGenerationIsCountedAndItsSizeReported) {
+  bool created = false;
+  std::shared_ptr<Job> job = *registry_.CreateJob("el", 3, &created, {}, /*min_size=*/2);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &node).ok());
+  EXPECT_EQ(Samples(Scrape(), "troika_membership_changes_total").at("reason=rank_exit"), 0);
+  ASSERT_TRUE(job->ReportExit(&node, RankExit{.rank = 2, .host = "a", .signal = 9}).ok());
+  const auto families = Scrape();
+  const auto changes = Samples(families, "troika_membership_changes_total");
+  EXPECT_EQ(changes.at("reason=rank_exit"), 1);
+  EXPECT_EQ(changes.at("reason=connection_lost"), 0);
+  EXPECT_EQ(Samples(families, "troika_job_aborts_total").at("reason=rank_exit"), 0);
+  EXPECT_EQ(Samples(families, "troika_job_ranks")["troika_job=el"], 2) << "the new generation";
+}
+
 TEST_F(CoordinatorMetricsTest, RegistryRefusesJobsBeyondMaxJobs) {
   bool created = false;
   ASSERT_TRUE(registry_.CreateJob("a", 1, &created).ok());

@@ -110,6 +110,11 @@ TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) 
   EXPECT_EQ(*again, next);
   EXPECT_EQ(registry_.Jobs().size(), 1u);
   EXPECT_EQ(registry_.counts().aborted, 0);
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kRankExit)], 1);
+  const JobInfo info = next->Describe();
+  EXPECT_EQ(info.epoch, 2);
+  EXPECT_EQ(info.min_size, 2);
+  EXPECT_EQ(info.generation_cause, "rank 1 on a was killed by signal 9 (Killed)");
 }
 
 TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
@@ -128,6 +133,8 @@ TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
   ASSERT_TRUE(s2.messages()[0].membership_change.has_value());
   EXPECT_THAT(s2.messages()[0].membership_change->next_rank, ElementsAre(-1, -1, 0));
   EXPECT_EQ(Find()->size(), 1);
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kConnectionLost)],
+            1);
 }
 
 TEST_F(JobElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
