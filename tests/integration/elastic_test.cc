@@ -2,8 +2,8 @@
 // processes of two ranks each, ranks training through troika::elastic::Run
 // (troika-example-elastic). A rank killed with SIGKILL mid-training: the others learn it
 // within 5 s, go on as 3 ranks from their last commit, finish, and end with bit-identical
-// weights; a whole agent killed: the other node goes on alone. Below the minimum the job
-// aborts saying so. (Jobs without --min-np keep failing
+// weights; a whole agent killed: the other node goes on alone; three losses in a row: three
+// generations. Below the minimum the job aborts saying so. (Jobs without --min-np keep failing
 // fast: fault_test.)
 
 #include <signal.h>
@@ -28,6 +28,15 @@ constexpr int kCommitEvery = 10;
 class ElasticTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeScratchDir("elastic"); }
+
+  // Waits until `text` is in the ranks' output; false if it is not within 60 s.
+  bool WaitForOutput(const std::string& text) {
+    for (absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
+      if (Out().find(text) != std::string::npos) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
 
   // troikarun -np `np` --nproc-per-node 2 --min-np `min_np` of the elastic example,
   // `steps` steps of 10 ms.
@@ -135,6 +144,40 @@ TEST_F(ElasticTest, AKilledAgentsNodeIsLostAndTheOtherNodeGoesOn) {
   EXPECT_THAT(Err(), HasSubstr("troikarun: the job finished; it went on after agent 1 was "
                                "killed by signal 9 (Killed)"));
   EXPECT_TRUE(ProcessGone(rank3)) << "the lost node's ranks do not outlive troikarun";
+}
+
+TEST_F(ElasticTest, EachOfSeveralLossesEndsAGenerationAndTheLastSurvivorsFinish) {
+  Start(6, 2, 600);
+  ASSERT_NE(WaitForPid(5), 0) << Err();
+  std::vector<pid_t> pids = ReadRankPids(dir_, 6);
+  ASSERT_EQ(pids.size(), 6u);
+  // Ranks 5, 2 and 0 as they started, one after another, each once the generation before
+  // has run a step: generations 2, 3 and 4.
+  int generation = 1;
+  for (int victim : {5, 2, 0}) {
+    ASSERT_EQ(kill(pids[victim], SIGKILL), 0);
+    ++generation;
+    ASSERT_TRUE(WaitForOutput(absl::StrCat("generation ", generation, " first step")))
+        << "generation " << generation << " never ran a step\n"
+        << Out() << Err();
+  }
+  const int code = WaitWithTimeout(troikarun_, absl::Seconds(90));
+  ASSERT_EQ(code, 0) << Out() << Err();
+  std::regex done(R"(\[(\d)\] done steps 600 size 3 epoch 4 weights ([0-9a-f]+))");
+  std::set<int> finished;
+  std::set<std::string> weights;
+  const std::string out = Out();
+  for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
+    finished.insert(std::stoi((*it)[1]));
+    weights.insert((*it)[2]);
+  }
+  EXPECT_EQ(finished, (std::set<int>{1, 3, 4})) << out;
+  EXPECT_EQ(weights.size(), 1u) << out;
+  for (const char* change : {"the job goes on with 5 ranks as generation 2",
+                             "the job goes on with 4 ranks as generation 3",
+                             "the job goes on with 3 ranks as generation 4"}) {
+    EXPECT_THAT(Err(), HasSubstr(change));
+  }
 }
 
 TEST_F(ElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
