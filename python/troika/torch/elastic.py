@@ -61,9 +61,9 @@ def run(func):
             _hvd.init()
         skip_sync = False
         while True:
-            if not skip_sync:
-                state.sync()
             try:
+                if not skip_sync:
+                    state.sync()  # a loss during the sync is handled as one during training
                 return func(state, *args, **kwargs)
             except TroikaError as e:
                 change = getattr(e, "membership_change", None)
