@@ -251,8 +251,10 @@ void Supervisor::OnExit(int index, const ExitStatus& exit) {
   if (options_.on_exit) options_.on_exit(Label(index), exit);
   if (exit.ok() || Stopping()) return;  // success, or a consequence of a stop
   if (!options_.stop_on_failure) {
-    if (result_.failed_rank < 0) result_.failed_rank = index;
+    const bool first = result_.failed_rank < 0;
+    if (first) result_.failed_rank = index;
     Report(absl::StrCat(options_.noun, " ", Label(index), " ", exit.ToString()));
+    if (first && options_.on_first_failure) options_.on_first_failure(Label(index), exit);
     return;
   }
   result_.failed_rank = index;

@@ -43,7 +43,8 @@ struct SupervisorOptions {
   // A signalfd(2) delivering the signals to forward to the ranks; -1 (default): none. Not owned.
   int signal_fd = -1;
   // Called once, when the first rank fails, before the other ranks are signalled (e.g. to
-  // abort the job in an embedded coordinator with the reason). Optional.
+  // abort the job in an embedded coordinator with the reason; without stop_on_failure too).
+  // Optional.
   // `rank` is the process's label.
   std::function<void(int rank, const ExitStatus& exit)> on_first_failure;
   // Called for every exit, first failure or not, after its output was forwarded. Optional.

@@ -201,6 +201,11 @@ int Run(const TroikarunOptions& options) {
     // An agent that failed without its ranks' exits aborting the job (it could not start
     // them, or it died): the other agents learn it at once.
     supervisor_options.on_first_failure = [&](int node, const ExitStatus& exit) {
+      // An elastic job that runs goes on without the node (the coordinator ends the
+      // generation for its ranks); one whose ranks never all attached cannot.
+      if (options.min_np > 0 && embedded_job->state() != coordinator::Job::State::kAttaching) {
+        return;
+      }
       embedded_job->Abort(coordinator::AbortCause::kRankExit,
                           absl::StrCat("agent ", node, " ", exit.ToString()));
     };

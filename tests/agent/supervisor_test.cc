@@ -93,6 +93,8 @@ TEST_F(SupervisorTest, FailingRankIsReportedAndStopsTheOthers) {
 TEST_F(SupervisorTest, WithoutStopOnFailureAFailureIsReportedAndTheOthersRunOn) {
   SupervisorOptions options;
   options.stop_on_failure = false;  // an elastic job's agent
+  std::vector<int> first_failures;
+  options.on_first_failure = [&](int rank, const ExitStatus&) { first_failures.push_back(rank); };
   SupervisorResult result =
       RunRanks(3, "if [ $RANK = 1 ]; then exit 3; fi; sleep 0.5; echo still here $RANK", options);
   EXPECT_EQ(result.failed_rank, 1);
@@ -101,6 +103,7 @@ TEST_F(SupervisorTest, WithoutStopOnFailureAFailureIsReportedAndTheOthersRunOn) 
   EXPECT_THAT(out_.text(), HasSubstr("[0] still here 0\n"));  // in either order
   EXPECT_THAT(out_.text(), HasSubstr("[2] still here 2\n"));
   EXPECT_EQ(err_.text(), "troikarun: rank 1 exited with code 3\n");
+  EXPECT_EQ(first_failures, std::vector<int>{1});
 }
 
 TEST_F(SupervisorTest, RankKilledBySignalIsNamedWithTheSignal) {
