@@ -222,8 +222,8 @@ int Run(const TroikarunOptions& options) {
   SupervisorResult result = supervisor.Run();
   ReapStrayChildren();
   // The job's last generation (an elastic job's successors) says how the job ended.
-  std::shared_ptr<coordinator::Job> last = embedded_job;
-  while (last != nullptr && last->successor() != nullptr) last = last->successor();
+  const std::shared_ptr<coordinator::Job> last =
+      embedded_job != nullptr ? coordinator::JobRegistry::Latest(embedded_job) : nullptr;
   int code = result.ExitCode();
   if (code != 0 && options.min_np > 0 && result.signal == 0) {
     // An elastic job finished without the nodes it lost: it succeeded. (With another

@@ -88,6 +88,8 @@ class JobRegistry {
   // Detaches every live job (Job::Detach): a coordinator that stops for a restart.
   void DetachAll(const std::string& reason);
   JobRegistryCounts counts() const;
+  // `job`'s latest generation: itself, or an elastic job's last successor.
+  static std::shared_ptr<Job> Latest(std::shared_ptr<Job> job);
 
  private:
   void RemoveIfDone(const std::string& name, const std::weak_ptr<Job>& job);
@@ -101,8 +103,6 @@ class JobRegistry {
                               const v1::JobRecord* restored, int min_size, int64_t epoch,
                               std::string generation_cause = {});
   struct Entry;
-  // `job`'s latest generation: itself, or an elastic job's last successor.
-  static std::shared_ptr<Job> Latest(std::shared_ptr<Job> job);
   // Moves the entry on to its job's latest generation, which is then dropped like a new job
   // if nobody attaches to it.
   void AdvanceLocked(const std::string& name, Entry& entry);

@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "troika/troika.h"
 #include "troika/elastic.h"
+#include "troika/troika.h"
 
 namespace py = pybind11;
 
