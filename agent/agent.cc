@@ -74,6 +74,7 @@ int Agent::Register() {
   upstream_options.tls = {options_.tls_ca, options_.tls_cert, options_.tls_key, options_.plaintext};
   upstream_options.job_token = options_.job_token;
   upstream_options.min_size = options_.min_np;
+  upstream_options.max_size = options_.max_np;
   auto upstream = Upstream::Create(upstream_options);
   if (!upstream.ok()) {
     Say(std::string(upstream.status().message()));
@@ -112,9 +113,10 @@ int Agent::Register() {
     }
   }
   const int size = options_.nnodes * options_.nproc_per_node;
-  attach_deadline_ = absl::Now() + options_.attach_timeout;
+  // A node joining a running elastic job is answered at the job's next commit.
   upstream_->RegisterNode(options_.job, size, options_.host, options_.nproc_per_node,
-                          options_.node_rank, options_.attach_timeout,
+                          options_.node_rank,
+                          options_.min_np > 0 ? absl::InfiniteDuration() : options_.attach_timeout,
                           [this](absl::StatusOr<NodeBlock> block) {
                             {
                               std::lock_guard<std::mutex> lock(mu_);
@@ -139,8 +141,15 @@ int Agent::Register() {
   }
   for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
   node_rank_ = block->node_rank;
-  TROIKA_LOG(INFO) << "node rank " << block->node_rank << " of job '" << options_.job
-                   << "': " << FormatRanks(ranks_);
+  size_ = block->size;
+  attach_deadline_ = absl::Now() + options_.attach_timeout;  // from now, if it waited to join
+  if (block->node_rank < 0) {
+    TROIKA_LOG(WARNING) << "admitted to job '" << options_.job
+                        << "' at a commit: " << FormatRanks(ranks_) << " of " << size_;
+  } else {
+    TROIKA_LOG(INFO) << "node rank " << block->node_rank << " of job '" << options_.job
+                     << "': " << FormatRanks(ranks_);
+  }
   return 0;
 }
 
@@ -152,7 +161,7 @@ int Agent::Run() {
     }
   }
   if (int code = Register(); code != 0) return code;
-  const int size = options_.nnodes * options_.nproc_per_node;
+  const int size = size_;
 
   scheduler_ = std::make_unique<Scheduler>();
   {
@@ -264,7 +273,7 @@ std::vector<ProcessSpec> Agent::RankSpecs() const {
         {"TROIKA_COORDINATOR", "unix:" + socket_path_},
         {"TROIKA_JOB", options_.job},
         {"TROIKA_RANK", std::to_string(ranks_[local])},
-        {"TROIKA_SIZE", std::to_string(options_.nnodes * options_.nproc_per_node)},
+        {"TROIKA_SIZE", std::to_string(size_)},
         {"TROIKA_LOCAL_RANK", std::to_string(local)},
         {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
         {"TROIKA_DEVICE", std::to_string(local)},

@@ -114,6 +114,7 @@ class Agent {
   // Set up by Run() before any callback can run; torn down by ~Agent. relay_ is replaced for
   // an elastic job's next generation: read it under mu_.
   std::vector<int> ranks_;  // the node's block, as registered: the ranks' labels
+  int size_ = 0;            // the job's ranks when this node registered (RegisterNode)
   std::string socket_path_;
   absl::Time attach_deadline_;
   std::unique_ptr<Supervisor> supervisor_;

@@ -35,6 +35,10 @@ Options:
                             with the survivors as its next generation, renumbered, instead
                             of aborting (docs/elastic.md); every agent of the job gives the
                             same M; default 0: not elastic
+  --max_np X                an elastic job's maximum: a node that registers once the job has
+                            no block left (a new or returning node) waits, and is admitted at
+                            the job's next commit with its ranks after the others', up to X
+                            ranks; default: N*P (0)
   --node_rank K             this node's block of ranks, K*P .. K*P+P-1 (0 <= K < N);
                             default -1: the lowest free block, or the block this host
                             registered before (agents sharing a host must give K)
@@ -169,6 +173,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
   }
   if (name == "node_rank") return ParseInt(name, value, -1, 1 << 16, &o.node_rank);
   if (name == "min_np") return ParseInt(name, value, 0, 1 << 16, &o.min_np);
+  if (name == "max_np") return ParseInt(name, value, 0, 1 << 16, &o.max_np);
   if (name == "host") return SetString(name, value, &o.host);
   if (name == "data_host") {
     o.data_host = value;
@@ -223,6 +228,13 @@ absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args
   if (options.nproc_per_node == 0) return UsageError(kProgram, "--nproc-per-node is required");
   if (options.min_np > options.nnodes * options.nproc_per_node) {
     return UsageError(kProgram, absl::StrCat("--min_np ", options.min_np, " is above the job's ",
+                                             options.nnodes * options.nproc_per_node, " ranks"));
+  }
+  if (options.max_np > 0 && options.min_np == 0) {
+    return UsageError(kProgram, "--max_np needs --min_np (an elastic job)");
+  }
+  if (options.max_np > 0 && options.max_np < options.nnodes * options.nproc_per_node) {
+    return UsageError(kProgram, absl::StrCat("--max_np ", options.max_np, " is below the job's ",
                                              options.nnodes * options.nproc_per_node, " ranks"));
   }
   if (options.node_rank >= options.nnodes) {

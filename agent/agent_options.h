@@ -35,6 +35,9 @@ struct AgentOptions {
   // --min_np M: an elastic job (docs/elastic.md) that goes on without lost ranks while at
   // least M remain. Default 0: not elastic (a lost rank aborts the job).
   int min_np = 0;
+  // --max_np X: an elastic job's maximum: nodes registering while it runs are admitted at a
+  // commit up to X ranks. Default 0: the job's size.
+  int max_np = 0;
   // --node_rank K: which block of ranks (K*P .. K*P+P-1) this node runs. Default -1: the
   // lowest free block (or this host's block, if the host registered before).
   int node_rank = -1;

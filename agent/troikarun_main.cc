@@ -21,6 +21,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "agent/command_line.h"
 #include "agent/line_forwarder.h"
@@ -76,6 +77,7 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
         absl::StrCat("--grace_period=", absl::FormatDuration(options.grace_period)),
         absl::StrCat("--log_level=", options.log_level),
         absl::StrCat("--min_np=", options.min_np),
+        absl::StrCat("--max_np=", options.max_np),
         "--stop_with_parent=true",
         "--"};
     // The embedded coordinator listens on loopback only, in plaintext; an external one is
@@ -168,8 +170,29 @@ int Run(const TroikarunOptions& options) {
   if (embedded != nullptr) {
     bool created = false;
     auto found = embedded->registry().CreateJob(job, options.np, &created,
-                                                coordinator::Secret::Of(job_token), options.min_np);
+                                                coordinator::Secret::Of(job_token), options.min_np,
+                                                options.max_np);
     if (found.ok()) embedded_job = *found;
+  }
+  if (embedded != nullptr && options.max_np > options.np) {
+    // The embedded coordinator is reachable on this machine only: how to grow the job here.
+    std::string command;
+    for (const std::string& arg : options.command) {
+      const bool plain = !arg.empty() && arg.find_first_not_of(
+                                             "abcdefghijklmnopqrstuvwxyz"
+                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789-_=./,:@%+") == std::string::npos;
+      absl::StrAppend(
+          &command, " ",
+          plain ? arg : absl::StrCat("'", absl::StrReplaceAll(arg, {{"'", "'\\''"}}), "'"));
+    }
+    std::fprintf(stderr,
+                 "troikarun: job '%s' takes up to %d ranks; to add %d more on this machine:\n"
+                 "  TROIKA_JOB_TOKEN=%s %s --coordinator=%s --plaintext=true --job=%s "
+                 "--nnodes=1 --nproc-per-node=%d --min_np=%d --max_np=%d --%s\n",
+                 job.c_str(), options.max_np, options.RanksPerAgent(), job_token.c_str(),
+                 agent->c_str(), address.c_str(), job.c_str(), options.RanksPerAgent(),
+                 options.min_np, options.max_np, command.c_str());
   }
   if (embedded_job != nullptr && !options.timeline.empty()) {
     constexpr int64_t kTimelineMaxBytes = int64_t{1} << 30;  // as troikactl's default

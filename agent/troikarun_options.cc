@@ -25,6 +25,9 @@ Options:
                            instead of aborting; ranks use troika::elastic::Run to carry on
                            from their last commit; troikarun exits 0 if the job finished;
                            default 0: not elastic (any lost rank or agent ends the job)
+  --max-np X               an elastic job's maximum: troika-agents started for the job while
+                           it runs (new or returning nodes, docs/elastic.md) are admitted at
+                           its next commit, up to X ranks; default -np
   --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
                            coordinator started inside troikarun on 127.0.0.1 (a free port),
                            which lives as long as troikarun, in plaintext; the agents reach
@@ -148,6 +151,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
   if (name == "nproc_per_node")
     return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
   if (name == "min_np") return ParseCount("--min-np", value, &options.min_np);
+  if (name == "max_np") return ParseCount("--max-np", value, &options.max_np);
   if (name == "coordinator") {
     if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     options.coordinator = value;
@@ -235,6 +239,13 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
   if (options.min_np > options.np) {
     return UsageError(kProgram,
                       absl::StrCat("--min-np ", options.min_np, " is above -np ", options.np));
+  }
+  if (options.max_np > 0 && options.min_np == 0) {
+    return UsageError(kProgram, "--max-np needs --min-np (an elastic job)");
+  }
+  if (options.max_np > 0 && options.max_np < options.np) {
+    return UsageError(kProgram,
+                      absl::StrCat("--max-np ", options.max_np, " is below -np ", options.np));
   }
   if (options.np % options.RanksPerAgent() != 0) {
     return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",

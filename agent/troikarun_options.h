@@ -23,6 +23,9 @@ struct TroikarunOptions {
   // --min-np M: an elastic job that goes on without lost ranks while at least M remain
   // (docs/elastic.md). 0 (default): not elastic.
   int min_np = 0;
+  // --max-np X: an elastic job's maximum: agents registering while it runs (started by hand
+  // with troika-agent) are admitted at a commit up to X ranks. 0 (default): np.
+  int max_np = 0;
   // Coordinator to use: --coordinator HOST:PORT. Empty (default): start an embedded one on
   // 127.0.0.1 with a free port.
   std::string coordinator;

@@ -111,6 +111,7 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
   request.set_nproc(nproc);
   request.set_node_rank(node_rank);
   request.set_min_size(options_.min_size);
+  request.set_max_size(options_.max_size);
   StartUnary<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(
       request, absl::Now() + timeout,
       [this](auto* context, auto* req, auto* resp, auto callback) {
@@ -124,7 +125,7 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
           std::lock_guard<std::mutex> lock(mu_);
           job_token_ = response.token();
         }
-        done(NodeBlock{response.first_rank(), response.node_rank()});
+        done(NodeBlock{response.first_rank(), response.node_rank(), response.size()});
       });
 }
 

@@ -56,11 +56,13 @@ struct UpstreamOptions {
   // The job's minimum size, sent with RegisterNode: an elastic job (docs/elastic.md). 0: not
   // elastic.
   int min_size = 0;
+  int max_size = 0;  // RegisterNode's max_size (0: the size)
 };
 
 struct NodeBlock {
   int first_rank = 0;
-  int node_rank = 0;
+  int node_rank = 0;  // -1: a node admitted to a running elastic job
+  int size = 0;       // ranks of the generation the block belongs to
 };
 
 class Upstream final : public RelayUpstream {

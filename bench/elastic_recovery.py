@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Elastic recovery time (docs/elastic.md): how long an elastic job takes from losing a rank
 (SIGKILL of the rank, or of its node's whole troika-agent with --what agent) to the first
-completed step of its next generation, on this machine.
+completed step of its next generation, on this machine; and (--what join) from starting a
+troika-agent for a running job to the first completed step that includes its ranks.
 
 Each run: `troikarun -np 4 --nproc-per-node 2 --min-np 2 -- troika-example-elastic` (a linear
 model of 1024 weights, a 10 ms step, a commit every 10 steps); once the ranks have trained for
 a second, rank 2 (or the agent of ranks 2-3) gets SIGKILL; the survivors print the unix time at
 which they finished the first step of generation 2, and the recovery time is the latest of
-them minus the time of the kill. Prints each run and the median.
+them minus the time of the kill. --what join: `troikarun -np 2 --min-np 2 --max-np 4` of the
+same program; after a second of training, the troika-agent command troikarun prints for adding
+2 ranks is started; the figure is the later of the new ranks' first finished step minus the
+agent's start (its registration, the wait for the next commit, the new generation's attach,
+the new ranks' start and sync, one step). Prints each run and the median.
 
-    python3 bench/elastic_recovery.py --repeat 5 [--what rank|agent] [--build build]
+    python3 bench/elastic_recovery.py --repeat 5 [--what rank|agent|join] [--build build]
 """
 
 import argparse
@@ -47,6 +52,43 @@ def parent_of(pid):
     return int(stat[stat.rfind(")") + 1:].split()[1])
 
 
+def join_run(args, run_dir):
+    out_path, err_path = os.path.join(run_dir, "stdout"), os.path.join(run_dir, "stderr")
+    example = [os.path.join(args.build, "examples", "troika-example-elastic"),
+               "--pid_dir=" + run_dir, "--steps=1000000", "--step_ms=10", "--commit_every=10"]
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        job = subprocess.Popen(
+            [os.path.join(args.build, "agent", "troikarun"), "-np", "2", "--min-np", "2",
+             "--max-np", "4", "--"] + example, stdout=out, stderr=err, start_new_session=True)
+    agent = None
+    try:
+        wait_for(lambda: read(os.path.join(run_dir, "pid.1")).strip(), 60, "rank 1's pid")
+        lines = read(err_path).splitlines()
+        hint = [i for i, line in enumerate(lines) if "more on this machine" in line]
+        if not hint:
+            raise RuntimeError("troikarun printed no command to add ranks:\n" + read(err_path))
+        time.sleep(1.0)  # training
+        agent_out = os.path.join(run_dir, "agent.out")
+        with open(agent_out, "w") as out, open(os.path.join(run_dir, "agent.err"), "w") as err:
+            started_at = time.time() * 1000
+            agent = subprocess.Popen(lines[hint[0] + 1].strip(), shell=True, stdout=out,
+                                     stderr=err, start_new_session=True)
+        pattern = re.compile(r"\[[23]\] generation 2 first step at (\d+)")
+        times = wait_for(lambda: (lambda found: found if len(found) == 2 else None)(
+            pattern.findall(read(agent_out))), 60, "the new ranks' first step")
+        return max(int(t) for t in times) - started_at
+    finally:
+        for p in (job, agent):
+            if p is None:
+                continue
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
 def one_run(args, run_dir):
     out_path = os.path.join(run_dir, "stdout")
     with open(out_path, "w") as out, open(os.path.join(run_dir, "stderr"), "w") as err:
@@ -81,20 +123,26 @@ def one_run(args, run_dir):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--what", choices=["rank", "agent"], default="rank",
-                   help="what gets SIGKILL: rank 2, or the agent of ranks 2-3")
+    p.add_argument("--what", choices=["rank", "agent", "join"], default="rank",
+                   help="what gets SIGKILL: rank 2, or the agent of ranks 2-3; or an agent "
+                   "of 2 ranks joins a job of 2")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = p.parse_args()
-    print("# elastic recovery: SIGKILL of %s to the first step of generation 2, 4 ranks on 2 "
-          "agents, min 2; load average %.1f" % (
-              "rank 2" if args.what == "rank" else "the agent of ranks 2-3", os.getloadavg()[0]),
-          flush=True)
+    if args.what == "join":
+        print("# elastic growth: an agent of 2 ranks started for a running job of 2 (min 2, "
+              "max 4) to its ranks' first step; load average %.1f" % os.getloadavg()[0],
+              flush=True)
+    else:
+        print("# elastic recovery: SIGKILL of %s to the first step of generation 2, 4 ranks on "
+              "2 agents, min 2; load average %.1f" % (
+                  "rank 2" if args.what == "rank" else "the agent of ranks 2-3",
+                  os.getloadavg()[0]), flush=True)
     runs = []
     with tempfile.TemporaryDirectory(prefix="troika-elastic-") as tmp:
         for i in range(args.repeat):
             run_dir = os.path.join(tmp, str(i))
             os.mkdir(run_dir)
-            ms = one_run(args, run_dir)
+            ms = (join_run if args.what == "join" else one_run)(args, run_dir)
             runs.append(ms)
             print("run %d: %.0f ms" % (i + 1, ms), flush=True)
     print("median: %.0f ms (target < 2000 ms)" % statistics.median(runs))

@@ -20,6 +20,9 @@ inline constexpr char kJoinTensorName[] = "troika/join";
 // the coordinator interprets (docs/protocol.md, Process sets).
 inline constexpr char kAddProcessSetPrefix[] = "troika/process_set/add/";
 inline constexpr char kRemoveProcessSetPrefix[] = "troika/process_set/remove/";
+// Reserved name prefix of Context::ElasticCommit: a set-0 barrier at which an elastic job
+// admits the nodes waiting to join (docs/elastic.md).
+inline constexpr char kElasticCommitPrefix[] = "troika/elastic/commit/";
 
 // One collective submitted by one rank.
 struct TensorRequest {

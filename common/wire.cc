@@ -185,10 +185,16 @@ void ToWire(const MembershipChange& in, v1::MembershipChange* out) {
   out->set_epoch(in.epoch);
   out->set_size(in.size);
   out->mutable_next_rank()->Assign(in.next_rank.begin(), in.next_rank.end());
+  out->set_at_commit(in.at_commit);
+  out->set_joined(in.joined);
 }
 
 MembershipChange FromWire(const v1::MembershipChange& in) {
-  return {in.epoch(), in.size(), {in.next_rank().begin(), in.next_rank().end()}};
+  return {in.epoch(),
+          in.size(),
+          {in.next_rank().begin(), in.next_rank().end()},
+          in.at_commit(),
+          in.joined()};
 }
 
 void ToWire(const DownMessage& in, v1::Down* out) {

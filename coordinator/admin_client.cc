@@ -27,6 +27,7 @@ JobInfo FromWire(const v1::JobDescription& in) {
   info.state = in.state();
   info.epoch = in.epoch();
   info.min_size = in.min_size();
+  info.max_size = in.max_size();
   info.generation_cause = in.generation_cause();
   info.abort_reason = in.abort_reason();
   info.age = absl::Milliseconds(in.age_ms());

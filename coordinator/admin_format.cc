@@ -66,8 +66,8 @@ std::string FormatJobSection(const JobInfo& info) {
                    "State:           ", info.state, "\n", "Epoch:           ", info.epoch, "\n",
                    "Age:             ", Human(info.age), "\n");
   if (info.min_size > 0) {
-    absl::StrAppend(&out, "Elastic:         at least ", info.min_size, " ranks; generation ",
-                    info.epoch,
+    absl::StrAppend(&out, "Elastic:         ", info.min_size, " to ", info.max_size,
+                    " ranks; generation ", info.epoch,
                     info.generation_cause.empty() ? std::string()
                                                   : absl::StrCat(", after ", info.generation_cause),
                     "\n");

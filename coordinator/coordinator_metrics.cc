@@ -66,7 +66,7 @@ void DeclareFamilies(Families& f) {
   f.Declare("troika_jobs_ended_total", C, "Jobs released, by outcome.");
   f.Declare("troika_job_aborts_total", C, "Job aborts, by cause.");
   f.Declare("troika_membership_changes_total", C,
-            "Generations elastic jobs began after losing ranks, by the cause of the loss.");
+            "Generations elastic jobs began: after losing ranks (by cause), or nodes_joined.");
   f.Declare("troika_job_ranks", G, "Ranks of the job.");
   f.Declare("troika_job_ranks_alive", G, "Ranks connected that have not left.");
   f.Declare("troika_step_duration_seconds", H, "Training steps reported by the ranks.");
@@ -114,6 +114,8 @@ void AddProcessWide(const JobRegistryCounts& counts, size_t jobs, Families& f) {
     f.Counter("troika_membership_changes_total", {{"reason", AbortCauseName(cause)}},
               static_cast<double>(counts.membership_changes[static_cast<int>(cause)]));
   }
+  f.Counter("troika_membership_changes_total", {{"reason", "nodes_joined"}},
+            static_cast<double>(counts.admissions));
 }
 
 void AddSnapshot(const std::string& job, const JobMetricsSnapshot& s, Families& f) {

@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_service.h"
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -66,6 +67,7 @@ void ToWire(const JobInfo& info, v1::JobDescription* out) {
   out->set_state(info.state);
   out->set_epoch(info.epoch);
   out->set_min_size(info.min_size);
+  out->set_max_size(info.max_size);
   out->set_generation_cause(info.generation_cause);
   out->set_abort_reason(info.abort_reason);
   out->set_age_ms(ToMillis(info.age));
@@ -163,14 +165,14 @@ absl::Status CoordinatorService::CheckAdmin(const grpc::CallbackServerContext* c
 
 absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::CreateOrJoin(
     const grpc::CallbackServerContext* context, const std::string& name, int size, int min_size,
-    bool* created, std::string* generated) {
+    int max_size, bool* created, std::string* generated) {
   const std::string token = Credential(context, kJobTokenHeader);
   // An existing job is checked before anything about it (its size) is revealed.
   if (auto found = registry_.Find(name); found.ok() && !(*found)->TokenMatches(token)) {
     return WrongToken(name, token);
   }
   const std::string secret = token.empty() ? Secret::Generate() : token;
-  auto job = registry_.CreateJob(name, size, created, Secret::Of(secret), min_size);
+  auto job = registry_.CreateJob(name, size, created, Secret::Of(secret), min_size, max_size);
   if (!job.ok()) return job.status();
   if (!*created && !(*job)->TokenMatches(token)) return WrongToken(name, token);  // raced
   if (*created && token.empty()) *generated = secret;
@@ -182,8 +184,8 @@ grpc::ServerUnaryReactor* CoordinatorService::CreateJob(grpc::CallbackServerCont
                                                         v1::CreateJobResponse* response) {
   bool created = false;
   std::string generated;
-  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(), &created,
-                          &generated);
+  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(),
+                          request->max_size(), &created, &generated);
   if (!job.ok()) return FinishWith(context, job.status());
   response->set_job((*job)->name());
   response->set_size((*job)->size());
@@ -213,15 +215,31 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
                                                            v1::RegisterNodeResponse* response) {
   bool created = false;
   std::string generated;
-  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(), &created,
-                          &generated);
+  auto job = CreateOrJoin(context, request->job(), request->size(), request->min_size(),
+                          request->max_size(), &created, &generated);
   if (!job.ok()) return FinishWith(context, job.status());
   response->set_token(generated);
-  auto block = (*job)->RegisterNode(request->host(), request->nproc(), request->node_rank());
-  if (!block.ok()) return FinishWith(context, block.status());
-  response->set_first_rank(block->first);
-  response->set_node_rank(block->second);
-  return FinishWith(context, absl::OkStatus());
+  // A node joining a running elastic job is answered at the commit that admits it; the job
+  // lets it go if the agent stops waiting (the call is cancelled).
+  class Reactor : public grpc::ServerUnaryReactor {
+   public:
+    void OnCancel() override { cancelled->store(true); }
+    void OnDone() override { delete this; }
+    const std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>();
+  };
+  auto* reactor = new Reactor;
+  (*job)->RegisterNode(
+      request->host(), request->nproc(), request->node_rank(),
+      [reactor, response](absl::StatusOr<Job::NodeBlock> block) {
+        if (block.ok()) {
+          response->set_first_rank(block->first_rank);
+          response->set_node_rank(block->node_rank);
+          response->set_size(block->size);
+        }
+        reactor->Finish(ToGrpc(block.status()));
+      },
+      [cancelled = reactor->cancelled] { return cancelled->load(); });
+  return reactor;
 }
 
 grpc::ServerBidiReactor<v1::Up, v1::Down>* CoordinatorService::Session(

@@ -81,7 +81,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // returned in `*generated`) or existing and matching the call's token.
   absl::StatusOr<std::shared_ptr<Job>> CreateOrJoin(const grpc::CallbackServerContext* context,
                                                     const std::string& name, int size, int min_size,
-                                                    bool* created, std::string* generated);
+                                                    int max_size, bool* created,
+                                                    std::string* generated);
 
   JobRegistry& registry_;
   const ServiceOptions options_;

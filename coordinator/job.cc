@@ -54,6 +54,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       epoch_(options.epoch),
       generation_cause_(std::move(options.generation_cause)),
       min_size_(options.min_size),
+      max_size_(options.max_size > 0 ? options.max_size : size),
       next_generation_(std::move(options.next_generation)),
       scheduler_(scheduler),
       clock_(clock),
@@ -78,7 +79,9 @@ Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
   if (stall_timer_) scheduler_.Cancel(stall_timer_);
-  FailAttachWaitersLocked(absl::CancelledError(absl::StrCat("job '", name_, "' was removed")));
+  const absl::Status removed = absl::CancelledError(absl::StrCat("job '", name_, "' was removed"));
+  FailAttachWaitersLocked(removed);
+  FailJoinersLocked(removed);
 }
 
 absl::Status Job::BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
@@ -286,6 +289,8 @@ void Job::DepartLocked(int rank, const std::string& why) {
   if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
     state_ = State::kFinished;
     TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
+    FailJoinersLocked(absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' finished before this node was admitted")));
   }
 }
 
@@ -427,6 +432,7 @@ void Job::Detach(const std::string& reason) {
   const absl::Status status = absl::UnavailableError(reason);
   for (auto& [sink, ranks] : sessions_) sink->End(status);
   FailAttachWaitersLocked(status);
+  FailJoinersLocked(status);
   kv_.Close(status);
 }
 
@@ -443,6 +449,7 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   down->abort_cause = std::move(exit);
   BroadcastLocked(std::move(down));
   FailAttachWaitersLocked(absl::AbortedError(message));
+  FailJoinersLocked(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
 }
 
@@ -510,6 +517,7 @@ void Job::FlushLocked() {
       (process_sets_.next_id() != sets_before || process_sets_.count() != sets_count)) {
     on_record_(RecordLocked());
   }
+  const bool admit = CutAtCommitLocked(responses);
   if (!responses.empty()) {
     ObserveForScheduleLocked(responses);
     auto down = std::make_shared<DownMessage>();
@@ -519,8 +527,9 @@ void Job::FlushLocked() {
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
     BroadcastLocked(std::move(down));
-    MaybePublishScheduleLocked();
+    if (!admit) MaybePublishScheduleLocked();
   }
+  if (admit) return AdmitJoinersLocked();
   if (next != absl::InfiniteFuture()) ArmTimerLocked(next);
 }
 

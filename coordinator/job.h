@@ -91,13 +91,16 @@ struct JobOptions {
   // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
   // survivors go on as the next one. 0 (default): not elastic.
   int min_size = 0;
+  // An elastic job's maximum: nodes registering while it runs are admitted at a commit up to
+  // this many ranks. 0 (default): the size.
+  int max_size = 0;
   // This generation's number (Membership.epoch), and why it began (empty: the first).
   int64_t epoch = 1;
   std::string generation_cause;
   // Makes the next generation of an elastic job: the same name, token and options, `size`
-  // ranks, epoch `epoch`, begun because ranks were lost (`cause`, `why`). Called under the
-  // job's lock: must take no lock the job may wait for.
-  std::function<std::shared_ptr<Job>(int size, int64_t epoch, AbortCause cause,
+  // ranks, epoch `epoch`, begun because ranks were lost (`cause`, `why`) or nodes were
+  // admitted (no cause). Called under the job's lock: must take no lock the job may wait for.
+  std::function<std::shared_ptr<Job>(int size, int64_t epoch, std::optional<AbortCause> cause,
                                      const std::string& why)>
       next_generation;
 };
@@ -115,6 +118,13 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
  public:
   enum class State { kAttaching, kRunning, kFinished, kAborted };
   using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
+  // A node's ranks: first_rank .. first_rank + nproc - 1 of a generation of `size` ranks.
+  struct NodeBlock {
+    int first_rank = 0;
+    int node_rank = 0;  // -1: a node admitted to a running elastic job
+    int size = 0;
+  };
+  using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
 
   // `on_done` runs (on the scheduler's thread) once the job becomes done.
   Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
@@ -128,6 +138,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
   int min_size() const { return min_size_; }
+  int max_size() const { return max_size_; }
   KvStore& kv() { return kv_; }
   // The generation that replaced this one once an elastic job lost ranks (JobOptions); null
   // before. The job's owner then serves the successor under the job's name.
@@ -141,9 +152,13 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
 
   // Reserves `nproc` consecutive ranks for an agent's node: block `node_rank`, or the lowest
   // free block if -1. The same host asking again for its block gets it again (a restarted
-  // agent). Returns {first rank, node rank}.
-  absl::StatusOr<std::pair<int, int>> RegisterNode(const std::string& host, int nproc,
-                                                   int node_rank);
+  // agent). An elastic job that has no block left, or runs, holds the node as joining
+  // instead, up to its maximum: `done` comes when the job's next commit admits it (its block
+  // in the next generation; docs/elastic.md), or with the error that ended the job first. A
+  // joining node whose `cancelled` (may be null) turns true is not admitted. `done` may run
+  // under the job's lock (it must only finish an RPC), exactly once.
+  void RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
+                    std::function<bool()> cancelled = nullptr);
 
   // The job's state record (StateStore), and a restarted coordinator's job made as it was:
   // its node blocks and process sets. Restore before anything else happens to the job;
@@ -216,6 +231,13 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     AttachCallback done;
     Scheduler::TaskId timer = 0;
   };
+  // A node waiting to join an elastic job (RegisterNode).
+  struct Joiner {
+    std::string host;
+    int nproc = 0;
+    RegisterCallback done;
+    std::function<bool()> cancelled;
+  };
 
   // Checks and binds a session's ranks (OpenSession, ResumeSession).
   // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
@@ -236,6 +258,24 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // job aborts.
   void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
                        std::optional<RankExit> exit = std::nullopt);
+  // The next generation's ranks without `lost` and the departed (survivors keep their order).
+  MembershipChange SurvivorsLocked(const std::vector<int>& lost) const;
+  // Ends this generation of an elastic job for `change`: every session is told, attaches and
+  // key-value waits fail, the joining nodes wait on in the successor.
+  void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
+                           const std::string& reason, std::optional<RankExit> exit);
+  // RegisterNode's block of the job's first ranks (not joining).
+  absl::StatusOr<NodeBlock> ReserveBlockLocked(const std::string& host, int nproc, int node_rank);
+  // Joining nodes that still wait: their ranks; cancelled ones are let go.
+  int JoiningRanksLocked();
+  // Nodes wait to join and `responses` (about to be sent) hold the commit barrier: cuts them
+  // before it and returns true — the generation is to end there (AdmitJoinersLocked).
+  bool CutAtCommitLocked(std::vector<Response>& responses);
+  // Ends the generation at a commit, with the joining nodes' ranks after every other rank.
+  void AdmitJoinersLocked();
+  // Takes over joining nodes from the generation before.
+  void AdoptJoiners(std::vector<Joiner> joiners);
+  void FailJoinersLocked(const absl::Status& status);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
@@ -304,7 +344,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const int64_t epoch_;
   const std::string generation_cause_;
   const int min_size_;
-  const std::function<std::shared_ptr<Job>(int, int64_t, AbortCause, const std::string&)>
+  const int max_size_;
+  const std::function<std::shared_ptr<Job>(int, int64_t, std::optional<AbortCause>,
+                                           const std::string&)>
       next_generation_;
   Scheduler& scheduler_;
   Clock& clock_;
@@ -327,6 +369,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
   uint64_t next_waiter_ = 1;
   std::map<int, std::string> nodes_;     // node rank -> host, from RegisterNode
+  std::vector<Joiner> joining_;          // an elastic job's nodes waiting for a commit
   std::vector<Membership> memberships_;  // by rank, once kRunning
   std::map<SessionSink*, std::vector<int>> sessions_;
   std::vector<SessionSink*> session_of_rank_;

@@ -92,11 +92,41 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   if (static_cast<int>(hosts_.size()) == size_) CompleteAttachLocked();
 }
 
-absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, int nproc,
-                                                      int node_rank) {
+void Job::RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
+                       std::function<bool()> cancelled) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (detached_) return absl::UnavailableError("the coordinator is restarting");
-  if (nproc < 1 || size_ % nproc != 0) {
+  if (detached_) return done(absl::UnavailableError("the coordinator is restarting"));
+  if (nproc < 1) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("a node needs at least one process; it asked for ", nproc)));
+  }
+  // An elastic job takes nodes into its first generation's blocks until it runs; later ones
+  // join at a commit.
+  const bool elastic = min_size_ > 0;
+  if (!elastic || (epoch_ == 1 && state_ == State::kAttaching)) {
+    absl::StatusOr<NodeBlock> block = ReserveBlockLocked(host, nproc, node_rank);
+    if (!elastic || !absl::IsResourceExhausted(block.status())) return done(std::move(block));
+  }
+  if (state_ == State::kFinished || state_ == State::kAborted) {
+    return done(absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it admits no nodes")));
+  }
+  const int ranks = size_ - static_cast<int>(departed_.size());
+  const int joining = JoiningRanksLocked();
+  if (ranks + joining + nproc > max_size_) {
+    return done(absl::ResourceExhaustedError(
+        absl::StrCat("job '", name_, "' has ", ranks, " ranks",
+                     joining ? absl::StrCat(" and ", joining, " joining") : "", "; ", nproc,
+                     " more would exceed its maximum of ", max_size_)));
+  }
+  TROIKA_LOG(INFO) << "job '" << name_ << "': " << nproc << (nproc == 1 ? " rank" : " ranks")
+                   << " on " << host << " wait to join at the next commit";
+  joining_.push_back({host, nproc, std::move(done), std::move(cancelled)});
+}
+
+absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, int nproc,
+                                                       int node_rank) {
+  if (size_ % nproc != 0) {
     return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
                                                    " ranks, which is not a multiple of ", nproc,
                                                    " processes per node"));
@@ -104,7 +134,7 @@ absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, i
   const int nodes = size_ / nproc;
   if (node_rank < 0) {
     for (const auto& [n, h] : nodes_) {
-      if (h == host) return std::make_pair(n * nproc, n);  // a restarted agent
+      if (h == host) return NodeBlock{n * nproc, n, size_};  // a restarted agent
     }
     node_rank = 0;
     while (nodes_.count(node_rank)) ++node_rank;
@@ -120,7 +150,7 @@ absl::StatusOr<std::pair<int, int>> Job::RegisterNode(const std::string& host, i
                                                  "' is taken by host '", it->second, "'"));
   }
   if (inserted && on_record_) on_record_(RecordLocked());
-  return std::make_pair(node_rank * nproc, node_rank);
+  return NodeBlock{node_rank * nproc, node_rank, size_};
 }
 
 void Job::CompleteAttachLocked() {

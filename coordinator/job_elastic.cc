@@ -1,19 +1,19 @@
-// Job: elastic jobs (docs/elastic.md) — losing ranks ends a generation instead of the job.
+// Job: elastic jobs (docs/elastic.md) — losing ranks ends a generation instead of the job, and
+// nodes that register while it runs are admitted at a commit.
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "coordinator/job.h"
 
 namespace troika::coordinator {
 
-void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
-                          std::optional<RankExit> exit) {
-  if (min_size_ == 0 || !next_generation_ || state_ != State::kRunning || resync_ || detached_) {
-    return AbortLocked(cause, reason, std::move(exit));
-  }
+MembershipChange Job::SurvivorsLocked(const std::vector<int>& lost) const {
   MembershipChange change;
   change.epoch = epoch_ + 1;
   change.next_rank.assign(size_, -1);
@@ -22,6 +22,15 @@ void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const 
       change.next_rank[r] = change.size++;
     }
   }
+  return change;
+}
+
+void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
+                          std::optional<RankExit> exit) {
+  if (min_size_ == 0 || !next_generation_ || state_ != State::kRunning || resync_ || detached_) {
+    return AbortLocked(cause, reason, std::move(exit));
+  }
+  MembershipChange change = SurvivorsLocked(lost);
   if (change.size < min_size_) {
     return AbortLocked(cause,
                        absl::StrCat(reason, "; ", change.size,
@@ -29,10 +38,17 @@ void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const 
                                     ", below the job's minimum of ", min_size_),
                        std::move(exit));
   }
+  EndGenerationLocked(std::move(change), cause, reason, std::move(exit));
+}
+
+void Job::EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
+                              const std::string& reason, std::optional<RankExit> exit) {
   // The generation ends as an abort does (every session told, attaches and key-value waits
   // failed), but the job goes on: the owner serves successor_ under its name from now on.
   state_ = State::kAborted;
   successor_ = next_generation_(change.size, change.epoch, cause, reason);
+  successor_->AdoptJoiners(std::move(joining_));
+  joining_.clear();
   abort_reason_ =
       absl::StrCat(reason, "; the job goes on with ", change.size,
                    change.size == 1 ? " rank" : " ranks", " as generation ", change.epoch);
@@ -46,6 +62,66 @@ void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const 
   BroadcastLocked(std::move(down));
   FailAttachWaitersLocked(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
+}
+
+int Job::JoiningRanksLocked() {
+  int ranks = 0;
+  for (auto it = joining_.begin(); it != joining_.end();) {
+    if (it->cancelled && it->cancelled()) {
+      it->done(absl::CancelledError("the node stopped waiting to join"));
+      it = joining_.erase(it);
+      continue;
+    }
+    ranks += it->nproc;
+    ++it;
+  }
+  return ranks;
+}
+
+bool Job::CutAtCommitLocked(std::vector<Response>& responses) {
+  if (joining_.empty() || !next_generation_ || state_ != State::kRunning || resync_ || detached_) {
+    return false;
+  }
+  auto commit = std::find_if(responses.begin(), responses.end(), [](const Response& r) {
+    return r.type == CollectiveType::kBarrier && r.process_set == 0 && !r.is_error() &&
+           r.names.size() == 1 && absl::StartsWith(r.names.front(), kElasticCommitPrefix);
+  });
+  if (commit == responses.end() || JoiningRanksLocked() == 0) return false;
+  // What came before the commit completes; the commit and what follows fail with the change.
+  responses.erase(commit, responses.end());
+  return true;
+}
+
+void Job::AdmitJoinersLocked() {
+  MembershipChange change = SurvivorsLocked({});
+  change.at_commit = true;
+  std::vector<Joiner> admitted = std::move(joining_);
+  joining_.clear();
+  std::vector<int> first_ranks;
+  std::set<std::string> hosts;
+  for (const Joiner& joiner : admitted) {
+    first_ranks.push_back(change.size);
+    change.size += joiner.nproc;
+    change.joined += joiner.nproc;
+    hosts.insert(joiner.host);
+  }
+  const int size = change.size;
+  const std::string reason =
+      absl::StrCat(change.joined, change.joined == 1 ? " rank" : " ranks", " on ",
+                   absl::StrJoin(hosts, ", "), " joined at a commit");
+  EndGenerationLocked(std::move(change), std::nullopt, reason, std::nullopt);
+  for (size_t i = 0; i < admitted.size(); ++i)
+    admitted[i].done(NodeBlock{first_ranks[i], -1, size});
+}
+
+void Job::AdoptJoiners(std::vector<Joiner> joiners) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Joiner& joiner : joiners) joining_.push_back(std::move(joiner));
+}
+
+void Job::FailJoinersLocked(const absl::Status& status) {
+  for (Joiner& joiner : joining_) joiner.done(status);
+  joining_.clear();
 }
 
 std::shared_ptr<Job> Job::successor() const {

@@ -13,6 +13,7 @@ JobInfo Job::Describe() const {
   info.state = JobStateName(state_);
   info.epoch = epoch_;
   info.min_size = min_size_;
+  info.max_size = max_size_;
   info.generation_cause = generation_cause_;
   info.abort_reason = abort_reason_;
   info.age = now - created_at_;

@@ -50,6 +50,7 @@ struct JobInfo {
   std::string state;  // JobStateName(): attaching, running, finished, aborted
   int64_t epoch = 0;
   int min_size = 0;                        // an elastic job's minimum (0: not elastic)
+  int max_size = 0;                        // and its maximum
   std::string generation_cause;            // why this generation began (empty: the first)
   std::string abort_reason;                // empty unless aborted
   absl::Duration age;                      // since the job was created

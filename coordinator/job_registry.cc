@@ -1,5 +1,6 @@
 #include "coordinator/job_registry.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -15,7 +16,7 @@ JobRegistry::~JobRegistry() = default;
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& name, int size,
                                                             bool* created, Secret token,
-                                                            int min_size) {
+                                                            int min_size, int max_size) {
   if (name.empty() || name.size() > 256) {
     return absl::InvalidArgumentError("a job name must have 1 to 256 characters");
   }
@@ -27,15 +28,33 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     return absl::InvalidArgumentError(
         absl::StrCat("job '", name, "': minimum size ", min_size, " is outside [0, ", size, "]"));
   }
+  if (max_size != 0 && (max_size < size || max_size > options_.max_job_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", name, "': maximum size ", max_size,
+                                                   " is outside [", size, ", ",
+                                                   options_.max_job_size, "]"));
+  }
+  if (max_size > size && min_size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job '", name, "': a maximum size above the size needs a minimum (an elastic job)"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = jobs_.find(name); it != jobs_.end()) {
     AdvanceLocked(name, it->second);
     const std::shared_ptr<Job>& job = it->second.job;
-    if (job->size() != size || job->min_size() != min_size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job '", name, "' already exists with ", job->size(), " ranks",
-          job->min_size() ? absl::StrCat(" (at least ", job->min_size(), ")") : "", "; asked for ",
-          size, min_size ? absl::StrCat(" (at least ", min_size, ")") : ""));
+    // An elastic job's size changes: the bounds must agree (a maximum only if given).
+    const bool same =
+        job->min_size() == min_size &&
+        (min_size > 0 ? max_size == 0 || max_size == job->max_size() : job->size() == size);
+    if (!same) {
+      auto bounds = [](int min, int max) {
+        return min == 0 ? std::string()
+                        : absl::StrCat(" (at least ", min,
+                                       max ? absl::StrCat(", at most ", max) : "", ")");
+      };
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", name, "' already exists with ", job->size(), " ranks",
+                       bounds(job->min_size(), job->max_size()), "; asked for ", size,
+                       bounds(min_size, max_size)));
     }
     *created = false;
     return job;
@@ -44,7 +63,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::CreateJob(const std::string& n
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot create job '", name, "': ", options_.max_jobs, " jobs are running (--max_jobs)"));
   }
-  auto job = MakeJobLocked(name, size, token, nullptr, min_size);
+  auto job = MakeJobLocked(name, size, token, nullptr, min_size, max_size);
   if (job.ok()) *created = true;
   return job;
 }
@@ -60,8 +79,8 @@ std::string JobRegistry::AutotuneBase(const std::string& name) const {
 }
 
 std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secret token,
-                                         const v1::JobRecord* restored, int min_size, int64_t epoch,
-                                         std::string generation_cause) {
+                                         const v1::JobRecord* restored, int min_size, int max_size,
+                                         int64_t epoch, std::string generation_cause) {
   // The callbacks hold weak references: a job may outlive neither the registry nor itself.
   auto holder = std::make_shared<std::weak_ptr<Job>>();
   JobOptions job_options;
@@ -73,15 +92,18 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
   job_options.schedule_buckets = options_.schedule_buckets;
   job_options.token = token;
   job_options.min_size = min_size;
+  job_options.max_size = max_size;
   job_options.epoch = epoch;
   job_options.generation_cause = std::move(generation_cause);
   if (min_size > 0) {
-    job_options.next_generation = [this, name, token, min_size](int size, int64_t epoch,
-                                                                AbortCause cause,
-                                                                const std::string& why) {
-      counters_->membership_changes[static_cast<int>(cause)].fetch_add(1,
-                                                                       std::memory_order_relaxed);
-      return NewJob(name, size, token, nullptr, min_size, epoch, why);
+    max_size = std::max(max_size, size);
+    job_options.next_generation = [this, name, token, min_size, max_size](
+                                      int size, int64_t epoch, std::optional<AbortCause> cause,
+                                      const std::string& why) {
+      std::atomic<int64_t>& counter =
+          cause ? counters_->membership_changes[static_cast<int>(*cause)] : counters_->admissions;
+      counter.fetch_add(1, std::memory_order_relaxed);
+      return NewJob(name, size, token, nullptr, min_size, max_size, epoch, why);
     };
   }
   job_options.on_abort = [counters = counters_](AbortCause cause) {
@@ -121,8 +143,8 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::string& name, int size,
                                                                 Secret token,
                                                                 const v1::JobRecord* restored,
-                                                                int min_size) {
-  std::shared_ptr<Job> job = NewJob(name, size, token, restored, min_size, 1);
+                                                                int min_size, int max_size) {
+  std::shared_ptr<Job> job = NewJob(name, size, token, restored, min_size, max_size, 1);
   if (restored != nullptr) {
     if (absl::Status s = job->Restore(*restored); !s.ok()) return s;
   }
@@ -219,6 +241,7 @@ JobRegistryCounts JobRegistry::counts() const {
     out.aborts[i] = counters_->aborts[i].load(std::memory_order_relaxed);
     out.membership_changes[i] = counters_->membership_changes[i].load(std::memory_order_relaxed);
   }
+  out.admissions = counters_->admissions.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -58,8 +58,10 @@ struct JobRegistryCounts {
   int64_t aborted = 0;   // released after an abort
   int64_t expired = 0;   // released without ever running (nobody or not everybody attached)
   std::array<int64_t, kNumAbortCauses> aborts{};  // by AbortCause, when aborted
-  // Generations an elastic job began because it lost ranks, by the AbortCause of the loss.
+  // Generations an elastic job began because it lost ranks, by the AbortCause of the loss,
+  // and because nodes were admitted.
   std::array<int64_t, kNumAbortCauses> membership_changes{};
+  int64_t admissions = 0;
 };
 
 class JobRegistry {
@@ -67,13 +69,15 @@ class JobRegistry {
   JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock& clock);
   ~JobRegistry();
 
-  // Creates job `name` of `size` ranks with `token`, elastic down to `min_size` ranks if
-  // non-zero (JobOptions::min_size), or returns the live job of that name if its size and
-  // minimum are the same (`*created` says which; an existing job keeps its token — callers
-  // check it). FAILED_PRECONDITION if they differ; RESOURCE_EXHAUSTED if max_jobs jobs are
-  // held. An elastic job's name serves its latest generation (Job::successor()).
+  // Creates job `name` of `size` ranks with `token`, elastic between `min_size` ranks if
+  // non-zero and `max_size` (0: `size`; JobOptions), or returns the live job of that name if
+  // its size (an elastic job's: any), minimum and maximum (if given) are the same
+  // (`*created` says which; an existing job keeps its token — callers check it).
+  // FAILED_PRECONDITION if they differ; RESOURCE_EXHAUSTED if max_jobs jobs are held. An
+  // elastic job's name serves its latest generation (Job::successor()).
   absl::StatusOr<std::shared_ptr<Job>> CreateJob(const std::string& name, int size, bool* created,
-                                                 Secret token = {}, int min_size = 0);
+                                                 Secret token = {}, int min_size = 0,
+                                                 int max_size = 0);
   // Recreates the jobs recorded in the state store (a restarted coordinator): each waits for
   // its agents to attach again, with its token, node blocks and process sets, and the tuned
   // parameters autotune_dir holds for it. Returns how many. Call once, before serving.
@@ -96,12 +100,12 @@ class JobRegistry {
   // Makes and registers a job; `restored`: from its record.
   absl::StatusOr<std::shared_ptr<Job>> MakeJobLocked(const std::string& name, int size,
                                                      Secret token, const v1::JobRecord* restored,
-                                                     int min_size = 0);
+                                                     int min_size = 0, int max_size = 0);
   // Makes a job without registering it (no lock taken): MakeJobLocked's, or an elastic job's
   // next generation (`epoch` > 1), which AdvanceLocked() registers in place of the one before.
   std::shared_ptr<Job> NewJob(const std::string& name, int size, Secret token,
-                              const v1::JobRecord* restored, int min_size, int64_t epoch,
-                              std::string generation_cause = {});
+                              const v1::JobRecord* restored, int min_size, int max_size,
+                              int64_t epoch, std::string generation_cause = {});
   struct Entry;
   // Moves the entry on to its job's latest generation, which is then dropped like a new job
   // if nobody attaches to it.
@@ -113,6 +117,7 @@ class JobRegistry {
     std::atomic<int64_t> started{0}, finished{0}, aborted{0}, expired{0};
     std::array<std::atomic<int64_t>, kNumAbortCauses> aborts{};
     std::array<std::atomic<int64_t>, kNumAbortCauses> membership_changes{};
+    std::atomic<int64_t> admissions{0};
   };
 
   const JobRegistryOptions options_;

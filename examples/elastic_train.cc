@@ -4,13 +4,17 @@
 //   troikarun -np 4 --nproc-per-node 2 --min-np 2 -- ./build/examples/troika-example-elastic
 //
 // and kill a rank (or an agent) with SIGKILL while it trains: the others go on from their
-// last commit. It trains a linear model (--dim weights, each rank's gradient from its own
-// synthetic batch: a target that depends on the step and the rank), committing every
+// last commit. With --max-np above -np, a troika-agent started for the job while it trains
+// is admitted at the next commit, and its ranks start from rank 0's state. It trains a linear model
+// (--dim weights, each rank's gradient from its own synthetic batch: a target that depends on the
+// step and the rank), committing every
 // --commit_every steps, for --steps steps, sleeping --step_ms per step (a stand-in for the
 // forward and backward pass). With --pid_dir it writes its pid to DIR/pid.<TROIKA_RANK> once
 // it has run 5 steps (for tests and bench/elastic_recovery.py). It prints:
 //   "step S size N"                            every 10 steps
-//   "restored to step S from step T at MS"     after a membership change (MS: unix time, ms)
+//   "synced to step S"                         at the start of every generation (rank 0's)
+//   "restored to step S from step T at MS"     after a membership change that lost ranks
+//                                              (MS: unix time, ms)
 //   "generation E first step at MS"            once the first step of a later generation is done
 //   "done steps S size N epoch E weights H"    at the end (H: a hash of the weights' bits)
 //   "error <status>"                           and exits 3 on any other error.
@@ -37,6 +41,9 @@ ABSL_FLAG(int, commit_every, 10, "steps between commits: at most this many are l
 ABSL_FLAG(int, step_ms, 10, "milliseconds each step sleeps");
 ABSL_FLAG(int, dim, 1024, "weights of the model");
 ABSL_FLAG(std::string, pid_dir, "", "write pid.<TROIKA_RANK> here after 5 steps");
+ABSL_FLAG(int, min_generation, 0,
+          "train on past --steps until the job is at this generation (tests: training lasts "
+          "as long as the membership changes they make)");
 
 namespace {
 
@@ -77,6 +84,8 @@ class Model : public troika::elastic::State {
     if (absl::Status status = w.Wait(); !status.ok()) return status;
     if (absl::Status status = s.Wait(); !status.ok()) return status;
     Commit();
+    std::printf("synced to step %lld\n", static_cast<long long>(step_));
+    std::fflush(stdout);
     return absl::OkStatus();
   }
 
@@ -101,6 +110,7 @@ int main(int argc, char** argv) {
   const int steps = absl::GetFlag(FLAGS_steps);
   const int commit_every = absl::GetFlag(FLAGS_commit_every);
   const int step_ms = absl::GetFlag(FLAGS_step_ms);
+  const int min_generation = absl::GetFlag(FLAGS_min_generation);
   const std::string dir = absl::GetFlag(FLAGS_pid_dir);
   const int member = options->rank;  // TROIKA_RANK: the rank it started as
   Model model(dim);
@@ -111,7 +121,8 @@ int main(int argc, char** argv) {
     size = ctx.size();
     epoch = ctx.membership().epoch;
     bool first = true;
-    for (int64_t& step = model.step(); step < steps;) {
+    // Every rank of a generation has the same step and epoch: all stop at the same step.
+    for (int64_t& step = model.step(); step < steps || epoch < min_generation;) {
       // The rank's batch: a target that depends on the step and the rank; the gradient of
       // 0.5 * |w - target|^2.
       std::vector<float>& w = model.weights();
@@ -132,7 +143,9 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       first = false;
-      if (step % commit_every == 0) model.Commit();
+      if (step % commit_every == 0) {
+        if (absl::Status c = troika::elastic::Commit(ctx, model); !c.ok()) return c;
+      }
       if (step % 10 == 0) {
         std::printf("step %lld size %d\n", static_cast<long long>(step), ctx.size());
         std::fflush(stdout);

@@ -454,10 +454,16 @@ Handle Context::Barrier(OpOptions options) {
   return impl_->Submit(std::move(r), nullptr, nullptr);
 }
 
+Handle Context::ElasticCommit() {
+  return impl_->Submit(Request(impl_->NextControlName(kElasticCommitPrefix),
+                               CollectiveType::kBarrier, DataType::kUint8, {0}),
+                       nullptr, nullptr);
+}
+
 absl::StatusOr<int> Context::AddProcessSet(std::vector<int> ranks) {
   // Checked by the coordinator, not here: every rank then fails alike, none waits forever.
-  TensorRequest r = Request(impl_->NextProcessSetName(kAddProcessSetPrefix),
-                            CollectiveType::kBarrier, DataType::kUint8, {0});
+  TensorRequest r = Request(impl_->NextControlName(kAddProcessSetPrefix), CollectiveType::kBarrier,
+                            DataType::kUint8, {0});
   r.process_set_ranks = std::move(ranks);
   Handle handle = impl_->Submit(std::move(r), nullptr, nullptr);
   if (absl::Status s = handle.Wait(); !s.ok()) return s;
@@ -465,7 +471,7 @@ absl::StatusOr<int> Context::AddProcessSet(std::vector<int> ranks) {
 }
 
 absl::Status Context::RemoveProcessSet(int id) {
-  TensorRequest r = Request(impl_->NextProcessSetName(kRemoveProcessSetPrefix),
+  TensorRequest r = Request(impl_->NextControlName(kRemoveProcessSetPrefix),
                             CollectiveType::kBarrier, DataType::kUint8, {0});
   r.process_set_ranks = {id};
   return impl_->Submit(std::move(r), nullptr, nullptr).Wait();

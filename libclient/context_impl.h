@@ -49,10 +49,11 @@ class ContextImpl {
                                   std::optional<Compression> compression);
   // A barrier of `process_set`: numbered per set, as every member calls the same barriers.
   std::string NextBarrierName(int process_set);
-  // The next AddProcessSet (`prefix` kAddProcessSetPrefix) or RemoveProcessSet name; one
-  // sequence for both, as every rank calls them in the same order.
-  std::string NextProcessSetName(const char* prefix) {
-    return prefix + std::to_string(process_set_ops_++);
+  // The next name of a set-0 barrier the coordinator interprets: AddProcessSet (`prefix`
+  // kAddProcessSetPrefix), RemoveProcessSet, ElasticCommit; one sequence for all, as every
+  // rank calls them in the same order.
+  std::string NextControlName(const char* prefix) {
+    return prefix + std::to_string(control_ops_++);
   }
   // The new set's id after a successful AddProcessSet handle.
   static int ProcessSetId(const Handle& handle);
@@ -118,7 +119,7 @@ class ContextImpl {
   std::shared_ptr<WaitTracker> waits_;
   std::mutex barriers_mu_;
   std::map<int, uint64_t> barriers_;  // by process set; guarded by barriers_mu_
-  std::atomic<uint64_t> process_set_ops_{0};
+  std::atomic<uint64_t> control_ops_{0};
   mutable std::mutex join_mu_;
   std::shared_ptr<OpState> join_;  // guarded by join_mu_; the latest join, done or not
   std::mutex fail_mu_;

@@ -20,6 +20,11 @@ std::optional<MembershipChange> GetMembershipChange(const absl::Status& status) 
 
 namespace elastic {
 
+absl::Status Commit(Context& context, State& state) {
+  state.Commit();
+  return context.ElasticCommit().Wait();
+}
+
 absl::Status Run(Options options, State& state,
                  const std::function<absl::Status(Context& context)>& train) {
   for (;;) {
@@ -39,10 +44,11 @@ absl::Status Run(Options options, State& state,
     (*context)->Shutdown().IgnoreError();  // the generation ended: nothing to finish
     context->reset();
     TROIKA_LOG(WARNING) << "rank " << rank << " goes on as rank " << next << " of " << change->size
-                        << " (generation " << change->epoch << ")";
+                        << " (generation " << change->epoch << ")"
+                        << (change->at_commit ? ", from the commit that admitted new ranks" : "");
     options.rank = next;
     options.size = change->size;
-    state.Restore();
+    if (!change->at_commit) state.Restore();
   }
 }
 

@@ -51,6 +51,8 @@ PyObject* g_troika_error = nullptr;
     d["epoch"] = change->epoch;
     d["size"] = change->size;
     d["next_rank"] = change->next_rank;
+    d["at_commit"] = change->at_commit;
+    d["joined"] = change->joined;
     exc.attr("membership_change") = d;
   }
   PyErr_SetObject(g_troika_error, exc.ptr());
@@ -420,6 +422,9 @@ PYBIND11_MODULE(_troika, m) {
             return Wrap(c.Barrier(MakeOpOptions(process_set, -1, 0)), -1);
           },
           py::arg("process_set") = 0)
+      .def(
+          "elastic_commit", [](troika::Context& c) { return Wrap(c.ElasticCommit(), -1); },
+          "an elastic job's commit point, where nodes waiting to join are admitted")
       .def("join", [](troika::Context& c) { return Wrap(c.Join(), -1); })
       .def(
           "add_process_set",

@@ -20,6 +20,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
                            "8",
                            "--node_rank=1",
                            "--min_np=4",
+                           "--max_np=24",
                            "--host=node-b",
                            "--data_host=10.1.0.2",
                            "--socket_dir=/run/troika",
@@ -43,6 +44,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(o->nproc_per_node, 8);
   EXPECT_EQ(o->node_rank, 1);
   EXPECT_EQ(o->min_np, 4);
+  EXPECT_EQ(o->max_np, 24);
   EXPECT_EQ(o->host, "node-b");
   EXPECT_EQ(o->data_host, "10.1.0.2");
   EXPECT_EQ(o->socket_dir, "/run/troika");
@@ -127,6 +129,8 @@ TEST(AgentOptionsTest, UsageErrorsNameTheProblem) {
       {{"--coordinator=h:1", "--job=j", "--nnodes=1", "--", "x"}, "--nproc-per-node is required"},
       {with({"--node_rank=2", "--", "x"}), "--node_rank 2 is not below --nnodes 2"},
       {with({"--min_np=5", "--", "x"}), "--min_np 5 is above the job's 4 ranks"},
+      {with({"--max_np=8", "--", "x"}), "--max_np needs --min_np (an elastic job)"},
+      {with({"--min_np=2", "--max_np=3", "--", "x"}), "--max_np 3 is below the job's 4 ranks"},
       {with({"--nproc-per-node=0", "--", "x"}), "between 1 and 1024, got 0"},
       {with({"--coordinator=nohost", "--", "x"}),
        "--coordinator: coordinator address 'nohost' is invalid: no port (expected host:port, "

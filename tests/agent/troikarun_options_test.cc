@@ -113,7 +113,7 @@ TEST(TroikarunOptionsTest, SchedulesOnOrOffForTheEmbeddedCoordinatorOnly) {
   EXPECT_TRUE(Parse({"-np", "2", "--coordinator", "h:1", "--", "x"}).ok());
 }
 
-TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobOfAtMostNp) {
+TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobAndMaxNpLetsItGrow) {
   auto unset = Parse({"-np", "4", "--", "x"});
   ASSERT_TRUE(unset.ok()) << unset.status();
   EXPECT_EQ(unset->min_np, 0) << "not elastic";
@@ -124,6 +124,15 @@ TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobOfAtMostNp) {
   ASSERT_FALSE(above.ok());
   EXPECT_THAT(std::string(above.status().message()), HasSubstr("--min-np 5 is above -np 4"));
   EXPECT_THAT(std::string(kTroikarunUsage), HasSubstr("--min-np M"));
+  auto growing = Parse({"-np", "2", "--min-np", "2", "--max-np", "4", "--", "x"});
+  ASSERT_TRUE(growing.ok()) << growing.status();
+  EXPECT_EQ(growing->max_np, 4);
+  auto alone = Parse({"-np", "2", "--max-np", "4", "--", "x"});
+  ASSERT_FALSE(alone.ok());
+  EXPECT_THAT(std::string(alone.status().message()), HasSubstr("--max-np needs --min-np"));
+  auto below = Parse({"-np", "4", "--min-np", "2", "--max-np", "3", "--", "x"});
+  ASSERT_FALSE(below.ok());
+  EXPECT_THAT(std::string(below.status().message()), HasSubstr("--max-np 3 is below -np 4"));
 }
 
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {

@@ -39,15 +39,16 @@ TEST(AdminFormatTest, ShowListsPendingTensorsWithMissingRanksAndAbortReason) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("Elastic:"))) << "not elastic";
 }
 
-TEST(AdminFormatTest, ShowSaysAnElasticJobsMinimumAndWhyItsGenerationBegan) {
+TEST(AdminFormatTest, ShowSaysAnElasticJobsBoundsAndWhyItsGenerationBegan) {
   JobInfo info;
   info.min_size = 2;
+  info.max_size = 4;
   info.epoch = 1;
-  EXPECT_THAT(FormatJobInfo(info), HasSubstr("Elastic:         at least 2 ranks; generation 1\n"));
+  EXPECT_THAT(FormatJobInfo(info), HasSubstr("Elastic:         2 to 4 ranks; generation 1\n"));
   info.epoch = 2;
   info.generation_cause = "rank 2 on a was killed by signal 9 (Killed)";
   EXPECT_THAT(FormatJobInfo(info),
-              HasSubstr("Elastic:         at least 2 ranks; generation 2, after rank 2 on a was "
+              HasSubstr("Elastic:         2 to 4 ranks; generation 2, after rank 2 on a was "
                         "killed by signal 9 (Killed)\n"));
 }
 

@@ -1,6 +1,7 @@
 // Elastic jobs on the coordinator (docs/elastic.md): losing ranks ends a generation, the
 // survivors attach again as the next one under the job's name, renumbered; below the
-// minimum, and for jobs that are not elastic, the job aborts as before.
+// minimum, and for jobs that are not elastic, the job aborts as before. Nodes registering
+// while it runs wait, up to its maximum, and are admitted at its next commit.
 
 #include <future>
 
@@ -15,6 +16,7 @@ namespace {
 
 using test_util::AttachAll;
 using test_util::FakeSink;
+using test_util::Register;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -26,9 +28,9 @@ class JobElasticTest : public ::testing::Test {
     return options;
   }
 
-  std::shared_ptr<Job> Create(int size, int min_size) {
+  std::shared_ptr<Job> Create(int size, int min_size, int max_size = 0) {
     bool created = false;
-    auto job = registry_.CreateJob("train", size, &created, {}, min_size);
+    auto job = registry_.CreateJob("train", size, &created, {}, min_size, max_size);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? *job : nullptr;
   }
@@ -56,6 +58,28 @@ class JobElasticTest : public ::testing::Test {
     }
     return out;
   }
+
+  static TensorRequest Barrier(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.type = CollectiveType::kBarrier;
+    r.dtype = DataType::kUint8;
+    r.shape = {0};
+    return r;
+  }
+  static TensorRequest Allreduce(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.shape = {2};
+    return r;
+  }
+  static constexpr char kCommit[] = "troika/elastic/commit/0";
+
+  // The registry goes first: nothing may run on its scheduler then (a job ending calls
+  // back into it there).
+  void TearDown() override { scheduler_.Stop(); }
 
   Scheduler scheduler_;
   FakeClock clock_;
@@ -172,7 +196,107 @@ TEST_F(JobElasticTest, TheMinimumMustFitAndMatch) {
   ASSERT_TRUE(Create(4, 2));
   auto other = registry_.CreateJob("train", 4, &created, {}, 3);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(other.status().message(), HasSubstr("already exists with 4 ranks (at least 2)"));
+  EXPECT_THAT(other.status().message(),
+              HasSubstr("already exists with 4 ranks (at least 2, at most 4)"));
+  EXPECT_EQ(registry_.CreateJob("other", 4, &created, {}, 0, 6).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a maximum above the size needs a minimum";
+  EXPECT_EQ(registry_.CreateJob("other", 4, &created, {}, 2, 3).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a maximum below the size";
+}
+
+TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit) {
+  std::shared_ptr<Job> job = Create(2, 2, 4);
+  ASSERT_TRUE(Register(*job, "a", 2, -1).ok());
+  AttachNodes(*job, {{"a", {0, 1}}});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  EXPECT_EQ(Register(*job, "b", 2, -1, held).status().message(), "waiting");
+  EXPECT_EQ(Register(*job, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
+      << "2 ranks and 2 joining: one more would exceed the maximum of 4";
+
+  // A barrier that is no commit admits nobody; the commit does, after what came before it.
+  ASSERT_TRUE(
+      job->Submit(&a, {Barrier(0, "troika/barrier/0"), Barrier(1, "troika/barrier/0")}).ok());
+  ASSERT_EQ(a.messages().size(), 1u);
+  EXPECT_FALSE(held->has_value());
+  ASSERT_TRUE(job->Submit(&a, {Allreduce(0, "x"), Allreduce(1, "x"), Barrier(0, kCommit),
+                               Barrier(1, kCommit)})
+                  .ok());
+  ASSERT_EQ(a.messages().size(), 3u);
+  ASSERT_EQ(a.messages()[1].responses.size(), 1u);
+  EXPECT_EQ(a.messages()[1].responses[0].names, std::vector<std::string>{"x"});
+  const DownMessage change = a.messages()[2];
+  EXPECT_THAT(change.abort_reason,
+              HasSubstr("membership of job 'train' changed: 2 ranks on b joined at a commit; the "
+                        "job goes on with 4 ranks as generation 2"));
+  ASSERT_TRUE(change.membership_change.has_value());
+  EXPECT_TRUE(change.membership_change->at_commit);
+  EXPECT_EQ(change.membership_change->joined, 2);
+  EXPECT_EQ(change.membership_change->size, 4);
+  EXPECT_THAT(change.membership_change->next_rank, ElementsAre(0, 1));
+  ASSERT_TRUE(held->has_value() && (*held)->ok())
+      << (held->has_value() ? (*held)->status() : absl::OkStatus());
+  EXPECT_EQ((**held)->first_rank, 2);
+  EXPECT_EQ((**held)->size, 4);
+
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 4);
+  EXPECT_EQ(next->max_size(), 4);
+  job->CloseSession(&a, absl::OkStatus());
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0, 1}}, {"b", {2, 3}}});
+  EXPECT_EQ(m[1][1].rank, 3);
+  EXPECT_EQ(m[1][1].epoch, 2);
+  EXPECT_EQ(m[1][1].local_rank, 1);
+  EXPECT_EQ(m[1][1].cross_rank, 1);
+  EXPECT_EQ(registry_.counts().admissions, 1);
+  EXPECT_EQ(next->Describe().generation_cause, "2 ranks on b joined at a commit");
+  EXPECT_EQ(Register(*next, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
+      << "at its maximum";
+}
+
+TEST_F(JobElasticTest, AJoiningNodeWaitsThroughALossAndIsLetGoWhenItStopsWaiting) {
+  std::shared_ptr<Job> job = Create(3, 1, 5);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &a).ok());
+  auto held_b = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  auto held_c = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  bool c_gave_up = false;
+  ASSERT_FALSE(Register(*job, "b", 1, -1, held_b).ok());
+  ASSERT_FALSE(Register(*job, "c", 1, -1, held_c, [&] { return c_gave_up; }).ok());
+  ASSERT_TRUE(job->ReportExit(&a, {2, "a", 0, 9}).ok());  // generation 2: ranks 0 and 1
+  EXPECT_FALSE(held_b->has_value()) << "still waiting, in the next generation";
+  std::shared_ptr<Job> next = Find();
+  ASSERT_EQ(next->size(), 2);
+  job->CloseSession(&a, absl::OkStatus());
+  AttachAll(*next, {"a", "a"});
+  FakeSink a2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &a2).ok());
+  c_gave_up = true;
+  ASSERT_TRUE(next->Submit(&a2, {Barrier(0, kCommit), Barrier(1, kCommit)}).ok());
+  ASSERT_TRUE(held_b->has_value() && (*held_b)->ok());
+  EXPECT_EQ((**held_b)->first_rank, 2);
+  EXPECT_EQ((**held_b)->size, 3) << "without c, which stopped waiting";
+  ASSERT_TRUE(held_c->has_value());
+  EXPECT_EQ((*held_c)->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(Find()->size(), 3);
+}
+
+TEST_F(JobElasticTest, AJoiningNodeLearnsThatTheJobEnded) {
+  std::shared_ptr<Job> job = Create(2, 1, 3);
+  AttachAll(*job, {"a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  ASSERT_FALSE(Register(*job, "b", 1, -1, held).ok());
+  ASSERT_TRUE(job->Goodbye(&a, {0, 1}).ok());
+  ASSERT_TRUE(held->has_value());
+  EXPECT_EQ((*held)->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT((*held)->status().message(), HasSubstr("finished before this node was admitted"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ using ::testing::HasSubstr;
 
 using test_util::AttachAll;
 using test_util::FakeSink;
+using test_util::Register;
 
 class JobTest : public ::testing::Test {
  protected:
@@ -239,15 +240,15 @@ TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
 
 TEST_F(JobTest, NodeAttachGetsEveryMembershipOfTheNode) {
   auto job = MakeJob(4);
-  auto block_a = job->RegisterNode("a", 2, -1);
-  auto block_b = job->RegisterNode("b", 2, -1);
+  auto block_a = Register(*job, "a", 2, -1);
+  auto block_b = Register(*job, "b", 2, -1);
   ASSERT_TRUE(block_a.ok() && block_b.ok());
-  EXPECT_EQ(block_a->first, 0);
-  EXPECT_EQ(block_b->first, 2);
-  EXPECT_EQ(job->RegisterNode("a", 2, -1)->first, 0);  // a restarted agent gets its block
-  EXPECT_EQ(job->RegisterNode("c", 2, -1).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(job->RegisterNode("c", 2, 1).status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(job->RegisterNode("c", 3, -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(block_a->first_rank, 0);
+  EXPECT_EQ(block_b->first_rank, 2);
+  EXPECT_EQ(Register(*job, "a", 2, -1)->first_rank, 0);  // a restarted agent gets its block
+  EXPECT_EQ(Register(*job, "c", 2, -1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Register(*job, "c", 2, 1).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Register(*job, "c", 3, -1).status().code(), absl::StatusCode::kInvalidArgument);
 
   std::promise<absl::StatusOr<std::vector<Membership>>> a, b;
   job->Attach({0, 1}, "a", absl::Seconds(30), [&](auto m) { a.set_value(m); });

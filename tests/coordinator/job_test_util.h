@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,20 @@ inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string
     out.push_back(m.ok() ? m->front() : Membership{});
   }
   return out;
+}
+
+// RegisterNode's answer; UNKNOWN "waiting" while the node waits to join (an elastic job):
+// `*held` then gets the answer when it comes.
+inline absl::StatusOr<Job::NodeBlock> Register(
+    Job& job, const std::string& host, int nproc, int node_rank,
+    std::shared_ptr<std::optional<absl::StatusOr<Job::NodeBlock>>> held = nullptr,
+    std::function<bool()> cancelled = nullptr) {
+  if (!held) held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  job.RegisterNode(
+      host, nproc, node_rank, [held](absl::StatusOr<Job::NodeBlock> block) { *held = block; },
+      std::move(cancelled));
+  if (!held->has_value()) return absl::UnknownError("waiting");
+  return **held;
 }
 
 // Sample values of one family in a scrape, keyed by their labels rendered "k=v,k=v".

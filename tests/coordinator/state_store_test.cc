@@ -12,9 +12,12 @@
 #include "coordinator/job_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/job_test_util.h"
 
 namespace troika::coordinator {
 namespace {
+
+using test_util::Register;
 
 class StateStoreTest : public ::testing::Test {
  protected:
@@ -45,7 +48,7 @@ TEST_F(StateStoreTest, RestartedRegistryHasTheJobWithItsTokenAndNodeBlocks) {
     bool created = false;
     auto job = registry->CreateJob("train", 4, &created, Secret::Of("job-secret"));
     ASSERT_TRUE(job.ok());
-    ASSERT_TRUE((*job)->RegisterNode("node-b", 2, 1).ok());
+    ASSERT_TRUE(Register(**job, "node-b", 2, 1).ok());
   }  // the coordinator dies; the record stays
   auto registry = MakeRegistry();
   EXPECT_EQ(registry->RestoreJobs(), 1);
@@ -54,12 +57,12 @@ TEST_F(StateStoreTest, RestartedRegistryHasTheJobWithItsTokenAndNodeBlocks) {
   EXPECT_EQ((*job)->size(), 4);
   EXPECT_TRUE((*job)->TokenMatches("job-secret"));
   EXPECT_FALSE((*job)->TokenMatches("another job's secret"));
-  auto block = (*job)->RegisterNode("node-b", 2, 1);
+  auto block = Register(**job, "node-b", 2, 1);
   ASSERT_TRUE(block.ok());
-  EXPECT_EQ(block->first, 2);
-  EXPECT_EQ((*job)->RegisterNode("node-c", 2, 1).status().code(), absl::StatusCode::kAlreadyExists)
+  EXPECT_EQ(block->first_rank, 2);
+  EXPECT_EQ(Register(**job, "node-c", 2, 1).status().code(), absl::StatusCode::kAlreadyExists)
       << "node 1 belongs to node-b, as before the restart";
-  EXPECT_EQ((*job)->RegisterNode("node-b", 2, -1)->first, 2) << "a host gets its block back";
+  EXPECT_EQ(Register(**job, "node-b", 2, -1)->first_rank, 2) << "a host gets its block back";
 }
 
 TEST_F(StateStoreTest, ProcessSetsAndTunedParametersComeBack) {

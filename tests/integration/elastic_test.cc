@@ -3,17 +3,25 @@
 // (troika-example-elastic). A rank killed with SIGKILL mid-training: the others learn it
 // within 5 s, go on as 3 ranks from their last commit, finish, and end with bit-identical
 // weights; a whole agent killed: the other node goes on alone; three losses in a row: three
-// generations. Below the minimum the job aborts saying so. (Jobs without --min-np keep failing
-// fast: fault_test.)
+// generations. Below the minimum the job aborts saying so. A troika-agent started for a running
+// job below its --max-np is admitted at the next commit: the job grows, the new ranks start
+// from rank 0's state and all end identical; ten such joins and losses in turn leave the
+// coordinator, the agent and the rank that stay with no more threads, descriptors or memory.
+// (Jobs without --min-np keep failing fast: fault_test.)
 
+#include <dirent.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/launcher_helpers.h"
@@ -28,6 +36,9 @@ constexpr int kCommitEvery = 10;
 class ElasticTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = MakeScratchDir("elastic"); }
+  void TearDown() override {
+    for (pid_t pid : others_) WaitWithTimeout(pid, absl::ZeroDuration());  // kills leftovers
+  }
 
   // Waits until `text` is in the ranks' output; false if it is not within 60 s.
   bool WaitForOutput(const std::string& text) {
@@ -106,8 +117,25 @@ class ElasticTest : public ::testing::Test {
   std::string Out() { return ReadFile(dir_ + "/stdout"); }
   std::string Err() { return ReadFile(dir_ + "/stderr"); }
 
+  // A troika-coordinator of its own (plaintext, a free port on 127.0.0.1): its address.
+  std::string StartCoordinator() {
+    const std::string port_file = dir_ + "/port";
+    others_.push_back(StartShell(absl::StrCat(
+        "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --plaintext --port_file=", port_file,
+        " 2>", dir_, "/coordinator.err")));
+    int port = 0;
+    for (absl::Time deadline = absl::Now() + absl::Seconds(20);
+         !absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(port_file)), &port) &&
+         absl::Now() < deadline;) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_GT(port, 0) << ReadFile(dir_ + "/coordinator.err");
+    return absl::StrCat("127.0.0.1:", port);
+  }
+
   std::string dir_;
   pid_t troikarun_ = -1;
+  std::vector<pid_t> others_;  // a coordinator, agents started by hand
 };
 
 TEST_F(ElasticTest, AKilledRanksSurvivorsGoOnFromTheirLastCommitAndEndIdentical) {
@@ -177,6 +205,162 @@ TEST_F(ElasticTest, EachOfSeveralLossesEndsAGenerationAndTheLastSurvivorsFinish)
                              "the job goes on with 4 ranks as generation 3",
                              "the job goes on with 3 ranks as generation 4"}) {
     EXPECT_THAT(Err(), HasSubstr(change));
+  }
+}
+
+TEST_F(ElasticTest, AnAgentStartedForTheRunningJobIsAdmittedAtACommitAndItsRanksCatchUp) {
+  const std::string address = StartCoordinator();
+  const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=grow-secret ";
+  const std::string example =
+      absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=300 --commit_every=", kCommitEvery);
+  troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+                                       " --job=grow -np 2 --min-np 2 --max-np 4 -- ", example, " >",
+                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
+  const pid_t agent = StartShell(
+      absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address,
+                   " --job=grow --nnodes=1 --nproc-per-node=2 --min_np=2 --max_np=4 --host=node-c "
+                   "--data_host=127.0.0.1 --socket_dir=",
+                   dir_, " -- ", example, " >", dir_, "/agent.out 2>", dir_, "/agent.err"));
+  others_.push_back(agent);
+  EXPECT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+  EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(30)), 0) << ReadFile(dir_ + "/agent.err");
+  const std::string all = Out() + ReadFile(dir_ + "/agent.out");
+
+  // The job grew at one commit: every rank went on from it, none went back.
+  std::regex synced(R"(\[(\d)\] synced to step (\d+))");
+  std::map<int, std::vector<int>> syncs;  // rank -> steps it synced to, in order
+  for (std::sregex_iterator it(all.begin(), all.end(), synced), end; it != end; ++it) {
+    syncs[std::stoi((*it)[1])].push_back(std::stoi((*it)[2]));
+  }
+  ASSERT_EQ(syncs.size(), 4u) << all;
+  const int grown_at = syncs[2].at(0);  // the new ranks' first state: rank 0's
+  EXPECT_GT(grown_at, 20);
+  EXPECT_EQ(grown_at % kCommitEvery, 0) << "at a commit";
+  EXPECT_THAT(syncs[0], ::testing::ElementsAre(0, grown_at));
+  EXPECT_THAT(syncs[1], ::testing::ElementsAre(0, grown_at));
+  EXPECT_THAT(syncs[3], ::testing::ElementsAre(grown_at));
+  EXPECT_EQ(all.find("restored to"), std::string::npos) << all;
+  // All four finish as generation 2 with the same weights.
+  std::regex done(R"(\[(\d)\] done steps 300 size 4 epoch 2 weights ([0-9a-f]+))");
+  std::set<int> finished;
+  std::set<std::string> weights;
+  for (std::sregex_iterator it(all.begin(), all.end(), done), end; it != end; ++it) {
+    finished.insert(std::stoi((*it)[1]));
+    weights.insert((*it)[2]);
+  }
+  EXPECT_EQ(finished, (std::set<int>{0, 1, 2, 3})) << all;
+  EXPECT_EQ(weights.size(), 1u) << all;
+  EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
+              HasSubstr("2 ranks on node-c joined at a commit; the job goes on with 4 ranks as "
+                        "generation 2"));
+}
+
+// What a process holds: threads, open descriptors, resident memory.
+struct Holdings {
+  int threads = 0, fds = 0;
+  int64_t rss_kib = 0;
+};
+
+Holdings HoldingsOf(pid_t pid) {
+  Holdings h;
+  const std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
+  std::smatch m;
+  if (std::regex_search(status, m, std::regex(R"(Threads:\s+(\d+))"))) h.threads = std::stoi(m[1]);
+  if (std::regex_search(status, m, std::regex(R"(VmRSS:\s+(\d+))"))) h.rss_kib = std::stoll(m[1]);
+  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str())) {
+    while (dirent* entry = readdir(dir)) h.fds += entry->d_name[0] != '.';
+    closedir(dir);
+  }
+  return h;
+}
+
+// The one child process of `parent` (an agent's rank); 0 if there is none yet.
+pid_t ChildOf(pid_t parent) {
+  pid_t child = 0;
+  if (DIR* proc = opendir("/proc")) {
+    while (dirent* entry = readdir(proc)) {
+      int pid = 0;
+      if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+      const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+      const size_t paren = stat.rfind(')');
+      int ppid = 0;
+      if (paren != std::string::npos &&
+          std::sscanf(stat.c_str() + paren + 1, " %*c %d", &ppid) == 1 && ppid == parent) {
+        child = pid;
+      }
+    }
+    closedir(proc);
+  }
+  return child;
+}
+
+TEST_F(ElasticTest, TenJoinsAndLossesInTurnLeakNothing) {
+  const std::string address = StartCoordinator();
+  const pid_t coordinator = others_.back();
+  const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=turns-secret ";
+  // 2 ranks on 2 agents; each round an agent of 1 rank joins (3 ranks), then its rank is
+  // killed (2 again): generations 2 to 11. Training lasts until generation 11.
+  const std::string example = absl::StrCat(EXAMPLE_ELASTIC_BINARY,
+                                           " --steps=200 --step_ms=5 --commit_every=5 "
+                                           "--min_generation=11 --pid_dir=",
+                                           dir_);
+  troikarun_ =
+      StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+                              " --job=turns -np 2 --nproc-per-node 1 --min-np 1 --max-np 3 -- ",
+                              example, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+  const pid_t rank0 = WaitForPid(0);
+  ASSERT_NE(rank0, 0) << Err();
+  const pid_t agent0 = ParentOf(rank0);
+  std::vector<Holdings> coordinator_holds, agent_holds, rank_holds;
+  int generation = 1;
+  for (int round = 1; round <= 5; ++round) {
+    const std::string name = absl::StrCat("join-", round);
+    const pid_t agent = StartShell(
+        absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address,
+                     " --job=turns --nnodes=1 --nproc-per-node=1 --min_np=1 --host=", name,
+                     " --data_host=127.0.0.1 --socket_dir=", dir_, " -- ", example, " >", dir_, "/",
+                     name, ".out 2>", dir_, "/", name, ".err"));
+    others_.push_back(agent);
+    ASSERT_TRUE(WaitForOutput(absl::StrCat("[0] generation ", ++generation, " first step")))
+        << "round " << round << ": no join\n"
+        << Out() << Err() << ReadFile(dir_ + "/" + name + ".err");
+    const pid_t rank = ChildOf(agent);
+    ASSERT_GT(rank, 0);
+    ASSERT_EQ(kill(rank, SIGKILL), 0);
+    ASSERT_TRUE(WaitForOutput(absl::StrCat("[0] generation ", ++generation, " first step")))
+        << "round " << round << ": no loss\n"
+        << Out() << Err();
+    EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(30)), 0) << "the job went on without its rank\n"
+                                                            << ReadFile(dir_ + "/" + name + ".err");
+    coordinator_holds.push_back(HoldingsOf(coordinator));
+    agent_holds.push_back(HoldingsOf(agent0));
+    rank_holds.push_back(HoldingsOf(rank0));
+    for (const auto* h : {&coordinator_holds.back(), &agent_holds.back(), &rank_holds.back()}) {
+      std::printf("round %d generation %d: %d threads, %d descriptors, %lld KiB\n", round,
+                  generation, h->threads, h->fds, static_cast<long long>(h->rss_kib));
+    }
+  }
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+  std::regex done(R"(\[(\d)\] done steps \d+ size 2 epoch 11 weights ([0-9a-f]+))");
+  std::set<int> finished;
+  std::set<std::string> weights;
+  const std::string out = Out();
+  for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
+    finished.insert(std::stoi((*it)[1]));
+    weights.insert((*it)[2]);
+  }
+  EXPECT_EQ(finished, (std::set<int>{0, 1})) << out;
+  EXPECT_EQ(weights.size(), 1u) << out;
+  // From the first round to the last (4 rounds, 8 generations): nothing grows with them.
+  const std::vector<std::pair<std::string, std::vector<Holdings>*>> holders = {
+      {"coordinator", &coordinator_holds}, {"agent", &agent_holds}, {"rank 0", &rank_holds}};
+  for (const auto& [who, holds] : holders) {
+    const Holdings& first = holds->front();
+    const Holdings& last = holds->back();
+    EXPECT_LE(last.threads, first.threads + 2) << who << " threads";
+    EXPECT_LE(last.fds, first.fds + 2) << who << " descriptors";
+    EXPECT_LE(last.rss_kib, first.rss_kib + 4096) << who << " resident KiB";
   }
 }
 

@@ -58,5 +58,7 @@ troika_test(elastic_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
   LIBS absl::strings absl::time TIMEOUT 300)
 target_compile_definitions(elastic_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
   EXAMPLE_ELASTIC_BINARY="$<TARGET_FILE:troika-example-elastic>")
-add_dependencies(elastic_test troikarun troika-agent troika-example-elastic)
+add_dependencies(elastic_test troikarun troika-agent troika-coordinator troika-example-elastic)

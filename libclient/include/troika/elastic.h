@@ -5,13 +5,17 @@
 // on host-a was killed by signal 9 (Killed); the job goes on with 3 ranks as generation 2",
 // and the status carries the renumbering (GetMembershipChange). The survivors make a new
 // Context with their new rank and size, go back to their last committed state and take rank
-// 0's: Run() does all of it.
+// 0's: Run() does all of it. Nodes that register for the running job (up to its maximum,
+// `troikarun --max-np`) are admitted at a commit: every rank's elastic::Commit fails alike
+// with the change that admits them, and Run goes on from the commit just made.
 //
 //   struct Model : troika::elastic::State { ... Commit, Restore, Sync ... };
 //   absl::Status s = troika::elastic::Run(*options, model, [&](troika::Context& ctx) {
 //     for (; model.step < steps; ++model.step) {
 //       ... ctx.Allreduce(...) ...
-//       if (model.step % 10 == 0) model.Commit();
+//       if (model.step % 10 == 0) {
+//         if (absl::Status c = troika::elastic::Commit(ctx, model); !c.ok()) return c;
+//       }
 //     }
 //     return absl::OkStatus();
 //   });
@@ -45,9 +49,16 @@ class State {
   virtual absl::Status Sync(Context& context) = 0;
 };
 
+// Commits `state` (State::Commit), then marks the commit point of every rank
+// (Context::ElasticCommit), where nodes waiting to join are admitted: OK, or the membership
+// change that admits them (or one that loses ranks, or any other error) for `train` to return
+// as it is.
+absl::Status Commit(Context& context, State& state);
+
 // Runs `train` in an elastic job until it returns: Context::Init(options), state.Sync, train;
 // when the job's membership changed, the context is shut down, `state` restored to its last
-// commit and the loop goes on as the next generation (the new rank and size in `options`).
+// commit (not when the change admitted new ranks at a commit: the state is that commit) and
+// the loop goes on as the next generation (the new rank and size in `options`).
 // Returns what `train` returned (after a clean Shutdown), or the first error that is not a
 // membership change (Init's included).
 absl::Status Run(Options options, State& state,

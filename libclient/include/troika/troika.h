@@ -267,6 +267,11 @@ class Context {
                            AllreduceOptions options = {});
   // Completes once every rank (of `options.process_set`) has reached the barrier.
   Handle Barrier(OpOptions options = {});
+  // An elastic job's commit point (docs/elastic.md): a barrier of every rank, at which the
+  // coordinator admits the nodes waiting to join. It then fails on every rank alike with
+  // the membership change that admits them (GetMembershipChange: at_commit set), which
+  // elastic::Run goes on from without going back. elastic::Commit calls it.
+  Handle ElasticCommit();
 
   // Process sets: subsets of the job's ranks with their own negotiation (names are matched
   // within a set, ordered per set) and their own data-plane communicator, so collectives in

@@ -88,6 +88,10 @@ struct MembershipChange {
   int64_t epoch = 0;           // of the next generation
   int size = 0;                // its ranks
   std::vector<int> next_rank;  // by rank of the generation that ended: its rank next; -1: gone
+  // The generation ended at a commit (Context::ElasticCommit) to admit `joined` new ranks,
+  // the last of the next generation: every rank has just committed, none goes back.
+  bool at_commit = false;
+  int joined = 0;
 };
 
 }  // namespace troika

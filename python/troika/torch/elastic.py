@@ -21,8 +21,10 @@ When a rank (or a node's agent) is lost and at least ``--min-np`` ranks remain, 
 rank's current operation raises ``HorovodInternalError`` (``troika.TroikaError``) naming the
 lost rank; ``run`` then restores the state's last commit, joins the job's next generation
 (ranks renumbered, ``hvd.rank()`` and ``hvd.size()`` change), calls the reset callbacks, syncs
-rank 0's state to every rank and calls the function again. Ranks joining a running job
-(``HostsUpdatedInterrupt``) are not built yet: ``commit()`` never raises it.
+rank 0's state to every rank and calls the function again. A node that joins the running job
+(a ``troika-agent`` started for it, up to ``--max-np``) is admitted at a ``commit()``: on every
+rank alike it raises ``HostsUpdatedInterrupt``, and ``run`` goes on from that commit as the
+next generation, the new ranks included (they start from rank 0's state).
 """
 
 import copy
@@ -41,19 +43,22 @@ __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's interrupt for hosts joining or leaving at a commit. ``skip_sync``: the state
-    needs no sync from rank 0 afterwards. (Troika does not raise it yet: ranks joining a
-    running job are not built.)"""
+    """Horovod's interrupt for hosts joining at a commit: ``commit()`` raises it on every rank
+    alike when the job admitted nodes there. ``skip_sync``: the state needs no sync from rank 0
+    afterwards (never, for Troika: the new ranks need it). ``membership_change``: the job's next
+    generation (as ``TroikaError.membership_change``)."""
 
-    def __init__(self, skip_sync=False):
+    def __init__(self, skip_sync=False, membership_change=None):
         super().__init__("the job's hosts were updated")
         self.skip_sync = skip_sync
+        self.membership_change = membership_change
 
 
 def run(func):
-    """Decorates ``func(state, *args, **kwargs)`` to run as an elastic job: on a membership
-    change it restores ``state``'s last commit and runs it again in the job's next generation;
-    any other error propagates."""
+    """Decorates ``func(state, *args, **kwargs)`` to run as an elastic job: when ranks are lost
+    it restores ``state``'s last commit and runs it again in the job's next generation; when
+    nodes joined at a commit (HostsUpdatedInterrupt) it goes on from that commit in the next
+    generation; any other error propagates."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
@@ -73,8 +78,11 @@ def run(func):
                 _hvd.init()  # the next generation, renumbered
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
-                # The membership is the same (Troika does not raise this itself yet): the
-                # reset callbacks run, and the state is synced unless skip_sync.
+                # Nodes joined at the commit just made: nothing to go back to.
+                if e.membership_change is not None:
+                    if not _troika_pkg.enter_next_generation(e.membership_change):
+                        raise
+                    _hvd.init()
                 skip_sync = e.skip_sync
             state.on_reset()
 
@@ -105,8 +113,17 @@ class State:
         self.check_host_updates()
 
     def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt when hosts were added at this commit (not yet: ranks
-        cannot join a running Troika job)."""
+        """The job's commit point (every rank's): raises HostsUpdatedInterrupt when the job
+        admitted nodes here."""
+        if not _troika_pkg.is_initialized():
+            return
+        try:
+            _troika_pkg.context().elastic_commit().wait()
+        except TroikaError as e:
+            change = getattr(e, "membership_change", None)
+            if change is not None and change.get("at_commit"):
+                raise HostsUpdatedInterrupt(False, change) from e
+            raise
 
     def save(self):
         raise NotImplementedError
