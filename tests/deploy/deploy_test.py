@@ -11,7 +11,7 @@ dashboard and the alerts use, against the real binaries. Run by ctest (tests/dep
               step; every shared library of the installed binaries comes from
               RUNTIME_PACKAGES (or debian:12-slim), and every runtime package is needed
   flags       (deploy_flags_match_cli) the manifests' coordinator and agent command lines,
-              exactly (see check_flags for the two rewrites), run a training job to
+              exactly (see check_flags for the rewrites), run the example jobs to
               completion; in a private network namespace where it can (root)
   live        (metrics_live) coordinator + 2 agents training: promtool check metrics on their
               scrapes, a real Prometheus scraping them answers a step-time quantile, and every
@@ -45,6 +45,7 @@ BINARIES = {
     "troika-agent": os.path.join(BUILD, "agent", "troika-agent"),
     "troikarun": os.path.join(BUILD, "agent", "troikarun"),
     "troika-example-train": os.path.join(BUILD, "examples", "troika-example-train"),
+    "troika-example-elastic": os.path.join(BUILD, "examples", "troika-example-elastic"),
 }
 KUBERNETES_VERSION = "1.30.0"
 
@@ -186,7 +187,8 @@ def check_writable_dirs(docs):
     (the coordinator's timeline and autotune dirs, the agent's Unix socket dir, /tmp unless
     --socket_dir says otherwise) must be a mounted volume."""
     for kind, name, defaults in (("Deployment", "troika-coordinator", {}),
-                                 ("Job", "troika-example", {"socket_dir": "/tmp"})):
+                                 ("Job", "troika-example", {"socket_dir": "/tmp"}),
+                                 ("Job", "troika-example-elastic", {"socket_dir": "/tmp"})):
         c = container(docs, kind, name)
         if not c.get("securityContext", {}).get("readOnlyRootFilesystem"):
             fail(f"the {name} container's root file system is not read-only")
@@ -405,15 +407,20 @@ def private_network():
                + sys.argv[1:], dict(os.environ, TROIKA_DEPLOY_NETNS="1"))
 
 
+# The example Jobs: (name, its job-token Secret's directory from make-secrets.sh, its number of
+# pods at the start, what its first agent prints once training is done).
+EXAMPLE_JOBS = [("troika-example", "example-job", "completions", "step 50 loss"),
+                ("troika-example-elastic", "example-elastic-job", "parallelism", "done steps")]
+
+
 def check_flags():
     private_network()
     _, docs = rendered()
     coordinator = container(docs, "Deployment", "troika-coordinator")
-    agent = container(docs, "Job", "troika-example")
-    job = find(docs, "Job", "troika-example")
-    nodes = job["spec"]["completions"]
-    if any(a.startswith("--plaintext") for a in coordinator["args"] + agent["args"]):
-        fail("the manifests ask for plaintext gRPC: the cluster's control plane must use TLS")
+    for name, _, _, _ in EXAMPLE_JOBS:
+        if any(a.startswith("--plaintext") for a in
+               coordinator["args"] + container(docs, "Job", name)["args"]):
+            fail("the manifests ask for plaintext gRPC: the cluster's control plane must use TLS")
     for flag in ("--tls_cert=", "--tls_key=", "--tls_client_ca="):
         if not any(a.startswith(flag) for a in coordinator["args"]):
             fail(f"the coordinator's args lack {flag}: mutual TLS is the cluster default")
@@ -425,10 +432,10 @@ def check_flags():
         if made.returncode != 0:
             fail("deploy/make-secrets.sh: " + made.stdout + made.stderr)
 
-        def mounted(args, tls):
+        def mounted(args, tls, job_token="example-job"):
             """The pod's Secret mounts, as the files make-secrets.sh wrote."""
             mounts = {"/etc/troika/tls/": tls, "/etc/troika/admin/": "admin",
-                      "/etc/troika/job/": "example-job"}
+                      "/etc/troika/job/": job_token}
             for path, directory in mounts.items():
                 args = [a.replace(path, os.path.join(secrets, directory) + "/") for a in args]
             # The state volume: a scratch directory, not this machine's /var/lib.
@@ -440,37 +447,48 @@ def check_flags():
         metrics = int(next(a for a in args if a.startswith("--metrics_listen=")).rsplit(":", 1)[1])
         wait_for(lambda: http_get(metrics, "/readyz")[0] == 200, 30,
                  lambda: "the coordinator's /readyz\n" + procs.log("coordinator"))
-        agents = []
-        for index in range(nodes):
-            env = {"JOB_COMPLETION_INDEX": str(index), "POD_IP": "127.0.0.1"}
-            undefined = {v for a in agent["args"] for v in re.findall(r"\$\((\w+)\)", a)} - set(env)
-            if undefined:
-                fail(f"the Job's args use $({', '.join(sorted(undefined))}), which this test "
-                     "does not set as Kubernetes would")
-            if {e["name"] for e in agent["env"]} != set(env):
-                fail("the Job's container env is not JOB_COMPLETION_INDEX and POD_IP")
-            args = mounted(expand(agent["command"] + agent["args"], env), "client")
-            # Exactly the Job's flags (and the Secret's path) but two: the coordinator's Service
-            # name becomes its local
-            # address, and — since both "pods" share this host — the second agent's metrics port
-            # (the first keeps the manifest's) moves to a free one so the two do not collide.
-            args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a) for a in args]
-            if index > 0:
-                args = [re.sub(r"^--metrics_listen=(.*):\d+$", rf"--metrics_listen=\1:{free_port()}",
-                               a) for a in args]
-            split = args.index("--")
-            args = [binary(args[0])] + args[1:split + 1] + [binary(args[split + 1])] + args[split + 2:]
-            agents.append(procs.start(f"agent-{index}", args))
-        for index, proc in enumerate(agents):
-            try:
-                code = proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                fail(f"agent {index} did not finish\n" + procs.log(f"agent-{index}"))
-            if code != 0:
-                fail(f"agent {index} exited {code}\n" + procs.log(f"agent-{index}"))
-        if "step 50 loss" not in procs.log("agent-0"):
-            fail("the example did not train to the end:\n" + procs.log("agent-0"))
-    print(f"flags ok: the coordinator and {nodes} agents ran with the manifests' command lines")
+        ran = []
+        for name, token, count, done in EXAMPLE_JOBS:
+            agent = container(docs, "Job", name)
+            nodes = find(docs, "Job", name)["spec"][count]
+            agents = []
+            for index in range(nodes):
+                env = {"JOB_COMPLETION_INDEX": str(index), "POD_IP": "127.0.0.1"}
+                undefined = {v for a in agent["args"]
+                             for v in re.findall(r"\$\((\w+)\)", a)} - set(env)
+                if undefined:
+                    fail(f"the Job's args use $({', '.join(sorted(undefined))}), which this "
+                         "test does not set as Kubernetes would")
+                if not {e["name"] for e in agent["env"]} <= set(env):
+                    fail(f"{name}'s container env is not within JOB_COMPLETION_INDEX and POD_IP")
+                args = mounted(expand(agent["command"] + agent["args"], env), "client", token)
+                # Exactly the Job's flags (and the Secret's path) but these: the coordinator's
+                # Service name becomes its local address, and — since every "pod" shares this
+                # host — the metrics port of every agent but the first moves to a free one,
+                # and an agent without --node_rank gets the host name its pod would have.
+                args = [re.sub(r"^--coordinator=.*", "--coordinator=127.0.0.1:7070", a)
+                        for a in args]
+                if index > 0:
+                    args = [re.sub(r"^--metrics_listen=(.*):\d+$",
+                                   rf"--metrics_listen=\1:{free_port()}", a) for a in args]
+                split = args.index("--")
+                if not any(a.startswith("--node_rank") for a in args[:split]):
+                    args.insert(split, f"--host={name}-pod-{index}")
+                    split += 1
+                args = ([binary(args[0])] + args[1:split + 1] + [binary(args[split + 1])]
+                        + args[split + 2:])
+                agents.append(procs.start(f"{name}-{index}", args))
+            for index, proc in enumerate(agents):
+                try:
+                    code = proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    fail(f"{name}: agent {index} did not finish\n" + procs.log(f"{name}-{index}"))
+                if code != 0:
+                    fail(f"{name}: agent {index} exited {code}\n" + procs.log(f"{name}-{index}"))
+            if done not in procs.log(f"{name}-0"):
+                fail(f"{name} did not train to the end:\n" + procs.log(f"{name}-0"))
+            ran.append(f"{name} ({nodes} agents)")
+    print(f"flags ok: the coordinator and {', '.join(ran)} ran with the manifests' command lines")
 
 
 # ---- live ----------------------------------------------------------------------------------
