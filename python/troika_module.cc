@@ -280,6 +280,9 @@ PYBIND11_MODULE(_troika, m) {
       .def_property_readonly("local_size", &troika::Context::local_size)
       .def_property_readonly("cross_rank", &troika::Context::cross_rank)
       .def_property_readonly("cross_size", &troika::Context::cross_size)
+      .def_property_readonly(
+          "generation", [](const troika::Context& c) { return c.membership().epoch; },
+          "the job's membership generation (1, then one more per elastic membership change)")
       .def(
           "allreduce",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,

@@ -24,6 +24,7 @@ import time
 
 import torch
 
+import troika
 import troika.torch as hvd
 
 
@@ -39,6 +40,8 @@ def parse_args():
                    help="a stand-in for a bigger model's compute, per batch")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--pid-dir", default="", help="write pid.<TROIKA_RANK> here")
+    p.add_argument("--min-generation", type=int, default=0,
+                   help="train on past --epochs until the job is at this generation (tests)")
     return p.parse_args()
 
 
@@ -74,7 +77,8 @@ def main():
 
     @hvd.elastic.run
     def train(state):
-        for state.epoch in range(state.epoch, args.epochs):
+        # Every rank of a generation has the same epoch and generation: all stop together.
+        while state.epoch < args.epochs or troika.generation() < args.min_generation:
             if state.batch == 0:
                 state.sampler.set_epoch(state.epoch)
             # The rest of the epoch, sharded over the ranks in the job now.
@@ -98,12 +102,13 @@ def main():
                     os.rename(path + ".tmp", path)
                     progress["wrote_pid"] = True
             state.batch = 0
+            state.epoch += 1
 
     train(state)
     digest = hashlib.sha256()
     for tensor in model.state_dict().values():
         digest.update(tensor.numpy().tobytes())
-    print("done epochs %d size %d weights %s" % (args.epochs, hvd.size(),
+    print("done epochs %d size %d weights %s" % (state.epoch, hvd.size(),
                                                  digest.hexdigest()[:16]), flush=True)
     hvd.shutdown()
 

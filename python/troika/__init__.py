@@ -22,7 +22,7 @@ __all__ = [
     "TroikaError", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
     "local_rank", "cross_size", "cross_rank", "ProcessSet", "global_process_set",
     "add_process_set", "remove_process_set", "context", "is_homogeneous",
-    "enter_next_generation",
+    "enter_next_generation", "generation",
 ]
 
 _lock = _threading.RLock()
@@ -185,6 +185,12 @@ def cross_size():
 
 def cross_rank():
     return context().cross_rank
+
+
+def generation():
+    """The job's membership generation: 1, and one more with each change of an elastic job's
+    ranks (docs/elastic.md)."""
+    return context().generation
 
 
 def add_process_set(process_set):

@@ -10,7 +10,11 @@
 
 and, in a job of 2 ranks with --max-np 4, runs the troika-agent command troikarun prints for
 adding ranks once the job trains: at the next commit both ranks raise HostsUpdatedInterrupt
-(nothing lost), the job goes on with 4 ranks, and all four finish with identical weights.
+(nothing lost), the job goes on with 4 ranks, and all four finish with identical weights;
+then, in a job of 2 ranks on 2 agents, five rounds of an agent of 1 rank joining (the printed
+command) and its rank killed: ten changes, after which the 2 ranks finish identical, and
+troikarun (its coordinator), rank 0 and its agent hold no more threads or descriptors than
+after the first round.
 
     run_elastic_test.py TROIKARUN PYTHON EXAMPLE_SCRIPT
 
@@ -107,6 +111,108 @@ def grow_job(troikarun, python, script, epochs=4):
                 codes.append(None)
         return (codes[0], codes[1], read(out_path) + read(os.path.join(d, "agent.out")),
                 read(err_path) + read(os.path.join(d, "agent.err")))
+
+
+def holdings(pid):
+    """(threads, open descriptors, resident KiB) of a process."""
+    status = read("/proc/%d/status" % pid)
+    threads, rss = (re.search(r"%s:\s+(\d+)" % k, status) for k in ("Threads", "VmRSS"))
+    if not threads or not rss:
+        return None  # gone (a zombie has no memory)
+    return int(threads.group(1)), len(os.listdir("/proc/%d/fd" % pid)), int(rss.group(1))
+
+
+def joins_and_losses(troikarun, python, script, rounds=5):
+    """troikarun -np 2 --nproc-per-node 1 --min-np 1 --max-np 3; `rounds` times: the printed
+    agent command (1 rank joins), then SIGKILL of that rank. Returns failures."""
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
+        out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            job = subprocess.Popen(
+                [troikarun, "-np", "2", "--nproc-per-node", "1", "--min-np", "1", "--max-np",
+                 "3", "--", python, script, "--pid-dir", d, "--epochs", "1",
+                 "--num-samples", "2048", "--commit-every", "2",
+                 "--min-generation", str(2 * rounds + 1)],
+                stdout=out, stderr=err, start_new_session=True)
+        try:
+            deadline = time.time() + 120
+            while not read(os.path.join(d, "pid.1")).strip() or \
+                    not read(os.path.join(d, "pid.0")).strip():
+                if time.time() > deadline or job.poll() is not None:
+                    return ["the ranks did not start training:\n" + read(err_path)]
+                time.sleep(0.02)
+            rank0 = int(read(os.path.join(d, "pid.0")))
+            watched = {"troikarun": job.pid, "agent of rank 0": parent_of(rank0), "rank 0": rank0}
+            lines = read(err_path).splitlines()
+            hint = [i for i, line in enumerate(lines) if "to add 1 more on this machine" in line]
+            if not hint:
+                return ["troikarun printed no command to add ranks:\n" + read(err_path)]
+            command = lines[hint[0] + 1].strip()
+            first = last = None
+            generation = 1
+            for r in range(1, rounds + 1):
+                pid_file = os.path.join(d, "pid.2")
+                if os.path.exists(pid_file):
+                    os.unlink(pid_file)
+                with open(os.path.join(d, "agent-%d.out" % r), "w") as out, \
+                        open(os.path.join(d, "agent-%d.err" % r), "w") as err:
+                    agent = subprocess.Popen(command, shell=True, stdout=out, stderr=err,
+                                             start_new_session=True)
+                generation += 1
+                deadline = time.time() + 120
+                while not read(pid_file).strip():  # the new rank trains
+                    if time.time() > deadline or job.poll() is not None:
+                        return ["round %d: the joining rank did not train:\n%s%s" % (
+                            r, read(err_path), read(os.path.join(d, "agent-%d.err" % r)))]
+                    time.sleep(0.02)
+                # What the job holds with 3 ranks, each round (the last round's generation ends
+                # the training).
+                now = {who: holdings(pid) for who, pid in watched.items()}
+                gone = [who for who, held in now.items() if held is None]
+                if gone:
+                    return ["round %d: %s exited:\n%s%s" % (r, ", ".join(gone), read(out_path),
+                                                            read(err_path))]
+                first = first or now
+                last = now
+                os.kill(int(read(pid_file)), signal.SIGKILL)
+                generation += 1
+                try:
+                    agent.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(agent.pid, signal.SIGKILL)
+                    return ["round %d: the agent of the killed rank did not exit" % r]
+                marker = "the job goes on with 2 ranks as generation %d" % generation
+                deadline = time.time() + 60
+                while marker not in read(err_path):
+                    if time.time() > deadline or job.poll() is not None:
+                        return ["round %d: no generation %d:\n%s" % (r, generation,
+                                                                     read(err_path))]
+                    time.sleep(0.02)
+            code = job.wait(timeout=180)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        out = read(out_path)
+        if code != 0:
+            failures.append("troikarun exited %s:\n%s" % (code, read(err_path)))
+        done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
+        if sorted(int(r) for r, _, _ in done) != [0, 1] or {s for _, s, _ in done} != {"2"}:
+            failures.append("ranks that finished: %s, expected 0 and 1 of 2" % (done,))
+        if len({w for _, _, w in done}) != 1:
+            failures.append("the weights differ: %s" % (done,))
+        resets = re.findall(r"\[0\] reset: rank 0 of (\d+)", out)
+        if len(resets) != 2 * rounds:
+            failures.append("rank 0 reset %d times, expected %d" % (len(resets), 2 * rounds))
+        for who in watched:
+            (t0, f0, m0), (t1, f1, m1) = first[who], last[who]
+            print("%s: %d -> %d threads, %d -> %d descriptors, %d -> %d KiB" % (
+                who, t0, t1, f0, f1, m0, m1))
+            if t1 > t0 + 2 or f1 > f0 + 2:
+                failures.append("%s grew from %d to %d threads, %d to %d descriptors" % (
+                    who, t0, t1, f0, f1))
+    return failures
 
 
 def check_grown(out):
@@ -208,11 +314,15 @@ def main():
     if f:
         print(out, err)
 
+    f = joins_and_losses(troikarun, python, script)
+    failures += ["joins and losses: " + x for x in f]
+
     for failure in failures:
         print("FAIL: " + failure)
     if not failures:
         print("PASS: a killed rank's and a killed agent's survivors went on and ended identical; "
-              "a loss below the minimum aborted; an added agent's ranks joined at a commit")
+              "a loss below the minimum aborted; an added agent's ranks joined at a commit; ten "
+              "joins and losses in turn leaked nothing")
     return 1 if failures else 0
 
 
