@@ -67,6 +67,8 @@ void DeclareFamilies(Families& f) {
   f.Declare("troika_job_aborts_total", C, "Job aborts, by cause.");
   f.Declare("troika_membership_changes_total", C,
             "Generations elastic jobs began: after losing ranks (by cause), or nodes_joined.");
+  f.Declare("troika_membership_recovery_seconds", H,
+            "From the end of an elastic job's generation to the first responses of the next.");
   f.Declare("troika_job_ranks", G, "Ranks of the job.");
   f.Declare("troika_job_ranks_alive", G, "Ranks connected that have not left.");
   f.Declare("troika_step_duration_seconds", H, "Training steps reported by the ranks.");
@@ -116,6 +118,7 @@ void AddProcessWide(const JobRegistryCounts& counts, size_t jobs, Families& f) {
   }
   f.Counter("troika_membership_changes_total", {{"reason", "nodes_joined"}},
             static_cast<double>(counts.admissions));
+  f.Histogram("troika_membership_recovery_seconds", {}, counts.membership_recovery);
 }
 
 void AddSnapshot(const std::string& job, const JobMetricsSnapshot& s, Families& f) {

@@ -65,6 +65,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       schedule_buckets_(options.schedule_buckets),
       on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
+      on_recovered_(std::move(options.on_recovered)),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
       negotiator_(size, options.negotiator),
@@ -527,6 +528,7 @@ void Job::FlushLocked() {
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
     BroadcastLocked(std::move(down));
+    if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
     if (!admit) MaybePublishScheduleLocked();
   }
   if (admit) return AdmitJoinersLocked();

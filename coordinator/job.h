@@ -103,6 +103,9 @@ struct JobOptions {
   std::function<std::shared_ptr<Job>(int size, int64_t epoch, std::optional<AbortCause> cause,
                                      const std::string& why)>
       next_generation;
+  // Called once (under the job's lock: must be quick) by a generation after the first when it
+  // sends its first responses: how long after the generation before ended.
+  std::function<void(absl::Duration)> on_recovered;
 };
 
 // A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
@@ -357,8 +360,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const bool schedule_buckets_;
   const std::function<void(AbortCause)> on_abort_;
   const std::function<void(const v1::JobRecord&)> on_record_;
-  KvStore kv_;          // thread-safe on its own
-  JobMetrics metrics_;  // thread-safe on its own
+  std::function<void(absl::Duration)> on_recovered_;  // cleared once called; under mu_
+  KvStore kv_;                                        // thread-safe on its own
+  JobMetrics metrics_;                                // thread-safe on its own
 
   mutable std::mutex mu_;
   // Guarded by mu_.

@@ -106,6 +106,11 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
       return NewJob(name, size, token, nullptr, min_size, max_size, epoch, why);
     };
   }
+  if (epoch > 1) {
+    job_options.on_recovered = [counters = counters_](absl::Duration took) {
+      counters->recovery.Observe(absl::ToDoubleSeconds(took));
+    };
+  }
   job_options.on_abort = [counters = counters_](AbortCause cause) {
     counters->aborts[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
   };
@@ -242,6 +247,7 @@ JobRegistryCounts JobRegistry::counts() const {
     out.membership_changes[i] = counters_->membership_changes[i].load(std::memory_order_relaxed);
   }
   out.admissions = counters_->admissions.load(std::memory_order_relaxed);
+  out.membership_recovery = counters_->recovery.Collect();
   return out;
 }
 

@@ -20,6 +20,8 @@
 #include "coordinator/job.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/state_store.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/histogram.h"
 
 namespace troika::coordinator {
 
@@ -62,6 +64,8 @@ struct JobRegistryCounts {
   // and because nodes were admitted.
   std::array<int64_t, kNumAbortCauses> membership_changes{};
   int64_t admissions = 0;
+  // Histogram (seconds): from the end of a generation to the first responses of the next.
+  prometheus::ClientMetric membership_recovery;
 };
 
 class JobRegistry {
@@ -118,6 +122,8 @@ class JobRegistry {
     std::array<std::atomic<int64_t>, kNumAbortCauses> aborts{};
     std::array<std::atomic<int64_t>, kNumAbortCauses> membership_changes{};
     std::atomic<int64_t> admissions{0};
+    prometheus::Histogram recovery{prometheus::Histogram::BucketBoundaries{
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   };
 
   const JobRegistryOptions options_;

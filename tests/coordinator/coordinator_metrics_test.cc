@@ -222,6 +222,23 @@ TEST_F(CoordinatorMetricsTest, AnElasticJobsNewGenerationIsCountedAndItsSizeRepo
   EXPECT_EQ(changes.at("reason=nodes_joined"), 0);
   EXPECT_EQ(Samples(families, "troika_job_aborts_total").at("reason=rank_exit"), 0);
   EXPECT_EQ(Samples(families, "troika_job_ranks")["troika_job=el"], 2) << "the new generation";
+  EXPECT_EQ(Samples(families, "troika_membership_recovery_seconds")[""], 0) << "not yet";
+
+  // The next generation's first responses: it has recovered, 1.5 s after the loss.
+  job->CloseSession(&node, absl::OkStatus());
+  std::shared_ptr<Job> next = *registry_.Find("el");
+  AttachAll(*next, {"a", "a"});
+  FakeSink node2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &node2).ok());
+  clock_.Advance(absl::Milliseconds(1500));
+  ASSERT_TRUE(next->Submit(&node2, {Request(0, "w"), Request(1, "w")}).ok());
+  ASSERT_TRUE(next->Submit(&node2, {Request(0, "v"), Request(1, "v")}).ok());
+  for (const auto& family : Scrape()) {
+    if (family.name != "troika_membership_recovery_seconds") continue;
+    ASSERT_EQ(family.metric.size(), 1u);
+    EXPECT_EQ(family.metric[0].histogram.sample_count, 1u) << "once per generation";
+    EXPECT_DOUBLE_EQ(family.metric[0].histogram.sample_sum, 1.5);
+  }
 }
 
 TEST_F(CoordinatorMetricsTest, RegistryRefusesJobsBeyondMaxJobs) {
