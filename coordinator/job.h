@@ -276,8 +276,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   bool CutAtCommitLocked(std::vector<Response>& responses);
   // Ends the generation at a commit, with the joining nodes' ranks after every other rank.
   void AdmitJoinersLocked();
-  // Takes over joining nodes from the generation before.
+  // Takes over joining nodes, and the timeline being written, from the generation before.
   void AdoptJoiners(std::vector<Joiner> joiners);
+  void AdoptTimeline(std::unique_ptr<Timeline> timeline);
   void FailJoinersLocked(const absl::Status& status);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);

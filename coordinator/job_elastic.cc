@@ -52,6 +52,10 @@ void Job::EndGenerationLocked(MembershipChange change, std::optional<AbortCause>
   abort_reason_ =
       absl::StrCat(reason, "; the job goes on with ", change.size,
                    change.size == 1 ? " rank" : " ranks", " as generation ", change.epoch);
+  if (std::unique_ptr<Timeline> timeline = telemetry_.TakeTimeline()) {
+    timeline->MembershipChange(clock_.Now(), abort_reason_, change.size);
+    successor_->AdoptTimeline(std::move(timeline));
+  }
   const std::string message =
       absl::StrCat("membership of job '", name_, "' changed: ", abort_reason_);
   TROIKA_LOG(WARNING) << message;
@@ -117,6 +121,12 @@ void Job::AdmitJoinersLocked() {
 void Job::AdoptJoiners(std::vector<Joiner> joiners) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Joiner& joiner : joiners) joining_.push_back(std::move(joiner));
+}
+
+void Job::AdoptTimeline(std::unique_ptr<Timeline> timeline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  telemetry_.AdoptTimeline(std::move(timeline));
+  SyncSettingsLocked();  // the ranks report their phases
 }
 
 void Job::FailJoinersLocked(const absl::Status& status) {

@@ -220,11 +220,31 @@ void Timeline::WriteHeader(const std::string& job) {
   AppendName(&event_, "process_name", kNegotiationPid, 0, "negotiation");
   AppendSortIndex(&event_, "process_sort_index", kNegotiationPid, 0, 0);
   Commit(0);
-  for (int rank = 0; rank < size_ && writable(); ++rank) {
+  NameRanks(0, size_, 0);
+}
+
+void Timeline::NameRanks(int from, int to, int64_t ts_ns) {
+  for (int rank = from; rank < to && writable(); ++rank) {
     event_.clear();
     AppendName(&event_, "process_name", RankPid(rank), 0, absl::StrCat("rank ", rank));
     AppendSortIndex(&event_, "process_sort_index", RankPid(rank), 0, rank + 1);
-    Commit(0);
+    Commit(ts_ns);
+  }
+}
+
+void Timeline::MembershipChange(absl::Time at, const std::string& reason, int size) {
+  if (!writable()) return;
+  const int64_t ts = Since(at);
+  event_.clear();
+  BeginEvent(&event_, "membership change", "elastic", "i", kNegotiationPid, 0, ts);
+  event_.append(",\"s\":\"g\",\"args\":{\"reason\":");
+  AppendJsonString(&event_, reason);
+  absl::StrAppend(&event_, ",\"size\":", size, "}}");
+  Commit(ts);
+  if (size > size_) {
+    NameRanks(size_, size, ts);
+    size_ = size;
+    lanes_.resize(size);
   }
 }
 

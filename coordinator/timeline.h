@@ -83,6 +83,12 @@ class Timeline {
   void RankPhase(int rank, PhaseKind phase, absl::Time start, absl::Time end,
                  const std::vector<std::string>& tensors);
 
+  // An elastic job's membership changed at `at` (docs/elastic.md): a global instant event
+  // "membership change" with args {"reason": `reason`, "size": `size`}; the ranks of the next
+  // generation (`size` of them, numbered anew) are the rank processes from then on, processes
+  // for ranks beyond the ones so far named.
+  void MembershipChange(absl::Time at, const std::string& reason, int size);
+
   // Writes the closing bytes, flushes and closes the file. Returns the first write error (the
   // message names the path), else OK. Idempotent: later calls return the same status. Events
   // after Close() are ignored.
@@ -98,6 +104,8 @@ class Timeline {
   Timeline(std::string path, FILE* file, int size, int64_t max_bytes, absl::Time origin);
 
   void WriteHeader(const std::string& job);
+  // The process name and sort index of ranks [from, to), committed at ts 0 with ts `ts_ns`.
+  void NameRanks(int from, int to, int64_t ts_ns);
   // Nanoseconds since origin_, clamped to >= 0.
   int64_t Since(absl::Time t) const;
   // The tensor's thread in the negotiation process; appends its name event to event_ if new.
@@ -112,10 +120,10 @@ class Timeline {
 
   // Constant after construction
   const std::string path_;
-  const int size_;
   const int64_t max_bytes_;
   const absl::Time origin_;
 
+  int size_;             // ranks named so far
   FILE* file_;           // null once closed
   absl::Status status_;  // the first write error
   int64_t bytes_written_ = 0;

@@ -3,7 +3,10 @@
 // minimum, and for jobs that are not elastic, the job aborts as before. Nodes registering
 // while it runs wait, up to its maximum, and are admitted at its next commit.
 
+#include <cstdio>
+#include <fstream>
 #include <future>
+#include <iterator>
 
 #include "coordinator/job.h"
 #include "coordinator/job_registry.h"
@@ -284,6 +287,36 @@ TEST_F(JobElasticTest, AJoiningNodeWaitsThroughALossAndIsLetGoWhenItStopsWaiting
   ASSERT_TRUE(held_c->has_value());
   EXPECT_EQ((*held_c)->status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(Find()->size(), 3);
+}
+
+TEST_F(JobElasticTest, TheTimelineGoesOnInTheNextGenerationWithTheChangeMarked) {
+  const std::string path = ::testing::TempDir() + "/job-elastic-timeline.json";
+  std::shared_ptr<Job> job = Create(3, 1);
+  ASSERT_TRUE(job->StartTimeline(path, 1 << 20).ok());
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &a).ok());
+  ASSERT_TRUE(job->ReportExit(&a, {2, "a", 0, 9}).ok());
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_TRUE(next->Describe().timeline.active);
+  EXPECT_EQ(next->Describe().timeline.path, path);
+  job->CloseSession(&a, absl::OkStatus());
+  AttachAll(*next, {"a", "a"});
+  FakeSink a2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &a2).ok());
+  ASSERT_FALSE(a2.messages().empty());
+  ASSERT_TRUE(a2.messages()[0].settings.has_value());
+  EXPECT_TRUE(a2.messages()[0].settings->report_phases) << "the ranks report for the timeline";
+  absl::StatusOr<TimelineInfo> info = next->StopTimeline();
+  ASSERT_TRUE(info.ok()) << info.status();
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("\"name\":\"membership change\""));
+  EXPECT_THAT(text, HasSubstr("rank 2 on a was killed by signal 9 (Killed); the job goes on with 2 "
+                              "ranks as generation 2"));
+  EXPECT_THAT(text, ::testing::EndsWith("]}\n"));
+  std::remove(path.c_str());
 }
 
 TEST_F(JobElasticTest, AJoiningNodeLearnsThatTheJobEnded) {

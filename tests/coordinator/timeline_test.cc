@@ -128,6 +128,27 @@ class TimelineTest : public ::testing::Test {
   std::vector<std::string> paths_;
 };
 
+TEST_F(TimelineTest, AMembershipChangeIsAGlobalMarkAndNamesTheRanksItAdds) {
+  const std::string path = TracePath("membership");
+  std::unique_ptr<Timeline> timeline = OpenOrDie(path, 2);
+  ASSERT_NE(timeline, nullptr);
+  timeline->MembershipChange(At(5000), "2 ranks on \"c\" joined at a commit", 4);
+  timeline->RankPhase(3, PhaseKind::kCollective, At(6000), At(7000), {"w"});
+  timeline->MembershipChange(At(9000), "rank 3 was lost", 3);
+  ASSERT_TRUE(timeline->Close().ok());
+
+  const std::vector<std::string> events = Events(path);
+  EXPECT_THAT(events,
+              Contains("{\"name\":\"membership change\",\"cat\":\"elastic\",\"ph\":\"i\","
+                       "\"pid\":1,\"tid\":0,\"ts\":5000.000,\"s\":\"g\",\"args\":{"
+                       "\"reason\":\"2 ranks on \\\"c\\\" joined at a commit\",\"size\":4}}"));
+  EXPECT_EQ(Count(events, "\"name\":\"membership change\""), 2);
+  EXPECT_EQ(Count(events, "\"args\":{\"name\":\"rank 3\"}"), 1) << "named once, when it came";
+  EXPECT_EQ(Count(events, "\"name\":\"collective\",\"cat\":\"exec\""), 1)
+      << "rank 3's phase is kept";
+  if (HavePython()) EXPECT_TRUE(LoadWithPython(path).has_value());
+}
+
 TEST_F(TimelineTest, NegotiationIsOneSpanWithATickPerKnownArrival) {
   const std::string path = TracePath("negotiation");
   std::unique_ptr<Timeline> timeline = OpenOrDie(path, 4);

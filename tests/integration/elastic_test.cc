@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -50,12 +51,13 @@ class ElasticTest : public ::testing::Test {
   }
 
   // troikarun -np `np` --nproc-per-node 2 --min-np `min_np` of the elastic example,
-  // `steps` steps of 10 ms.
+  // `steps` steps of 10 ms, writing the timeline to dir_/trace.json.
   void Start(int np, int min_np, int steps) {
-    troikarun_ = StartShell(absl::StrCat(
-        "exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ", min_np,
-        " --grace_period 3s -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=", steps,
-        " --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+    troikarun_ = StartShell(
+        absl::StrCat("exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ",
+                     min_np, " --timeline ", dir_, "/trace.json --grace_period 3s -- ",
+                     EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=", steps,
+                     " --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
   }
 
   // Waits until rank `rank` wrote its pid (it has run a few steps); 0 if it did not in time.
@@ -152,6 +154,14 @@ TEST_F(ElasticTest, AKilledRanksSurvivorsGoOnFromTheirLastCommitAndEndIdentical)
   EXPECT_THAT(Err(), HasSubstr("rank 2 on"));
   EXPECT_THAT(Err(), HasSubstr("killed by signal 9 (Killed); the job goes on with 3 ranks as "
                                "generation 2"));
+  // The timeline went on across the change, which it marks, until the job ended.
+  const std::string trace = ReadFile(dir_ + "/trace.json");
+  EXPECT_THAT(trace, HasSubstr("{\"name\":\"membership change\",\"cat\":\"elastic\""));
+  EXPECT_THAT(trace, HasSubstr("the job goes on with 3 ranks as generation 2\",\"size\":3}"));
+  EXPECT_TRUE(absl::EndsWith(trace, "]}\n"))
+      << trace.substr(std::max<size_t>(trace.size(), 200) - 200);
+  EXPECT_GT(trace.rfind("\"name\":\"collective\""), trace.find("membership change"))
+      << "the next generation's phases are on it";
 }
 
 TEST_F(ElasticTest, AKilledAgentsNodeIsLostAndTheOtherNodeGoesOn) {
