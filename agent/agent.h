@@ -88,6 +88,9 @@ class Agent {
   // Coordinator restart: register, put back the key-value store, attach and resume the
   // session again; retried until reconnect_deadline_.
   void Reconnect();
+  // Reconnect's rest: the key-value store put back, this node's live ranks attached, the
+  // session resumed.
+  void ReattachAfterReconnect(absl::Time deadline);
   void ReconnectFailed(const absl::Status& status);
   // The job is over for this node without an abort from the coordinator (it is gone for
   // good, or refused this node's session): the ranks learn `why` and are stopped.

@@ -469,6 +469,12 @@ v1::JobRecord Job::RecordLocked() const {
     (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
   }
   record.set_next_process_set(process_sets_.next_id());
+  if (min_size_ > 0) {
+    record.set_min_size(min_size_);
+    record.set_max_size(max_size_);
+    record.set_epoch(epoch_);
+    record.set_generation_cause(generation_cause_);
+  }
   return record;
 }
 

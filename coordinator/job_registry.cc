@@ -103,7 +103,11 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
       std::atomic<int64_t>& counter =
           cause ? counters_->membership_changes[static_cast<int>(*cause)] : counters_->admissions;
       counter.fetch_add(1, std::memory_order_relaxed);
-      return NewJob(name, size, token, nullptr, min_size, max_size, epoch, why);
+      std::shared_ptr<Job> next =
+          NewJob(name, size, token, nullptr, min_size, max_size, epoch, why);
+      // A restarted coordinator resumes the generation in force.
+      if (options_.state_store) options_.state_store->Save(next->Record());
+      return next;
     };
   }
   if (epoch > 1) {
@@ -149,7 +153,10 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
                                                                 Secret token,
                                                                 const v1::JobRecord* restored,
                                                                 int min_size, int max_size) {
-  std::shared_ptr<Job> job = NewJob(name, size, token, restored, min_size, max_size, 1);
+  // A restored elastic job goes on in the generation its record names.
+  std::shared_ptr<Job> job = NewJob(name, size, token, restored, min_size, max_size,
+                                    restored ? std::max<int64_t>(restored->epoch(), 1) : 1,
+                                    restored ? restored->generation_cause() : std::string());
   if (restored != nullptr) {
     if (absl::Status s = job->Restore(*restored); !s.ok()) return s;
   }
@@ -187,12 +194,16 @@ int JobRegistry::RestoreJobs() {
   for (const v1::JobRecord& record : options_.state_store->Load()) {
     const Secret token = Secret::FromDigest(record.token_sha256());
     absl::Status status;
-    if (record.size() < 1 || record.size() > options_.max_job_size || !token.set()) {
-      status = absl::InvalidArgumentError("size or token not valid");
+    const bool bounds = record.min_size() >= 0 && record.min_size() <= record.size() &&
+                        (record.max_size() == 0 || record.max_size() >= record.size());
+    if (record.size() < 1 || record.size() > options_.max_job_size || !token.set() || !bounds) {
+      status = absl::InvalidArgumentError("size, bounds or token not valid");
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       if (jobs_.count(record.name()) == 0) {
-        status = MakeJobLocked(record.name(), record.size(), token, &record).status();
+        status = MakeJobLocked(record.name(), record.size(), token, &record, record.min_size(),
+                               record.max_size())
+                     .status();
       }
     }
     if (!status.ok()) {

@@ -119,13 +119,14 @@ class ElasticTest : public ::testing::Test {
   std::string Out() { return ReadFile(dir_ + "/stdout"); }
   std::string Err() { return ReadFile(dir_ + "/stderr"); }
 
-  // A troika-coordinator of its own (plaintext, a free port on 127.0.0.1): its address.
-  std::string StartCoordinator() {
+  // A troika-coordinator of its own (plaintext, on 127.0.0.1 at `port`, 0: a free one) with
+  // `flags`: its address. Its log goes to dir_/coordinator.err (appended).
+  std::string StartCoordinator(const std::string& flags = "", int port = 0) {
     const std::string port_file = dir_ + "/port";
+    std::remove(port_file.c_str());
     others_.push_back(StartShell(absl::StrCat(
-        "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:0 --plaintext --port_file=", port_file,
-        " 2>", dir_, "/coordinator.err")));
-    int port = 0;
+        "exec ", COORDINATOR_BINARY, " --listen=127.0.0.1:", port,
+        " --plaintext --port_file=", port_file, " ", flags, " 2>>", dir_, "/coordinator.err")));
     for (absl::Time deadline = absl::Now() + absl::Seconds(20);
          !absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(port_file)), &port) &&
          absl::Now() < deadline;) {
@@ -372,6 +373,31 @@ TEST_F(ElasticTest, TenJoinsAndLossesInTurnLeakNothing) {
     EXPECT_LE(last.fds, first.fds + 2) << who << " descriptors";
     EXPECT_LE(last.rss_kib, first.rss_kib + 4096) << who << " resident KiB";
   }
+}
+
+TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
+  const std::string state = "--state_dir=" + dir_ + "/state";
+  const std::string address = StartCoordinator(state);
+  troikarun_ = StartShell(absl::StrCat(
+      "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=restart-secret exec ", TROIKARUN_BINARY,
+      " --coordinator=", address, " --job=restart -np 4 --nproc-per-node 2 --min-np 2 -- ",
+      EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=600 --commit_every=", kCommitEvery,
+      " >", dir_, "/stdout 2>", dir_, "/stderr"));
+  const pid_t victim = WaitForPid(2);
+  ASSERT_NE(victim, 0) << Err();
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(WaitForOutput("[0] generation 2 first step")) << Out() << Err();
+  // The coordinator dies in generation 2 and comes back on the same port with its state.
+  const pid_t coordinator = others_.back();
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  WaitWithTimeout(coordinator, absl::Seconds(10));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_EQ(StartCoordinator(state, port), address);
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0)
+      << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
+  ExpectFinishedIdentical({0, 1, 3}, 600, 3);
+  EXPECT_THAT(Err(), HasSubstr("reconnected to the coordinator; resuming job 'restart'"));
 }
 
 TEST_F(ElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
