@@ -11,6 +11,10 @@ ElasticSampler shards what is left of each epoch over the ranks in the job, so n
 trained twice in an epoch whatever the membership did. The learning rate scales with the
 number of ranks, reset callbacks keep it so.
 
+With `troikarun -np 2 --min-np 2 --max-np 4`, run the troika-agent command troikarun prints
+while it trains: at the next commit every rank raises HostsUpdatedInterrupt (nothing is lost)
+and the job goes on with 4 ranks, the new ones starting from rank 0's state.
+
 Prints, per rank: "reset: rank R of N at MS (restored to epoch E batch B, T batches in all; it
 had trained U)" after each membership change (MS: unix time in ms; U - T batches were lost),
 and at the end "done epochs E size N weights H" (H: a hash of the model's bits). With --pid-dir it writes its pid to DIR/pid.<TROIKA_RANK>
