@@ -52,6 +52,16 @@ def parent_of(pid):
     return int(stat[stat.rfind(")") + 1:].split()[1])
 
 
+def stop(process):
+    """SIGTERM to the process's group, SIGKILL after 30 s."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def join_run(args, run_dir):
     out_path, err_path = os.path.join(run_dir, "stdout"), os.path.join(run_dir, "stderr")
     example = [os.path.join(args.build, "examples", "troika-example-elastic"),
@@ -79,14 +89,8 @@ def join_run(args, run_dir):
         return max(int(t) for t in times) - started_at
     finally:
         for p in (job, agent):
-            if p is None:
-                continue
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            if p is not None:
+                stop(p)
 
 
 def one_run(args, run_dir):
@@ -112,12 +116,7 @@ def one_run(args, run_dir):
             pattern.findall(read(out_path))), 60, "the survivors' first step of generation 2")
         return max(int(t) for t in times) - killed_at
     finally:
-        os.killpg(job.pid, signal.SIGTERM)
-        try:
-            job.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        stop(job)
 
 
 def main():

@@ -98,18 +98,20 @@ class ElasticTest : public ::testing::Test {
     EXPECT_EQ(seen, ranks) << out;
   }
 
-  // Exactly `ranks` (by their first numbers) finished all `steps` steps as `size` ranks of
-  // generation 2, with the same weights, bit for bit.
-  void ExpectFinishedIdentical(const std::set<int>& ranks, int steps, int size) {
-    const std::string out = Out();
+  // Exactly `ranks` (by their first numbers) finished, in `out` (default: troikarun's), all
+  // `steps` steps (-1: any number) as `size` ranks of generation `epoch`, with the same
+  // weights, bit for bit.
+  void ExpectFinishedIdentical(const std::set<int>& ranks, int steps, int size, int epoch = 2,
+                               std::string out = "") {
+    if (out.empty()) out = Out();
     std::regex done(R"(\[(\d)\] done steps (\d+) size (\d+) epoch (\d+) weights ([0-9a-f]+))");
     std::set<std::string> weights;
     std::set<int> finished;
     for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
       finished.insert(std::stoi((*it)[1]));
-      EXPECT_EQ(std::stoi((*it)[2]), steps) << (*it)[0];
+      if (steps >= 0) EXPECT_EQ(std::stoi((*it)[2]), steps) << (*it)[0];
       EXPECT_EQ(std::stoi((*it)[3]), size) << (*it)[0];
-      EXPECT_EQ((*it)[4], "2") << (*it)[0];
+      EXPECT_EQ(std::stoi((*it)[4]), epoch) << (*it)[0];
       weights.insert((*it)[5]);
     }
     EXPECT_EQ(finished, ranks) << out;
@@ -202,16 +204,7 @@ TEST_F(ElasticTest, EachOfSeveralLossesEndsAGenerationAndTheLastSurvivorsFinish)
   }
   const int code = WaitWithTimeout(troikarun_, absl::Seconds(90));
   ASSERT_EQ(code, 0) << Out() << Err();
-  std::regex done(R"(\[(\d)\] done steps 600 size 3 epoch 4 weights ([0-9a-f]+))");
-  std::set<int> finished;
-  std::set<std::string> weights;
-  const std::string out = Out();
-  for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
-    finished.insert(std::stoi((*it)[1]));
-    weights.insert((*it)[2]);
-  }
-  EXPECT_EQ(finished, (std::set<int>{1, 3, 4})) << out;
-  EXPECT_EQ(weights.size(), 1u) << out;
+  ExpectFinishedIdentical({1, 3, 4}, 600, 3, 4);
   for (const char* change : {"the job goes on with 5 ranks as generation 2",
                              "the job goes on with 4 ranks as generation 3",
                              "the job goes on with 3 ranks as generation 4"}) {
@@ -253,15 +246,7 @@ TEST_F(ElasticTest, AnAgentStartedForTheRunningJobIsAdmittedAtACommitAndItsRanks
   EXPECT_THAT(syncs[3], ::testing::ElementsAre(grown_at));
   EXPECT_EQ(all.find("restored to"), std::string::npos) << all;
   // All four finish as generation 2 with the same weights.
-  std::regex done(R"(\[(\d)\] done steps 300 size 4 epoch 2 weights ([0-9a-f]+))");
-  std::set<int> finished;
-  std::set<std::string> weights;
-  for (std::sregex_iterator it(all.begin(), all.end(), done), end; it != end; ++it) {
-    finished.insert(std::stoi((*it)[1]));
-    weights.insert((*it)[2]);
-  }
-  EXPECT_EQ(finished, (std::set<int>{0, 1, 2, 3})) << all;
-  EXPECT_EQ(weights.size(), 1u) << all;
+  ExpectFinishedIdentical({0, 1, 2, 3}, 300, 4, 2, all);
   EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
               HasSubstr("2 ranks on node-c joined at a commit; the job goes on with 4 ranks as "
                         "generation 2"));
@@ -353,16 +338,7 @@ TEST_F(ElasticTest, TenJoinsAndLossesInTurnLeakNothing) {
     }
   }
   ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
-  std::regex done(R"(\[(\d)\] done steps \d+ size 2 epoch 11 weights ([0-9a-f]+))");
-  std::set<int> finished;
-  std::set<std::string> weights;
-  const std::string out = Out();
-  for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
-    finished.insert(std::stoi((*it)[1]));
-    weights.insert((*it)[2]);
-  }
-  EXPECT_EQ(finished, (std::set<int>{0, 1})) << out;
-  EXPECT_EQ(weights.size(), 1u) << out;
+  ExpectFinishedIdentical({0, 1}, -1, 2, 11);
   // From the first round to the last (4 rounds, 8 generations): nothing grows with them.
   const std::vector<std::pair<std::string, std::vector<Holdings>*>> holders = {
       {"coordinator", &coordinator_holds}, {"agent", &agent_holds}, {"rank 0", &rank_holds}};
