@@ -114,8 +114,9 @@ void Job::AdmitJoinersLocked() {
       absl::StrCat(change.joined, change.joined == 1 ? " rank" : " ranks", " on ",
                    absl::StrJoin(hosts, ", "), " joined at a commit");
   EndGenerationLocked(std::move(change), std::nullopt, reason, std::nullopt);
-  for (size_t i = 0; i < admitted.size(); ++i)
+  for (size_t i = 0; i < admitted.size(); ++i) {
     admitted[i].done(NodeBlock{first_ranks[i], -1, size});
+  }
 }
 
 void Job::AdoptJoiners(std::vector<Joiner> joiners) {
