@@ -168,6 +168,7 @@ int Agent::Run() {
     std::lock_guard<std::mutex> lock(mu_);  // a metrics scrape may read relay_
     current_ = ranks_;
     relay_ = MakeRelay(size, ranks_);
+    restarts_left_ = options_.max_restarts;
   }
   service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size, ranks_}, gate_,
                                             relay_, *upstream_);
@@ -193,6 +194,7 @@ int Agent::Run() {
       rank = current_[label - ranks_.front()];  // its rank in the generation in force
     }
     if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
+    if (!exit.ok()) MaybeRestart(label - ranks_.front());
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
   if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {
@@ -266,23 +268,26 @@ AgentSnapshot Agent::Snapshot() {
 }
 
 std::vector<ProcessSpec> Agent::RankSpecs() const {
-  const std::vector<std::string> base = CurrentEnvironment();
   std::vector<ProcessSpec> specs;
   for (int local = 0; local < static_cast<int>(ranks_.size()); ++local) {
-    std::map<std::string, std::string> vars = {
-        {"TROIKA_COORDINATOR", "unix:" + socket_path_},
-        {"TROIKA_JOB", options_.job},
-        {"TROIKA_RANK", std::to_string(ranks_[local])},
-        {"TROIKA_SIZE", std::to_string(size_)},
-        {"TROIKA_LOCAL_RANK", std::to_string(local)},
-        {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
-        {"TROIKA_DEVICE", std::to_string(local)},
-        {"TROIKA_HOST", options_.host},
-    };
-    if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
-    specs.push_back({options_.command, MergeEnvironment(base, vars)});
+    specs.push_back(RankSpec(local, ranks_[local], size_));
   }
   return specs;
+}
+
+ProcessSpec Agent::RankSpec(int local, int rank, int size) const {
+  std::map<std::string, std::string> vars = {
+      {"TROIKA_COORDINATOR", "unix:" + socket_path_},
+      {"TROIKA_JOB", options_.job},
+      {"TROIKA_RANK", std::to_string(rank)},
+      {"TROIKA_SIZE", std::to_string(size)},
+      {"TROIKA_LOCAL_RANK", std::to_string(local)},
+      {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
+      {"TROIKA_DEVICE", std::to_string(local)},
+      {"TROIKA_HOST", options_.host},
+  };
+  if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
+  return {options_.command, MergeEnvironment(CurrentEnvironment(), vars)};
 }
 
 std::shared_ptr<NodeRelay> Agent::MakeRelay(int size, const std::vector<int>& ranks) {

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,8 @@ class Agent {
   AgentSnapshot Snapshot();
   absl::Status StartServer();
   std::vector<ProcessSpec> RankSpecs() const;
+  // The process of local rank `local` as rank `rank` of a generation of `size`.
+  ProcessSpec RankSpec(int local, int rank, int size) const;
   // A relay of `ranks` of a job of `size`.
   std::shared_ptr<NodeRelay> MakeRelay(int size, const std::vector<int>& ranks);
   // The relay of the generation in force.
@@ -81,6 +84,14 @@ class Agent {
   // are told, the ended generation's session closes, and OnClosed attaches this node's
   // survivors as the next generation, renumbered.
   void Reform(std::shared_ptr<const coordinator::DownMessage> message);
+  // An elastic job's rank of this node failed (local index `local`): with --max_restarts
+  // left, it registers to join again (named by a join id) and the supervisor holds its
+  // place. The change that admits it (Reform), or, for a node with no other rank left, the
+  // RegisterNode answer (Rejoin), starts it again under its new number.
+  void MaybeRestart(int local);
+  void Rejoin(int local, const NodeBlock& block);
+  // Starts local rank `local` again as rank `rank` of a generation of `size`.
+  void Relaunch(int local, int rank, int size);
   // The node's upstream session: a new one, or (`resume`) one resuming the job.
   void OpenSession(const std::optional<SessionResume>& resume);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
@@ -139,8 +150,10 @@ class Agent {
   // By local index: the rank's number in the generation in force; -1: the job went on
   // without it (an elastic job). ranks_ until the first membership change.
   std::vector<int> current_;
-  std::set<int> left_;      // labels of the ranks the job went on without
-  bool reforming_ = false;  // the ended generation's session is closing (Reform)
+  std::set<int> left_;                     // labels of the ranks the job went on without
+  int restarts_left_ = 0;                  // --max_restarts, counted down
+  std::map<int, std::string> restarting_;  // local index -> join id, while it waits to rejoin
+  bool reforming_ = false;                 // the ended generation's session is closing (Reform)
   bool attach_settled_ = false;
   std::string attach_error_;  // non-empty: the upstream attach failed
   bool session_open_ = false;

@@ -1,5 +1,8 @@
 // Agent: an elastic job's next generation (docs/elastic.md, docs/agent.md).
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -25,6 +28,7 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
   const MembershipChange& change = *message->membership_change;
   std::shared_ptr<NodeRelay> old, next;
   std::vector<int> live;
+  std::vector<std::pair<int, int>> restarted;  // local index, its rank now
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < current_.size(); ++i) {
@@ -34,6 +38,19 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
                            : -1;
       if (rank >= 0 && next < 0) left_.insert(ranks_[i]);
       rank = next;
+    }
+    // This node's failed ranks that the change admits again (--max_restarts).
+    for (auto it = restarting_.begin(); it != restarting_.end();) {
+      auto admitted = std::find_if(change.admitted.begin(), change.admitted.end(),
+                                   [&](const auto& a) { return a.join_id == it->second; });
+      if (admitted == change.admitted.end()) {
+        ++it;
+        continue;
+      }
+      current_[it->first] = admitted->first_rank;
+      left_.erase(ranks_[it->first]);
+      restarted.emplace_back(it->first, admitted->first_rank);
+      it = restarting_.erase(it);
     }
     live = LiveRanks();
     old = relay_;
@@ -54,6 +71,78 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
   old->Deliver(std::move(message));
   // The ended generation's session closes; OnClosed then attaches the next one.
   upstream_->CloseSession();
+  for (const auto& [local, rank] : restarted) Relaunch(local, rank, change.size);
+}
+
+void Agent::MaybeRestart(int local) {
+  std::string join_id;
+  int left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.min_np == 0 || restarts_left_ <= 0 || abort_ != nullptr || !lost_.empty() ||
+        close_requested_) {
+      return;
+    }
+    left = --restarts_left_;
+    join_id = absl::StrCat(options_.host, "/", getpid(), "/", ranks_[local], "/", left);
+    restarting_[local] = join_id;
+  }
+  supervisor_->Hold(local);
+  TROIKA_LOG(WARNING) << "starting rank " << ranks_[local] << " of this node again (" << left
+                      << " restarts left): it rejoins the job at its next commit";
+  upstream_->RegisterNode(
+      options_.job, size_, options_.host, 1, -1, absl::InfiniteDuration(),
+      [this, local](absl::StatusOr<NodeBlock> block) {
+        bool alone;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!restarting_.count(local)) return;  // the change admitted it (Reform)
+          alone = LiveRanks().empty();
+        }
+        if (!block.ok()) {
+          TROIKA_LOG(WARNING) << "rank " << ranks_[local]
+                              << " of this node cannot rejoin: " << block.status().message();
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            restarting_.erase(local);
+          }
+          supervisor_->Release(local);
+          return;
+        }
+        // With other ranks the node has a session, on which the change that admitted this
+        // one comes (Reform); alone, it has none and joins as a new node would.
+        if (alone) Rejoin(local, *block);
+      },
+      join_id);
+}
+
+void Agent::Rejoin(int local, const NodeBlock& block) {
+  std::shared_ptr<NodeRelay> next;
+  const std::vector<int> live = {block.first_rank};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!restarting_.erase(local)) return;
+    current_[local] = block.first_rank;
+    left_.erase(ranks_[local]);
+    next = relay_ = MakeRelay(block.size, live);
+    session_open_ = false;
+    session_closed_ = false;
+    attach_settled_ = false;
+    attach_deadline_ = absl::Now() + options_.attach_timeout;
+  }
+  gate_.Reset();
+  service_->Reform(block.size, live, std::move(next));
+  Relaunch(local, block.first_rank, block.size);
+  upstream_->Attach(
+      options_.job, live, options_.host, options_.attach_timeout,
+      [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+}
+
+void Agent::Relaunch(int local, int rank, int size) {
+  TROIKA_LOG(WARNING) << "rank " << ranks_[local] << " of this node starts again as rank " << rank
+                      << " of " << size;
+  ranks_running_.fetch_add(1);
+  supervisor_->Relaunch(local, RankSpec(local, rank, size));
 }
 
 }  // namespace troika::agent

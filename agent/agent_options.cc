@@ -39,6 +39,10 @@ Options:
                             no block left (a new or returning node) waits, and is admitted at
                             the job's next commit with its ranks after the others', up to X
                             ranks; default: N*P (0)
+  --max_restarts R          an elastic job: a rank of this node that fails (exits non-zero, is
+                            killed) is started again, up to R times in all for the node; the
+                            job goes on without it at once, and it rejoins, renumbered, at the
+                            job's next commit, from rank 0's state; default 0
   --node_rank K             this node's block of ranks, K*P .. K*P+P-1 (0 <= K < N);
                             default -1: the lowest free block, or the block this host
                             registered before (agents sharing a host must give K)
@@ -174,6 +178,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
   if (name == "node_rank") return ParseInt(name, value, -1, 1 << 16, &o.node_rank);
   if (name == "min_np") return ParseInt(name, value, 0, 1 << 16, &o.min_np);
   if (name == "max_np") return ParseInt(name, value, 0, 1 << 16, &o.max_np);
+  if (name == "max_restarts") return ParseInt(name, value, 0, 1 << 16, &o.max_restarts);
   if (name == "host") return SetString(name, value, &o.host);
   if (name == "data_host") {
     o.data_host = value;
@@ -232,6 +237,9 @@ absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args
   }
   if (options.max_np > 0 && options.min_np == 0) {
     return UsageError(kProgram, "--max_np needs --min_np (an elastic job)");
+  }
+  if (options.max_restarts > 0 && options.min_np == 0) {
+    return UsageError(kProgram, "--max_restarts needs --min_np (an elastic job)");
   }
   if (options.max_np > 0 && options.max_np < options.nnodes * options.nproc_per_node) {
     return UsageError(kProgram, absl::StrCat("--max_np ", options.max_np, " is below the job's ",

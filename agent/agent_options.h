@@ -38,6 +38,9 @@ struct AgentOptions {
   // --max_np X: an elastic job's maximum: nodes registering while it runs are admitted at a
   // commit up to X ranks. Default 0: the job's size.
   int max_np = 0;
+  // --max_restarts N: an elastic job's agent starts a failed rank again, up to N times in
+  // all; it rejoins at the job's next commit. Default 0.
+  int max_restarts = 0;
   // --node_rank K: which block of ranks (K*P .. K*P+P-1) this node runs. Default -1: the
   // lowest free block (or this host's block, if the host registered before).
   int node_rank = -1;

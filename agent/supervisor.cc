@@ -120,16 +120,74 @@ absl::Status Supervisor::Start(const std::vector<ProcessSpec>& specs) {
   return absl::OkStatus();
 }
 
+void Supervisor::Hold(int index) {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  held_.insert(index);
+}
+
+void Supervisor::Relaunch(int index, ProcessSpec spec) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!held_.count(index)) return;
+    relaunches_[index] = std::move(spec);
+  }
+  WakeLoop();
+}
+
+void Supervisor::Release(int index) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    held_.erase(index);
+    relaunches_.erase(index);
+  }
+  WakeLoop();
+}
+
+void Supervisor::WakeLoop() {
+  const uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof(one)) < 0) {
+    // Only EAGAIN (counter full) is possible, and then a wake-up is pending anyway.
+  }
+}
+
+bool Supervisor::Busy() {
+  if (RunningCount() > 0) return true;
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return !held_.empty();
+}
+
+void Supervisor::StartRelaunches() {
+  std::map<int, ProcessSpec> relaunches;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (Stopping() || !stop_reason_.empty()) {
+      held_.clear();
+      relaunches_.clear();
+      return;
+    }
+    relaunches.swap(relaunches_);
+    for (const auto& [index, spec] : relaunches) held_.erase(index);
+  }
+  for (auto& [index, spec] : relaunches) {
+    const int label = Label(index);
+    absl::StatusOr<std::unique_ptr<Process>> process = launcher_.Launch(spec);
+    if (!process.ok()) {
+      Report(absl::StrCat("cannot start ", options_.noun, " ", label,
+                          " again: ", process.status().message()));
+      continue;
+    }
+    const std::string prefix = options_.prefix_output ? absl::StrCat("[", label, "] ") : "";
+    ranks_[index] = std::make_unique<Rank>(prefix, *std::move(process), out_, err_);
+  }
+}
+
 void Supervisor::Stop(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (!stop_reason_.empty()) return;
     stop_reason_ = reason.empty() ? "stop requested" : reason;
   }
-  const uint64_t one = 1;
-  if (write(stop_fd_, &one, sizeof(one)) < 0) {
-    // Only EAGAIN (counter full) is possible, and then a wake-up is pending anyway.
-  }
+  WakeLoop();
 }
 
 SupervisorResult Supervisor::Run() {
@@ -151,7 +209,7 @@ struct Supervisor::PollSet {
 
 void Supervisor::Loop() {
   PollSet set;
-  while (RunningCount() > 0) {
+  while (Busy()) {
     BuildPollSet(set);
     int ready = poll(set.fds.data(), set.fds.size(), set.timeout_ms);
     if (ready < 0 && errno != EINTR) {
@@ -169,6 +227,7 @@ void Supervisor::Loop() {
       }
     }
     ReapExited();
+    StartRelaunches();
     if (term_deadline_.has_value() && absl::Now() >= *term_deadline_) {
       term_deadline_.reset();
       NoticeOver();
@@ -302,6 +361,7 @@ void Supervisor::OnStopRequest() {
     std::lock_guard<std::mutex> lock(stop_mu_);
     reason = stop_reason_;
   }
+  if (reason.empty()) return;  // a Relaunch or Release woke the loop
   result_.stop_reason = reason;
   const int running = RunningCount();
   if (running > 0) {

@@ -18,9 +18,11 @@
 // thread. Stop() is thread-safe. See docs/agent.md for the lifecycle.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,15 @@ class Supervisor {
   // honoured at Run()'s start if called before.
   void Stop(const std::string& reason);
 
+  // Restarting a process that exited (an elastic job's agent, --max_restarts): Hold(index),
+  // from on_exit, keeps Run() going for it; Relaunch(index, spec), from any thread, starts it
+  // again as process `index` (same label; its next exit is reported as any other); Release
+  // (index), from any thread, gives up on it. A stop (Stop(), a signal, a failure that stops
+  // the others) releases every held process.
+  void Hold(int index);
+  void Relaunch(int index, ProcessSpec spec);
+  void Release(int index);
+
  private:
   struct Rank;
   struct PollSet;
@@ -111,6 +122,12 @@ class Supervisor {
   void OnExit(int index, const ExitStatus& exit);
   void OnSignal();
   void OnStopRequest();
+  // Starts the processes Relaunch() asked for; drops every hold once stopping.
+  void StartRelaunches();
+  // Wakes the poll loop (Stop, Relaunch, Release).
+  void WakeLoop();
+  // Processes running or held.
+  bool Busy();
   bool Stopping() const;
   // SIGTERM now, or once stop_delay has passed.
   void BeginStop();
@@ -128,10 +145,13 @@ class Supervisor {
   OutputSink& err_;
   const SupervisorOptions options_;
 
-  const int stop_fd_;  // an eventfd: Stop() wakes the poll loop with it
+  const int stop_fd_;  // an eventfd: Stop(), Relaunch() and Release() wake the poll loop
 
   std::mutex stop_mu_;
   std::string stop_reason_;  // guarded by stop_mu_; the first Stop()'s reason
+  // Guarded by stop_mu_: held processes, and the specs to start them again with.
+  std::set<int> held_;
+  std::map<int, ProcessSpec> relaunches_;
 
   // Owned by the calling thread.
   std::vector<std::unique_ptr<Rank>> ranks_;

@@ -78,6 +78,7 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
         absl::StrCat("--log_level=", options.log_level),
         absl::StrCat("--min_np=", options.min_np),
         absl::StrCat("--max_np=", options.max_np),
+        absl::StrCat("--max_restarts=", options.max_restarts),
         "--stop_with_parent=true",
         "--"};
     // The embedded coordinator listens on loopback only, in plaintext; an external one is

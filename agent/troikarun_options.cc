@@ -28,6 +28,8 @@ Options:
   --max-np X               an elastic job's maximum: troika-agents started for the job while
                            it runs (new or returning nodes, docs/elastic.md) are admitted at
                            its next commit, up to X ranks; default -np
+  --max-restarts R         an elastic job: each agent starts a rank that failed again, up to
+                           R times; it rejoins at the job's next commit; default 0
   --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
                            coordinator started inside troikarun on 127.0.0.1 (a free port),
                            which lives as long as troikarun, in plaintext; the agents reach
@@ -152,6 +154,7 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
   if (name == "min_np") return ParseCount("--min-np", value, &options.min_np);
   if (name == "max_np") return ParseCount("--max-np", value, &options.max_np);
+  if (name == "max_restarts") return ParseCount("--max-restarts", value, &options.max_restarts);
   if (name == "coordinator") {
     if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     options.coordinator = value;
@@ -242,6 +245,9 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
   }
   if (options.max_np > 0 && options.min_np == 0) {
     return UsageError(kProgram, "--max-np needs --min-np (an elastic job)");
+  }
+  if (options.max_restarts > 0 && options.min_np == 0) {
+    return UsageError(kProgram, "--max-restarts needs --min-np (an elastic job)");
   }
   if (options.max_np > 0 && options.max_np < options.np) {
     return UsageError(kProgram,

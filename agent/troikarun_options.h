@@ -26,6 +26,8 @@ struct TroikarunOptions {
   // --max-np X: an elastic job's maximum: agents registering while it runs (started by hand
   // with troika-agent) are admitted at a commit up to X ranks. 0 (default): np.
   int max_np = 0;
+  // --max-restarts R: each agent starts a failed rank again, up to R times (elastic jobs).
+  int max_restarts = 0;
   // Coordinator to use: --coordinator HOST:PORT. Empty (default): start an embedded one on
   // 127.0.0.1 with a free port.
   std::string coordinator;

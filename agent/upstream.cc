@@ -103,7 +103,8 @@ absl::Status Upstream::Describe(const grpc::Status& status, const std::string& w
 }
 
 void Upstream::RegisterNode(const std::string& job, int size, const std::string& host, int nproc,
-                            int node_rank, absl::Duration timeout, RegisterCallback done) {
+                            int node_rank, absl::Duration timeout, RegisterCallback done,
+                            const std::string& join_id) {
   v1::RegisterNodeRequest request;
   request.set_job(job);
   request.set_size(size);
@@ -112,6 +113,7 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
   request.set_node_rank(node_rank);
   request.set_min_size(options_.min_size);
   request.set_max_size(options_.max_size);
+  request.set_join_id(join_id);
   StartUnary<v1::RegisterNodeRequest, v1::RegisterNodeResponse>(
       request, absl::Now() + timeout,
       [this](auto* context, auto* req, auto* resp, auto callback) {

@@ -100,7 +100,8 @@ class Upstream final : public RelayUpstream {
   // (block `node_rank`, or any free one if -1); `done` gets the block. Waits up to `timeout`
   // for the coordinator to be reachable.
   void RegisterNode(const std::string& job, int size, const std::string& host, int nproc,
-                    int node_rank, absl::Duration timeout, RegisterCallback done);
+                    int node_rank, absl::Duration timeout, RegisterCallback done,
+                    const std::string& join_id = "");
   // Attaches all of `ranks` (on `host`) at once; `done` gets their memberships, in order, once
   // every rank of the job attached, or the error.
   void Attach(const std::string& job, const std::vector<int>& ranks, const std::string& host,

@@ -187,14 +187,21 @@ void ToWire(const MembershipChange& in, v1::MembershipChange* out) {
   out->mutable_next_rank()->Assign(in.next_rank.begin(), in.next_rank.end());
   out->set_at_commit(in.at_commit);
   out->set_joined(in.joined);
+  for (const MembershipChange::Admitted& a : in.admitted) {
+    v1::Admitted* wire = out->add_admitted();
+    wire->set_join_id(a.join_id);
+    wire->set_first_rank(a.first_rank);
+  }
 }
 
 MembershipChange FromWire(const v1::MembershipChange& in) {
-  return {in.epoch(),
-          in.size(),
-          {in.next_rank().begin(), in.next_rank().end()},
-          in.at_commit(),
-          in.joined()};
+  MembershipChange out{in.epoch(),
+                       in.size(),
+                       {in.next_rank().begin(), in.next_rank().end()},
+                       in.at_commit(),
+                       in.joined()};
+  for (const v1::Admitted& a : in.admitted()) out.admitted.push_back({a.join_id(), a.first_rank()});
+  return out;
 }
 
 void ToWire(const DownMessage& in, v1::Down* out) {

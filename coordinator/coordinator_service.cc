@@ -238,7 +238,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
         }
         reactor->Finish(ToGrpc(block.status()));
       },
-      [cancelled = reactor->cancelled] { return cancelled->load(); });
+      [cancelled = reactor->cancelled] { return cancelled->load(); }, request->join_id());
   return reactor;
 }
 

@@ -158,10 +158,11 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // agent). An elastic job that has no block left, or runs, holds the node as joining
   // instead, up to its maximum: `done` comes when the job's next commit admits it (its block
   // in the next generation; docs/elastic.md), or with the error that ended the job first. A
-  // joining node whose `cancelled` (may be null) turns true is not admitted. `done` may run
-  // under the job's lock (it must only finish an RPC), exactly once.
+  // joining node whose `cancelled` (may be null) turns true is not admitted; one with a
+  // `join_id` is named in the MembershipChange that admits it. `done` may run under the job's
+  // lock (it must only finish an RPC), exactly once.
   void RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
-                    std::function<bool()> cancelled = nullptr);
+                    std::function<bool()> cancelled = nullptr, std::string join_id = {});
 
   // The job's state record (StateStore), and a restarted coordinator's job made as it was:
   // its node blocks and process sets. Restore before anything else happens to the job;
@@ -240,6 +241,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     int nproc = 0;
     RegisterCallback done;
     std::function<bool()> cancelled;
+    std::string join_id;
   };
 
   // Checks and binds a session's ranks (OpenSession, ResumeSession).

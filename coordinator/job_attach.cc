@@ -93,7 +93,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
 }
 
 void Job::RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
-                       std::function<bool()> cancelled) {
+                       std::function<bool()> cancelled, std::string join_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (detached_) return done(absl::UnavailableError("the coordinator is restarting"));
   if (nproc < 1) {
@@ -121,7 +121,7 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   }
   TROIKA_LOG(INFO) << "job '" << name_ << "': " << nproc << (nproc == 1 ? " rank" : " ranks")
                    << " on " << host << " wait to join at the next commit";
-  joining_.push_back({host, nproc, std::move(done), std::move(cancelled)});
+  joining_.push_back({host, nproc, std::move(done), std::move(cancelled), std::move(join_id)});
 }
 
 absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, int nproc,

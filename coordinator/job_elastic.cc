@@ -104,6 +104,7 @@ void Job::AdmitJoinersLocked() {
   std::vector<int> first_ranks;
   std::set<std::string> hosts;
   for (const Joiner& joiner : admitted) {
+    if (!joiner.join_id.empty()) change.admitted.push_back({joiner.join_id, change.size});
     first_ranks.push_back(change.size);
     change.size += joiner.nproc;
     change.joined += joiner.nproc;

@@ -195,9 +195,9 @@ absl::StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path
 
 Timeline::Timeline(std::string path, FILE* file, int size, int64_t max_bytes, absl::Time origin)
     : path_(std::move(path)),
-      size_(size),
       max_bytes_(max_bytes),
       origin_(origin),
+      size_(size),
       file_(file),
       lanes_(size) {
   std::setvbuf(file_, nullptr, _IOFBF, kStdioBuffer);

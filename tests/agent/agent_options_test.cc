@@ -21,6 +21,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
                            "--node_rank=1",
                            "--min_np=4",
                            "--max_np=24",
+                           "--max_restarts=3",
                            "--host=node-b",
                            "--data_host=10.1.0.2",
                            "--socket_dir=/run/troika",
@@ -45,6 +46,7 @@ TEST(AgentOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(o->node_rank, 1);
   EXPECT_EQ(o->min_np, 4);
   EXPECT_EQ(o->max_np, 24);
+  EXPECT_EQ(o->max_restarts, 3);
   EXPECT_EQ(o->host, "node-b");
   EXPECT_EQ(o->data_host, "10.1.0.2");
   EXPECT_EQ(o->socket_dir, "/run/troika");
@@ -130,6 +132,7 @@ TEST(AgentOptionsTest, UsageErrorsNameTheProblem) {
       {with({"--node_rank=2", "--", "x"}), "--node_rank 2 is not below --nnodes 2"},
       {with({"--min_np=5", "--", "x"}), "--min_np 5 is above the job's 4 ranks"},
       {with({"--max_np=8", "--", "x"}), "--max_np needs --min_np (an elastic job)"},
+      {with({"--max_restarts=1", "--", "x"}), "--max_restarts needs --min_np (an elastic job)"},
       {with({"--min_np=2", "--max_np=3", "--", "x"}), "--max_np 3 is below the job's 4 ranks"},
       {with({"--nproc-per-node=0", "--", "x"}), "between 1 and 1024, got 0"},
       {with({"--coordinator=nohost", "--", "x"}),

@@ -106,6 +106,57 @@ TEST_F(SupervisorTest, WithoutStopOnFailureAFailureIsReportedAndTheOthersRunOn) 
   EXPECT_EQ(first_failures, std::vector<int>{1});
 }
 
+TEST_F(SupervisorTest, AHeldRankRunsAgainWhenRelaunchedAndRunWaitsForIt) {
+  SupervisorOptions options;
+  options.stop_on_failure = false;
+  Supervisor* self = nullptr;
+  std::thread relauncher;
+  options.on_exit = [&](int rank, const ExitStatus& exit) {
+    if (rank != 1 || exit.ok()) return;
+    self->Hold(1);  // an elastic agent's restart: the new process comes a little later
+    relauncher = std::thread([&] {
+      absl::SleepFor(absl::Milliseconds(300));
+      self->Relaunch(1, {{"/bin/sh", "-c", "echo again $RANK"}, {"PATH=/usr/bin:/bin", "RANK=7"}});
+    });
+  };
+  Supervisor supervisor(launcher_, out_, err_, options);
+  self = &supervisor;
+  ASSERT_TRUE(
+      supervisor.Start(ShellRanks(2, "if [ $RANK = 1 ]; then exit 3; fi; echo $RANK")).ok());
+  SupervisorResult result = supervisor.Run();
+  relauncher.join();
+  EXPECT_THAT(out_.text(), HasSubstr("[1] again 7\n")) << "the relaunched process, same label";
+  EXPECT_EQ(result.exits[1].code, 0) << "its exit is the one reported";
+  EXPECT_EQ(result.ExitCode(), 0);
+}
+
+TEST_F(SupervisorTest, AReleasedOrStoppedHoldEndsTheRun) {
+  for (bool stop : {false, true}) {
+    SupervisorOptions options;
+    options.stop_on_failure = false;
+    Supervisor* self = nullptr;
+    options.on_exit = [&](int rank, const ExitStatus& exit) {
+      if (!exit.ok()) self->Hold(rank);
+    };
+    Supervisor supervisor(launcher_, out_, err_, options);
+    self = &supervisor;
+    ASSERT_TRUE(supervisor.Start(ShellRanks(1, "exit 3")).ok());
+    std::thread giver([&] {
+      absl::SleepFor(absl::Milliseconds(200));
+      if (stop) {
+        supervisor.Stop("the job was aborted");
+      } else {
+        supervisor.Release(0);
+      }
+    });
+    const absl::Time start = absl::Now();
+    SupervisorResult result = supervisor.Run();
+    giver.join();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << (stop ? "stopped" : "released");
+    EXPECT_EQ(result.exits[0].code, 3);
+  }
+}
+
 TEST_F(SupervisorTest, RankKilledBySignalIsNamedWithTheSignal) {
   SupervisorResult result = RunRanks(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 100");
   EXPECT_EQ(result.failed_rank, 0);

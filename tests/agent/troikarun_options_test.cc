@@ -133,6 +133,13 @@ TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobAndMaxNpLetsItGrow) {
   auto below = Parse({"-np", "4", "--min-np", "2", "--max-np", "3", "--", "x"});
   ASSERT_FALSE(below.ok());
   EXPECT_THAT(std::string(below.status().message()), HasSubstr("--max-np 3 is below -np 4"));
+  auto restarts = Parse({"-np", "2", "--min-np", "1", "--max-restarts", "2", "--", "x"});
+  ASSERT_TRUE(restarts.ok()) << restarts.status();
+  EXPECT_EQ(restarts->max_restarts, 2);
+  auto not_elastic = Parse({"-np", "2", "--max-restarts", "2", "--", "x"});
+  ASSERT_FALSE(not_elastic.ok());
+  EXPECT_THAT(std::string(not_elastic.status().message()),
+              HasSubstr("--max-restarts needs --min-np"));
 }
 
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {

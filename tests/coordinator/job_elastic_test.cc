@@ -216,7 +216,7 @@ TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit)
   FakeSink a;
   ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
   auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
-  EXPECT_EQ(Register(*job, "b", 2, -1, held).status().message(), "waiting");
+  EXPECT_EQ(Register(*job, "b", 2, -1, held, nullptr, "b-restart-1").status().message(), "waiting");
   EXPECT_EQ(Register(*job, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
       << "2 ranks and 2 joining: one more would exceed the maximum of 4";
 
@@ -240,6 +240,9 @@ TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit)
   EXPECT_EQ(change.membership_change->joined, 2);
   EXPECT_EQ(change.membership_change->size, 4);
   EXPECT_THAT(change.membership_change->next_rank, ElementsAre(0, 1));
+  ASSERT_EQ(change.membership_change->admitted.size(), 1u) << "b named itself";
+  EXPECT_EQ(change.membership_change->admitted[0].join_id, "b-restart-1");
+  EXPECT_EQ(change.membership_change->admitted[0].first_rank, 2);
   ASSERT_TRUE(held->has_value() && (*held)->ok())
       << (held->has_value() ? (*held)->status() : absl::OkStatus());
   EXPECT_EQ((**held)->first_rank, 2);

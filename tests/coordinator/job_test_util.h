@@ -55,11 +55,11 @@ inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string
 inline absl::StatusOr<Job::NodeBlock> Register(
     Job& job, const std::string& host, int nproc, int node_rank,
     std::shared_ptr<std::optional<absl::StatusOr<Job::NodeBlock>>> held = nullptr,
-    std::function<bool()> cancelled = nullptr) {
+    std::function<bool()> cancelled = nullptr, std::string join_id = {}) {
   if (!held) held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
   job.RegisterNode(
       host, nproc, node_rank, [held](absl::StatusOr<Job::NodeBlock> block) { *held = block; },
-      std::move(cancelled));
+      std::move(cancelled), std::move(join_id));
   if (!held->has_value()) return absl::UnknownError("waiting");
   return **held;
 }

@@ -146,7 +146,9 @@ TEST_F(TimelineTest, AMembershipChangeIsAGlobalMarkAndNamesTheRanksItAdds) {
   EXPECT_EQ(Count(events, "\"args\":{\"name\":\"rank 3\"}"), 1) << "named once, when it came";
   EXPECT_EQ(Count(events, "\"name\":\"collective\",\"cat\":\"exec\""), 1)
       << "rank 3's phase is kept";
-  if (HavePython()) EXPECT_TRUE(LoadWithPython(path).has_value());
+  if (HavePython()) {
+    EXPECT_TRUE(LoadWithPython(path).has_value());
+  }
 }
 
 TEST_F(TimelineTest, NegotiationIsOneSpanWithATickPerKnownArrival) {

@@ -376,6 +376,34 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
   EXPECT_THAT(Err(), HasSubstr("reconnected to the coordinator; resuming job 'restart'"));
 }
 
+// --max-restarts: the agent starts a killed rank again; it rejoins at the next commit, as the
+// job's last rank, from rank 0's state. With 2 ranks per agent the node's session carries the
+// change that admits it; with 1, the node has no rank left and attaches it as a new node.
+TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
+  for (int per_node : {2, 1}) {
+    SCOPED_TRACE(absl::StrCat(per_node, " ranks per agent"));
+    dir_ = MakeScratchDir("elastic-restart");
+    troikarun_ = StartShell(absl::StrCat(
+        "exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node ", per_node,
+        " --min-np 2 --max-restarts 1 -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_,
+        " --steps=400 --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+    const pid_t victim = WaitForPid(2);
+    ASSERT_NE(victim, 0) << Err();
+    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+    // Lost (generation 2: 3 ranks), then back as rank 3 (generation 3: 4 ranks).
+    ExpectFinishedIdentical({0, 1, 2, 3}, 400, 4, 3);
+    EXPECT_THAT(Err(), HasSubstr("the job goes on with 3 ranks as generation 2"));
+    EXPECT_THAT(Err(), HasSubstr("rank 2 of this node starts again as rank 3 of 4"));
+    std::smatch synced;
+    const std::string out = Out();
+    EXPECT_TRUE(std::regex_search(out, synced, std::regex(R"(\[2\] synced to step [1-9]\d*)")))
+        << "the new process took rank 0's state\n"
+        << out;
+  }
+}
+
 TEST_F(ElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
   Start(2, 2, 100000);
   const pid_t victim = WaitForPid(1);

@@ -4,6 +4,7 @@
 // definition serves all of them.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace troika {
@@ -92,6 +93,12 @@ struct MembershipChange {
   // the last of the next generation: every rank has just committed, none goes back.
   bool at_commit = false;
   int joined = 0;
+  // The joining nodes that named themselves (an agent's restarted ranks): their first rank.
+  struct Admitted {
+    std::string join_id;
+    int first_rank = 0;
+  };
+  std::vector<Admitted> admitted;
 };
 
 }  // namespace troika
