@@ -11,6 +11,7 @@
 and, in a job of 2 ranks with --max-np 4, runs the troika-agent command troikarun prints for
 adding ranks once the job trains: at the next commit both ranks raise HostsUpdatedInterrupt
 (nothing lost), the job goes on with 4 ranks, and all four finish with identical weights;
+with --max-restarts 1, rank 2 killed comes back (rank 3 of 4) and all four finish identical;
 then, in a job of 2 ranks on 2 agents, five rounds of an agent of 1 rank joining (the printed
 command) and its rank killed: ten changes, after which the 2 ranks finish identical, and
 troikarun (its coordinator), rank 0 and its agent hold no more threads or descriptors than
@@ -45,15 +46,15 @@ def parent_of(pid):
     return int(stat[stat.rfind(")") + 1:].split()[1])
 
 
-def run_job(troikarun, python, script, np, kill, epochs=3):
+def run_job(troikarun, python, script, np, kill, epochs=3, extra=()):
     """Runs the job, SIGKILLs what `kill(dir)` returns once rank 3 (or the last rank) has
     trained a few batches; returns (exit code, stdout, stderr, kill time in unix ms)."""
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
         with open(out_path, "w") as out, open(err_path, "w") as err:
             job = subprocess.Popen(
-                [troikarun, "-np", str(np), "--nproc-per-node", "2", "--min-np", "2", "--",
-                 python, script, "--pid-dir", d, "--epochs", str(epochs),
+                [troikarun, "-np", str(np), "--nproc-per-node", "2", "--min-np", "2", *extra,
+                 "--", python, script, "--pid-dir", d, "--epochs", str(epochs),
                  "--commit-every", str(COMMIT_EVERY)],
                 stdout=out, stderr=err, start_new_session=True)
         deadline = time.time() + 120
@@ -314,6 +315,24 @@ def main():
     if f:
         print(out, err)
 
+    # --max-restarts: rank 2 is lost, then started again and admitted at a commit as rank 3.
+    code, out, err, _ = run_job(troikarun, python, script, 4,
+                                lambda d: int(read(os.path.join(d, "pid.2"))),
+                                extra=("--max-restarts", "1"))
+    f = []
+    if code != 0:
+        f.append("troikarun exited %s" % code)
+    done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
+    if sorted(int(r) for r, _, _ in done) != [0, 1, 2, 3] or {s for _, s, _ in done} != {"4"}:
+        f.append("ranks that finished: %s, expected 0-3 of 4" % (done,))
+    if len({w for _, _, w in done}) != 1:
+        f.append("the weights differ: %s" % (done,))
+    if "rank 2 of this node starts again as rank 3 of 4" not in err:
+        f.append("the agent did not start rank 2 again")
+    failures += ["restarted: " + x for x in f]
+    if f:
+        print(out, err)
+
     f = joins_and_losses(troikarun, python, script)
     failures += ["joins and losses: " + x for x in f]
 
@@ -321,8 +340,8 @@ def main():
         print("FAIL: " + failure)
     if not failures:
         print("PASS: a killed rank's and a killed agent's survivors went on and ended identical; "
-              "a loss below the minimum aborted; an added agent's ranks joined at a commit; ten "
-              "joins and losses in turn leaked nothing")
+              "a loss below the minimum aborted; an added agent's ranks joined at a commit; a "
+              "restarted rank rejoined; ten joins and losses in turn leaked nothing")
     return 1 if failures else 0
 
 
