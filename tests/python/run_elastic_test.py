@@ -114,6 +114,21 @@ def grow_job(troikarun, python, script, epochs=4):
                 read(err_path) + read(os.path.join(d, "agent.err")))
 
 
+def check_finished(out, ranks, size):
+    """Failures unless exactly `ranks` (by their [prefix]) finished, as `size` ranks, with the
+    same weights."""
+    done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
+    failures = []
+    if sorted(int(r) for r, _, _ in done) != sorted(ranks):
+        failures.append("ranks that finished: %s, expected %s" % (
+            sorted(int(r) for r, _, _ in done), sorted(ranks)))
+    if any(int(s) != size for _, s, _ in done):
+        failures.append("a rank finished with a size other than %d" % size)
+    if len({w for _, _, w in done}) != 1:
+        failures.append("the weights differ: %s" % (done,))
+    return failures
+
+
 def holdings(pid):
     """(threads, open descriptors, resident KiB) of a process."""
     status = read("/proc/%d/status" % pid)
@@ -198,11 +213,7 @@ def joins_and_losses(troikarun, python, script, rounds=5):
         out = read(out_path)
         if code != 0:
             failures.append("troikarun exited %s:\n%s" % (code, read(err_path)))
-        done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
-        if sorted(int(r) for r, _, _ in done) != [0, 1] or {s for _, s, _ in done} != {"2"}:
-            failures.append("ranks that finished: %s, expected 0 and 1 of 2" % (done,))
-        if len({w for _, _, w in done}) != 1:
-            failures.append("the weights differ: %s" % (done,))
+        failures += check_finished(out, [0, 1], 2)
         resets = re.findall(r"\[0\] reset: rank 0 of (\d+)", out)
         if len(resets) != 2 * rounds:
             failures.append("rank 0 reset %d times, expected %d" % (len(resets), 2 * rounds))
@@ -226,14 +237,7 @@ def check_grown(out):
         if (member, size) != (rank, "4") or to != frm:
             failures.append("rank %s reset as rank %s of %s, from batch %s to %s: expected "
                             "the same rank of 4 and nothing lost" % (member, rank, size, frm, to))
-    done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
-    if sorted(int(r) for r, _, _ in done) != [0, 1, 2, 3]:
-        failures.append("ranks that finished: %s, expected 0-3" % [r for r, _, _ in done])
-    if any(s != "4" for _, s, _ in done):
-        failures.append("a rank finished with a size other than 4")
-    if len({w for _, _, w in done}) != 1:
-        failures.append("the weights differ: %s" % done)
-    return failures
+    return failures + check_finished(out, [0, 1, 2, 3], 4)
 
 
 def check_survivors(out, killed_at, survivors, size):
@@ -253,15 +257,7 @@ def check_survivors(out, killed_at, survivors, size):
                                                                              COMMIT_EVERY))
     if set(resets) != set(survivors):
         failures.append("ranks %s reset, expected %s" % (sorted(resets), sorted(survivors)))
-    done = re.findall(r"\[(\d)\] done epochs (\d+) size (\d+) weights ([0-9a-f]+)", out)
-    if sorted(int(r) for r, _, _, _ in done) != sorted(survivors):
-        failures.append("ranks that finished: %s, expected %s" % (
-            sorted(int(r) for r, _, _, _ in done), sorted(survivors)))
-    if any(int(s) != size for _, _, s, _ in done):
-        failures.append("a rank finished with a size other than %d" % size)
-    if len({w for _, _, _, w in done}) != 1:
-        failures.append("the survivors' weights differ: %s" % done)
-    return failures
+    return failures + check_finished(out, survivors, size)
 
 
 def main():
@@ -322,11 +318,7 @@ def main():
     f = []
     if code != 0:
         f.append("troikarun exited %s" % code)
-    done = re.findall(r"\[(\d)\] done epochs \d+ size (\d+) weights ([0-9a-f]+)", out)
-    if sorted(int(r) for r, _, _ in done) != [0, 1, 2, 3] or {s for _, s, _ in done} != {"4"}:
-        f.append("ranks that finished: %s, expected 0-3 of 4" % (done,))
-    if len({w for _, _, w in done}) != 1:
-        f.append("the weights differ: %s" % (done,))
+    f += check_finished(out, [0, 1, 2, 3], 4)
     if "rank 2 of this node starts again as rank 3 of 4" not in err:
         f.append("the agent did not start rank 2 again")
     failures += ["restarted: " + x for x in f]
