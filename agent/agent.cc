@@ -161,16 +161,15 @@ int Agent::Run() {
     }
   }
   if (int code = Register(); code != 0) return code;
-  const int size = size_;
 
   scheduler_ = std::make_unique<Scheduler>();
   {
     std::lock_guard<std::mutex> lock(mu_);  // a metrics scrape may read relay_
     current_ = ranks_;
-    relay_ = MakeRelay(size, ranks_);
+    relay_ = MakeRelay(size_, ranks_);
     restarts_left_ = options_.max_restarts;
   }
-  service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size, ranks_}, gate_,
+  service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size_, ranks_}, gate_,
                                             relay_, *upstream_);
   if (absl::Status s = StartServer(); !s.ok()) {
     Say(std::string(s.message()));
@@ -193,8 +192,9 @@ int Agent::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       rank = current_[label - ranks_.front()];  // its rank in the generation in force
     }
-    if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
+    // Before the exit goes upstream: the change that drops the rank finds it restarting.
     if (!exit.ok()) MaybeRestart(label - ranks_.front());
+    if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
   if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {

@@ -89,6 +89,7 @@ class Agent {
   // place. The change that admits it (Reform), or, for a node with no other rank left, the
   // RegisterNode answer (Rejoin), starts it again under its new number.
   void MaybeRestart(int local);
+  void RegisterRestart(int local, const std::string& join_id);
   void Rejoin(int local, const NodeBlock& block);
   // Starts local rank `local` again as rank `rank` of a generation of `size`.
   void Relaunch(int local, int rank, int size);
@@ -153,7 +154,10 @@ class Agent {
   std::set<int> left_;                     // labels of the ranks the job went on without
   int restarts_left_ = 0;                  // --max_restarts, counted down
   std::map<int, std::string> restarting_;  // local index -> join id, while it waits to rejoin
-  bool reforming_ = false;                 // the ended generation's session is closing (Reform)
+  // Of those, the ones whose loss the coordinator has not applied yet: they register once it
+  // has (Reform), so that the job has room for them.
+  std::set<int> unregistered_;
+  bool reforming_ = false;  // the ended generation's session is closing (Reform)
   bool attach_settled_ = false;
   std::string attach_error_;  // non-empty: the upstream attach failed
   bool session_open_ = false;

@@ -29,6 +29,7 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
   std::shared_ptr<NodeRelay> old, next;
   std::vector<int> live;
   std::vector<std::pair<int, int>> restarted;  // local index, its rank now
+  std::vector<std::pair<int, std::string>> to_register;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < current_.size(); ++i) {
@@ -52,6 +53,15 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
       restarted.emplace_back(it->first, admitted->first_rank);
       it = restarting_.erase(it);
     }
+    // Failed ranks this change drops: the job has room for them again.
+    for (auto it = unregistered_.begin(); it != unregistered_.end();) {
+      if (current_[*it] >= 0) {
+        ++it;
+        continue;
+      }
+      to_register.emplace_back(*it, restarting_[*it]);
+      it = unregistered_.erase(it);
+    }
     live = LiveRanks();
     old = relay_;
     next = relay_ = MakeRelay(change.size, live);
@@ -72,6 +82,7 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
   // The ended generation's session closes; OnClosed then attaches the next one.
   upstream_->CloseSession();
   for (const auto& [local, rank] : restarted) Relaunch(local, rank, change.size);
+  for (const auto& [local, join_id] : to_register) RegisterRestart(local, join_id);
 }
 
 void Agent::MaybeRestart(int local) {
@@ -86,10 +97,14 @@ void Agent::MaybeRestart(int local) {
     left = --restarts_left_;
     join_id = absl::StrCat(options_.host, "/", getpid(), "/", ranks_[local], "/", left);
     restarting_[local] = join_id;
+    unregistered_.insert(local);  // registered once the job has dropped it (Reform)
   }
   supervisor_->Hold(local);
   TROIKA_LOG(WARNING) << "starting rank " << ranks_[local] << " of this node again (" << left
                       << " restarts left): it rejoins the job at its next commit";
+}
+
+void Agent::RegisterRestart(int local, const std::string& join_id) {
   upstream_->RegisterNode(
       options_.job, size_, options_.host, 1, -1, absl::InfiniteDuration(),
       [this, local](absl::StatusOr<NodeBlock> block) {
