@@ -2,23 +2,28 @@
 """The Python layer's own cost: one rank of a troikarun job timing 4-byte (one float32)
 allreduces, each waited before the next, through
 
-  torch:  hvd.allreduce(t, op=hvd.Sum)    (troika.torch, out of place: the usual call)
-  torch_: hvd.allreduce_(t, op=hvd.Sum)   (troika.torch, in place)
-  module: troika._troika's Context.allreduce(..., wait=True).wait() on t.data_ptr()
-          (the compiled module alone: no troika.torch)
+  c++ api: Context::Allreduce(..., wait).Wait() in a C++ loop (bench/latency_loop.cc, built as
+           BUILD/bench/libtroika_bench_loop.so, called once per block with ctypes) on this
+           process's own context
+  module:  troika._troika's Context.allreduce_wait(...) on t.data_ptr(), the
+           arguments by position as troika.torch passes them (the compiled module alone)
+  torch:   hvd.allreduce(t, op=hvd.Sum)    (troika.torch, out of place: the usual call)
+  torch_:  hvd.allreduce_(t, op=hvd.Sum)   (troika.torch, in place)
 
-in alternating blocks (module, torch, torch_, module, torch, torch_, ...) so that drift of a
-shared machine hits all alike. All three submit the same request (one name, as the C++ API's
-loop in troika-rank-latency), and nothing else runs between the blocks, so a steady-state
-schedule (troikarun's default) holds across the blocks as it does in the C++ job; a tensor of
-its own per mode, or a barrier between blocks, would end the schedule at every block. Rank 0 prints one line per mode:
-"<mode>: <us> us per allreduce". Launched by bench/torch_bench.py next to the C++ API's
-figure (troika-rank-latency) from a job of the same shape.
+in alternating blocks (c++ api, module, torch, torch_, then module, torch, torch_, c++ api,
+...: the first rotates): the same job, process and
+context for all four, so that drift of a shared machine hits all alike and the ratios are what
+the Python layer adds. All submit the same request (one name), and nothing else runs between
+the blocks, so a steady-state schedule (troikarun's default) holds across them; a tensor of its
+own per mode, or a barrier between blocks, would end the schedule at every block. Rank 0
+prints one line per mode: "<mode>: <us> us per allreduce". Launched by bench/torch_bench.py.
 
     troikarun -np 4 -- python3 bench/torch_allreduce_latency.py --iters 2000
 """
 
 import argparse
+import ctypes
+import os
 import time
 
 import torch
@@ -31,7 +36,10 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--iters", type=int, default=2000, help="timed allreduces per mode")
     p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--blocks", type=int, default=4, help="alternating blocks per mode")
+    p.add_argument("--blocks", type=int, default=8, help="alternating blocks per mode")
+    p.add_argument("--loop-lib", default=os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
+        "libtroika_bench_loop.so"), help="the C++ loop (default: the repository's build)")
     args = p.parse_args()
     hvd.init()
     torch.set_num_threads(1)
@@ -39,10 +47,17 @@ def main():
     ctx = troika.context()
     ptr = t.data_ptr()
     f32 = troika.DTYPES["float32"]
+    loop = ctypes.CDLL(args.loop_lib).troika_bench_allreduce_loop  # releases the GIL
+    loop.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+    seconds = ctypes.c_double()
+
+    def cpp(n):
+        if loop(ctx.address, n, ctypes.byref(seconds)) != 0:
+            raise RuntimeError("the C++ loop failed (its error is on stderr)")
 
     def module(n):
         for _ in range(n):
-            ctx.allreduce("latency", ptr, ptr, f32, [1], op=hvd.Sum, wait=True).wait()
+            ctx.allreduce_wait("latency", ptr, ptr, f32, [1], hvd.Sum, 1.0, 1.0, 0)
 
     def torch_out(n):
         for _ in range(n):
@@ -52,14 +67,15 @@ def main():
         for _ in range(n):
             hvd.allreduce_(t, op=hvd.Sum, name="latency")
 
-    modes = [("module", module), ("torch", torch_out), ("torch_", torch_in)]
+    modes = [("c++ api", cpp), ("module", module), ("torch", torch_out), ("torch_", torch_in)]
     for _, fn in modes:
         fn(args.warmup)
     per_block = max(1, args.iters // args.blocks)
     total = {name: 0.0 for name, _ in modes}
     # Each allreduce is waited on every rank, so the ranks start each block together.
-    for _ in range(args.blocks):
-        for name, fn in modes:
+    # Which mode goes first rotates from one round of blocks to the next.
+    for b in range(args.blocks):
+        for name, fn in modes[b % len(modes):] + modes[:b % len(modes)]:
             start = time.perf_counter()
             fn(per_block)
             total[name] += time.perf_counter() - start

@@ -8,7 +8,9 @@
    over NCCL where torch sees them (one per rank; scripts/gpu_bundle.sh runs it on 1 rank). The two alternate within each
    repetition (which goes first alternates too). Figure: total img/sec; target Troika >= DDP.
 2. The Python layer's cost: a 4-byte allreduce through troika.torch (hvd.allreduce) vs the C++
-   API (build/bench/troika-rank-latency), each in its own troikarun -np N job. Target: <= 1.2x.
+   API, in alternating blocks in the same ranks of one troikarun -np N job
+   (bench/torch_allreduce_latency.py; the C++ loop is BUILD/bench/libtroika_bench_loop.so).
+   Target: <= 1.2x.
 
 Prints every run, the medians of --repeat runs and the ratios, and the machine's load
 (load average, compilers - cc1plus - and ctest runs of others) at each run's start.
@@ -34,8 +36,6 @@ def parse_args():
     p = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--troikarun", default=None, help="default: BUILD/agent/troikarun")
-    p.add_argument("--rank-latency", default=None,
-                   help="default: BUILD/bench/troika-rank-latency")
     p.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
                    else sys.executable, help="the ranks' interpreter (with torch)")
     p.add_argument("--np", type=int, default=4)
@@ -141,8 +141,6 @@ def median(xs):
 def main():
     args = parse_args()
     args.troikarun = args.troikarun or os.path.join(args.build, "agent", "troikarun")
-    args.rank_latency = args.rank_latency or os.path.join(args.build, "bench",
-                                                          "troika-rank-latency")
     env = dict(os.environ)
     env.setdefault("PYTHONPATH", os.path.join(args.build, "python"))
     print("torch_bench: %d ranks (separate processes), repeat %d; %s"
@@ -184,23 +182,21 @@ def main():
     if not args.skip_latency:
         print("\n# 4-byte allreduce latency, %d ranks, %d iterations per run"
               % (args.np, args.latency_iters), flush=True)
-        cpp, py = [], {"module": [], "torch": [], "torch_": []}
+        py = {"c++ api": [], "module": [], "torch": [], "torch_": []}
         for i in range(args.repeat):
             state = load()
-            text = run([args.troikarun, "-np", str(args.np), "--", args.rank_latency,
-                        "--iters", str(args.latency_iters)], env)
-            cpp.append(find(r"c\+\+ api: .*: ([0-9.]+) us per allreduce", text, "C++ latency"))
             text = run([args.troikarun, "-np", str(args.np), "--", args.python,
                         os.path.join(ROOT, "bench", "torch_allreduce_latency.py"),
-                        "--iters", str(args.latency_iters)], env)
+                        "--iters", str(args.latency_iters), "--loop-lib",
+                        os.path.join(args.build, "bench", "libtroika_bench_loop.so")], env)
             for mode in py:
                 py[mode].append(find(r"\] %s: ([0-9.]+) us" % re.escape(mode), text, mode))
             print("run %d: c++ api %.1f us, module %.1f us, hvd.allreduce %.1f us, "
                   "hvd.allreduce_ %.1f us   (at start: %s)"
-                  % (i + 1, cpp[-1], py["module"][-1], py["torch"][-1], py["torch_"][-1], state),
-                  flush=True)
-        c = median(cpp)
+                  % (i + 1, py["c++ api"][-1], py["module"][-1], py["torch"][-1],
+                     py["torch_"][-1], state), flush=True)
         m = {k: median(v) for k, v in py.items()}
+        c = m["c++ api"]
         r = m["torch"] / c
         print("median: c++ api %.1f us, troika._troika module %.1f us (%.2fx), hvd.allreduce "
               "%.1f us (%.2fx), hvd.allreduce_ %.1f us (%.2fx); hvd.allreduce / c++ api %.2fx "

@@ -274,6 +274,10 @@ PYBIND11_MODULE(_troika, m) {
           "Joins the job the TROIKA_* environment names (troikarun sets it); blocks until "
           "every rank attached. rank, size (>= 0): instead of TROIKA_RANK and TROIKA_SIZE (an "
           "elastic job's next generation)")
+      .def_property_readonly(
+          "address", [](troika::Context& c) { return reinterpret_cast<uintptr_t>(&c); },
+          "the troika::Context* of this process, for native code using the C++ API on it "
+          "(valid until shutdown)")
       .def_property_readonly("rank", &troika::Context::rank)
       .def_property_readonly("size", &troika::Context::size)
       .def_property_readonly("local_rank", &troika::Context::local_rank)
@@ -287,23 +291,37 @@ PYBIND11_MODULE(_troika, m) {
           "allreduce",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
              std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
-             int device, uintptr_t ready_stream, bool wait) {
-            troika::AllreduceOptions options =
-                MakeAllreduceOptions(op, prescale, postscale, process_set, device, ready_stream);
-            options.wait = wait;
-            std::optional<py::gil_scoped_release> release;  // while it blocks
-            if (wait) release.emplace();
-            troika::Handle handle =
-                c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape), options);
-            release.reset();
-            return Wrap(std::move(handle), device);
+             int device, uintptr_t ready_stream) {
+            return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                         device, ready_stream)),
+                        device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0, py::arg("wait") = false,
-          "Submits an allreduce; wait=True returns once it finished (the GIL released), running "
-          "a scheduled one on this thread")
+          py::arg("ready_stream") = 0, "Submits an allreduce; returns its Handle")
+      .def(
+          "allreduce_wait",
+          [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
+             std::vector<int64_t> shape, int op, double prescale, double postscale,
+             int process_set) {
+            troika::AllreduceOptions options =
+                MakeAllreduceOptions(op, prescale, postscale, process_set, -1, 0);
+            options.wait = true;
+            absl::Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape), options)
+                      .Wait();
+            }
+            Check(s);
+          },
+          py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
+          py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,
+          py::arg("postscale") = 1.0, py::arg("process_set") = 0,
+          "A host allreduce, returning once it finished (the GIL released; a scheduled one runs "
+          "on this thread, with no handle); raises TroikaError if it failed")
       .def(
           "allgather",
           [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,

@@ -43,6 +43,17 @@ def test_allreduce_in_place(ctx):
     assert list(buf) == [float(sum(range(1, ctx.size + 1)))] * 8
 
 
+def test_allreduce_wait_returns_finished_and_raises_on_failure(ctx):
+    buf = floats([ctx.rank + 1.0] * 4)
+    assert ctx.allreduce_wait("m.allreduce_wait", addr(buf), addr(buf), F32, [4],
+                              _troika.MAX) is None
+    assert list(buf) == [float(ctx.size)] * 4
+    # A null buffer with elements: this rank's call raises at once (nothing is sent).
+    with pytest.raises(troika.TroikaError) as e:
+        ctx.allreduce_wait("m.allreduce_wait.null", 0, 0, F32, [4])
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
 def test_wait_with_timeout(ctx):
     buf = floats([1.0])
     if ctx.rank == 0:

@@ -176,13 +176,13 @@ def _nbytes(tensor):
 def _op(op, average):
     """Horovod's rule: `op` wins, the deprecated `average` maps to Average/Sum, and the default
     is Average."""
-    if op is not None and average is not None:
+    if average is None:
+        return Average if op is None else op
+    if op is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
-                      DeprecationWarning)
-        return Average if average else Sum
-    return Average if op is None else op
+    warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                  DeprecationWarning)
+    return Average if average else Sum
 
 
 class _DeviceBytes:
@@ -244,11 +244,8 @@ def synchronize(handle):
 # ----------------------------------------------------------------------------- allreduce
 
 
-def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
-               wait=False):
-    """Submits an allreduce; returns its _Pending (no handle: allreduce_async adds one).
-    wait: the caller completes it at once; a CPU allreduce then returns finished (a scheduled
-    one ran on this thread, with no hand-off to Troika's executor thread)."""
+def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """Submits an allreduce; returns its _Pending (no handle: allreduce_async adds one)."""
     ps_id = _ps_id(process_set)
     dt = _dtype(tensor)
     device, stream = _device(tensor)
@@ -262,16 +259,38 @@ def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, proc
     else:  # in place on a non-contiguous tensor: through a contiguous copy
         target = source
         finish = lambda: output.copy_(target)  # noqa: E731
-    # Positional: pybind11 matches keywords by name on every call (~2 us here, which a
-    # 4-rank job on 2 cores turns into ~50 us per synchronous allreduce).
+    # Positional: pybind11 matches keywords by name on every call.
     native = _troika_pkg.context().allreduce(
         _name("allreduce", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
-        _shape(source), op, prescale_factor, postscale_factor, ps_id, device, stream,
-        wait and device < 0)
+        source.shape, op, prescale_factor, postscale_factor, ps_id, device, stream)
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
                                   postscale_factor, process_set)
     return _Pending(native, (tensor, source, target, output), finish, device)
+
+
+def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """allreduce/allreduce_ of a CPU tensor: finished on this thread before it returns (a
+    scheduled allreduce runs right here), with no handle. Returns the result: `output`, or a
+    new (differentiable) tensor if `output` is None.
+    Kept lean: on a machine whose cores the ranks share, each call here is paid many times
+    over in the collective's latency (docs/PERFORMANCE.md, the Python layer's cost)."""
+    ps_id = 0 if process_set is global_process_set else _ps_id(process_set)
+    source = tensor.contiguous()
+    if output is None:
+        target = torch.empty_like(source)  # contiguous, as source
+    else:  # in place, through a contiguous copy if `output` is not contiguous
+        target = output if output.is_contiguous() else source
+    _troika_pkg.context().allreduce_wait(
+        name if name is not None else _troika_pkg._generated_name("allreduce", ps_id),
+        source.data_ptr(), target.data_ptr(), _dtype(tensor), source.shape, op,
+        prescale_factor, postscale_factor, ps_id)
+    if output is None:
+        if tensor.requires_grad and torch.is_grad_enabled():  # as _autograd.attach checks
+            return _autograd.attach(lambda: target, tensor, _autograd.Allreduce, op,
+                                    prescale_factor, postscale_factor, process_set)()
+        return target
+    return output if target is output else output.copy_(target)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -292,17 +311,29 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
+    op = _op(op, average)
+    if compression is Compression.none and tensor.is_cpu:
+        return _allreduce_now(tensor, None, name, op, prescale_factor, postscale_factor,
+                              process_set)
     compressed, ctx = compression.compress(tensor)
-    reduced = _complete(_allreduce(compressed, None, name, _op(op, average), prescale_factor,
-                                   postscale_factor, process_set, wait=True))
+    if compressed.is_cpu:
+        reduced = _allreduce_now(compressed, None, name, op, prescale_factor, postscale_factor,
+                                 process_set)
+    else:
+        reduced = _complete(_allreduce(compressed, None, name, op, prescale_factor,
+                                       postscale_factor, process_set))
     return compression.decompress(reduced, ctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` across the ranks in place and returns it."""
-    return _complete(_allreduce(tensor, tensor, name, _op(op, average), prescale_factor,
-                                postscale_factor, process_set, wait=True))
+    op = _op(op, average)
+    if tensor.is_cpu:
+        return _allreduce_now(tensor, tensor, name, op, prescale_factor, postscale_factor,
+                              process_set)
+    return _complete(_allreduce(tensor, tensor, name, op, prescale_factor, postscale_factor,
+                                process_set))
 
 
 # ----------------------------------------------------------------------------- allgather
