@@ -216,10 +216,13 @@ def test_optimizer_groups_submit_a_group_once_all_its_gradients_are_ready():
     x, y = global_batch(0, hvd.size())
     torch.nn.functional.mse_loss(model(x), y).backward()
     # model.unused never gets a gradient: its group (with model[0].weight) waits for step().
-    assert model[0].weight not in opt._pending and model.unused not in opt._pending
-    assert model[0].bias in opt._pending
+    def in_flight(p):
+        return opt._grad_of[p].pending is not None
+
+    assert not in_flight(model[0].weight) and not in_flight(model.unused)
+    assert in_flight(model[0].bias)
     opt.step()
-    assert not opt._pending
+    assert not any(in_flight(p) for p in model.parameters())
 
 
 def test_optimizer_groups_invalid():

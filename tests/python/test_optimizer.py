@@ -59,11 +59,33 @@ def test_zero_grad_with_allreduces_in_flight_is_refused():
     torch.nn.functional.mse_loss(model(x), y).backward()
     # The hooks submitted every used parameter's allreduce during backward, before step().
     used = [p for name, p in model.named_parameters() if name != "unused"]
-    assert set(opt._pending) == set(used)
+    assert set(g.param for g in opt._in_flight) == set(used)
     with pytest.raises(AssertionError, match="zero_grad"):
         opt.zero_grad()
     opt.step()  # what was in flight completes; the job goes on
     opt.zero_grad()
+
+
+def test_a_failed_gradient_raises_once_the_others_are_done_and_training_goes_on():
+    # b's shape differs between the ranks: its allreduce fails on every rank, a's and c's
+    # (submitted before and after it) complete, then step() raises the failure.
+    a = torch.nn.Parameter(torch.zeros(4))
+    b = torch.nn.Parameter(torch.zeros(2 + hvd.rank()))
+    c = torch.nn.Parameter(torch.zeros(5))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([a, b, c], lr=0.1),
+                                   named_parameters=[("a", a), ("b", b), ("c", c)])
+    rank_factor = hvd.rank() + 1.0
+    mean_factor = (hvd.size() + 1) / 2.0  # the ranks' mean of rank_factor
+    ((a.sum() + b.sum() + c.sum()) * rank_factor).backward()
+    with pytest.raises(hvd.HorovodInternalError) as err:
+        opt.step()
+    assert "DistributedOptimizer.grad.b" in str(err.value)
+    assert torch.equal(a.grad, torch.full((4,), mean_factor))
+    assert torch.equal(c.grad, torch.full((5,), mean_factor))
+    assert not opt._in_flight
+    opt.zero_grad()  # nothing in flight
+    # The job goes on.
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
 
 
 def test_more_backward_passes_than_declared_is_refused():

@@ -8,6 +8,7 @@ waits only for what is still in flight, then runs the wrapped optimizer's update
 """
 
 import contextlib
+import functools
 import warnings
 
 import torch
@@ -51,40 +52,45 @@ class _DistributedMixin:
             self._names = {p: "param.%d" % i for i, p in enumerate(params)}
         self._requires_update = [p for p in params if p.requires_grad]
         self._sparse_as_dense = bool(sparse_as_dense)
+        # Per parameter needing a gradient: its state (_Grad), in the optimizer's order. The
+        # hooks and step() use these, never the parameters as dict keys (a tensor's __hash__ is
+        # a Python call).
+        self._grads = [_Grad(p, self._names[p], self._passes) for p in self._requires_update]
+        self._grad_of = {g.param: g for g in self._grads}
         # Explicit groups (groups=/num_groups=): parameter -> its group (a tuple of parameters,
         # allreduced together once all of them have their gradient); empty without groups.
         self._groups_of = _make_groups(groups, self._requires_update, self._names)
+        for p, group in self._groups_of.items():
+            self._grad_of[p].group = group
         self._group_ready = {g: 0 for g in set(self._groups_of.values())}
-        self._pending = {}  # parameter -> (handle, finish(result of the handle))
-        self._remaining = {p: self._passes for p in self._requires_update}
+        self._in_flight = []  # the _Grads submitted since the last synchronize, in order
         self._synchronized = False
         self._skip_synchronize = False
         self._grad_accumulators = []
         self._register_hooks()
 
     def _register_hooks(self):
-        for p in self._requires_update:
+        for g in self._grads:
             # The AccumulateGrad node of p: its hooks run once p.grad holds the new gradient.
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._make_hook(p))
+            acc = g.param.expand_as(g.param).grad_fn.next_functions[0][0]
+            acc.register_hook(self._make_hook(g))
             self._grad_accumulators.append(acc)  # keep the nodes (and hooks) alive
 
-    def _make_hook(self, p):
+    def _make_hook(self, g):
         def hook(*unused):
-            if p in self._pending or self._remaining[p] <= 0:
+            if g.pending is not None or g.remaining <= 0:
                 raise AssertionError(
                     "the gradient of %s was computed more than backward_passes_per_step=%d "
                     "times before step() or synchronize(); raise backward_passes_per_step"
-                    % (self._names[p], self._passes))
-            self._remaining[p] -= 1
-            if self._remaining[p] == 0:
-                group = self._groups_of.get(p)
-                if group is None:
-                    self._submit(p)
+                    % (g.name, self._passes))
+            g.remaining -= 1
+            if g.remaining == 0:
+                if g.group is None:
+                    self._submit(g)
                 else:
-                    self._group_ready[group] += 1
-                    if self._group_ready[group] == len(group):
-                        self._submit_group(group)
+                    self._group_ready[g.group] += 1
+                    if self._group_ready[g.group] == len(g.group):
+                        self._submit_group(g.group)
         return hook
 
     def _dense_grad(self, p):
@@ -94,6 +100,12 @@ class _DistributedMixin:
         elif p.grad.is_sparse and self._sparse_as_dense:
             p.grad = p.grad.to_dense()
         return p.grad
+
+    def _submitted(self, g, wait, finish):
+        """g's gradient is in flight: wait() gives its result (shared by a group's members),
+        finish(result) writes it to .grad."""
+        g.pending = (wait, finish)
+        self._in_flight.append(g)
 
     def _submit_group(self, group):
         """One grouped allreduce for the gradients of `group` (hvd.grouped_allreduce_async_)."""
@@ -109,8 +121,9 @@ class _DistributedMixin:
             [w for w, _ in compressed], name="DistributedOptimizer.group." + self._names[group[0]],
             op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
+        wait = functools.partial(hvd.synchronize, handle)
         for i, (p, g, (wire, ctx)) in enumerate(zip(group, grads, compressed)):
-            self._pending[p] = (handle, self._group_finish(p, i, g, wire, ctx))
+            self._submitted(self._grad_of[p], wait, self._group_finish(p, i, g, wire, ctx))
 
     def _group_finish(self, p, i, grad, wire, ctx):
         def finish(results):
@@ -119,7 +132,7 @@ class _DistributedMixin:
                     p.grad.copy_(self._compression.decompress(results[i], ctx))
         return finish
 
-    def _submit_sparse(self, p, name):
+    def _submit_sparse(self, g):
         """A sparse gradient (sparse_as_dense=False): every rank's indices and values are
         allgathered and the result is their sparse sum (divided by the set's size for
         Average), as Horovod does."""
@@ -127,10 +140,11 @@ class _DistributedMixin:
         if self._op not in (hvd.Average, hvd.Sum):
             raise NotImplementedError("sparse gradients are reduced with Average or Sum only; "
                                       "pass sparse_as_dense=True")
+        p = g.param
         grad = p.grad.coalesce()
         handle = hvd.grouped_allgather_async(
             [grad._indices().t().contiguous(), grad._values().contiguous()],
-            name=name + ".sparse", process_set=self._process_set)
+            name=g.wire_name + ".sparse", process_set=self._process_set)
         average = self._op == hvd.Average
         n = self._process_set.size()
 
@@ -139,23 +153,19 @@ class _DistributedMixin:
             if average:
                 values = values / n
             p.grad = torch.sparse_coo_tensor(indices.t(), values, grad.size())
-        self._pending[p] = (handle, finish)
+        self._submitted(g, functools.partial(hvd.synchronize, handle), finish)
 
-    def _submit(self, p):
-        hvd = self._hvd
-        name = "DistributedOptimizer.grad." + self._names[p]
-        if self._dense_grad(p).is_sparse:
-            self._submit_sparse(p, name)
+    def _submit(self, g):
+        if self._dense_grad(g.param).is_sparse:
+            self._submit_sparse(g)
             return
-        wire, ctx = self._compression.compress(p.grad)
-        handle = hvd.allreduce_async_(wire, name=name, op=self._op,
-                                      prescale_factor=self._prescale,
-                                      postscale_factor=self._postscale,
-                                      process_set=self._process_set)
-        if wire is p.grad:
-            self._pending[p] = (handle, _nothing)
-        else:
-            self._pending[p] = (handle, self._decompress_into(p, ctx))
+        grad = g.param.grad
+        wire, ctx = self._compression.compress(grad)
+        # Straight to the submission, without hvd.allreduce_async_'s handle registry.
+        pending = self._hvd._allreduce(wire, wire, g.wire_name, self._op, self._prescale,
+                                       self._postscale, self._process_set)
+        wait = functools.partial(self._hvd._complete, pending)
+        self._submitted(g, wait, _nothing if wire is grad else self._decompress_into(g.param, ctx))
 
     def _decompress_into(self, p, ctx):
         def finish(out):
@@ -165,33 +175,49 @@ class _DistributedMixin:
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those whose hooks did not run,
-        e.g. of parameters unused this step) and writes the averaged gradients to .grad."""
-        for p in self._requires_update:
-            if p not in self._pending:
-                group = self._groups_of.get(p)
-                if group is None:
-                    self._submit(p)
+        e.g. of parameters unused this step) and writes the averaged gradients to .grad.
+        If one fails, the others are still waited for (they use the gradients' memory), then
+        the first error is raised."""
+        for g in self._grads:
+            if g.pending is None:
+                if g.group is None:
+                    self._submit(g)
                 else:  # submits the whole group: none of it is pending yet
-                    self._submit_group(group)
-        hvd = self._hvd
+                    self._submit_group(g.group)
+        error = None
+        results = {}  # wait -> its result (a group's members share theirs)
         try:
-            results = {}  # handle -> its result (a group's handle is shared by its members)
-            for p, (handle, finish) in list(self._pending.items()):
-                if handle not in results:
-                    results[handle] = hvd.synchronize(handle)
-                finish(results[handle])
+            for g in self._in_flight:
+                wait, finish = g.pending
+                try:
+                    if wait not in results:
+                        results[wait] = wait()
+                    if error is None:
+                        finish(results[wait])
+                except Exception as e:  # noqa: BLE001 (re-raised below)
+                    results[wait] = None
+                    error = error or e
         finally:
+            self._in_flight.clear()  # all waited for
             self._troika_reset()
+        if error is not None:
+            raise error
         self._synchronized = True
 
     def _troika_reset(self):
         """Forgets the gradients in flight (an elastic job's generation ended under them:
         elastic.TorchState.restore)."""
-        self._pending.clear()
-        for p in self._requires_update:
-            self._remaining[p] = self._passes
-        for g in self._group_ready:
-            self._group_ready[g] = 0
+        for g in self._in_flight:  # the core may still use their buffers: wait for it
+            try:
+                g.pending[0]()
+            except Exception:  # noqa: BLE001 (they failed with the generation)
+                pass
+        for g in self._grads:
+            g.pending = None
+            g.remaining = self._passes
+        self._in_flight.clear()
+        for group in self._group_ready:
+            self._group_ready[group] = 0
         self._synchronized = False
 
     @contextlib.contextmanager
@@ -209,7 +235,7 @@ class _DistributedMixin:
                 warnings.warn("optimizer.step() in skip_synchronize() without a prior "
                               "optimizer.synchronize(): gradients are this rank's own")
         else:
-            if self._synchronized and not self._pending:
+            if self._synchronized and not self._in_flight:
                 warnings.warn("optimizer.step() after optimizer.synchronize() without "
                               "skip_synchronize(): gradients are averaged again")
             self.synchronize()
@@ -217,12 +243,26 @@ class _DistributedMixin:
         return super().step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._pending:
+        if self._in_flight:
             raise AssertionError(
                 "optimizer.zero_grad() was called after loss.backward() but before "
                 "optimizer.step() or optimizer.synchronize(): the gradients' allreduces are "
                 "still in flight")
         return super().zero_grad(*args, **kwargs)
+
+
+class _Grad:
+    """One parameter's gradient in DistributedOptimizer."""
+
+    __slots__ = ("param", "name", "wire_name", "remaining", "group", "pending")
+
+    def __init__(self, param, name, passes):
+        self.param = param
+        self.name = name
+        self.wire_name = "DistributedOptimizer.grad." + name  # its allreduce's name
+        self.remaining = passes  # backward passes until it is submitted
+        self.group = None  # its group (a tuple of parameters), if groups were given
+        self.pending = None  # (wait, finish) while in flight
 
 
 def _nothing(result):
