@@ -309,11 +309,11 @@ PYBIND11_MODULE(_troika, m) {
             troika::AllreduceOptions options =
                 MakeAllreduceOptions(op, prescale, postscale, process_set, -1, 0);
             options.wait = true;
+            const troika::DataType type = ToDataType(dtype);
             absl::Status s;
             {
               py::gil_scoped_release release;
-              s = c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape), options)
-                      .Wait();
+              s = c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape), options).Wait();
             }
             Check(s);
           },

@@ -52,6 +52,8 @@ def test_allreduce_wait_returns_finished_and_raises_on_failure(ctx):
     with pytest.raises(troika.TroikaError) as e:
         ctx.allreduce_wait("m.allreduce_wait.null", 0, 0, F32, [4])
     assert e.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ValueError, match="dtype"):
+        ctx.allreduce_wait("m.allreduce_wait.bad", 0, 0, 99, [1])
 
 
 def test_wait_with_timeout(ctx):

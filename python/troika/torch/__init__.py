@@ -276,6 +276,7 @@ def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, 
     Kept lean: on a machine whose cores the ranks share, each call here is paid many times
     over in the collective's latency (docs/PERFORMANCE.md, the Python layer's cost)."""
     ps_id = 0 if process_set is global_process_set else _ps_id(process_set)
+    dt = _dtype(tensor)  # before a generated name counts this operation
     source = tensor.contiguous()
     if output is None:
         target = torch.empty_like(source)  # contiguous, as source
@@ -283,7 +284,7 @@ def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, 
         target = output if output.is_contiguous() else source
     _troika_pkg.context().allreduce_wait(
         name if name is not None else _troika_pkg._generated_name("allreduce", ps_id),
-        source.data_ptr(), target.data_ptr(), _dtype(tensor), source.shape, op,
+        source.data_ptr(), target.data_ptr(), dt, source.shape, op,
         prescale_factor, postscale_factor, ps_id)
     if output is None:
         if tensor.requires_grad and torch.is_grad_enabled():  # as _autograd.attach checks
