@@ -129,6 +129,7 @@ void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
   aggregator_.Expire(absl::InfiniteFuture(), &batch);
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
+  max_schedule_id_ = std::max(max_schedule_id_, schedule.id);
   RelaySchedule active{schedule.id, ScheduleTensors(schedule), {}, {}};
   for (const std::string& name : active.tensors.names) ForgetSentLocked(0, name);
   for (const auto& [rank, state] : ranks_) {
@@ -203,7 +204,7 @@ void NodeRelay::Suspend() {
 
 SessionResume NodeRelay::ResumeState() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {received_, max_cache_id_};
+  return {received_, max_cache_id_, max_schedule_id_};
 }
 
 void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {

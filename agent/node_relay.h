@@ -221,6 +221,7 @@ class NodeRelay : public coordinator::SessionHandler,
   int64_t received_ = 0;           // responses 1 .. received_ came down
   std::deque<Response> log_;       // the latest of them, the last one numbered received_
   int32_t max_cache_id_ = 0;       // the highest id announced
+  int64_t max_schedule_id_ = 0;    // the highest schedule id received
   std::map<int, RankExit> exits_;  // exit reports sent upstream, by rank
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();

@@ -282,6 +282,7 @@ void Upstream::OpenSession(const std::string& job, const std::vector<int>& ranks
   if (resume) {
     hello.mutable_hello()->mutable_resume()->set_received(resume->received);
     hello.mutable_hello()->mutable_resume()->set_max_cache_id(resume->max_cache_id);
+    hello.mutable_hello()->mutable_resume()->set_max_schedule_id(resume->max_schedule_id);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

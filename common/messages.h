@@ -237,8 +237,9 @@ inline constexpr char kMembershipChangePayload[] = "troika.dev/membership-change
 
 // What an agent reconnecting to a restarted coordinator has seen of its job (Hello.resume).
 struct SessionResume {
-  int64_t received = 0;      // responses 1 .. received
-  int32_t max_cache_id = 0;  // the highest cache id ever announced to it
+  int64_t received = 0;         // responses 1 .. received
+  int32_t max_cache_id = 0;     // the highest cache id ever announced to it
+  int64_t max_schedule_id = 0;  // the highest schedule id it was sent
 };
 
 // "rank 2 on host-a exited with code 1", "rank 2 on host-a was killed by signal 9 (Killed)",

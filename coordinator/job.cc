@@ -138,6 +138,7 @@ absl::Status Job::ResumeSession(const std::vector<int>& ranks, int64_t epoch,
   if (!resync_) resync_.emplace();
   resync_->received[sink] = resume.received;
   resync_->max_cache_id = std::max(resync_->max_cache_id, resume.max_cache_id);
+  resync_->max_schedule_id = std::max(resync_->max_schedule_id, resume.max_schedule_id);
   MaybeResyncLocked();
   return absl::OkStatus();
 }
@@ -196,6 +197,9 @@ void Job::FinishResyncLocked(int64_t through) {
   // Ranks keep the ids the old coordinator gave them; they end up as misses, never as
   // another tensor's id.
   negotiator_.ReserveCacheIdsThrough(resync_->max_cache_id);
+  // Likewise schedule ids: ranks may still run the old coordinator's schedule, and what they
+  // say of it (ended, progress) must not be taken for a new schedule's.
+  next_schedule_id_ = std::max(next_schedule_id_, resync_->max_schedule_id + 1);
   resync_.reset();
   resumed_ = true;
   TROIKA_LOG(INFO) << "job '" << name_ << "' resumed after a coordinator restart (" << through

@@ -113,6 +113,7 @@ struct JobOptions {
 struct JobResync {
   std::map<SessionSink*, int64_t> received;  // per resumed session
   int32_t max_cache_id = 0;
+  int64_t max_schedule_id = 0;
   SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
   int64_t from = 0, to = 0;
 };
@@ -436,7 +437,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     bool bucketed = false;  // entries fused beyond negotiation's (BucketLocked)
   };
   std::optional<ActiveSchedule> schedule_;
+  // Above every id the ranks may know (a restarted coordinator: above the old one's).
   int64_t next_schedule_id_ = 1;
+  int schedules_published_ = 0;
   int schedules_ended_ = 0;  // schedules that ended: each asks one more repeat of the next
   // Pairs of neighbouring tensors (by name, in a period's order) that ran in a schedule for
   // kLearnRounds rounds without a rank seeing a completion between their submissions (they

@@ -42,7 +42,7 @@ JobInfo Job::Describe() const {
   info.autotune = telemetry_.autotune_info();
   info.timeline = telemetry_.timeline_info();
   info.schedules.enabled = schedule_detector_ != nullptr;
-  info.schedules.published = next_schedule_id_ - 1;
+  info.schedules.published = schedules_published_;
   info.schedules.ended = schedules_ended_;
   if (schedule_) {
     info.schedules.active = schedule_->id;

@@ -37,6 +37,7 @@ void Job::MaybePublishScheduleLocked() {
   }
   unaligned_publications_ = 0;
   Schedule schedule{next_schedule_id_++, std::move(entries)};
+  ++schedules_published_;
   // Names travel: a rank needs them before it submits.
   for (Response& entry : schedule.entries) entry.ids_known = false;
   ActiveSchedule active{

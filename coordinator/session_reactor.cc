@@ -45,8 +45,8 @@ absl::Status SessionReactor::Handle(const v1::Up& up) {
     std::vector<int> ranks(up.hello().ranks().begin(), up.hello().ranks().end());
     absl::Status s;
     if (up.hello().has_resume()) {
-      const SessionResume resume{up.hello().resume().received(),
-                                 up.hello().resume().max_cache_id()};
+      const SessionResume resume{up.hello().resume().received(), up.hello().resume().max_cache_id(),
+                                 up.hello().resume().max_schedule_id()};
       s = (*handler)->ResumeSession(ranks, up.hello().epoch(), resume, this);
     } else {
       s = (*handler)->OpenSession(ranks, up.hello().epoch(), this);

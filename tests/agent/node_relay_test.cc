@@ -509,6 +509,19 @@ TEST_F(NodeRelayTest, ReplayRequestIsAnsweredFromTheLogOfNumberedResponses) {
   EXPECT_EQ(upstream_.sent().back(), "replay from 0");
 }
 
+// A restarted coordinator numbers its schedules above every one the agents were sent: the
+// resume state carries the highest, and it stays after the schedule ended.
+TEST_F(NodeRelayTest, ResumeStateCarriesTheHighestScheduleIdReceived) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  EXPECT_EQ(relay->ResumeState().max_schedule_id, 0);
+  AnnounceGrad(*relay);
+  DeliverGradSchedule(*relay);
+  ASSERT_TRUE(relay->EndSchedule(&sink2_, 5, {2}).ok());
+  ASSERT_TRUE(relay->EndSchedule(&sink3_, 5, {3}).ok());
+  EXPECT_EQ(relay->ResumeState().max_schedule_id, 5);
+}
+
 TEST_F(NodeRelayTest, MissedIdRequestIsNotSentAgainAfterARestart) {
   auto relay = MakeRelay();
   OpenBoth(*relay);

@@ -376,6 +376,36 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
   EXPECT_THAT(Err(), HasSubstr("reconnected to the coordinator; resuming job 'restart'"));
 }
 
+// A coordinator restarted while the ranks run a steady-state schedule (generation 1, commits
+// every 300 steps): the ranks go on with the old coordinator's schedule, the new one publishes
+// its own, and each commit (a barrier outside the schedule) ends it and is negotiated. The new
+// coordinator numbers its schedules above the old one's (the agents tell it the highest they
+// were sent): with the same number, what the ranks said of the old schedule ended the new one
+// in the agents but not in the coordinator, which went on dropping their requests (a hang).
+TEST_F(ElasticTest, ARestartedCoordinatorsSchedulesEndAtEachCommit) {
+  const std::string state = "--state_dir=" + dir_ + "/state";
+  const std::string address = StartCoordinator(state);
+  troikarun_ = StartShell(absl::StrCat("TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=commits-secret exec ",
+                                       TROIKARUN_BINARY, " --coordinator=", address,
+                                       " --job=commits -np 2 --min-np 2 --max-np 4 -- ",
+                                       EXAMPLE_ELASTIC_BINARY, " --steps=900 --commit_every=300 >",
+                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
+  const pid_t coordinator = others_.back();
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  WaitWithTimeout(coordinator, absl::Seconds(10));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_EQ(StartCoordinator(state, port), address);
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(60)), 0)
+      << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
+  ExpectFinishedIdentical({0, 1}, 900, 2, 1);
+  const std::string log = ReadFile(dir_ + "/coordinator.err");
+  EXPECT_THAT(log, HasSubstr("resumed after a coordinator restart"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("schedule [2-9][0-9]* of .* runs without negotiation"))
+      << "the new coordinator's first schedule is numbered above the old one's";
+}
+
 // --max-restarts: the agent starts a killed rank again; it rejoins at the next commit, as the
 // job's last rank, from rank 0's state. With 2 ranks per agent the node's session carries the
 // change that admits it; with 1, the node has no rank left and attaches it as a new node.
