@@ -67,6 +67,33 @@ Agent::~Agent() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
+int Agent::Connect(absl::Duration timeout) {
+  // A thread waits, so that a signal is still answered at once.
+  std::atomic<bool> stop{false};
+  std::optional<absl::Status> connected;  // guarded by mu_
+  std::thread waiter([&] {
+    absl::Status s = upstream_->WaitForConnection(timeout, [&stop] { return stop.load(); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      connected = std::move(s);
+    }
+    Wake();
+  });
+  const int signal =
+      WaitUntil([&connected] { return connected.has_value(); }, absl::InfiniteFuture());
+  stop = true;
+  waiter.join();
+  if (signal > 0) {
+    Say(absl::StrCat("received ", SignalDescription(signal), " while connecting"));
+    return 128 + signal;
+  }
+  if (!connected->ok()) {
+    Say(absl::StrCat("registering with job '", options_.job, "': ", connected->message()));
+    return 1;
+  }
+  return 0;
+}
+
 int Agent::Register() {
   UpstreamOptions upstream_options;
   upstream_options.address = options_.coordinator;
@@ -81,59 +108,48 @@ int Agent::Register() {
     return 1;
   }
   upstream_ = *std::move(upstream);
-  const std::string registering = absl::StrCat("registering with job '", options_.job, "'");
   // The first connection fails fast, naming the address and the cause: a missing socket or a
-  // host that does not resolve at once, anything else after --connect_timeout (reconnecting
-  // to a coordinator that was lost keeps --reconnect_timeout). A thread waits, so that a
-  // signal is still answered at once.
-  {
-    std::atomic<bool> stop{false};
-    std::optional<absl::Status> connected;  // guarded by mu_
-    std::thread waiter([&] {
-      absl::Status s =
-          upstream_->WaitForConnection(std::min(options_.connect_timeout, options_.attach_timeout),
-                                       [&stop] { return stop.load(); });
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        connected = std::move(s);
-      }
-      Wake();
-    });
-    const int signal =
-        WaitUntil([&connected] { return connected.has_value(); }, absl::InfiniteFuture());
-    stop = true;
-    waiter.join();
-    if (signal > 0) {
-      Say(absl::StrCat("received ", SignalDescription(signal), " while connecting"));
-      return 128 + signal;
-    }
-    if (!connected->ok()) {
-      Say(absl::StrCat(registering, ": ", connected->message()));
-      return 1;
-    }
+  // host that does not resolve at once, anything else after --connect_timeout.
+  if (int code = Connect(std::min(options_.connect_timeout, options_.attach_timeout)); code != 0) {
+    return code;
   }
   const int size = options_.nnodes * options_.nproc_per_node;
-  // A node joining a running elastic job is answered at the job's next commit.
-  upstream_->RegisterNode(options_.job, size, options_.host, options_.nproc_per_node,
-                          options_.node_rank,
-                          options_.min_np > 0 ? absl::InfiniteDuration() : options_.attach_timeout,
-                          [this](absl::StatusOr<NodeBlock> block) {
-                            {
-                              std::lock_guard<std::mutex> lock(mu_);
-                              registration_ = std::move(block);
-                            }
-                            Wake();
-                          });
-  const int signal =
-      WaitUntil([this] { return registration_.has_value(); }, absl::InfiniteFuture());
-  if (signal > 0) {
-    Say(absl::StrCat("received ", SignalDescription(signal), " while registering"));
-    return 128 + signal;
-  }
   absl::StatusOr<NodeBlock> block;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    block = *registration_;
+  for (;;) {
+    // A node joining a running elastic job is answered at the job's next commit.
+    upstream_->RegisterNode(
+        options_.job, size, options_.host, options_.nproc_per_node, options_.node_rank,
+        options_.min_np > 0 ? absl::InfiniteDuration() : options_.attach_timeout,
+        [this](absl::StatusOr<NodeBlock> block) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            registration_ = std::move(block);
+          }
+          Wake();
+        });
+    const int signal =
+        WaitUntil([this] { return registration_.has_value(); }, absl::InfiniteFuture());
+    if (signal > 0) {
+      Say(absl::StrCat("received ", SignalDescription(signal), " while registering"));
+      return 128 + signal;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      block = *std::move(registration_);
+      registration_.reset();
+    }
+    // An elastic node waits for its job as long as it takes (to join at a commit, or for its
+    // first generation): a coordinator lost meanwhile (restarted with its --state_dir) is
+    // waited for, within --reconnect_timeout, and asked again.
+    if (options_.min_np == 0 || !absl::IsUnavailable(block.status())) break;
+    TROIKA_LOG(WARNING) << block.status().message() << "; registering again";
+    // (A coordinator restoring its jobs answers at once that it is restarting.)
+    if (int signal = WaitUntil([] { return false; }, absl::Now() + absl::Milliseconds(200));
+        signal > 0) {
+      Say(absl::StrCat("received ", SignalDescription(signal), " while registering"));
+      return 128 + signal;
+    }
+    if (int code = Connect(options_.reconnect_timeout); code != 0) return code;
   }
   if (!block.ok()) {
     Say(std::string(block.status().message()));

@@ -65,6 +65,9 @@ class Agent {
 
  private:
   // RegisterNode upstream; 0, or the exit code of a failure.
+  // Waits until the coordinator answers (WaitForConnection), within `timeout`: 0, or the
+  // exit code (1, or 128 + a signal received meanwhile), said.
+  int Connect(absl::Duration timeout);
   int Register();
   // The HTTP metrics port (--metrics_listen): /metrics, /healthz, /readyz.
   absl::Status StartMetrics();

@@ -55,7 +55,8 @@ Options:
   --liveness_timeout DUR    the coordinator is considered gone when it answers no keepalive
                             ping for this long; default 10s
   --reconnect_timeout DUR   how long to keep trying to reach a coordinator that is gone (say
-                            it restarts) and resume the job, before stopping the ranks;
+                            it restarts) and resume the job, before stopping the ranks (an
+                            elastic node waiting to join: and register again);
                             default 60s (0: stop them at once)
   --aggregation_window DUR  how long a collective waits for the node's other ranks before
                             what has arrived goes upstream; default 2ms (0: never waits)

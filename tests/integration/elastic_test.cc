@@ -406,6 +406,51 @@ TEST_F(ElasticTest, ARestartedCoordinatorsSchedulesEndAtEachCommit) {
       << "the new coordinator's first schedule is numbered above the old one's";
 }
 
+// A node waiting to join loses its RegisterNode call when the coordinator dies; it waits for the
+// coordinator to come back (restarted with its --state_dir), registers again and is admitted at
+// the next commit.
+TEST_F(ElasticTest, ANodeWaitingToJoinOutlivesACoordinatorRestart) {
+  const std::string state = "--state_dir=" + dir_ + "/state";
+  const std::string address = StartCoordinator(state);
+  const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=wait-secret ";
+  // Commits at steps 300, 600 and 900 only: the node waits from about step 20 to step 300.
+  const std::string example =
+      absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=900 --commit_every=300");
+  troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+                                       " --job=wait -np 2 --min-np 2 --max-np 4 -- ", example, " >",
+                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
+  const pid_t agent = StartShell(
+      absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address,
+                   " --job=wait --nnodes=1 --nproc-per-node=2 --min_np=2 --max_np=4 --host=node-c "
+                   "--data_host=127.0.0.1 --socket_dir=",
+                   dir_, " -- ", example, " >", dir_, "/agent.out 2>", dir_, "/agent.err"));
+  others_.push_back(agent);
+  const std::string waiting = "2 ranks on node-c wait to join at the next commit";
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
+       ReadFile(dir_ + "/coordinator.err").find(waiting) == std::string::npos &&
+       absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_THAT(ReadFile(dir_ + "/coordinator.err"), HasSubstr(waiting));
+  ASSERT_EQ(Out().find("[0] step 300 "), std::string::npos) << "the commit came first";
+  const pid_t coordinator = others_[0];
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  WaitWithTimeout(coordinator, absl::Seconds(10));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_EQ(StartCoordinator(state, port), address);
+  EXPECT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0)
+      << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
+  EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(30)), 0) << ReadFile(dir_ + "/agent.err");
+  EXPECT_THAT(ReadFile(dir_ + "/agent.err"), HasSubstr("; registering again"));
+  const std::string all = Out() + ReadFile(dir_ + "/agent.out");
+  ExpectFinishedIdentical({0, 1, 2, 3}, 900, 4, 2, all);
+  EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
+              HasSubstr("2 ranks on node-c joined at a commit; the job goes on with 4 ranks as "
+                        "generation 2"));
+}
+
 // --max-restarts: the agent starts a killed rank again; it rejoins at the next commit, as the
 // job's last rank, from rank 0's state. With 2 ranks per agent the node's session carries the
 // change that admits it; with 1, the node has no rank left and attaches it as a new node.
