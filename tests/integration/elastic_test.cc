@@ -138,6 +138,38 @@ class ElasticTest : public ::testing::Test {
     return absl::StrCat("127.0.0.1:", port);
   }
 
+  // troikarun of 2 ranks of `example` (`env` before it), job `job` on the coordinator at
+  // `address`, which may grow to 4 ranks.
+  void StartGrowable(const std::string& address, const std::string& env, const std::string& job,
+                     const std::string& example) {
+    troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+                                         " --job=", job, " -np 2 --min-np 2 --max-np 4 -- ",
+                                         example, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+  }
+
+  // A troika-agent of 2 ranks of `example` on host node-c asking to join job `job` (output in
+  // dir_/agent.out and agent.err): its pid.
+  pid_t StartJoiner(const std::string& address, const std::string& env, const std::string& job,
+                    const std::string& example) {
+    const pid_t agent = StartShell(
+        absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address, " --job=", job,
+                     " --nnodes=1 --nproc-per-node=2 --min_np=2 --max_np=4 --host=node-c "
+                     "--data_host=127.0.0.1 --socket_dir=",
+                     dir_, " -- ", example, " >", dir_, "/agent.out 2>", dir_, "/agent.err"));
+    others_.push_back(agent);
+    return agent;
+  }
+
+  // Kills the coordinator (`pid`, at `address`) with SIGKILL and starts it again on the same
+  // port with `flags`.
+  void RestartCoordinator(pid_t pid, const std::string& address, const std::string& flags) {
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    WaitWithTimeout(pid, absl::Seconds(10));
+    int port = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+    ASSERT_EQ(StartCoordinator(flags, port), address);
+  }
+
   std::string dir_;
   pid_t troikarun_ = -1;
   std::vector<pid_t> others_;  // a coordinator, agents started by hand
@@ -217,16 +249,9 @@ TEST_F(ElasticTest, AnAgentStartedForTheRunningJobIsAdmittedAtACommitAndItsRanks
   const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=grow-secret ";
   const std::string example =
       absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=300 --commit_every=", kCommitEvery);
-  troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
-                                       " --job=grow -np 2 --min-np 2 --max-np 4 -- ", example, " >",
-                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  StartGrowable(address, env, "grow", example);
   ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
-  const pid_t agent = StartShell(
-      absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address,
-                   " --job=grow --nnodes=1 --nproc-per-node=2 --min_np=2 --max_np=4 --host=node-c "
-                   "--data_host=127.0.0.1 --socket_dir=",
-                   dir_, " -- ", example, " >", dir_, "/agent.out 2>", dir_, "/agent.err"));
-  others_.push_back(agent);
+  const pid_t agent = StartJoiner(address, env, "grow", example);
   EXPECT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
   EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(30)), 0) << ReadFile(dir_ + "/agent.err");
   const std::string all = Out() + ReadFile(dir_ + "/agent.out");
@@ -364,12 +389,8 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   ASSERT_TRUE(WaitForOutput("[0] generation 2 first step")) << Out() << Err();
   // The coordinator dies in generation 2 and comes back on the same port with its state.
-  const pid_t coordinator = others_.back();
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  WaitWithTimeout(coordinator, absl::Seconds(10));
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
-  ASSERT_EQ(StartCoordinator(state, port), address);
+  RestartCoordinator(others_.back(), address, state);
+  if (HasFatalFailure()) return;
   ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0)
       << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
   ExpectFinishedIdentical({0, 1, 3}, 600, 3);
@@ -385,18 +406,11 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
 TEST_F(ElasticTest, ARestartedCoordinatorsSchedulesEndAtEachCommit) {
   const std::string state = "--state_dir=" + dir_ + "/state";
   const std::string address = StartCoordinator(state);
-  troikarun_ = StartShell(absl::StrCat("TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=commits-secret exec ",
-                                       TROIKARUN_BINARY, " --coordinator=", address,
-                                       " --job=commits -np 2 --min-np 2 --max-np 4 -- ",
-                                       EXAMPLE_ELASTIC_BINARY, " --steps=900 --commit_every=300 >",
-                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  StartGrowable(address, "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=commits-secret ", "commits",
+                absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=900 --commit_every=300"));
   ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
-  const pid_t coordinator = others_.back();
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  WaitWithTimeout(coordinator, absl::Seconds(10));
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
-  ASSERT_EQ(StartCoordinator(state, port), address);
+  RestartCoordinator(others_.back(), address, state);
+  if (HasFatalFailure()) return;
   ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(60)), 0)
       << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
   ExpectFinishedIdentical({0, 1}, 900, 2, 1);
@@ -416,16 +430,9 @@ TEST_F(ElasticTest, ANodeWaitingToJoinOutlivesACoordinatorRestart) {
   // Commits at steps 300, 600 and 900 only: the node waits from about step 20 to step 300.
   const std::string example =
       absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=900 --commit_every=300");
-  troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
-                                       " --job=wait -np 2 --min-np 2 --max-np 4 -- ", example, " >",
-                                       dir_, "/stdout 2>", dir_, "/stderr"));
+  StartGrowable(address, env, "wait", example);
   ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
-  const pid_t agent = StartShell(
-      absl::StrCat(env, "exec ", AGENT_BINARY, " --coordinator=", address,
-                   " --job=wait --nnodes=1 --nproc-per-node=2 --min_np=2 --max_np=4 --host=node-c "
-                   "--data_host=127.0.0.1 --socket_dir=",
-                   dir_, " -- ", example, " >", dir_, "/agent.out 2>", dir_, "/agent.err"));
-  others_.push_back(agent);
+  const pid_t agent = StartJoiner(address, env, "wait", example);
   const std::string waiting = "2 ranks on node-c wait to join at the next commit";
   for (absl::Time deadline = absl::Now() + absl::Seconds(30);
        ReadFile(dir_ + "/coordinator.err").find(waiting) == std::string::npos &&
@@ -434,12 +441,8 @@ TEST_F(ElasticTest, ANodeWaitingToJoinOutlivesACoordinatorRestart) {
   }
   ASSERT_THAT(ReadFile(dir_ + "/coordinator.err"), HasSubstr(waiting));
   ASSERT_EQ(Out().find("[0] step 300 "), std::string::npos) << "the commit came first";
-  const pid_t coordinator = others_[0];
-  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
-  WaitWithTimeout(coordinator, absl::Seconds(10));
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
-  ASSERT_EQ(StartCoordinator(state, port), address);
+  RestartCoordinator(others_[0], address, state);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0)
       << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
   EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(30)), 0) << ReadFile(dir_ + "/agent.err");
