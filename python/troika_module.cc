@@ -5,11 +5,11 @@
 // streams addresses. The framework layers (python/troika/torch/) are pure Python on top, so one
 // build serves every torch version a user has.
 //
-// The GIL is released wherever the call may block: Context.init, Handle.wait, add/remove of a
-// process set, Context.shutdown. Submissions never block and keep it. Handles may be waited
-// from any thread. Every error is a troika.TroikaError (a RuntimeError) with `code` (the
-// status code's name, "INVALID_ARGUMENT") and `message` (Troika's text); str() is
-// "CODE: message".
+// The GIL is released wherever the call may block: Context.init, Context.allreduce_wait,
+// Handle.wait, add/remove of a process set, Context.shutdown. Submissions never block and keep
+// it. Handles may be waited from any thread. Every error is a troika.TroikaError (a
+// RuntimeError) with `code` (the status code's name, "INVALID_ARGUMENT") and `message`
+// (Troika's text); str() is "CODE: message".
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
