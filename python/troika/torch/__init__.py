@@ -313,17 +313,15 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
     op = _op(op, average)
-    if compression is Compression.none and tensor.is_cpu:
-        return _allreduce_now(tensor, None, name, op, prescale_factor, postscale_factor,
-                              process_set)
-    compressed, ctx = compression.compress(tensor)
+    plain = compression is Compression.none  # no compress/decompress calls
+    compressed, ctx = (tensor, None) if plain else compression.compress(tensor)
     if compressed.is_cpu:
         reduced = _allreduce_now(compressed, None, name, op, prescale_factor, postscale_factor,
                                  process_set)
     else:
         reduced = _complete(_allreduce(compressed, None, name, op, prescale_factor,
                                        postscale_factor, process_set))
-    return compression.decompress(reduced, ctx)
+    return reduced if plain else compression.decompress(reduced, ctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
