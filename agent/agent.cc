@@ -144,8 +144,7 @@ int Agent::Register() {
     if (options_.min_np == 0 || !absl::IsUnavailable(block.status())) break;
     TROIKA_LOG(WARNING) << block.status().message() << "; registering again";
     // (A coordinator restoring its jobs answers at once that it is restarting.)
-    if (int signal = WaitUntil([] { return false; }, absl::Now() + absl::Milliseconds(200));
-        signal > 0) {
+    if (int signal = WaitUntil([] { return false; }, absl::Now() + kRegisterAgain); signal > 0) {
       Say(absl::StrCat("received ", SignalDescription(signal), " while registering"));
       return 128 + signal;
     }

@@ -92,7 +92,13 @@ class Agent {
   // place. The change that admits it (Reform), or, for a node with no other rank left, the
   // RegisterNode answer (Rejoin), starts it again under its new number.
   void MaybeRestart(int local);
+  // RegisterNode for such a rank. A call the coordinator could not answer (UNAVAILABLE: it
+  // went, or came back and still restores its jobs) is sent again every
+  // kRegisterAgain, while the agent goes on (its own reconnecting gives up in time).
   void RegisterRestart(int local, const std::string& join_id);
+  // The pause before a registration that failed UNAVAILABLE is sent again (Register,
+  // RegisterRestart).
+  static constexpr absl::Duration kRegisterAgain = absl::Milliseconds(200);
   void Rejoin(int local, const NodeBlock& block);
   // Starts local rank `local` again as rank `rank` of a generation of `size`.
   void Relaunch(int local, int rank, int size);

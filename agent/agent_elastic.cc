@@ -107,12 +107,21 @@ void Agent::MaybeRestart(int local) {
 void Agent::RegisterRestart(int local, const std::string& join_id) {
   upstream_->RegisterNode(
       options_.job, size_, options_.host, 1, -1, absl::InfiniteDuration(),
-      [this, local](absl::StatusOr<NodeBlock> block) {
-        bool alone;
+      [this, local, join_id](absl::StatusOr<NodeBlock> block) {
+        bool alone, again;
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (!restarting_.count(local)) return;  // the change admitted it (Reform)
           alone = LiveRanks().empty();
+          again = absl::IsUnavailable(block.status()) && abort_ == nullptr && !close_requested_;
+        }
+        if (again) {
+          TROIKA_LOG(WARNING) << "rank " << ranks_[local]
+                              << " of this node: " << block.status().message()
+                              << "; registering again";
+          scheduler_->RunAfter(kRegisterAgain,
+                               [this, local, join_id] { RegisterRestart(local, join_id); });
+          return;
         }
         if (!block.ok()) {
           TROIKA_LOG(WARNING) << "rank " << ranks_[local]

@@ -118,6 +118,16 @@ class ElasticTest : public ::testing::Test {
     EXPECT_EQ(weights.size(), 1u) << out;
   }
 
+  // Waits until `text` is in the coordinator's log (dir_/coordinator.err); false if it is not
+  // within 30 s.
+  bool WaitForCoordinatorLog(const std::string& text) {
+    for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+      if (ReadFile(dir_ + "/coordinator.err").find(text) != std::string::npos) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
   std::string Out() { return ReadFile(dir_ + "/stdout"); }
   std::string Err() { return ReadFile(dir_ + "/stderr"); }
 
@@ -433,13 +443,8 @@ TEST_F(ElasticTest, ANodeWaitingToJoinOutlivesACoordinatorRestart) {
   StartGrowable(address, env, "wait", example);
   ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
   const pid_t agent = StartJoiner(address, env, "wait", example);
-  const std::string waiting = "2 ranks on node-c wait to join at the next commit";
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
-       ReadFile(dir_ + "/coordinator.err").find(waiting) == std::string::npos &&
-       absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_THAT(ReadFile(dir_ + "/coordinator.err"), HasSubstr(waiting));
+  ASSERT_TRUE(WaitForCoordinatorLog("2 ranks on node-c wait to join at the next commit"))
+      << ReadFile(dir_ + "/coordinator.err");
   ASSERT_EQ(Out().find("[0] step 300 "), std::string::npos) << "the commit came first";
   RestartCoordinator(others_[0], address, state);
   if (HasFatalFailure()) return;
@@ -480,6 +485,33 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
         << "the new process took rank 0's state\n"
         << out;
   }
+}
+
+// A rank started again (--max-restarts) waits to rejoin at the next commit when the coordinator
+// dies: its agent registers it again with the restarted coordinator, which admits it.
+TEST_F(ElasticTest, ARankStartedAgainRejoinsAcrossACoordinatorRestart) {
+  const std::string state = "--state_dir=" + dir_ + "/state";
+  const std::string address = StartCoordinator(state);
+  // Commits at steps 300, 600 and 900 only: the rank waits from its loss to step 300.
+  troikarun_ = StartShell(
+      absl::StrCat("TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=again-secret exec ", TROIKARUN_BINARY,
+                   " --coordinator=", address, " --job=again -np 4 --nproc-per-node 2 --min-np 2 ",
+                   "--max-restarts 1 -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_,
+                   " --steps=900 --commit_every=300 >", dir_, "/stdout 2>", dir_, "/stderr"));
+  const pid_t victim = WaitForPid(2);
+  ASSERT_NE(victim, 0) << Err();
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(WaitForCoordinatorLog("wait to join at the next commit"))
+      << ReadFile(dir_ + "/coordinator.err") << Err();
+  ASSERT_EQ(Out().find(" step 300 "), std::string::npos) << "the commit came first";
+  RestartCoordinator(others_.back(), address, state);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0)
+      << Out() << Err() << ReadFile(dir_ + "/coordinator.err");
+  // Lost (generation 2: 3 ranks), then back as rank 3 (generation 3: 4 ranks).
+  ExpectFinishedIdentical({0, 1, 2, 3}, 900, 4, 3);
+  EXPECT_THAT(Err(), HasSubstr("of this node: registering with job 'again': "));
+  EXPECT_THAT(Err(), HasSubstr("rank 2 of this node starts again as rank 3 of 4"));
 }
 
 TEST_F(ElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
