@@ -7,12 +7,14 @@ allreduces, each waited before the next, through
            process's own context
   module:  troika._troika's Context.allreduce_wait(...) on t.data_ptr(), the
            arguments by position as troika.torch passes them (the compiled module alone)
+  module+alloc: the least an out-of-place front end does: t's attributes read (data_ptr,
+           dtype, shape) and a result tensor allocated (torch.empty_like), then the module's
+           call (the module and torch, none of troika.torch's own code)
   torch:   hvd.allreduce(t, op=hvd.Sum)    (troika.torch, out of place: the usual call)
   torch_:  hvd.allreduce_(t, op=hvd.Sum)   (troika.torch, in place)
 
-in alternating blocks (c++ api, module, torch, torch_, then module, torch, torch_, c++ api,
-...: the first rotates): the same job, process and
-context for all four, so that drift of a shared machine hits all alike and the ratios are what
+in alternating blocks (c++ api, module, module+alloc, torch, torch_, then module, ...,
+c++ api, ...: the first rotates): the same job, process and context for all, so that drift of a shared machine hits all alike and the ratios are what
 the Python layer adds. All submit the same request (one name), and nothing else runs between
 the blocks, so a steady-state schedule (troikarun's default) holds across them; a tensor of its
 own per mode, or a barrier between blocks, would end the schedule at every block. Rank 0
@@ -59,6 +61,14 @@ def main():
         for _ in range(n):
             ctx.allreduce_wait("latency", ptr, ptr, f32, [1], hvd.Sum, 1.0, 1.0, 0)
 
+    dtypes = {torch.float32: f32}
+
+    def module_alloc(n):
+        for _ in range(n):
+            out = torch.empty_like(t)
+            ctx.allreduce_wait("latency", t.data_ptr(), out.data_ptr(), dtypes[t.dtype],
+                               t.shape, hvd.Sum, 1.0, 1.0, 0)
+
     def torch_out(n):
         for _ in range(n):
             hvd.allreduce(t, op=hvd.Sum, name="latency")
@@ -67,7 +77,8 @@ def main():
         for _ in range(n):
             hvd.allreduce_(t, op=hvd.Sum, name="latency")
 
-    modes = [("c++ api", cpp), ("module", module), ("torch", torch_out), ("torch_", torch_in)]
+    modes = [("c++ api", cpp), ("module", module), ("module+alloc", module_alloc),
+             ("torch", torch_out), ("torch_", torch_in)]
     for _, fn in modes:
         fn(args.warmup)
     per_block = max(1, args.iters // args.blocks)
