@@ -109,7 +109,9 @@ class ElasticTest : public ::testing::Test {
     std::set<int> finished;
     for (std::sregex_iterator it(out.begin(), out.end(), done), end; it != end; ++it) {
       finished.insert(std::stoi((*it)[1]));
-      if (steps >= 0) EXPECT_EQ(std::stoi((*it)[2]), steps) << (*it)[0];
+      if (steps >= 0) {
+        EXPECT_EQ(std::stoi((*it)[2]), steps) << (*it)[0];
+      }
       EXPECT_EQ(std::stoi((*it)[3]), size) << (*it)[0];
       EXPECT_EQ(std::stoi((*it)[4]), epoch) << (*it)[0];
       weights.insert((*it)[5]);
@@ -288,16 +290,29 @@ TEST_F(ElasticTest, AnAgentStartedForTheRunningJobIsAdmittedAtACommitAndItsRanks
 }
 
 // What a process holds: threads, open descriptors, resident memory.
+// What a process holds. `threads` counts its threads but those of gRPC's pools (named
+// default-executor and event_engine), which gRPC grows and shrinks with the load within
+// bounds of its own: a coordinator read 11 threads in all in round 1 and 14 in each round
+// after, in one run of 25. A leaked channel, server or completion queue shows in `fds`.
 struct Holdings {
   int threads = 0, fds = 0;
   int64_t rss_kib = 0;
 };
 
 Holdings HoldingsOf(pid_t pid) {
+  static const std::set<std::string> kGrpcPools = {"default-executo", "event_engine"};
   Holdings h;
+  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/task").c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      const std::string comm =
+          ReadFile(absl::StrCat("/proc/", pid, "/task/", entry->d_name, "/comm"));
+      h.threads += !kGrpcPools.count(std::string(absl::StripAsciiWhitespace(comm)));
+    }
+    closedir(dir);
+  }
   const std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
   std::smatch m;
-  if (std::regex_search(status, m, std::regex(R"(Threads:\s+(\d+))"))) h.threads = std::stoi(m[1]);
   if (std::regex_search(status, m, std::regex(R"(VmRSS:\s+(\d+))"))) h.rss_kib = std::stoll(m[1]);
   if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str())) {
     while (dirent* entry = readdir(dir)) h.fds += entry->d_name[0] != '.';
@@ -380,7 +395,7 @@ TEST_F(ElasticTest, TenJoinsAndLossesInTurnLeakNothing) {
   for (const auto& [who, holds] : holders) {
     const Holdings& first = holds->front();
     const Holdings& last = holds->back();
-    EXPECT_LE(last.threads, first.threads + 2) << who << " threads";
+    EXPECT_LE(last.threads, first.threads + 2) << who << " threads (but gRPC's pools)";
     EXPECT_LE(last.fds, first.fds + 2) << who << " descriptors";
     EXPECT_LE(last.rss_kib, first.rss_kib + 4096) << who << " resident KiB";
   }
