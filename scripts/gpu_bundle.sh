@@ -34,7 +34,13 @@ if [[ -n $module ]]; then
   find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
   cp "$root"/tests/python/{conftest.py,test_cuda.py} "$out/tests/"
   cp "$root/examples/pytorch/pytorch_synthetic_benchmark.py" "$out/examples/pytorch/"
-  cp "$root"/bench/{ddp_synthetic_benchmark.py,torch_bench.py} "$out/bench/"
+  cp "$root"/bench/{ddp_synthetic_benchmark.py,torch_bench.py,torch_allreduce_latency.py} \
+    "$out/bench/"
+  # The C++ side of the Python layer's latency benchmark (BUILD/bench as torch_bench.py
+  # --build expects it).
+  if [[ -f $build/bench/libtroika_bench_loop.so ]]; then
+    cp "$build/bench/libtroika_bench_loop.so" "$out/bench/"
+  fi
   # The module again for each other interpreter: the build's own compile and link lines
   # (CMake's Makefile generator), with that interpreter's headers and file name.
   dir=$build/python/CMakeFiles/_troika.dir
@@ -54,7 +60,7 @@ if [[ -n $module ]]; then
     echo "gpu_bundle: module for $("$python" -V 2>&1): _troika$suffix"
   done
 fi
-modules=$(ls "$out"/python/troika/_troika*.so 2>/dev/null || true)
+modules=$(ls "$out"/python/troika/_troika*.so "$out"/bench/*.so 2>/dev/null || true)
 for b in "${binaries[@]}" $modules; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u |
@@ -116,6 +122,16 @@ if [[ -d $here/python ]]; then
           --model $1 --batch-size $2 || exit 1
       done'
     grep -E '^# synthetic|^median|Error|error:' "$logs/torch.log" | head -n 30
+    # Issue 15's Python-layer cost on this machine's CPU cores (ranks with cores of their
+    # own, unlike the 2-core dev machine): a 4-byte allreduce through troika.torch vs the C++
+    # API in the same ranks, 4 and 2 CPU ranks (about a minute).
+    if [[ -f $here/bench/libtroika_bench_loop.so ]]; then
+      step py_latency 240 bash -c 'for np in 4 2; do
+          python3 "'"$here"'/bench/torch_bench.py" --np $np --troikarun "'"$here"'/troikarun" \
+            --python python3 --build "'"$here"'" --repeat 5 --skip-synthetic || exit 1
+        done'
+      grep -E '^# 4-byte|^median|Error|error:' "$logs/py_latency.log" | head -n 20
+    fi
     # TROIKA_BUNDLE_CPU_BENCH=1: also issue 15's benchmark, 4 CPU ranks against DDP on gloo,
     # on this machine's cores (fewer neighbours than the 2-core dev machine; ~5 minutes).
     if [[ ${TROIKA_BUNDLE_CPU_BENCH:-0} == 1 ]]; then
