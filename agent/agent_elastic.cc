@@ -76,7 +76,7 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
                                        : absl::StrCat(": this node's are now ", FormatRanks(live)));
   // Ranks attaching again (with their new numbers) wait for the next generation's attach.
   gate_.Reset();
-  service_->Reform(change.size, live, std::move(next));
+  service_->Reform(change.size, live, std::move(next), change);
   // The ranks learn of the change: their operations fail with it, and they attach again.
   old->Deliver(std::move(message));
   // The ended generation's session closes; OnClosed then attaches the next one.
@@ -155,7 +155,7 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
     attach_deadline_ = absl::Now() + options_.attach_timeout;
   }
   gate_.Reset();
-  service_->Reform(block.size, live, std::move(next));
+  service_->Reform(block.size, live, std::move(next), std::nullopt);
   Relaunch(local, block.first_rank, block.size);
   upstream_->Attach(
       options_.job, live, options_.host, options_.attach_timeout,

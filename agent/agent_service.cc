@@ -1,6 +1,7 @@
 #include "agent/agent_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,11 +32,38 @@ AgentService::AgentService(AgentServiceOptions options, AttachGate& gate,
                            std::shared_ptr<NodeRelay> relay, Upstream& upstream)
     : gate_(gate), upstream_(upstream), options_(std::move(options)), relay_(std::move(relay)) {}
 
-void AgentService::Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay) {
+void AgentService::Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay,
+                          const std::optional<MembershipChange>& change) {
   std::lock_guard<std::mutex> lock(mu_);
   options_.size = size;
   options_.ranks = std::move(ranks);
   relay_ = std::move(relay);
+  if (change) {
+    changes_.push_back(*change);
+  } else {
+    changes_.clear();
+  }
+}
+
+std::optional<MembershipChange> ChangeSince(const std::vector<MembershipChange>& changes,
+                                            int64_t epoch) {
+  auto first = std::find_if(changes.begin(), changes.end(),
+                            [epoch](const MembershipChange& c) { return c.epoch == epoch + 1; });
+  if (first == changes.end()) return std::nullopt;
+  MembershipChange composed = *first;
+  for (auto it = std::next(first); it != changes.end(); ++it) {
+    if (it->epoch != composed.epoch + 1) return std::nullopt;  // a gap: not all known here
+    for (int& rank : composed.next_rank) {
+      rank = rank >= 0 && rank < static_cast<int>(it->next_rank.size()) ? it->next_rank[rank] : -1;
+    }
+    composed.epoch = it->epoch;
+    composed.size = it->size;
+  }
+  // The rank never ran the generations between: it goes on from where it is.
+  composed.at_commit = false;
+  composed.joined = 0;
+  composed.admitted.clear();
+  return composed;
 }
 
 absl::Status AgentService::CheckJob(const std::string& job) const {
@@ -48,6 +76,12 @@ grpc::ServerUnaryReactor* AgentService::CreateJob(grpc::CallbackServerContext* c
                                                   const v1::CreateJobRequest* request,
                                                   v1::CreateJobResponse* response) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (request->job() == options_.job && request->epoch() > 0) {
+    if (std::optional<MembershipChange> change = ChangeSince(changes_, request->epoch())) {
+      ToWire(*change, response->mutable_change());
+      return FinishWith(context, absl::OkStatus());
+    }
+  }
   if (request->job() != options_.job || request->size() != options_.size) {
     return FinishWith(
         context, absl::FailedPreconditionError(absl::StrCat(
@@ -69,6 +103,12 @@ grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* cont
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (request->epoch() > 0 && !changes_.empty() && request->epoch() != changes_.back().epoch) {
+      return FinishWith(context,
+                        absl::AbortedError(absl::StrCat(
+                            "rank ", request->rank(), " attached for generation ", request->epoch(),
+                            "; the job is at generation ", changes_.back().epoch)));
+    }
     for (int rank : ranks) {
       if (std::find(options_.ranks.begin(), options_.ranks.end(), rank) == options_.ranks.end()) {
         return FinishWith(context, absl::PermissionDeniedError(absl::StrCat(

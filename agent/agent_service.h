@@ -3,9 +3,11 @@
 // a Unix socket, so an unchanged client library talks to the agent exactly as it would to the
 // coordinator:
 //   - CreateJob: answered here (the agent's own job and size; anything else is
-//     FAILED_PRECONDITION);
-//   - Attach: for this node's ranks only; answered when the agent's one upstream Attach of all
-//     its ranks completes (AttachGate), with the same error for all if it fails;
+//     FAILED_PRECONDITION); for a generation of an elastic job that has ended (the request's
+//     epoch), the renumbering to the one in force (CreateJobResponse.change);
+//   - Attach: for this node's ranks only, of the generation in force (else ABORTED);
+//     answered when the agent's one upstream Attach of all its ranks completes (AttachGate),
+//     with the same error for all if it fails;
 //   - Session: the coordinator's SessionReactor over the NodeRelay;
 //   - KvSet / KvGet / KvWait: forwarded upstream asynchronously, with the caller's deadline;
 //   - RegisterNode: UNIMPLEMENTED (agents do not nest).
@@ -16,6 +18,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,13 @@
 #include "troika/v1/troika.grpc.pb.h"
 
 namespace troika::agent {
+
+// The renumbering from generation `epoch` to the one in force, composed of `changes` (an
+// elastic job's membership changes, in order): for each rank of generation `epoch`, its rank
+// in the last (-1: gone); `epoch` and `size` the last's. None if `epoch` is the last's or
+// `changes` do not hold every change since it.
+std::optional<MembershipChange> ChangeSince(const std::vector<MembershipChange>& changes,
+                                            int64_t epoch);
 
 struct AgentServiceOptions {
   std::string job;         // the agent's job
@@ -59,7 +69,10 @@ class AgentService final : public v1::Coordinator::CallbackService {
 
   // An elastic job's next generation (docs/elastic.md): the job's new size, this node's ranks
   // in it, and the relay of their sessions. Sessions already open stay with the old relay.
-  void Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay);
+  // `change`: the membership change that made it (none: a node that had no rank left starts
+  // over with a rank it restarted, whose numbers are its environment's).
+  void Reform(int size, std::vector<int> ranks, std::shared_ptr<NodeRelay> relay,
+              const std::optional<MembershipChange>& change);
 
  private:
   // NOT_FOUND unless `job` is the agent's job.
@@ -70,6 +83,10 @@ class AgentService final : public v1::Coordinator::CallbackService {
   mutable std::mutex mu_;
   AgentServiceOptions options_;       // guarded by mu_ (the job name is constant)
   std::shared_ptr<NodeRelay> relay_;  // guarded by mu_
+  // Guarded by mu_: the job's membership changes since this node's ranks started, in order.
+  // A rank attaching for an ended generation (it learned of a change, then the job changed
+  // again before it attached) is answered with the renumbering (CreateJobResponse.change).
+  std::vector<MembershipChange> changes_;
 };
 
 }  // namespace troika::agent

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/messages.h"
 
 namespace troika::agent {
 
@@ -38,8 +39,17 @@ void AttachGate::Complete(absl::StatusOr<std::vector<Membership>> memberships) {
 }
 
 void AttachGate::Reset() {
-  std::lock_guard<std::mutex> lock(mu_);
-  outcome_.reset();
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outcome_.reset();
+    waiters.swap(waiters_);
+  }
+  for (const Waiter& waiter : waiters) {
+    waiter.done(absl::AbortedError(
+        absl::StrCat("the job's membership changed while ", FormatRanks(waiter.ranks),
+                     " attached: attach with the numbers of its next generation")));
+  }
 }
 
 void AttachGate::Answer(const absl::StatusOr<std::map<int, Membership>>& outcome,

@@ -27,7 +27,8 @@ class AttachGate {
   // The outcome of the upstream attach: the memberships of every node rank, or an error.
   // Only the first call counts (since the last Reset()).
   void Complete(absl::StatusOr<std::vector<Membership>> memberships);
-  // An elastic job's next generation: later Wait()s wait for its upstream attach.
+  // An elastic job's next generation: later Wait()s wait for its upstream attach. Ranks
+  // still waiting for the ended one's are answered ABORTED (their numbers are void).
   void Reset();
 
  private:

@@ -140,11 +140,16 @@ absl::Duration CoordinatorService::WaitFor(int64_t timeout_ms) const {
 }
 
 absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::Authorized(
-    const grpc::CallbackServerContext* context, const std::string& name) const {
+    const grpc::CallbackServerContext* context, const std::string& name, int64_t epoch) const {
   auto job = registry_.Find(name);
   if (!job.ok()) return job.status();
   const std::string token = Credential(context, kJobTokenHeader);
   if (!(*job)->TokenMatches(token)) return WrongToken(name, token);
+  if (epoch > 0 && epoch != (*job)->epoch()) {
+    return absl::AbortedError(absl::StrCat("generation ", epoch, " of job '", name,
+                                           "' has ended; the job is at generation ",
+                                           (*job)->epoch()));
+  }
   return job;
 }
 
@@ -257,6 +262,9 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
                                                     const v1::KvSetRequest* request,
                                                     v1::KvSetResponse* response) {
   if (absl::Status s = CheckKvKey(request->key()); !s.ok()) return FinishWith(context, s);
+  // Not checked against the epoch: a set of an ended generation's (its keys are under its
+  // epoch) is harmless, and an agent taking a job back from a restarted coordinator sets
+  // again what its ranks set, of earlier generations too.
   auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
   if ((*job)->kv().bytes() + static_cast<int64_t>(request->key().size() + request->value().size()) >
@@ -273,7 +281,7 @@ grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext*
                                                     const v1::KvGetRequest* request,
                                                     v1::KvGetResponse* response) {
   if (absl::Status s = CheckKvKey(request->key()); !s.ok()) return FinishWith(context, s);
-  auto job = Authorized(context, request->job());
+  auto job = Authorized(context, request->job(), request->epoch());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   absl::Duration wait =
@@ -296,7 +304,7 @@ grpc::ServerUnaryReactor* CoordinatorService::KvWait(grpc::CallbackServerContext
   for (const std::string& key : request->keys()) {
     if (absl::Status s = CheckKvKey(key); !s.ok()) return FinishWith(context, s);
   }
-  auto job = Authorized(context, request->job());
+  auto job = Authorized(context, request->job(), request->epoch());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   std::vector<std::string> keys(request->keys().begin(), request->keys().end());

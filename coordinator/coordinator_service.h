@@ -72,9 +72,10 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   absl::Duration WaitFor(int64_t timeout_ms) const;
   // Job `name` if the call carries its token; NOT_FOUND, or PERMISSION_DENIED (changing
-  // nothing) otherwise.
+  // nothing) otherwise. `epoch` (a key-value call's; 0: any): ABORTED if the job is at
+  // another generation (an elastic job changed since the caller attached).
   absl::StatusOr<std::shared_ptr<Job>> Authorized(const grpc::CallbackServerContext* context,
-                                                  const std::string& name) const;
+                                                  const std::string& name, int64_t epoch = 0) const;
   // OK if the call carries the admin token; PERMISSION_DENIED otherwise.
   absl::Status CheckAdmin(const grpc::CallbackServerContext* context) const;
   // CreateJob and RegisterNode: the job, created with the call's token (or a generated one,

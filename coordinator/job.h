@@ -141,6 +141,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // True iff `token` is this job's token. Thread-safe (immutable).
   bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
+  int64_t epoch() const { return epoch_; }
   int min_size() const { return min_size_; }
   int max_size() const { return max_size_; }
   KvStore& kv() { return kv_; }

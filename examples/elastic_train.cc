@@ -27,10 +27,12 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "troika/elastic.h"
@@ -41,6 +43,10 @@ ABSL_FLAG(int, commit_every, 10, "steps between commits: at most this many are l
 ABSL_FLAG(int, step_ms, 10, "milliseconds each step sleeps");
 ABSL_FLAG(int, dim, 1024, "weights of the model");
 ABSL_FLAG(std::string, pid_dir, "", "write pid.<TROIKA_RANK> here after 5 steps");
+ABSL_FLAG(std::string, fail_at, "",
+          "tests: MEMBER:restore (the rank that started as MEMBER exits 1 the first time it "
+          "restores its commit, while its agent attaches the next generation) or "
+          "MEMBER:sync (when it syncs in a later generation, attached)");
 ABSL_FLAG(int, min_generation, 0,
           "train on past --steps until the job is at this generation (tests: training lasts "
           "as long as the membership changes they make)");
@@ -62,13 +68,17 @@ uint64_t HashBits(const std::vector<float>& values) {
 
 class Model : public troika::elastic::State {
  public:
-  explicit Model(int dim) : weights_(dim, 0.0f) { Commit(); }
+  // fail_at: "restore" or "sync" (--fail_at, for this rank), or empty.
+  Model(int dim, std::string fail_at) : weights_(dim, 0.0f), fail_at_(std::move(fail_at)) {
+    Commit();
+  }
 
   void Commit() override {
     committed_weights_ = weights_;
     committed_step_ = step_;
   }
   void Restore() override {
+    FailIf("restore");
     std::printf("restored to step %lld from step %lld at %lld\n",
                 static_cast<long long>(committed_step_), static_cast<long long>(step_),
                 static_cast<long long>(absl::ToUnixMillis(absl::Now())));
@@ -77,6 +87,7 @@ class Model : public troika::elastic::State {
     step_ = committed_step_;
   }
   absl::Status Sync(troika::Context& ctx) override {
+    if (ctx.membership().epoch > 1) FailIf("sync");
     const int64_t dim = static_cast<int64_t>(weights_.size());
     troika::Handle w = ctx.Broadcast("sync/weights", weights_.data(), weights_.data(),
                                      troika::DataType::kFloat32, {dim}, 0);
@@ -93,8 +104,16 @@ class Model : public troika::elastic::State {
   int64_t& step() { return step_; }
 
  private:
+  void FailIf(const char* where) {
+    if (fail_at_ != where) return;
+    std::printf("failing at %s\n", where);
+    std::fflush(stdout);
+    _exit(1);
+  }
+
   std::vector<float> weights_, committed_weights_;
   int64_t step_ = 0, committed_step_ = 0;
+  std::string fail_at_;
 };
 
 }  // namespace
@@ -113,7 +132,9 @@ int main(int argc, char** argv) {
   const int min_generation = absl::GetFlag(FLAGS_min_generation);
   const std::string dir = absl::GetFlag(FLAGS_pid_dir);
   const int member = options->rank;  // TROIKA_RANK: the rank it started as
-  Model model(dim);
+  const std::string fail_at = absl::GetFlag(FLAGS_fail_at);
+  const std::string mine = absl::StrCat(member, ":");
+  Model model(dim, absl::StartsWith(fail_at, mine) ? fail_at.substr(mine.size()) : "");
   int size = 0;
   int64_t epoch = 0;
   std::vector<float> grad(dim);

@@ -11,6 +11,7 @@
 #include "common/request_check.h"
 #include "libclient/context_impl.h"
 #include "libclient/grpc_control_channel.h"
+#include "troika/elastic.h"
 
 namespace troika {
 namespace internal {
@@ -31,8 +32,8 @@ absl::Status ContextImpl::Start(const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", options.rank, " is not in [0, ", options.size, ")"));
   }
-  auto membership =
-      channel_->Join(options.job, options.size, options.rank, options.host, options.attach_timeout);
+  auto membership = channel_->Join(options.job, options.size, options.rank, options.epoch,
+                                   options.host, options.attach_timeout);
   if (!membership.ok()) return membership.status();
   membership_ = *membership;
 
@@ -349,7 +350,9 @@ absl::Status ContextImpl::Shutdown() {
 Context::Context(std::unique_ptr<internal::ContextImpl> impl) : impl_(std::move(impl)) {}
 Context::~Context() = default;
 
-absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& options) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Context>> Attach(const Options& options) {
   auto channel = internal::GrpcControlChannel::Connect(
       options.coordinator, {options.tls_ca, options.tls_cert, options.tls_key, options.plaintext},
       options.job_token, std::min(options.connect_timeout, options.attach_timeout));
@@ -357,6 +360,42 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& options) {
   auto transport = transport::CreateTransport(options.transport);
   if (!transport.ok()) return transport.status();
   return internal::ContextImpl::Create(options, *std::move(channel), *std::move(transport));
+}
+
+// An elastic rank's attach for a later generation failing ABORTED with no renumbering: its
+// generation ended while it attached (the data plane's rendezvous failed first). It asks its
+// agent again this many times, this far apart: the agent answers with the renumbering once
+// the change has reached it (a few milliseconds after the rendezvous failed).
+constexpr int kAttachAgain = 5;
+constexpr absl::Duration kAttachAgainPause = absl::Milliseconds(200);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& given) {
+  Options options = given;
+  for (int again = 0;;) {
+    absl::StatusOr<std::unique_ptr<Context>> context = Attach(options);
+    // Only an elastic rank past the job's first generation follows changes here; a first
+    // attach that fails fails the job (docs/elastic.md).
+    if (context.ok() || options.epoch == 0 || !absl::IsAborted(context.status())) return context;
+    std::optional<MembershipChange> change = GetMembershipChange(context.status());
+    if (!change) {
+      if (++again > kAttachAgain) return context;
+      absl::SleepFor(kAttachAgainPause);
+      continue;
+    }
+    const int next = options.rank < static_cast<int>(change->next_rank.size())
+                         ? change->next_rank[options.rank]
+                         : -1;
+    if (next < 0) return context;  // the job went on without this rank
+    TROIKA_LOG(WARNING) << "rank " << options.rank << " goes on as rank " << next << " of "
+                        << change->size << " (generation " << change->epoch
+                        << "): the job changed again while it attached";
+    options.rank = next;
+    options.size = change->size;
+    options.epoch = change->epoch;
+    again = 0;
+  }
 }
 
 const Membership& Context::membership() const { return impl_->membership(); }

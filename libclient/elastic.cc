@@ -48,6 +48,7 @@ absl::Status Run(Options options, State& state,
                         << (change->at_commit ? ", from the commit that admitted new ranks" : "");
     options.rank = next;
     options.size = change->size;
+    options.epoch = change->epoch;
     if (!change->at_commit) state.Restore();
   }
 }

@@ -39,8 +39,9 @@ absl::Status Annotate(const grpc::Status& status, const std::string& what,
 // The job's key-value store through the coordinator.
 class GrpcStore final : public transport::Store {
  public:
-  GrpcStore(v1::Coordinator::Stub& stub, std::string job, const std::string& token)
-      : stub_(stub), job_(std::move(job)), token_(token) {}
+  // `epoch`: the rank's generation (Membership.epoch), which every call carries.
+  GrpcStore(v1::Coordinator::Stub& stub, std::string job, const std::string& token, int64_t epoch)
+      : stub_(stub), job_(std::move(job)), token_(token), epoch_(epoch) {}
 
   absl::Status Set(const std::string& key, const std::string& value) override {
     grpc::ClientContext context;
@@ -48,6 +49,7 @@ class GrpcStore final : public transport::Store {
     AddToken(context, token_);
     v1::KvSetRequest request;
     request.set_job(job_);
+    request.set_epoch(epoch_);
     request.set_key(key);
     request.set_value(value);
     v1::KvSetResponse response;
@@ -60,6 +62,7 @@ class GrpcStore final : public transport::Store {
     AddToken(context, token_);
     v1::KvGetRequest request;
     request.set_job(job_);
+    request.set_epoch(epoch_);
     request.set_key(key);
     request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     v1::KvGetResponse response;
@@ -73,6 +76,7 @@ class GrpcStore final : public transport::Store {
     AddToken(context, token_);
     v1::KvWaitRequest request;
     request.set_job(job_);
+    request.set_epoch(epoch_);
     for (const std::string& k : keys) request.add_keys(k);
     request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     v1::KvWaitResponse response;
@@ -83,6 +87,7 @@ class GrpcStore final : public transport::Store {
   v1::Coordinator::Stub& stub_;
   const std::string job_;
   const std::string& token_;  // the channel's
+  const int64_t epoch_;
 };
 
 absl::StatusOr<std::unique_ptr<GrpcControlChannel>> GrpcControlChannel::Connect(
@@ -120,7 +125,7 @@ GrpcControlChannel::~GrpcControlChannel() {
 }
 
 absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int size, int rank,
-                                                    const std::string& host,
+                                                    int64_t epoch, const std::string& host,
                                                     absl::Duration timeout) {
   {
     grpc::ClientContext context;
@@ -130,9 +135,18 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
     v1::CreateJobRequest request;
     request.set_job(job);
     request.set_size(size);
+    request.set_epoch(epoch);
     v1::CreateJobResponse response;
     grpc::Status s = stub_->CreateJob(&context, request, &response);
     if (!s.ok()) return Annotate(s, absl::StrCat("creating job '", job, "'"), address_);
+    if (response.has_change()) {
+      absl::Status changed = absl::AbortedError(
+          absl::StrCat("job '", job, "' went on as generation ", response.change().epoch(), " of ",
+                       response.change().size(), " ranks while rank ", rank, " attached"));
+      changed.SetPayload(kMembershipChangePayload,
+                         absl::Cord(response.change().SerializeAsString()));
+      return changed;
+    }
     if (!response.token().empty()) job_token_ = response.token();  // we created it
   }
   grpc::ClientContext context;
@@ -143,11 +157,12 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
   request.set_rank(rank);
   request.set_host(host);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  request.set_epoch(epoch);
   v1::AttachResponse response;
   grpc::Status s = stub_->Attach(&context, request, &response);
   if (!s.ok())
     return Annotate(s, absl::StrCat("attaching rank ", rank, " to job '", job, "'"), address_);
-  store_ = std::make_unique<GrpcStore>(*stub_, job, job_token_);
+  store_ = std::make_unique<GrpcStore>(*stub_, job, job_token_, response.membership().epoch());
   return FromWire(response.membership());
 }
 

@@ -28,7 +28,7 @@ class GrpcControlChannel final : public ControlChannel {
       absl::Duration connect_timeout = absl::Seconds(10));
   ~GrpcControlChannel() override;
 
-  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
+  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank, int64_t epoch,
                                   const std::string& host, absl::Duration timeout) override;
   absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
                            int64_t epoch) override;

@@ -256,12 +256,13 @@ PYBIND11_MODULE(_troika, m) {
   py::class_<troika::Context>(m, "Context")
       .def_static(
           "init",
-          [](int rank, int size) {
+          [](int rank, int size, int64_t epoch) {
             absl::StatusOr<troika::Options> options = troika::Options::FromEnvironment();
             Check(options.status());
             // An elastic job's next generation: the rank and size it gave this process.
             if (rank >= 0) options->rank = rank;
             if (size >= 0) options->size = size;
+            options->epoch = epoch;
             absl::StatusOr<std::unique_ptr<troika::Context>> ctx;
             {
               py::gil_scoped_release release;
@@ -270,10 +271,10 @@ PYBIND11_MODULE(_troika, m) {
             Check(ctx.status());
             return std::move(*ctx);
           },
-          py::arg("rank") = -1, py::arg("size") = -1,
+          py::arg("rank") = -1, py::arg("size") = -1, py::arg("epoch") = 0,
           "Joins the job the TROIKA_* environment names (troikarun sets it); blocks until "
-          "every rank attached. rank, size (>= 0): instead of TROIKA_RANK and TROIKA_SIZE (an "
-          "elastic job's next generation)")
+          "every rank attached. rank, size (>= 0), epoch: instead of TROIKA_RANK and "
+          "TROIKA_SIZE, an elastic job's next generation (Options::epoch)")
       .def_property_readonly(
           "address", [](troika::Context& c) { return reinterpret_cast<uintptr_t>(&c); },
           "the troika::Context* of this process, for native code using the C++ API on it "

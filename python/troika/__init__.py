@@ -27,8 +27,8 @@ __all__ = [
 
 _lock = _threading.RLock()
 _context = None
-# An elastic job's next generation (enter_next_generation): (rank, size) for init(), instead of
-# TROIKA_RANK and TROIKA_SIZE.
+# An elastic job's next generation (enter_next_generation): (rank, size, epoch) for init(),
+# instead of TROIKA_RANK and TROIKA_SIZE.
 _generation = None
 _homogeneous = None
 # Generated names: per process set, the number of unnamed operations submitted so far. Every
@@ -86,8 +86,8 @@ def init(process_sets=None):
     global _context, _homogeneous
     with _lock:
         if _context is None:
-            rank_, size_ = _generation or (-1, -1)
-            _context = _troika.Context.init(rank_, size_)
+            rank_, size_, epoch = _generation or (-1, -1, 0)
+            _context = _troika.Context.init(rank_, size_, epoch)
             global_process_set.ranks = list(range(_context.size))
             _homogeneous = _every_host_has_as_many_ranks(_context)
     for ps in process_sets or []:
@@ -122,7 +122,7 @@ def enter_next_generation(change):
         next_ranks = change["next_rank"]
         if old >= len(next_ranks) or next_ranks[old] < 0:
             return False
-        _generation = (next_ranks[old], change["size"])
+        _generation = (next_ranks[old], change["size"], change["epoch"])
     try:
         shutdown()
     except TroikaError:  # the generation's failure, which the caller is handling

@@ -69,5 +69,20 @@ TEST(AttachGateTest, AfterAResetWaitersWaitForTheNextGenerationsAttach) {
   EXPECT_THAT(answered, ::testing::ElementsAre(3));
 }
 
+// An elastic job changed again before the node's ranks attached: those still waiting for the
+// ended generation's attach are answered ABORTED, not later with the next generation's
+// memberships of the numbers they asked for (another process's, or none).
+TEST(AttachGateTest, AResetAnswersTheEndedGenerationsWaitersAborted) {
+  AttachGate gate;
+  std::vector<absl::Status> answers;
+  gate.Wait({3}, [&](absl::StatusOr<std::vector<Membership>> m) { answers.push_back(m.status()); });
+  gate.Reset();
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(absl::IsAborted(answers[0])) << answers[0];
+  EXPECT_THAT(answers[0].message(), ::testing::HasSubstr("membership changed while rank 3"));
+  gate.Complete(NodeMemberships());
+  EXPECT_EQ(answers.size(), 1u) << "answered once";
+}
+
 }  // namespace
 }  // namespace troika::agent

@@ -51,13 +51,14 @@ class ElasticTest : public ::testing::Test {
   }
 
   // troikarun -np `np` --nproc-per-node 2 --min-np `min_np` of the elastic example,
-  // `steps` steps of 10 ms, writing the timeline to dir_/trace.json.
-  void Start(int np, int min_np, int steps) {
-    troikarun_ = StartShell(
-        absl::StrCat("exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ",
-                     min_np, " --timeline ", dir_, "/trace.json --grace_period 3s -- ",
-                     EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=", steps,
-                     " --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+  // `steps` steps of 10 ms (and `more` of its flags), writing the timeline to
+  // dir_/trace.json.
+  void Start(int np, int min_np, int steps, const std::string& more = "") {
+    troikarun_ = StartShell(absl::StrCat(
+        "exec ", TROIKARUN_BINARY, " -np ", np, " --nproc-per-node 2 --min-np ", min_np,
+        " --timeline ", dir_, "/trace.json --grace_period 3s -- ", EXAMPLE_ELASTIC_BINARY,
+        " --pid_dir=", dir_, " --steps=", steps, " --commit_every=", kCommitEvery, " ", more, " >",
+        dir_, "/stdout 2>", dir_, "/stderr"));
   }
 
   // Waits until rank `rank` wrote its pid (it has run a few steps); 0 if it did not in time.
@@ -209,6 +210,28 @@ TEST_F(ElasticTest, AKilledRanksSurvivorsGoOnFromTheirLastCommitAndEndIdentical)
       << trace.substr(std::max<size_t>(trace.size(), 200) - 200);
   EXPECT_GT(trace.rfind("\"name\":\"collective\""), trace.find("membership change"))
       << "the next generation's phases are on it";
+}
+
+// A second loss while the survivors of the first attach their next generation (the rank that
+// would be rank 2 of generation 2 exits as it restores its commit, before it attaches; or
+// once attached, as it syncs): that generation ends too, and the ranks still attaching follow
+// the second change to generation 3 (their agent answers them with the renumbering).
+TEST_F(ElasticTest, ALossWhileTheSurvivorsAttachEndsTheNextGenerationToo) {
+  for (const char* where : {"restore", "sync"}) {
+    SCOPED_TRACE(where);
+    dir_ = MakeScratchDir("elastic-second-loss");
+    Start(4, 2, 400, absl::StrCat("--fail_at=3:", where));
+    const pid_t victim = WaitForPid(2);
+    ASSERT_NE(victim, 0) << Err();
+    absl::SleepFor(absl::Milliseconds(300));
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+    EXPECT_THAT(Out(), HasSubstr(absl::StrCat("[3] failing at ", where)));
+    EXPECT_THAT(Err(), HasSubstr("the job goes on with 3 ranks as generation 2"));
+    EXPECT_THAT(Err(), HasSubstr("exited with code 1; the job goes on with 2 ranks as "
+                                 "generation 3"));
+    ExpectFinishedIdentical({0, 1}, 400, 2, 3);
+  }
 }
 
 TEST_F(ElasticTest, AKilledAgentsNodeIsLostAndTheOtherNodeGoesOn) {

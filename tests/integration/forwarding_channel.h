@@ -21,9 +21,9 @@ class ForwardingChannel : public internal::ControlChannel {
   explicit ForwardingChannel(std::unique_ptr<internal::ControlChannel> inner)
       : inner_(std::move(inner)) {}
 
-  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
+  absl::StatusOr<Membership> Join(const std::string& job, int size, int rank, int64_t epoch,
                                   const std::string& host, absl::Duration timeout) override {
-    return inner_->Join(job, size, rank, host, timeout);
+    return inner_->Join(job, size, rank, epoch, host, timeout);
   }
   absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
                            int64_t epoch) override {
