@@ -46,6 +46,9 @@ def parse_args():
     p.add_argument("--pid-dir", default="", help="write pid.<TROIKA_RANK> here")
     p.add_argument("--min-generation", type=int, default=0,
                    help="train on past --epochs until the job is at this generation (tests)")
+    p.add_argument("--fail-at-restore", type=int, default=-1, metavar="MEMBER",
+                   help="tests: the rank that started as MEMBER exits 1 when it restores its "
+                        "commit after a loss, while the others attach the next generation")
     return p.parse_args()
 
 
@@ -78,6 +81,11 @@ def main():
               flush=True)
 
     state.register_reset_callbacks([on_reset])
+    if member == args.fail_at_restore:
+        def fail():
+            print("failing at restore", flush=True)
+            os._exit(1)
+        state.restore = fail
 
     @hvd.elastic.run
     def train(state):

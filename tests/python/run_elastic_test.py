@@ -8,6 +8,9 @@
   - the agent of ranks 2-3: ranks 0-1 go on alone the same way;
   - rank 1 of a job of 2 with --min-np 2: the job aborts saying the minimum was not met;
 
+  - rank 2, and rank 3 as it restores its commit (--fail-at-restore 3), while ranks 0-1
+    attach generation 2: they follow the second change and finish as 2 ranks;
+
 and, in a job of 2 ranks with --max-np 4, runs the troika-agent command troikarun prints for
 adding ranks once the job trains: at the next commit both ranks raise HostsUpdatedInterrupt
 (nothing lost), the job goes on with 4 ranks, and all four finish with identical weights;
@@ -46,16 +49,17 @@ def parent_of(pid):
     return int(stat[stat.rfind(")") + 1:].split()[1])
 
 
-def run_job(troikarun, python, script, np, kill, epochs=3, extra=()):
-    """Runs the job, SIGKILLs what `kill(dir)` returns once rank 3 (or the last rank) has
-    trained a few batches; returns (exit code, stdout, stderr, kill time in unix ms)."""
+def run_job(troikarun, python, script, np, kill, epochs=3, extra=(), script_args=()):
+    """Runs the job (`extra`: troikarun's options, `script_args`: the script's), SIGKILLs what
+    `kill(dir)` returns once rank 3 (or the last rank) has trained a few batches; returns
+    (exit code, stdout, stderr, kill time in unix ms)."""
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
         with open(out_path, "w") as out, open(err_path, "w") as err:
             job = subprocess.Popen(
                 [troikarun, "-np", str(np), "--nproc-per-node", "2", "--min-np", "2", *extra,
                  "--", python, script, "--pid-dir", d, "--epochs", str(epochs),
-                 "--commit-every", str(COMMIT_EVERY)],
+                 "--commit-every", str(COMMIT_EVERY), *script_args],
                 stdout=out, stderr=err, start_new_session=True)
         deadline = time.time() + 120
         while not read(os.path.join(d, "pid.%d" % (np - 1))).strip():
@@ -308,6 +312,23 @@ def main():
     if "2 ranks on" not in err or "joined at a commit; the job goes on with 4 ranks" not in err:
         f.append("the log does not say that 2 ranks joined at a commit")
     failures += ["grown: " + x for x in f]
+    if f:
+        print(out, err)
+
+    # Rank 2 is lost, and rank 3 as the others attach generation 2 (it exits as it restores its
+    # commit): ranks 0 and 1, still attaching, follow the second change to generation 3.
+    code, out, err, _ = run_job(troikarun, python, script, 4,
+                                lambda d: int(read(os.path.join(d, "pid.2"))),
+                                script_args=("--fail-at-restore", "3"))
+    f = []
+    if code != 0:
+        f.append("troikarun exited %s" % code)
+    f += check_finished(out, [0, 1], 2)
+    if "[3] failing at restore" not in out:
+        f.append("rank 3 did not fail as it restored")
+    if "exited with code 1; the job goes on with 2 ranks as generation 3" not in err:
+        f.append("the log does not say that rank 3's loss made generation 3")
+    failures += ["second loss while attaching: " + x for x in f]
     if f:
         print(out, err)
 

@@ -213,7 +213,9 @@ class Handle {
 class Context {
  public:
   // Connects to the coordinator (or agent), joins the job, waits for every rank to attach and
-  // connects the data plane. Blocks; fails with a message naming what is missing.
+  // connects the data plane. Blocks; fails with a message naming what is missing. An elastic
+  // rank's (options.epoch set) follows a change of the job made while it attached: rank()
+  // and size() may then differ from options'.
   static absl::StatusOr<std::unique_ptr<Context>> Init(const Options& options);
   ~Context();  // Shutdown()
   Context(const Context&) = delete;
