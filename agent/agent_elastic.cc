@@ -34,9 +34,7 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < current_.size(); ++i) {
       int& rank = current_[i];
-      const int next = rank >= 0 && rank < static_cast<int>(change.next_rank.size())
-                           ? change.next_rank[rank]
-                           : -1;
+      const int next = change.NextRank(rank);
       if (rank >= 0 && next < 0) left_.insert(ranks_[i]);
       rank = next;
     }

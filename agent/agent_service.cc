@@ -53,9 +53,7 @@ std::optional<MembershipChange> ChangeSince(const std::vector<MembershipChange>&
   MembershipChange composed = *first;
   for (auto it = std::next(first); it != changes.end(); ++it) {
     if (it->epoch != composed.epoch + 1) return std::nullopt;  // a gap: not all known here
-    for (int& rank : composed.next_rank) {
-      rank = rank >= 0 && rank < static_cast<int>(it->next_rank.size()) ? it->next_rank[rank] : -1;
-    }
+    for (int& rank : composed.next_rank) rank = it->NextRank(rank);
     composed.epoch = it->epoch;
     composed.size = it->size;
   }

@@ -195,11 +195,12 @@ void ToWire(const MembershipChange& in, v1::MembershipChange* out) {
 }
 
 MembershipChange FromWire(const v1::MembershipChange& in) {
-  MembershipChange out{in.epoch(),
-                       in.size(),
-                       {in.next_rank().begin(), in.next_rank().end()},
-                       in.at_commit(),
-                       in.joined()};
+  MembershipChange out;
+  out.epoch = in.epoch();
+  out.size = in.size();
+  out.next_rank.assign(in.next_rank().begin(), in.next_rank().end());
+  out.at_commit = in.at_commit();
+  out.joined = in.joined();
   for (const v1::Admitted& a : in.admitted()) out.admitted.push_back({a.join_id(), a.first_rank()});
   return out;
 }

@@ -384,9 +384,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& given) {
       absl::SleepFor(kAttachAgainPause);
       continue;
     }
-    const int next = options.rank < static_cast<int>(change->next_rank.size())
-                         ? change->next_rank[options.rank]
-                         : -1;
+    const int next = change->NextRank(options.rank);
     if (next < 0) return context;  // the job went on without this rank
     TROIKA_LOG(WARNING) << "rank " << options.rank << " goes on as rank " << next << " of "
                         << change->size << " (generation " << change->epoch

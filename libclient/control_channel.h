@@ -33,9 +33,8 @@ class ControlChannel {
   // Creates (or looks up) the job, attaches `rank` and waits until every rank attached.
   // `epoch`: Options::epoch. A troika-agent whose elastic job went on past it answers
   // ABORTED with the renumbering (kMembershipChangePayload, as a session's abort carries it).
-  virtual absl::StatusOr<Membership> Join(const std::string& job, int size, int rank,
-                                          int64_t epoch, const std::string& host,
-                                          absl::Duration timeout) = 0;
+  virtual absl::StatusOr<Membership> Join(const std::string& job, int size, int rank, int64_t epoch,
+                                          const std::string& host, absl::Duration timeout) = 0;
   virtual absl::Status OpenSession(const std::string& job, const std::vector<int>& ranks,
                                    int64_t epoch) = 0;
   virtual absl::Status Send(const std::vector<TensorRequest>& requests) = 0;

@@ -34,9 +34,7 @@ absl::Status Run(Options options, State& state,
     if (status.ok()) status = train(**context);
     std::optional<MembershipChange> change = GetMembershipChange(status);
     const int rank = (*context)->rank();
-    const int next = change && rank >= 0 && rank < static_cast<int>(change->next_rank.size())
-                         ? change->next_rank[rank]
-                         : -1;
+    const int next = change ? change->NextRank(rank) : -1;
     if (next < 0) {
       absl::Status shutdown = (*context)->Shutdown();
       return status.ok() ? shutdown : status;

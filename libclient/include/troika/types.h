@@ -89,6 +89,10 @@ struct MembershipChange {
   int64_t epoch = 0;           // of the next generation
   int size = 0;                // its ranks
   std::vector<int> next_rank;  // by rank of the generation that ended: its rank next; -1: gone
+  // next_rank[rank], or -1 for a rank it does not hold.
+  int NextRank(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(next_rank.size()) ? next_rank[rank] : -1;
+  }
   // The generation ended at a commit (Context::ElasticCommit) to admit `joined` new ranks,
   // the last of the next generation: every rank has just committed, none goes back.
   bool at_commit = false;
