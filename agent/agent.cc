@@ -22,6 +22,7 @@
 #include "agent/upstream.h"
 #include "common/logging.h"
 #include "common/metrics_server.h"
+#include "common/wire.h"
 #include "grpcpp/grpcpp.h"
 
 namespace troika::agent {
@@ -157,6 +158,10 @@ int Agent::Register() {
   for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
   node_rank_ = block->node_rank;
   size_ = block->size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch_ = block->epoch;
+  }
   attach_deadline_ = absl::Now() + options_.attach_timeout;  // from now, if it waited to join
   if (block->node_rank < 0) {
     TROIKA_LOG(WARNING) << "admitted to job '" << options_.job
@@ -212,14 +217,14 @@ int Agent::Run() {
     if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
-  if (absl::Status s = supervisor_->Start(RankSpecs()); !s.ok()) {
+  if (absl::Status s = supervisor_->Start(RankSpecs(epoch_)); !s.ok()) {
     Say(std::string(s.message()));
     Teardown();
     return LaunchFailureCode(s);
   }
   ranks_running_.fetch_add(static_cast<int>(ranks_.size()));
   upstream_->Attach(
-      options_.job, ranks_, options_.host, options_.attach_timeout,
+      options_.job, ranks_, options_.host, epoch_, options_.attach_timeout,
       [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
   SupervisorResult result = supervisor_->Run();
   FinishUpstream(result.signal != 0);
@@ -282,15 +287,15 @@ AgentSnapshot Agent::Snapshot() {
   return s;
 }
 
-std::vector<ProcessSpec> Agent::RankSpecs() const {
+std::vector<ProcessSpec> Agent::RankSpecs(int64_t epoch) const {
   std::vector<ProcessSpec> specs;
   for (int local = 0; local < static_cast<int>(ranks_.size()); ++local) {
-    specs.push_back(RankSpec(local, ranks_[local], size_));
+    specs.push_back(RankSpec(local, ranks_[local], size_, epoch));
   }
   return specs;
 }
 
-ProcessSpec Agent::RankSpec(int local, int rank, int size) const {
+ProcessSpec Agent::RankSpec(int local, int rank, int size, int64_t epoch) const {
   std::map<std::string, std::string> vars = {
       {"TROIKA_COORDINATOR", "unix:" + socket_path_},
       {"TROIKA_JOB", options_.job},
@@ -302,6 +307,9 @@ ProcessSpec Agent::RankSpec(int local, int rank, int size) const {
       {"TROIKA_HOST", options_.host},
   };
   if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
+  // An elastic rank says for which generation it attaches: one that ended meanwhile is
+  // answered with the renumbering (Options::epoch).
+  if (options_.min_np > 0) vars["TROIKA_EPOCH"] = std::to_string(epoch);
   return {options_.command, MergeEnvironment(CurrentEnvironment(), vars)};
 }
 
@@ -321,6 +329,9 @@ std::shared_ptr<NodeRelay> Agent::Relay() {
 }
 
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
+  if (std::optional<MembershipChange> change = MembershipChangeOf(memberships.status())) {
+    if (ReformBeforeSession(*change)) return;
+  }
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
     {
@@ -394,11 +405,12 @@ void Agent::OnClosed(const absl::Status& status) {
       // next one.
       reforming_ = false;
       const std::vector<int> live = LiveRanks();
+      const int64_t epoch = epoch_;    // the next generation's (Reform)
       session_closed_ = live.empty();  // nothing of this node goes on
       lock.unlock();
       if (!live.empty()) {
         upstream_->Attach(
-            options_.job, live, options_.host, options_.attach_timeout,
+            options_.job, live, options_.host, epoch, options_.attach_timeout,
             [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
       }
       Wake();

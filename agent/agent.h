@@ -73,9 +73,9 @@ class Agent {
   absl::Status StartMetrics();
   AgentSnapshot Snapshot();
   absl::Status StartServer();
-  std::vector<ProcessSpec> RankSpecs() const;
-  // The process of local rank `local` as rank `rank` of a generation of `size`.
-  ProcessSpec RankSpec(int local, int rank, int size) const;
+  std::vector<ProcessSpec> RankSpecs(int64_t epoch) const;
+  // The process of local rank `local` as rank `rank` of generation `epoch` of `size` ranks.
+  ProcessSpec RankSpec(int local, int rank, int size, int64_t epoch) const;
   // A relay of `ranks` of a job of `size`.
   std::shared_ptr<NodeRelay> MakeRelay(int size, const std::vector<int>& ranks);
   // The relay of the generation in force.
@@ -87,6 +87,26 @@ class Agent {
   // are told, the ended generation's session closes, and OnClosed attaches this node's
   // survivors as the next generation, renumbered.
   void Reform(std::shared_ptr<const coordinator::DownMessage> message);
+  // The generation this node attached for ended before every rank attached (the job went on
+  // without ranks that did not attach in time): with some of this node's ranks in `change`,
+  // renumbers them and attaches the next generation (true); else false, and the attach failed.
+  bool ReformBeforeSession(const MembershipChange& change);
+  // What a change leaves this node: its ranks in the next generation, the next generation's
+  // relay, the restarted ranks it admits (local index, rank) and the failed ones it drops
+  // (local index, join id).
+  struct NextGeneration {
+    std::vector<int> live;
+    std::shared_ptr<NodeRelay> relay;
+    std::vector<std::pair<int, int>> restarted;
+    std::vector<std::pair<int, std::string>> to_register;
+  };
+  // Under mu_: renumbers this node's ranks for `change` and makes the next generation's relay
+  // the one in force.
+  NextGeneration ApplyChangeLocked(const MembershipChange& change);
+  // Then, without the lock: the service and the gate follow.
+  void StartGeneration(const MembershipChange& change, const NextGeneration& next);
+  // Last: the restarted ranks the change admits start, the failed ones it drops register.
+  void RestartRanks(const MembershipChange& change, const NextGeneration& next);
   // An elastic job's rank of this node failed (local index `local`): with --max_restarts
   // left, it registers to join again (named by a join id) and the supervisor holds its
   // place. The change that admits it (Reform), or, for a node with no other rank left, the
@@ -100,8 +120,8 @@ class Agent {
   // RegisterRestart).
   static constexpr absl::Duration kRegisterAgain = absl::Milliseconds(200);
   void Rejoin(int local, const NodeBlock& block);
-  // Starts local rank `local` again as rank `rank` of a generation of `size`.
-  void Relaunch(int local, int rank, int size);
+  // Starts local rank `local` again as rank `rank` of generation `epoch` of `size` ranks.
+  void Relaunch(int local, int rank, int size, int64_t epoch);
   // The node's upstream session: a new one, or (`resume`) one resuming the job.
   void OpenSession(const std::optional<SessionResume>& resume);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
@@ -173,10 +193,10 @@ class Agent {
   bool session_closed_ = false;
   bool close_requested_ = false;
   std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
-  std::string lost_;           // non-empty: the upstream session ended unexpectedly: why (GiveUp)
-  int node_rank_ = -1;         // from the first RegisterNode
-  int64_t epoch_ = 0;          // from the first Attach
-  bool reconnecting_ = false;  // between losing the coordinator and a new session (or giving up)
+  std::string lost_;    // non-empty: the upstream session ended unexpectedly: why (GiveUp)
+  int node_rank_ = -1;  // from the first RegisterNode
+  int64_t epoch_ = 0;   // the generation this node attaches for or runs (RegisterNode, changes)
+  bool reconnecting_ = false;     // between losing the coordinator and a new session (or giving up)
   bool awaiting_resume_ = false;  // a resumed session is open; its `resumed` has not come yet
   absl::Time reconnect_deadline_;
 };

@@ -24,63 +24,101 @@ std::vector<int> Agent::LiveRanks() const {
   return live;
 }
 
-void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
-  const MembershipChange& change = *message->membership_change;
-  std::shared_ptr<NodeRelay> old, next;
-  std::vector<int> live;
-  std::vector<std::pair<int, int>> restarted;  // local index, its rank now
-  std::vector<std::pair<int, std::string>> to_register;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < current_.size(); ++i) {
-      int& rank = current_[i];
-      const int next = change.NextRank(rank);
-      if (rank >= 0 && next < 0) left_.insert(ranks_[i]);
-      rank = next;
-    }
-    // This node's failed ranks that the change admits again (--max_restarts).
-    for (auto it = restarting_.begin(); it != restarting_.end();) {
-      auto admitted = std::find_if(change.admitted.begin(), change.admitted.end(),
-                                   [&](const auto& a) { return a.join_id == it->second; });
-      if (admitted == change.admitted.end()) {
-        ++it;
-        continue;
-      }
-      current_[it->first] = admitted->first_rank;
-      left_.erase(ranks_[it->first]);
-      restarted.emplace_back(it->first, admitted->first_rank);
-      it = restarting_.erase(it);
-    }
-    // Failed ranks this change drops: the job has room for them again.
-    for (auto it = unregistered_.begin(); it != unregistered_.end();) {
-      if (current_[*it] >= 0) {
-        ++it;
-        continue;
-      }
-      to_register.emplace_back(*it, restarting_[*it]);
-      it = unregistered_.erase(it);
-    }
-    live = LiveRanks();
-    old = relay_;
-    next = relay_ = MakeRelay(change.size, live);
-    reforming_ = true;
-    session_open_ = false;
-    attach_settled_ = live.empty();
-    attach_deadline_ = absl::Now() + options_.attach_timeout;
+Agent::NextGeneration Agent::ApplyChangeLocked(const MembershipChange& change) {
+  NextGeneration next;
+  for (size_t i = 0; i < current_.size(); ++i) {
+    int& rank = current_[i];
+    const int next_rank = change.NextRank(rank);
+    if (rank >= 0 && next_rank < 0) left_.insert(ranks_[i]);
+    rank = next_rank;
   }
+  // This node's failed ranks that the change admits again (--max_restarts).
+  for (auto it = restarting_.begin(); it != restarting_.end();) {
+    auto admitted = std::find_if(change.admitted.begin(), change.admitted.end(),
+                                 [&](const auto& a) { return a.join_id == it->second; });
+    if (admitted == change.admitted.end()) {
+      ++it;
+      continue;
+    }
+    current_[it->first] = admitted->first_rank;
+    left_.erase(ranks_[it->first]);
+    next.restarted.emplace_back(it->first, admitted->first_rank);
+    it = restarting_.erase(it);
+  }
+  // Failed ranks this change drops: the job has room for them again.
+  for (auto it = unregistered_.begin(); it != unregistered_.end();) {
+    if (current_[*it] >= 0) {
+      ++it;
+      continue;
+    }
+    next.to_register.emplace_back(*it, restarting_[*it]);
+    it = unregistered_.erase(it);
+  }
+  next.live = LiveRanks();
+  next.relay = relay_ = MakeRelay(change.size, next.live);
+  epoch_ = change.epoch;
+  attach_settled_ = next.live.empty();
+  attach_deadline_ = absl::Now() + options_.attach_timeout;
+  return next;
+}
+
+void Agent::StartGeneration(const MembershipChange& change, const NextGeneration& next) {
   TROIKA_LOG(WARNING) << "job '" << options_.job << "' goes on as generation " << change.epoch
                       << " of " << change.size << " ranks"
-                      << (live.empty() ? std::string(" without this node's ranks")
-                                       : absl::StrCat(": this node's are now ", FormatRanks(live)));
-  // Ranks attaching again (with their new numbers) wait for the next generation's attach.
+                      << (next.live.empty()
+                              ? std::string(" without this node's ranks")
+                              : absl::StrCat(": this node's are now ", FormatRanks(next.live)));
+  // Ranks asking from now on are answered with the change; then the ones waiting in the gate
+  // are told to ask again, and ranks attaching with their new numbers wait for the next
+  // generation's attach.
+  service_->Reform(change.size, next.live, next.relay, change);
   gate_.Reset();
-  service_->Reform(change.size, live, std::move(next), change);
+}
+
+void Agent::RestartRanks(const MembershipChange& change, const NextGeneration& next) {
+  for (const auto& [local, rank] : next.restarted) {
+    Relaunch(local, rank, change.size, change.epoch);
+  }
+  for (const auto& [local, join_id] : next.to_register) RegisterRestart(local, join_id);
+}
+
+void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
+  const MembershipChange& change = *message->membership_change;
+  std::shared_ptr<NodeRelay> old;
+  NextGeneration next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = relay_;
+    next = ApplyChangeLocked(change);
+    reforming_ = true;
+    session_open_ = false;
+  }
+  StartGeneration(change, next);
   // The ranks learn of the change: their operations fail with it, and they attach again.
   old->Deliver(std::move(message));
   // The ended generation's session closes; OnClosed then attaches the next one.
   upstream_->CloseSession();
-  for (const auto& [local, rank] : restarted) Relaunch(local, rank, change.size);
-  for (const auto& [local, join_id] : to_register) RegisterRestart(local, join_id);
+  RestartRanks(change, next);
+}
+
+bool Agent::ReformBeforeSession(const MembershipChange& change) {
+  NextGeneration next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool goes_on = std::any_of(current_.begin(), current_.end(),
+                                     [&](int rank) { return change.NextRank(rank) >= 0; });
+    if (!goes_on || abort_ != nullptr || close_requested_) return false;
+    next = ApplyChangeLocked(change);
+  }
+  StartGeneration(change, next);
+  // No session to close: the ranks waiting in the gate were answered ABORTED and ask again
+  // (AgentService::CreateJob answers them with the change); this node attaches the next
+  // generation.
+  upstream_->Attach(
+      options_.job, next.live, options_.host, change.epoch, options_.attach_timeout,
+      [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+  RestartRanks(change, next);
+  return true;
 }
 
 void Agent::MaybeRestart(int local) {
@@ -151,20 +189,21 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
     session_closed_ = false;
     attach_settled_ = false;
     attach_deadline_ = absl::Now() + options_.attach_timeout;
+    epoch_ = block.epoch;
   }
   gate_.Reset();
   service_->Reform(block.size, live, std::move(next), std::nullopt);
-  Relaunch(local, block.first_rank, block.size);
+  Relaunch(local, block.first_rank, block.size, block.epoch);
   upstream_->Attach(
-      options_.job, live, options_.host, options_.attach_timeout,
+      options_.job, live, options_.host, block.epoch, options_.attach_timeout,
       [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
 }
 
-void Agent::Relaunch(int local, int rank, int size) {
+void Agent::Relaunch(int local, int rank, int size, int64_t epoch) {
   TROIKA_LOG(WARNING) << "rank " << ranks_[local] << " of this node starts again as rank " << rank
                       << " of " << size;
   ranks_running_.fetch_add(1);
-  supervisor_->Relaunch(local, RankSpec(local, rank, size));
+  supervisor_->Relaunch(local, RankSpec(local, rank, size, epoch));
 }
 
 }  // namespace troika::agent

@@ -61,7 +61,8 @@ Options:
   --aggregation_window DUR  how long a collective waits for the node's other ranks before
                             what has arrived goes upstream; default 2ms (0: never waits)
   --attach_timeout DUR      how long to wait for the coordinator and for the other nodes to
-                            attach; default 60s
+                            attach (an elastic job goes on without nodes that did not attach
+                            in time if at least --min_np ranks did); default 60s
   --connect_timeout DUR     how long to wait at start for the first connection to the
                             coordinator before failing with the address and the cause (a
                             malformed address, a missing socket or a host that does not

@@ -43,19 +43,17 @@ void Agent::ReattachAfterReconnect(absl::Time deadline) {
   upstream_->ReplayKvSets(deadline, [this, deadline](const absl::Status& s) {
     if (!s.ok()) return ReconnectFailed(s);
     std::vector<int> live;
+    int64_t epoch;
     {
       std::lock_guard<std::mutex> lock(mu_);
       live = LiveRanks();
+      epoch = epoch_;
     }
-    upstream_->Attach(options_.job, live, options_.host,
+    upstream_->Attach(options_.job, live, options_.host, epoch,
                       std::max(deadline - absl::Now(), absl::Milliseconds(1)),
                       [this](absl::StatusOr<std::vector<Membership>> memberships) {
+                        // Another generation in force is ABORTED (the coordinator checks).
                         if (!memberships.ok()) return ReconnectFailed(memberships.status());
-                        if (memberships->front().epoch != epoch_) {
-                          return GiveUp(absl::StrCat("lost the coordinator: the job is at epoch ",
-                                                     memberships->front().epoch,
-                                                     " on reconnecting; it was at ", epoch_));
-                        }
                         {
                           std::lock_guard<std::mutex> lock(mu_);
                           if (!reconnecting_) return;

@@ -75,6 +75,7 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
         absl::StrCat("--nproc-per-node=", per_node),
         absl::StrCat("--node_rank=", node),
         absl::StrCat("--grace_period=", absl::FormatDuration(options.grace_period)),
+        absl::StrCat("--attach_timeout=", absl::FormatDuration(options.attach_timeout)),
         absl::StrCat("--log_level=", options.log_level),
         absl::StrCat("--min_np=", options.min_np),
         absl::StrCat("--max_np=", options.max_np),

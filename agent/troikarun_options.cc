@@ -55,6 +55,10 @@ Options:
                            docs/timeline.md) to FILE for the whole run; default
                            $HOROVOD_TIMELINE if set (as horovodrun), else none
   --job NAME               job name; default troikarun-<pid of troikarun>
+  --attach_timeout DURATION  how long every rank of the job has to attach (its agent started,
+                           the other nodes reached); an elastic job goes on without ranks that
+                           did not attach in time if at least --min-np did, any other job
+                           fails; default 60s
   --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
                            500ms, 1m (a plain number means seconds); default 5s
   --log_level LEVEL        log level of troikarun, its coordinator and its agents: debug,
@@ -165,6 +169,11 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     absl::StatusOr<absl::Duration> grace = ParseDurationFlag(kProgram, "grace_period", value);
     if (!grace.ok()) return grace.status();
     options.grace_period = *grace;
+  } else if (name == "attach_timeout") {
+    absl::StatusOr<absl::Duration> timeout =
+        ParseDurationFlag(kProgram, "attach_timeout", value, true);
+    if (!timeout.ok()) return timeout.status();
+    options.attach_timeout = *timeout;
   } else if (name == "fusion_threshold_mb") {
     return ParseFusionThreshold("--fusion-threshold-mb", value, 1 << 20, options);
   } else if (name == "cycle_time_ms") {

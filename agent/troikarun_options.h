@@ -35,6 +35,8 @@ struct TroikarunOptions {
   std::string job;
   // Time between SIGTERM and SIGKILL when stopping ranks: --grace_period 5s. Default 5 s.
   absl::Duration grace_period = absl::Seconds(5);
+  // The agents' --attach_timeout: how long every rank of the job has to attach. Default 60 s.
+  absl::Duration attach_timeout = absl::Seconds(60);
   // troikarun's own log level (and the embedded coordinator's): --log_level. Default "warning".
   std::string log_level = "warning";
   // The embedded coordinator's fusion threshold (--fusion-threshold-mb, as horovodrun) and

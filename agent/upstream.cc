@@ -127,7 +127,8 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
           std::lock_guard<std::mutex> lock(mu_);
           job_token_ = response.token();
         }
-        done(NodeBlock{response.first_rank(), response.node_rank(), response.size()});
+        done(NodeBlock{response.first_rank(), response.node_rank(), response.size(),
+                       response.epoch()});
       });
 }
 
@@ -158,13 +159,15 @@ void Upstream::StartUnary(const Request& request, absl::Time deadline, Start sta
 }
 
 void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
-                      const std::string& host, absl::Duration timeout, AttachCallback done) {
+                      const std::string& host, int64_t epoch, absl::Duration timeout,
+                      AttachCallback done) {
   v1::AttachRequest request;
   request.set_job(job);
   request.set_rank(ranks.front());
   for (size_t i = 1; i < ranks.size(); ++i) request.add_more_ranks(ranks[i]);
   request.set_host(host);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  request.set_epoch(epoch);
   auto describe = [this, what = absl::StrCat("attaching to job '", job, "'")](
                       const absl::Status& s) { return Describe(ToGrpc(s), what); };
   StartUnary<v1::AttachRequest, v1::AttachResponse>(
@@ -172,8 +175,14 @@ void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->Attach(context, req, resp, std::move(callback));
       },
-      [done = std::move(done), describe](const absl::Status& s, v1::AttachResponse& response) {
+      [done = std::move(done), describe, job](const absl::Status& s, v1::AttachResponse& response) {
         if (!s.ok()) return done(describe(s));
+        if (response.has_change()) {
+          return done(MembershipChanged(
+              absl::StrCat("job '", job, "' went on as generation ", response.change().epoch(),
+                           " of ", response.change().size(), " ranks while this node attached"),
+              response.change()));
+        }
         std::vector<Membership> memberships = {FromWire(response.membership())};
         for (const v1::Membership& m : response.more()) memberships.push_back(FromWire(m));
         done(std::move(memberships));

@@ -63,6 +63,7 @@ struct NodeBlock {
   int first_rank = 0;
   int node_rank = 0;  // -1: a node admitted to a running elastic job
   int size = 0;       // ranks of the generation the block belongs to
+  int64_t epoch = 0;  // that generation
 };
 
 class Upstream final : public RelayUpstream {
@@ -102,10 +103,11 @@ class Upstream final : public RelayUpstream {
   void RegisterNode(const std::string& job, int size, const std::string& host, int nproc,
                     int node_rank, absl::Duration timeout, RegisterCallback done,
                     const std::string& join_id = "");
-  // Attaches all of `ranks` (on `host`) at once; `done` gets their memberships, in order, once
-  // every rank of the job attached, or the error.
+  // Attaches all of `ranks` (on `host`) for generation `epoch` at once; `done` gets their
+  // memberships, in order, once every rank of the job attached, or the error: ABORTED with the
+  // renumbering (MembershipChangeOf) when the generation ended before (AttachResponse.change).
   void Attach(const std::string& job, const std::vector<int>& ranks, const std::string& host,
-              absl::Duration timeout, AttachCallback done);
+              int64_t epoch, absl::Duration timeout, AttachCallback done);
   // Opens the session: Hello{job, ranks, epoch, resume}, then what was queued. Once a session
   // ended (on_closed ran), another may be opened: `resume` then says what the node has seen.
   void OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,

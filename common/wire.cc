@@ -205,6 +205,26 @@ MembershipChange FromWire(const v1::MembershipChange& in) {
   return out;
 }
 
+absl::Status MembershipChanged(const std::string& message, const v1::MembershipChange& change) {
+  absl::Status status = absl::AbortedError(message);
+  status.SetPayload(kMembershipChangePayload, absl::Cord(change.SerializeAsString()));
+  return status;
+}
+
+absl::Status MembershipChanged(const std::string& message, const MembershipChange& change) {
+  v1::MembershipChange wire;
+  ToWire(change, &wire);
+  return MembershipChanged(message, wire);
+}
+
+std::optional<MembershipChange> MembershipChangeOf(const absl::Status& status) {
+  if (!absl::IsAborted(status)) return std::nullopt;
+  auto payload = status.GetPayload(kMembershipChangePayload);  // absl::optional
+  v1::MembershipChange wire;
+  if (!payload || !wire.ParseFromString(std::string(*payload))) return std::nullopt;
+  return FromWire(wire);
+}
+
 void ToWire(const DownMessage& in, v1::Down* out) {
   if (!in.abort_reason.empty()) {
     out->mutable_abort()->set_reason(in.abort_reason);

@@ -3,6 +3,9 @@
 // generated protocol messages. The only code outside *_service.cc / *_client.cc that sees
 // generated types.
 
+#include <optional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "common/messages.h"
 #include "troika/types.h"
@@ -25,6 +28,11 @@ void ToWire(const RankExit& in, v1::RankExit* out);
 RankExit FromWire(const v1::RankExit& in);
 void ToWire(const MembershipChange& in, v1::MembershipChange* out);
 MembershipChange FromWire(const v1::MembershipChange& in);
+// An elastic job's generation ended: ABORTED with `message` and `change` as its payload
+// (kMembershipChangePayload), and back (none unless ABORTED with a well-formed payload).
+absl::Status MembershipChanged(const std::string& message, const MembershipChange& change);
+absl::Status MembershipChanged(const std::string& message, const v1::MembershipChange& change);
+std::optional<MembershipChange> MembershipChangeOf(const absl::Status& status);
 void ToWire(const DownMessage& in, v1::Down* out);
 // An abort without a reason gets a generic one, so abort_reason is non-empty exactly for
 // aborts.

@@ -108,11 +108,15 @@ void AddProcessWide(const JobRegistryCounts& counts, size_t jobs, Families& f) {
   f.Counter("troika_jobs_ended_total", {{"outcome", "expired"}},
             static_cast<double>(counts.expired));
   for (int i = 0; i < kNumAbortCauses; ++i) {
-    f.Counter("troika_job_aborts_total", {{"reason", AbortCauseName(static_cast<AbortCause>(i))}},
+    const auto cause = static_cast<AbortCause>(i);
+    if (cause == AbortCause::kAttachTimeout) continue;  // ends a generation, never a job
+    f.Counter("troika_job_aborts_total", {{"reason", AbortCauseName(cause)}},
               static_cast<double>(counts.aborts[i]));
   }
-  // Only rank exits and lost connections end a generation instead of the job.
-  for (AbortCause cause : {AbortCause::kRankExit, AbortCause::kConnectionLost}) {
+  // Only rank exits, lost connections and ranks that never attached end a generation instead
+  // of the job.
+  for (AbortCause cause :
+       {AbortCause::kRankExit, AbortCause::kConnectionLost, AbortCause::kAttachTimeout}) {
     f.Counter("troika_membership_changes_total", {{"reason", AbortCauseName(cause)}},
               static_cast<double>(counts.membership_changes[static_cast<int>(cause)]));
   }

@@ -202,7 +202,7 @@ grpc::ServerUnaryReactor* CoordinatorService::CreateJob(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext* context,
                                                      const v1::AttachRequest* request,
                                                      v1::AttachResponse* response) {
-  auto job = Authorized(context, request->job());
+  auto job = Authorized(context, request->job(), request->epoch());
   if (!job.ok()) return FinishWith(context, job.status());
   auto* reactor = context->DefaultReactor();
   std::vector<int> ranks = {request->rank()};
@@ -210,7 +210,11 @@ grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext
   (*job)->Attach(ranks, request->host(), WaitFor(request->timeout_ms()),
                  [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
                    if (memberships.ok()) ToWire(*memberships, response);
-                   reactor->Finish(ToGrpc(memberships.status()));
+                   // The generation ended without some ranks: the renumbering is the answer.
+                   std::optional<MembershipChange> change =
+                       MembershipChangeOf(memberships.status());
+                   if (change) ToWire(*change, response->mutable_change());
+                   reactor->Finish(change ? grpc::Status::OK : ToGrpc(memberships.status()));
                  });
   return reactor;
 }
@@ -240,6 +244,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
           response->set_first_rank(block->first_rank);
           response->set_node_rank(block->node_rank);
           response->set_size(block->size);
+          response->set_epoch(block->epoch);
         }
         reactor->Finish(ToGrpc(block.status()));
       },

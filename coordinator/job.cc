@@ -28,6 +28,8 @@ const char* AbortCauseName(AbortCause cause) {
       return "shutdown";
     case AbortCause::kProtocolError:
       return "protocol_error";
+    case AbortCause::kAttachTimeout:
+      return "attach_timeout";
   }
   return "unknown";
 }

@@ -51,10 +51,11 @@ enum class AbortCause {
   kCancelled,
   kShutdown,
   kProtocolError,  // a session was ended for what it sent (by the coordinator or an agent)
+  kAttachTimeout,  // an elastic generation's ranks did not all attach in time
 };
-inline constexpr int kNumAbortCauses = 7;
+inline constexpr int kNumAbortCauses = 8;
 // "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown",
-// "protocol_error".
+// "protocol_error", "attach_timeout".
 const char* AbortCauseName(AbortCause cause);
 
 class Job;
@@ -127,6 +128,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
     int first_rank = 0;
     int node_rank = 0;  // -1: a node admitted to a running elastic job
     int size = 0;
+    int64_t epoch = 0;  // the generation of `size` ranks
   };
   using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
 
@@ -256,6 +258,8 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // Every session has responses 1 .. `through`: numbering goes on from there.
   void FinishResyncLocked(int64_t through);
   void CompleteAttachLocked();
+  // The attach of `waiter` timed out: every attach fails, or, in an elastic job with enough
+  // ranks attached, the generation ends without the missing ones.
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
   void FailAttachWaitersLocked(const absl::Status& status);
   void AbortLocked(AbortCause cause, const std::string& reason,
@@ -267,8 +271,9 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
                        std::optional<RankExit> exit = std::nullopt);
   // The next generation's ranks without `lost` and the departed (survivors keep their order).
   MembershipChange SurvivorsLocked(const std::vector<int>& lost) const;
-  // Ends this generation of an elastic job for `change`: every session is told, attaches and
-  // key-value waits fail, the joining nodes wait on in the successor.
+  // Ends this generation of an elastic job for `change`: every session is told, attaches are
+  // answered ABORTED with the change (MembershipChanged), key-value waits fail, the joining
+  // nodes wait on in the successor.
   void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
                            const std::string& reason, std::optional<RankExit> exit);
   // RegisterNode's block of the job's first ranks (not joining).

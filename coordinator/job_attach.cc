@@ -134,7 +134,7 @@ absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, 
   const int nodes = size_ / nproc;
   if (node_rank < 0) {
     for (const auto& [n, h] : nodes_) {
-      if (h == host) return NodeBlock{n * nproc, n, size_};  // a restarted agent
+      if (h == host) return NodeBlock{n * nproc, n, size_, epoch_};  // a restarted agent
     }
     node_rank = 0;
     while (nodes_.count(node_rank)) ++node_rank;
@@ -150,7 +150,7 @@ absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, 
                                                  "' is taken by host '", it->second, "'"));
   }
   if (inserted && on_record_) on_record_(RecordLocked());
-  return NodeBlock{node_rank * nproc, node_rank, size_};
+  return NodeBlock{node_rank * nproc, node_rank, size_, epoch_};
 }
 
 void Job::CompleteAttachLocked() {
@@ -172,9 +172,20 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   // The first attach to time out ends the attach phase for every rank, with one message.
   std::vector<int> missing, attached;
   for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing).push_back(r);
+  const std::string missed =
+      absl::StrCat(FormatRanks(missing), " did not attach within ", absl::FormatDuration(timeout));
+  // An elastic job goes on without them, if enough attached: the generation ends and the
+  // attached ranks' attach is answered with the renumbering (docs/elastic.md).
+  if (min_size_ > 0 && next_generation_ && !detached_) {
+    MembershipChange change = SurvivorsLocked(missing);
+    if (change.size >= min_size_) {
+      hosts_.clear();
+      EndGenerationLocked(std::move(change), AbortCause::kAttachTimeout, missed, std::nullopt);
+      return MaybeDoneLocked();
+    }
+  }
   std::string message =
-      absl::StrCat("job '", name_, "': ", FormatRanks(missing), " did not attach within ",
-                   absl::FormatDuration(timeout), " (attached: ", FormatRanks(attached), ")");
+      absl::StrCat("job '", name_, "': ", missed, " (attached: ", FormatRanks(attached), ")");
   TROIKA_LOG(WARNING) << message;
   FailAttachWaitersLocked(absl::DeadlineExceededError(message));
   hosts_.clear();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/wire.h"
 #include "coordinator/job.h"
 
 namespace troika::coordinator {
@@ -59,12 +60,14 @@ void Job::EndGenerationLocked(MembershipChange change, std::optional<AbortCause>
   const std::string message =
       absl::StrCat("membership of job '", name_, "' changed: ", abort_reason_);
   TROIKA_LOG(WARNING) << message;
+  // Ranks still attaching (a generation ended at its attach timeout) learn the renumbering
+  // from their attach's answer.
+  FailAttachWaitersLocked(MembershipChanged(message, change));
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
   down->membership_change = std::move(change);
   BroadcastLocked(std::move(down));
-  FailAttachWaitersLocked(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
 }
 
@@ -116,7 +119,7 @@ void Job::AdmitJoinersLocked() {
                    absl::StrJoin(hosts, ", "), " joined at a commit");
   EndGenerationLocked(std::move(change), std::nullopt, reason, std::nullopt);
   for (size_t i = 0; i < admitted.size(); ++i) {
-    admitted[i].done(NodeBlock{first_ranks[i], -1, size});
+    admitted[i].done(NodeBlock{first_ranks[i], -1, size, epoch_ + 1});
   }
 }
 

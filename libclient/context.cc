@@ -362,7 +362,7 @@ absl::StatusOr<std::unique_ptr<Context>> Attach(const Options& options) {
   return internal::ContextImpl::Create(options, *std::move(channel), *std::move(transport));
 }
 
-// An elastic rank's attach for a later generation failing ABORTED with no renumbering: its
+// An elastic rank's attach for a generation failing ABORTED with no renumbering: its
 // generation ended while it attached (the data plane's rendezvous failed first). It asks its
 // agent again this many times, this far apart: the agent answers with the renumbering once
 // the change has reached it (a few milliseconds after the rendezvous failed).
@@ -375,8 +375,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& given) {
   Options options = given;
   for (int again = 0;;) {
     absl::StatusOr<std::unique_ptr<Context>> context = Attach(options);
-    // Only an elastic rank past the job's first generation follows changes here; a first
-    // attach that fails fails the job (docs/elastic.md).
+    // Only an elastic rank that knows its generation follows changes here (docs/elastic.md).
     if (context.ok() || options.epoch == 0 || !absl::IsAborted(context.status())) return context;
     std::optional<MembershipChange> change = GetMembershipChange(context.status());
     if (!change) {

@@ -10,12 +10,7 @@
 namespace troika {
 
 std::optional<MembershipChange> GetMembershipChange(const absl::Status& status) {
-  if (!absl::IsAborted(status)) return std::nullopt;
-  auto payload = status.GetPayload(kMembershipChangePayload);
-  if (!payload) return std::nullopt;
-  v1::MembershipChange wire;
-  if (!wire.ParseFromString(std::string(*payload))) return std::nullopt;
-  return FromWire(wire);
+  return MembershipChangeOf(status);
 }
 
 namespace elastic {

@@ -34,6 +34,16 @@ absl::Status Annotate(const grpc::Status& status, const std::string& what,
   return s;
 }
 
+// The job went on past the generation rank `rank` attached for (CreateJobResponse.change from
+// its agent, AttachResponse.change): ABORTED with the renumbering, which Context::Init follows.
+absl::Status ChangedWhileAttaching(const std::string& job, int rank,
+                                   const v1::MembershipChange& change) {
+  return MembershipChanged(
+      absl::StrCat("job '", job, "' went on as generation ", change.epoch(), " of ", change.size(),
+                   " ranks while rank ", rank, " attached"),
+      change);
+}
+
 }  // namespace
 
 // The job's key-value store through the coordinator.
@@ -139,14 +149,7 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
     v1::CreateJobResponse response;
     grpc::Status s = stub_->CreateJob(&context, request, &response);
     if (!s.ok()) return Annotate(s, absl::StrCat("creating job '", job, "'"), address_);
-    if (response.has_change()) {
-      absl::Status changed = absl::AbortedError(
-          absl::StrCat("job '", job, "' went on as generation ", response.change().epoch(), " of ",
-                       response.change().size(), " ranks while rank ", rank, " attached"));
-      changed.SetPayload(kMembershipChangePayload,
-                         absl::Cord(response.change().SerializeAsString()));
-      return changed;
-    }
+    if (response.has_change()) return ChangedWhileAttaching(job, rank, response.change());
     if (!response.token().empty()) job_token_ = response.token();  // we created it
   }
   grpc::ClientContext context;
@@ -162,6 +165,7 @@ absl::StatusOr<Membership> GrpcControlChannel::Join(const std::string& job, int 
   grpc::Status s = stub_->Attach(&context, request, &response);
   if (!s.ok())
     return Annotate(s, absl::StrCat("attaching rank ", rank, " to job '", job, "'"), address_);
+  if (response.has_change()) return ChangedWhileAttaching(job, rank, response.change());
   store_ = std::make_unique<GrpcStore>(*stub_, job, job_token_, response.membership().epoch());
   return FromWire(response.membership());
 }
@@ -238,12 +242,11 @@ SessionEvent GrpcControlChannel::Receive() {
   if (stream_->Read(&down)) {
     if (down.has_abort()) {
       event.kind = SessionEvent::Kind::kAbort;
-      event.status = absl::AbortedError(down.abort().reason());
-      if (down.abort().has_change()) {
-        // An elastic job goes on without some ranks: the renumbering, for elastic::Run.
-        event.status.SetPayload(kMembershipChangePayload,
-                                absl::Cord(down.abort().change().SerializeAsString()));
-      }
+      // With a change, an elastic job goes on without some ranks: the renumbering, for
+      // elastic::Run.
+      event.status = down.abort().has_change()
+                         ? MembershipChanged(down.abort().reason(), down.abort().change())
+                         : absl::AbortedError(down.abort().reason());
     } else {
       event.kind = SessionEvent::Kind::kResponses;
       event.down = FromWire(down);

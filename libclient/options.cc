@@ -75,6 +75,11 @@ absl::StatusOr<Options> Options::FromEnvironment() {
     return absl::InvalidArgumentError(
         absl::StrCat("TROIKA_RANK=", o.rank, " is not in [0, TROIKA_SIZE=", o.size, ")"));
   }
+  if (const char* v = Get("TROIKA_EPOCH");
+      v != nullptr && (!absl::SimpleAtoi(v, &o.epoch) || o.epoch < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TROIKA_EPOCH='", v, "' is not a non-negative integer"));
+  }
   o.host = Get("TROIKA_HOST") ? Get("TROIKA_HOST") : HostName();
   if (const char* v = Get("TROIKA_DATA_HOST")) o.data_host = v;
   if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;

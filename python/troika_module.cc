@@ -262,7 +262,7 @@ PYBIND11_MODULE(_troika, m) {
             // An elastic job's next generation: the rank and size it gave this process.
             if (rank >= 0) options->rank = rank;
             if (size >= 0) options->size = size;
-            options->epoch = epoch;
+            if (epoch > 0) options->epoch = epoch;  // else TROIKA_EPOCH's
             absl::StatusOr<std::unique_ptr<troika::Context>> ctx;
             {
               py::gil_scoped_release release;
@@ -273,8 +273,8 @@ PYBIND11_MODULE(_troika, m) {
           },
           py::arg("rank") = -1, py::arg("size") = -1, py::arg("epoch") = 0,
           "Joins the job the TROIKA_* environment names (troikarun sets it); blocks until "
-          "every rank attached. rank, size (>= 0), epoch: instead of TROIKA_RANK and "
-          "TROIKA_SIZE, an elastic job's next generation (Options::epoch)")
+          "every rank attached. rank, size (>= 0), epoch (> 0): instead of TROIKA_RANK, "
+          "TROIKA_SIZE and TROIKA_EPOCH, an elastic job's next generation (Options::epoch)")
       .def_property_readonly(
           "address", [](troika::Context& c) { return reinterpret_cast<uintptr_t>(&c); },
           "the troika::Context* of this process, for native code using the C++ API on it "

@@ -17,12 +17,14 @@ absl::StatusOr<TroikarunOptions> Parse(std::vector<std::string> args) {
 
 TEST(TroikarunOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   auto options = Parse({"-np", "4", "--coordinator=10.0.0.1:7070", "--job", "j1", "--grace_period",
-                        "250ms", "--log_level=info", "--", "./train", "--steps", "5", "--", "-np"});
+                        "250ms", "--attach_timeout=3s", "--log_level=info", "--", "./train",
+                        "--steps", "5", "--", "-np"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->np, 4);
   EXPECT_EQ(options->coordinator, "10.0.0.1:7070");
   EXPECT_EQ(options->job, "j1");
   EXPECT_EQ(options->grace_period, absl::Milliseconds(250));
+  EXPECT_EQ(options->attach_timeout, absl::Seconds(3));
   EXPECT_EQ(options->log_level, "info");
   EXPECT_EQ(options->command, (std::vector<std::string>{"./train", "--steps", "5", "--", "-np"}));
 }
@@ -34,6 +36,7 @@ TEST(TroikarunOptionsTest, DefaultsAndAlternativeSpellings) {
   EXPECT_TRUE(options->coordinator.empty());
   EXPECT_TRUE(options->job.empty());
   EXPECT_EQ(options->grace_period, absl::Seconds(5));
+  EXPECT_EQ(options->attach_timeout, absl::Seconds(60));
   EXPECT_EQ(options->log_level, "warning");
   auto seconds = Parse({"-np=1", "-grace_period=2", "--", "true"});
   ASSERT_TRUE(seconds.ok()) << seconds.status();
@@ -166,6 +169,7 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
       {{"-np", "--", "x"}, "'-np' needs a value"},
       {{"-np", "2", "--grace_period", "soon", "--", "x"}, "not a duration"},
       {{"-np", "2", "--grace_period", "-1s", "--", "x"}, ">= 0"},
+      {{"-np", "2", "--attach_timeout", "0", "--", "x"}, "--attach_timeout must be finite and > 0"},
       {{"-np", "2", "--coordinator", "nohostport", "--", "x"},
        "--coordinator: coordinator address 'nohostport' is invalid: no port"},
       {{"-np", "2", "--coordinator", "127.0.0.1:", "--", "x"}, "'127.0.0.1:' is invalid: no port"},

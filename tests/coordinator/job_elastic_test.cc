@@ -8,6 +8,7 @@
 #include <future>
 #include <iterator>
 
+#include "common/wire.h"
 #include "coordinator/job.h"
 #include "coordinator/job_registry.h"
 #include "gmock/gmock.h"
@@ -247,6 +248,7 @@ TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit)
       << (held->has_value() ? (*held)->status() : absl::OkStatus());
   EXPECT_EQ((**held)->first_rank, 2);
   EXPECT_EQ((**held)->size, 4);
+  EXPECT_EQ((**held)->epoch, 2) << "its ranks attach for generation 2";
 
   std::shared_ptr<Job> next = Find();
   ASSERT_NE(next, job);
@@ -262,6 +264,52 @@ TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit)
   EXPECT_EQ(next->Describe().generation_cause, "2 ranks on b joined at a commit");
   EXPECT_EQ(Register(*next, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
       << "at its maximum";
+}
+
+// An admitted node whose agent died before it attached (or whose command could not start):
+// at the attach timeout the generation ends without its ranks, and the attached nodes are
+// answered with the renumbering instead of memberships. Below the minimum, the attach fails
+// as in any job.
+TEST_F(JobElasticTest, RanksThatNeverAttachAreLeftOutAtTheAttachTimeout) {
+  std::shared_ptr<Job> job = Create(6, 2);
+  EXPECT_EQ(Register(*job, "a", 2, 0)->epoch, 1);
+  std::promise<absl::StatusOr<std::vector<Membership>>> a, c;
+  job->Attach({0, 1}, "a", absl::Milliseconds(50), [&](auto m) { a.set_value(std::move(m)); });
+  job->Attach({4, 5}, "c", absl::Seconds(30), [&](auto m) { c.set_value(std::move(m)); });
+  for (auto* attach : {&a, &c}) {
+    absl::StatusOr<std::vector<Membership>> m = attach->get_future().get();
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kAborted) << m.status();
+    EXPECT_THAT(std::string(m.status().message()),
+                HasSubstr("membership of job 'train' changed: ranks 2-3 did not attach within "
+                          "50ms; the job goes on with 4 ranks as generation 2"));
+    std::optional<MembershipChange> change = MembershipChangeOf(m.status());
+    ASSERT_TRUE(change.has_value()) << "the attach's answer carries the renumbering";
+    EXPECT_EQ(change->epoch, 2);
+    EXPECT_EQ(change->size, 4);
+    EXPECT_FALSE(change->at_commit);
+    EXPECT_THAT(change->next_rank, ElementsAre(0, 1, -1, -1, 2, 3));
+  }
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 4);
+  EXPECT_EQ(next->epoch(), 2);
+  EXPECT_EQ(next->Describe().generation_cause, "ranks 2-3 did not attach within 50ms");
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kAttachTimeout)], 1);
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0, 1}}, {"c", {2, 3}}});
+  EXPECT_EQ(m[1][0].rank, 2);
+  EXPECT_EQ(m[1][0].epoch, 2);
+
+  // A job of 4 ranks with a minimum of 3: ranks 2-3 never attaching would leave 2.
+  bool created = false;
+  std::shared_ptr<Job> small = registry_.CreateJob("small", 4, &created, {}, 3, 0).value();
+  std::promise<absl::StatusOr<std::vector<Membership>>> alone;
+  small->Attach({0, 1}, "a", absl::Milliseconds(20),
+                [&](auto m) { alone.set_value(std::move(m)); });
+  absl::StatusOr<std::vector<Membership>> failed = alone.get_future().get();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDeadlineExceeded) << failed.status();
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("job 'small': ranks 2-3 did not attach within 20ms (attached: ranks 0-1)"));
+  EXPECT_FALSE(MembershipChangeOf(failed.status()).has_value());
 }
 
 TEST_F(JobElasticTest, AJoiningNodeWaitsThroughALossAndIsLetGoWhenItStopsWaiting) {

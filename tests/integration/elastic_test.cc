@@ -151,13 +151,14 @@ class ElasticTest : public ::testing::Test {
     return absl::StrCat("127.0.0.1:", port);
   }
 
-  // troikarun of 2 ranks of `example` (`env` before it), job `job` on the coordinator at
-  // `address`, which may grow to 4 ranks.
+  // troikarun of 2 ranks of `example` (`env` before it; `flags` after -np), job `job` on the
+  // coordinator at `address`, which may grow to 4 ranks.
   void StartGrowable(const std::string& address, const std::string& env, const std::string& job,
-                     const std::string& example) {
-    troikarun_ = StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
-                                         " --job=", job, " -np 2 --min-np 2 --max-np 4 -- ",
-                                         example, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+                     const std::string& example, const std::string& flags = "") {
+    troikarun_ =
+        StartShell(absl::StrCat(env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+                                " --job=", job, " -np 2 --min-np 2 --max-np 4 ", flags, " -- ",
+                                example, " >", dir_, "/stdout 2>", dir_, "/stderr"));
   }
 
   // A troika-agent of 2 ranks of `example` on host node-c asking to join job `job` (output in
@@ -310,6 +311,30 @@ TEST_F(ElasticTest, AnAgentStartedForTheRunningJobIsAdmittedAtACommitAndItsRanks
   EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
               HasSubstr("2 ranks on node-c joined at a commit; the job goes on with 4 ranks as "
                         "generation 2"));
+}
+
+// A node admitted at a commit whose agent never attaches (here its command cannot start, so
+// it exits at once; as if it died right after its admission): once the survivors' attach of
+// the grown generation times out, that generation ends without the node's ranks, the
+// survivors' agents are answered with the renumbering, their ranks (waiting in the agent's
+// gate) follow it, and the job goes on as it was.
+TEST_F(ElasticTest, AnAdmittedNodeThatNeverAttachesIsLeftOutAndTheJobGoesOn) {
+  const std::string address = StartCoordinator();
+  const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=gone-secret ";
+  StartGrowable(address, env, "gone",
+                absl::StrCat(EXAMPLE_ELASTIC_BINARY, " --steps=300 --commit_every=", kCommitEvery),
+                "--attach_timeout=3s");
+  ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
+  const pid_t agent = StartJoiner(address, env, "gone", dir_ + "/no-such-command");
+  EXPECT_EQ(WaitWithTimeout(agent, absl::Seconds(60)), 127) << ReadFile(dir_ + "/agent.err");
+  EXPECT_THAT(ReadFile(dir_ + "/agent.err"), HasSubstr("admitted to job 'gone' at a commit"));
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+  EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"),
+              HasSubstr("ranks 2-3 did not attach within 3s; the job goes on with 2 ranks as "
+                        "generation 3"));
+  EXPECT_THAT(Err(), HasSubstr("job 'gone' goes on as generation 3 of 2 ranks"));
+  // Both ranks went from the commit that admitted the node to generation 3 and finished.
+  ExpectFinishedIdentical({0, 1}, 300, 2, 3);
 }
 
 // What a process holds: threads, open descriptors, resident memory.

@@ -14,6 +14,9 @@
 and, in a job of 2 ranks with --max-np 4, runs the troika-agent command troikarun prints for
 adding ranks once the job trains: at the next commit both ranks raise HostsUpdatedInterrupt
 (nothing lost), the job goes on with 4 ranks, and all four finish with identical weights;
+the same with an agent whose rank command does not exist (troikarun --attach_timeout 3s):
+it never attaches, the grown generation ends without it at the timeout, and ranks 0-1
+finish as 2;
 with --max-restarts 1, rank 2 killed comes back (rank 3 of 4) and all four finish identical;
 then, in a job of 2 ranks on 2 agents, five rounds of an agent of 1 rank joining (the printed
 command) and its rank killed: ten changes, after which the 2 ranks finish identical, and
@@ -79,14 +82,15 @@ def run_job(troikarun, python, script, np, kill, epochs=3, extra=(), script_args
         return code, read(out_path), read(err_path), killed_at
 
 
-def grow_job(troikarun, python, script, epochs=4):
-    """troikarun -np 2 --max-np 4, then the agent command it prints, run once rank 1 trains;
-    returns (troikarun's exit code, the agent's, all ranks' stdout, troikarun's stderr)."""
+def grow_job(troikarun, python, script, epochs=4, extra=(), broken_agent=False):
+    """troikarun -np 2 --max-np 4 (and `extra`), then the agent command it prints, run once
+    rank 1 trains (`broken_agent`: with a rank command that does not exist); returns
+    (troikarun's exit code, the agent's, all ranks' stdout, troikarun's stderr)."""
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
         with open(out_path, "w") as out, open(err_path, "w") as err:
             job = subprocess.Popen(
-                [troikarun, "-np", "2", "--min-np", "2", "--max-np", "4", "--",
+                [troikarun, "-np", "2", "--min-np", "2", "--max-np", "4", *extra, "--",
                  python, script, "--pid-dir", d, "--epochs", str(epochs),
                  "--commit-every", str(COMMIT_EVERY)],
                 stdout=out, stderr=err, start_new_session=True)
@@ -102,10 +106,13 @@ def grow_job(troikarun, python, script, epochs=4):
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
             return None, None, "", read(err_path)
+        command = lines[hint[0] + 1].strip()
+        if broken_agent:
+            command = command.split(" -- ", 1)[0] + " -- " + os.path.join(d, "no-such-command")
         with open(os.path.join(d, "agent.out"), "w") as out, \
                 open(os.path.join(d, "agent.err"), "w") as err:
-            agent = subprocess.Popen(lines[hint[0] + 1].strip(), shell=True, stdout=out,
-                                     stderr=err, start_new_session=True)
+            agent = subprocess.Popen(command, shell=True, stdout=out, stderr=err,
+                                     start_new_session=True)
         codes = []
         for p in (job, agent):
             try:
@@ -315,6 +322,22 @@ def main():
     if f:
         print(out, err)
 
+    # An added agent whose command cannot start: admitted at a commit, it exits 127 without
+    # attaching; at the attach timeout the grown generation ends without its ranks, and ranks
+    # 0-1, attaching it from hvd.elastic.run's next hvd.init(), follow the change to generation
+    # 3 and finish as 2 ranks.
+    code, agent_code, out, err = grow_job(troikarun, python, script,
+                                          extra=("--attach_timeout", "3s"), broken_agent=True)
+    f = check_finished(out, [0, 1], 2)
+    if code != 0 or agent_code != 127:
+        f.append("troikarun exited %s, the added agent %s" % (code, agent_code))
+    if "ranks 2-3 did not attach within 3s; the job goes on with 2 ranks as generation 3" \
+            not in err:
+        f.append("the log does not say that the grown generation ended without ranks 2-3")
+    failures += ["added agent never attached: " + x for x in f]
+    if f:
+        print(out, err)
+
     # Rank 2 is lost, and rank 3 as the others attach generation 2 (it exits as it restores its
     # commit): ranks 0 and 1, still attaching, follow the second change to generation 3.
     code, out, err, _ = run_job(troikarun, python, script, 4,
@@ -353,7 +376,8 @@ def main():
         print("FAIL: " + failure)
     if not failures:
         print("PASS: a killed rank's and a killed agent's survivors went on and ended identical; "
-              "a loss below the minimum aborted; an added agent's ranks joined at a commit; a "
+              "a loss below the minimum aborted; an added agent's ranks joined at a commit (and one "
+              "that never attached was left out); a "
               "restarted rank rejoined; ten joins and losses in turn leaked nothing")
     return 1 if failures else 0
 

@@ -66,10 +66,11 @@ struct Options {
   // This process's rank and the job's size. TROIKA_RANK, TROIKA_SIZE.
   int rank = -1;
   int size = -1;
-  // An elastic rank's generation: the epoch of the membership change that gave it `rank` and
-  // `size` (elastic::Run and hvd.elastic set it); 0: the job's first. If the job changed
-  // again before every rank attached (a rank lost meanwhile), Init follows the change: the
-  // context's rank() and size() are then the generation in force's (docs/elastic.md).
+  // An elastic rank's generation: the one its agent started it for (TROIKA_EPOCH), or the
+  // epoch of the membership change that gave it `rank` and `size` (elastic::Run and
+  // hvd.elastic set it); 0: not said. If the job changed before every rank attached (a rank
+  // lost meanwhile, or ranks that never attached), Init follows the change: the context's
+  // rank() and size() are then the generation in force's (docs/elastic.md).
   int64_t epoch = 0;
   // Name of this host, grouping ranks into local ranks. TROIKA_HOST; default gethostname().
   std::string host;
