@@ -22,7 +22,6 @@
 #include "agent/upstream.h"
 #include "common/logging.h"
 #include "common/metrics_server.h"
-#include "common/wire.h"
 #include "grpcpp/grpcpp.h"
 
 namespace troika::agent {
@@ -329,9 +328,7 @@ std::shared_ptr<NodeRelay> Agent::Relay() {
 }
 
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
-  if (std::optional<MembershipChange> change = MembershipChangeOf(memberships.status())) {
-    if (ReformBeforeSession(*change)) return;
-  }
+  if (ReformBeforeSession(memberships.status())) return;
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
     {

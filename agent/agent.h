@@ -87,10 +87,12 @@ class Agent {
   // are told, the ended generation's session closes, and OnClosed attaches this node's
   // survivors as the next generation, renumbered.
   void Reform(std::shared_ptr<const coordinator::DownMessage> message);
-  // The generation this node attached for ended before every rank attached (the job went on
-  // without ranks that did not attach in time): with some of this node's ranks in `change`,
-  // renumbers them and attaches the next generation (true); else false, and the attach failed.
-  bool ReformBeforeSession(const MembershipChange& change);
+  // An attach answered with a membership change (`changed`: MembershipChangeOf): the
+  // generation it attached for ended before every rank attached (the job went on without
+  // ranks that did not attach in time; also after a coordinator restart). With some of this
+  // node's ranks in the change, renumbers them, tells the ranks that have a session, and
+  // attaches the next generation: true. Else false: the attach failed.
+  bool ReformBeforeSession(const absl::Status& changed);
   // What a change leaves this node: its ranks in the next generation, the next generation's
   // relay, the restarted ranks it admits (local index, rank) and the failed ones it drops
   // (local index, join id).

@@ -13,6 +13,7 @@
 #include "agent/node_relay.h"
 #include "common/logging.h"
 #include "common/messages.h"
+#include "common/wire.h"
 
 namespace troika::agent {
 
@@ -101,23 +102,36 @@ void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
   RestartRanks(change, next);
 }
 
-bool Agent::ReformBeforeSession(const MembershipChange& change) {
+bool Agent::ReformBeforeSession(const absl::Status& changed) {
+  const std::optional<MembershipChange> change = MembershipChangeOf(changed);
+  if (!change) return false;
+  std::shared_ptr<NodeRelay> old;
   NextGeneration next;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const bool goes_on = std::any_of(current_.begin(), current_.end(),
-                                     [&](int rank) { return change.NextRank(rank) >= 0; });
-    if (!goes_on || abort_ != nullptr || close_requested_) return false;
-    next = ApplyChangeLocked(change);
+                                     [&](int rank) { return change->NextRank(rank) >= 0; });
+    if (!goes_on || abort_ != nullptr || close_requested_ || !lost_.empty()) return false;
+    old = relay_;
+    next = ApplyChangeLocked(*change);
+    // Taking the job back from a restarted coordinator ends here too.
+    reconnecting_ = false;
+    awaiting_resume_ = false;
+    session_closed_ = false;
   }
-  StartGeneration(change, next);
-  // No session to close: the ranks waiting in the gate were answered ABORTED and ask again
-  // (AgentService::CreateJob answers them with the change); this node attaches the next
-  // generation.
+  StartGeneration(*change, next);
+  // No session to close. Ranks still waiting in the gate were answered ABORTED and ask again
+  // (AgentService::CreateJob answers them with the change); ranks with a session (the node
+  // was taking the job back from a restarted coordinator) learn it as from a session.
+  auto message = std::make_shared<coordinator::DownMessage>();
+  message->abort_reason = std::string(changed.message());
+  message->membership_change = *change;
+  old->Deliver(std::move(message));
+  // This node attaches the next generation.
   upstream_->Attach(
-      options_.job, next.live, options_.host, change.epoch, options_.attach_timeout,
+      options_.job, next.live, options_.host, change->epoch, options_.attach_timeout,
       [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
-  RestartRanks(change, next);
+  RestartRanks(*change, next);
   return true;
 }
 

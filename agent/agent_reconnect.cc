@@ -52,6 +52,9 @@ void Agent::ReattachAfterReconnect(absl::Time deadline) {
     upstream_->Attach(options_.job, live, options_.host, epoch,
                       std::max(deadline - absl::Now(), absl::Milliseconds(1)),
                       [this](absl::StatusOr<std::vector<Membership>> memberships) {
+                        // The restored generation ended without nodes that did not come back:
+                        // the job goes on as the next one.
+                        if (ReformBeforeSession(memberships.status())) return;
                         // Another generation in force is ABORTED (the coordinator checks).
                         if (!memberships.ok()) return ReconnectFailed(memberships.status());
                         {

@@ -476,6 +476,44 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesTheGenerationInForce) {
 // coordinator numbers its schedules above the old one's (the agents tell it the highest they
 // were sent): with the same number, what the ranks said of the old schedule ended the new one
 // in the agents but not in the coordinator, which went on dropping their requests (a hang).
+// The coordinator dies, and so does one node's agent while it is down: the other node takes
+// the job back from the restarted coordinator, the restored generation ends without the node
+// that did not come back at the attach timeout, and the node that did goes on alone as the
+// next generation (its ranks, with their sessions, learn it from their agent).
+TEST_F(ElasticTest, ANodeThatDoesNotComeBackAfterACoordinatorRestartIsLeftOut) {
+  const std::string state = "--state_dir=" + dir_ + "/state";
+  const std::string address = StartCoordinator(state);
+  const pid_t coordinator = others_.back();
+  pid_t agents[2];
+  for (int node : {0, 1}) {
+    agents[node] = StartShell(absl::StrCat(
+        "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=back-secret exec ", AGENT_BINARY,
+        " --coordinator=", address, " --job=back --nnodes=2 --nproc-per-node=2 --node_rank=", node,
+        " --min_np=2 --host=node-", node, " --data_host=127.0.0.1 --socket_dir=", dir_,
+        " --reconnect_timeout=5s -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_,
+        " --steps=600 --commit_every=", kCommitEvery, " >", dir_, "/node", node, ".out 2>", dir_,
+        "/node", node, ".err"));
+    others_.push_back(agents[node]);
+  }
+  const std::string out0 = dir_ + "/node0.out", err0 = dir_ + "/node0.err";
+  ASSERT_NE(WaitForPid(3), 0) << ReadFile(err0);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  WaitWithTimeout(coordinator, absl::Seconds(10));
+  // Every rank is held at its next commit (negotiated) by then; node 1 goes for good.
+  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_EQ(kill(agents[1], SIGKILL), 0);
+  WaitWithTimeout(agents[1], absl::Seconds(10));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_EQ(StartCoordinator(state, port), address);
+  ASSERT_EQ(WaitWithTimeout(agents[0], absl::Seconds(90)), 0)
+      << ReadFile(out0) << ReadFile(err0) << ReadFile(dir_ + "/coordinator.err");
+  EXPECT_THAT(ReadFile(dir_ + "/coordinator.err"), HasSubstr("did not attach within"));
+  EXPECT_THAT(ReadFile(err0), HasSubstr("job 'back' goes on as generation 2 of 2 ranks"));
+  ExpectFinishedIdentical({0, 1}, 600, 2, 2, ReadFile(out0));
+}
+
 TEST_F(ElasticTest, ARestartedCoordinatorsSchedulesEndAtEachCommit) {
   const std::string state = "--state_dir=" + dir_ + "/state";
   const std::string address = StartCoordinator(state);
