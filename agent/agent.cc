@@ -206,14 +206,18 @@ int Agent::Run() {
   supervisor_options.on_exit = [this](int label, const ExitStatus& exit) {
     ranks_running_.fetch_sub(1);
     exits_[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
+    const int local = label - ranks_.front();
     int rank;
+    std::shared_ptr<NodeRelay> relay;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      rank = current_[label - ranks_.front()];  // its rank in the generation in force
+      rank = current_[local];  // its rank in the generation in force, and that one's relay
+      relay = relay_;
+      exited_[local] = exit;
     }
     // Before the exit goes upstream: the change that drops the rank finds it restarting.
-    if (!exit.ok()) MaybeRestart(label - ranks_.front());
-    if (rank >= 0) Relay()->ProcessExited(rank, exit.code, exit.signal);
+    if (!exit.ok()) MaybeRestart(local);
+    if (rank >= 0) relay->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
   if (absl::Status s = supervisor_->Start(RankSpecs(epoch_)); !s.ok()) {
@@ -335,9 +339,10 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
       std::lock_guard<std::mutex> lock(mu_);
       epoch_ = epoch;
     }
-    // The upstream Hello is queued before any rank can open a session (they wait in the gate).
-    Relay()->Attached(epoch);
+    // The upstream Hello is queued before any rank can open a session (they wait in the gate),
+    // and before the relay sends what it holds.
     OpenSession(std::nullopt);
+    Relay()->Attached(epoch);
     {
       std::lock_guard<std::mutex> lock(mu_);
       session_open_ = true;

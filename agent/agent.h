@@ -94,18 +94,19 @@ class Agent {
   // attaches the next generation: true. Else false: the attach failed.
   bool ReformBeforeSession(const absl::Status& changed);
   // What a change leaves this node: its ranks in the next generation, the next generation's
-  // relay, the restarted ranks it admits (local index, rank) and the failed ones it drops
-  // (local index, join id).
+  // relay, the restarted ranks it admits (local index, rank), the failed ones it drops
+  // (local index, join id) and the exited ones it keeps (rank, how it ended).
   struct NextGeneration {
     std::vector<int> live;
     std::shared_ptr<NodeRelay> relay;
     std::vector<std::pair<int, int>> restarted;
     std::vector<std::pair<int, std::string>> to_register;
+    std::vector<std::pair<int, ExitStatus>> exited;
   };
   // Under mu_: renumbers this node's ranks for `change` and makes the next generation's relay
   // the one in force.
   NextGeneration ApplyChangeLocked(const MembershipChange& change);
-  // Then, without the lock: the service and the gate follow.
+  // Then, without the lock: the service and the gate follow, the relay learns of the exits.
   void StartGeneration(const MembershipChange& change, const NextGeneration& next);
   // Last: the restarted ranks the change admits start, the failed ones it drops register.
   void RestartRanks(const MembershipChange& change, const NextGeneration& next);
@@ -183,6 +184,7 @@ class Agent {
   // without it (an elastic job). ranks_ until the first membership change.
   std::vector<int> current_;
   std::set<int> left_;                     // labels of the ranks the job went on without
+  std::map<int, ExitStatus> exited_;       // local index -> how its process ended, until restarted
   int restarts_left_ = 0;                  // --max_restarts, counted down
   std::map<int, std::string> restarting_;  // local index -> join id, while it waits to rejoin
   // Of those, the ones whose loss the coordinator has not applied yet: they register once it

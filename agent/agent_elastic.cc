@@ -43,6 +43,7 @@ Agent::NextGeneration Agent::ApplyChangeLocked(const MembershipChange& change) {
     }
     current_[it->first] = admitted->first_rank;
     left_.erase(ranks_[it->first]);
+    exited_.erase(it->first);  // it starts again (RestartRanks)
     next.restarted.emplace_back(it->first, admitted->first_rank);
     it = restarting_.erase(it);
   }
@@ -57,6 +58,12 @@ Agent::NextGeneration Agent::ApplyChangeLocked(const MembershipChange& change) {
   }
   next.live = LiveRanks();
   next.relay = relay_ = MakeRelay(change.size, next.live);
+  // Ranks of this node that exited while the ended generation ran and that the change keeps
+  // (their exit reached no coordinator: it was queued on the ended generation's relay, or
+  // arrived after the change was made): the next generation learns of them too.
+  for (const auto& [local, exit] : exited_) {
+    if (current_[local] >= 0) next.exited.emplace_back(current_[local], exit);
+  }
   epoch_ = change.epoch;
   attach_settled_ = next.live.empty();
   attach_deadline_ = absl::Now() + options_.attach_timeout;
@@ -74,6 +81,9 @@ void Agent::StartGeneration(const MembershipChange& change, const NextGeneration
   // generation's attach.
   service_->Reform(change.size, next.live, next.relay, change);
   gate_.Reset();
+  for (const auto& [rank, exit] : next.exited) {
+    next.relay->ProcessExited(rank, exit.code, exit.signal);
+  }
 }
 
 void Agent::RestartRanks(const MembershipChange& change, const NextGeneration& next) {
@@ -216,6 +226,10 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
 void Agent::Relaunch(int local, int rank, int size, int64_t epoch) {
   TROIKA_LOG(WARNING) << "rank " << ranks_[local] << " of this node starts again as rank " << rank
                       << " of " << size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_.erase(local);
+  }
   ranks_running_.fetch_add(1);
   supervisor_->Relaunch(local, RankSpec(local, rank, size, epoch));
 }

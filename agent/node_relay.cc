@@ -36,6 +36,8 @@ NodeRelay::~NodeRelay() {
 void NodeRelay::Attached(int64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   epoch_ = epoch;
+  if (abort_ != nullptr || suspended_) return;
+  for (const auto& [rank, exit] : exits_) upstream_.SendRankExit(exit);
 }
 
 void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
@@ -450,7 +452,7 @@ void NodeRelay::ReportLost(int rank) {
 void NodeRelay::SendExitLocked(const RankExit& exit) {
   ranks_[exit.rank].reported = true;
   exits_[exit.rank] = exit;
-  if (!suspended_) upstream_.SendRankExit(exit);
+  if (!suspended_ && epoch_ >= 0) upstream_.SendRankExit(exit);  // else at Attached
 }
 
 void NodeRelay::RetireLocked(int rank) {

@@ -99,8 +99,9 @@ class NodeRelay : public coordinator::SessionHandler,
   NodeRelay(const NodeRelay&) = delete;
   NodeRelay& operator=(const NodeRelay&) = delete;
 
-  // The node's ranks are attached upstream with this epoch: sessions may open (until then
-  // OpenSession fails with UNAVAILABLE).
+  // The node's ranks are attached upstream with this epoch and its session upstream is open:
+  // the ranks' sessions may open (until then OpenSession fails with UNAVAILABLE), and exit
+  // reports of ranks that ended before go up (the upstream takes nothing between sessions).
   void Attached(int64_t epoch);
   // What came down the upstream session: for every local session, the same message. After
   // an abort, sessions that open later get the abort at once and submissions are dropped.
@@ -222,7 +223,7 @@ class NodeRelay : public coordinator::SessionHandler,
   std::deque<Response> log_;       // the latest of them, the last one numbered received_
   int32_t max_cache_id_ = 0;       // the highest id announced
   int64_t max_schedule_id_ = 0;    // the highest schedule id received
-  std::map<int, RankExit> exits_;  // exit reports sent upstream, by rank
+  std::map<int, RankExit> exits_;  // exit reports sent upstream (or held until Attached), by rank
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();
 };

@@ -326,6 +326,20 @@ TEST_F(NodeRelayTest, AbortReachesEverySessionAndLaterOnesAndEndsForwarding) {
   EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty()) << "the job is over";
 }
 
+// A rank that exits while its node attaches (an elastic job's next generation: the upstream
+// has no session then and takes nothing) is reported once the node is attached.
+TEST_F(NodeRelayTest, AnExitBeforeTheNodeIsAttachedGoesUpOnceItIs) {
+  NodeRelayOptions options;
+  options.size = 4;
+  options.ranks = {2, 3};
+  options.host = "node-b";
+  auto relay = std::make_shared<NodeRelay>(options, upstream_, scheduler_, clock_);
+  relay->ProcessExited(3, 0, 9);
+  EXPECT_THAT(upstream_.sent(), ::testing::IsEmpty());
+  relay->Attached(2);
+  EXPECT_THAT(upstream_.sent(), ElementsAre("exit 3 code 0 signal 9 on node-b"));
+}
+
 TEST_F(NodeRelayTest, GoodbyeGoesUpstreamAfterTheRanksWaitingRequests) {
   auto relay = MakeRelay();
   OpenBoth(*relay);

@@ -337,6 +337,36 @@ TEST_F(ElasticTest, AnAdmittedNodeThatNeverAttachesIsLeftOutAndTheJobGoesOn) {
   ExpectFinishedIdentical({0, 1}, 300, 2, 3);
 }
 
+// The same, and one of the survivors killed while they wait for the node: the exit its agent
+// had queued for the generation that ended is reported in the next one, which ends too, and
+// the last rank finishes alone.
+TEST_F(ElasticTest, ARankLostWhileTheOthersWaitForANodeThatNeverAttachesIsLostToo) {
+  const std::string address = StartCoordinator();
+  const std::string env = "TROIKA_PLAINTEXT=1 TROIKA_JOB_TOKEN=twice-secret ";
+  troikarun_ = StartShell(absl::StrCat(
+      env, "exec ", TROIKARUN_BINARY, " --coordinator=", address,
+      " --job=twice -np 2 --min-np 1 --max-np 4 --attach_timeout=3s -- ", EXAMPLE_ELASTIC_BINARY,
+      " --pid_dir=", dir_, " --steps=300 --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>",
+      dir_, "/stderr"));
+  ASSERT_TRUE(WaitForOutput("[0] step 20 size 2")) << Out() << Err();
+  const pid_t rank1 = WaitForPid(1);
+  ASSERT_NE(rank1, 0) << Err();
+  const pid_t agent = StartShell(absl::StrCat(
+      env, "exec ", AGENT_BINARY, " --coordinator=", address,
+      " --job=twice --nnodes=1 --nproc-per-node=2 --min_np=1 --host=node-c --socket_dir=", dir_,
+      " -- ", dir_, "/no-such-command 2>", dir_, "/agent.err"));
+  others_.push_back(agent);
+  ASSERT_EQ(WaitWithTimeout(agent, absl::Seconds(60)), 127) << ReadFile(dir_ + "/agent.err");
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);  // within the 3 s the others wait for the node
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(90)), 0) << Out() << Err();
+  const std::string log = ReadFile(dir_ + "/coordinator.err");
+  EXPECT_THAT(log, HasSubstr("ranks 2-3 did not attach within 3s; the job goes on with 2 ranks "
+                             "as generation 3"));
+  EXPECT_THAT(log, HasSubstr("killed by signal 9 (Killed); the job goes on with 1 rank as "
+                             "generation 4"));
+  ExpectFinishedIdentical({0}, 300, 1, 4);
+}
+
 // What a process holds: threads, open descriptors, resident memory.
 // What a process holds. `threads` counts its threads but those of gRPC's pools (named
 // default-executor and event_engine), which gRPC grows and shrinks with the load within
