@@ -59,17 +59,26 @@ TEST(TroikarunOptionsTest, FusionThresholdAndCycleTimeAsHorovodrunSpellsThem) {
   EXPECT_FALSE(unset->cycle_time.has_value());
 }
 
+// $HOROVOD_TIMELINE set to `path`, nothing else.
+HorovodEnvironment HorovodTimeline(std::string path) {
+  HorovodEnvironment env;
+  env.timeline = std::move(path);
+  return env;
+}
+
 TEST(TroikarunOptionsTest, TimelineFromTheFlagOrHorovodTimeline) {
-  auto flag = ParseTroikarunArgs({"-np", "2", "--timeline", "t.json", "--", "x"}, {"env.json"});
+  auto flag = ParseTroikarunArgs({"-np", "2", "--timeline", "t.json", "--", "x"},
+                                 HorovodTimeline("env.json"));
   ASSERT_TRUE(flag.ok()) << flag.status();
   EXPECT_EQ(flag->timeline, "t.json") << "the flag wins over $HOROVOD_TIMELINE";
-  auto env = ParseTroikarunArgs({"-np", "2", "--", "x"}, {"env.json"});
+  auto env = ParseTroikarunArgs({"-np", "2", "--", "x"}, HorovodTimeline("env.json"));
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->timeline, "env.json");
   auto none = Parse({"-np", "2", "--", "x"});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->timeline.empty());
-  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"}, {"env.json"});
+  auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"},
+                                   HorovodTimeline("env.json"));
   ASSERT_FALSE(remote.ok());
   EXPECT_THAT(std::string(remote.status().message()), HasSubstr("troikactl timeline start"));
 }
