@@ -142,5 +142,31 @@ TEST(CoordinatorAddressTest, ConnectTimeoutComesFromTheEnvironment) {
   }
 }
 
+// An elastic rank's generation, as its agent sets it (docs/agent.md).
+TEST(CoordinatorAddressTest, EpochComesFromTheEnvironment) {
+  setenv("TROIKA_COORDINATOR", "127.0.0.1:1", 1);
+  setenv("TROIKA_JOB", "j", 1);
+  setenv("TROIKA_RANK", "0", 1);
+  setenv("TROIKA_SIZE", "1", 1);
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->epoch, 0) << "not said";
+  setenv("TROIKA_EPOCH", "3", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->epoch, 3);
+  for (const char* bad : {"-1", "two"}) {
+    setenv("TROIKA_EPOCH", bad, 1);
+    options = Options::FromEnvironment();
+    EXPECT_TRUE(absl::IsInvalidArgument(options.status())) << bad;
+    EXPECT_THAT(std::string(options.status().message()),
+                HasSubstr(absl::StrCat("TROIKA_EPOCH='", bad, "' is not a non-negative integer")));
+  }
+  for (const char* name :
+       {"TROIKA_COORDINATOR", "TROIKA_JOB", "TROIKA_RANK", "TROIKA_SIZE", "TROIKA_EPOCH"}) {
+    unsetenv(name);
+  }
+}
+
 }  // namespace
 }  // namespace troika::testing
