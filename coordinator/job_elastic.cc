@@ -114,12 +114,13 @@ void Job::AdmitJoinersLocked() {
     hosts.insert(joiner.host);
   }
   const int size = change.size;
+  const int64_t epoch = change.epoch;
   const std::string reason =
       absl::StrCat(change.joined, change.joined == 1 ? " rank" : " ranks", " on ",
                    absl::StrJoin(hosts, ", "), " joined at a commit");
   EndGenerationLocked(std::move(change), std::nullopt, reason, std::nullopt);
   for (size_t i = 0; i < admitted.size(); ++i) {
-    admitted[i].done(NodeBlock{first_ranks[i], -1, size, epoch_ + 1});
+    admitted[i].done(NodeBlock{first_ranks[i], -1, size, epoch});
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -119,11 +120,30 @@ TEST(CoordinatorAddressTest, RefusedConnectionFailsInitWithinTheConnectTimeout) 
               HasSubstr(absl::StrCat("cannot reach the coordinator at ", address, " within 1s")));
 }
 
+// The variables a rank needs, set for one test's scope; unset after it, with the optional ones
+// the tests below set.
+class RankEnvironment {
+ public:
+  RankEnvironment() {
+    for (const auto& [name, value] : kRequired) setenv(name, value, 1);
+  }
+  ~RankEnvironment() {
+    for (const auto& [name, value] : kRequired) unsetenv(name);
+    for (const char* name : {"TROIKA_CONNECT_TIMEOUT", "TROIKA_EPOCH"}) unsetenv(name);
+  }
+  RankEnvironment(const RankEnvironment&) = delete;
+  RankEnvironment& operator=(const RankEnvironment&) = delete;
+
+ private:
+  static constexpr std::pair<const char*, const char*> kRequired[] = {
+      {"TROIKA_COORDINATOR", "127.0.0.1:1"},
+      {"TROIKA_JOB", "j"},
+      {"TROIKA_RANK", "0"},
+      {"TROIKA_SIZE", "1"}};
+};
+
 TEST(CoordinatorAddressTest, ConnectTimeoutComesFromTheEnvironment) {
-  setenv("TROIKA_COORDINATOR", "127.0.0.1:1", 1);
-  setenv("TROIKA_JOB", "j", 1);
-  setenv("TROIKA_RANK", "0", 1);
-  setenv("TROIKA_SIZE", "1", 1);
+  RankEnvironment environment;
   setenv("TROIKA_CONNECT_TIMEOUT", "2.5", 1);
   absl::StatusOr<Options> options = Options::FromEnvironment();
   ASSERT_TRUE(options.ok()) << options.status();
@@ -137,17 +157,11 @@ TEST(CoordinatorAddressTest, ConnectTimeoutComesFromTheEnvironment) {
   options = Options::FromEnvironment();
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->connect_timeout, absl::Seconds(10));
-  for (const char* name : {"TROIKA_COORDINATOR", "TROIKA_JOB", "TROIKA_RANK", "TROIKA_SIZE"}) {
-    unsetenv(name);
-  }
 }
 
 // An elastic rank's generation, as its agent sets it (docs/agent.md).
 TEST(CoordinatorAddressTest, EpochComesFromTheEnvironment) {
-  setenv("TROIKA_COORDINATOR", "127.0.0.1:1", 1);
-  setenv("TROIKA_JOB", "j", 1);
-  setenv("TROIKA_RANK", "0", 1);
-  setenv("TROIKA_SIZE", "1", 1);
+  RankEnvironment environment;
   absl::StatusOr<Options> options = Options::FromEnvironment();
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->epoch, 0) << "not said";
@@ -161,10 +175,6 @@ TEST(CoordinatorAddressTest, EpochComesFromTheEnvironment) {
     EXPECT_TRUE(absl::IsInvalidArgument(options.status())) << bad;
     EXPECT_THAT(std::string(options.status().message()),
                 HasSubstr(absl::StrCat("TROIKA_EPOCH='", bad, "' is not a non-negative integer")));
-  }
-  for (const char* name :
-       {"TROIKA_COORDINATOR", "TROIKA_JOB", "TROIKA_RANK", "TROIKA_SIZE", "TROIKA_EPOCH"}) {
-    unsetenv(name);
   }
 }
 

@@ -53,12 +53,15 @@ target_compile_definitions(scenario_process_test PRIVATE
   SCENARIO_RANK_BINARY="$<TARGET_FILE:troika-test-scenario-rank>")
 add_dependencies(scenario_process_test troikarun troika-agent troika-test-scenario-rank)
 
-# Elastic jobs through troikarun and two agents (real processes; docs/elastic.md).
-troika_test(elastic_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/elastic_test.cc
-  LIBS absl::strings absl::time TIMEOUT 300)
-target_compile_definitions(elastic_test PRIVATE
-  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
-  COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
-  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
-  EXAMPLE_ELASTIC_BINARY="$<TARGET_FILE:troika-example-elastic>")
-add_dependencies(elastic_test troikarun troika-agent troika-coordinator troika-example-elastic)
+# Elastic jobs through troikarun and two agents (real processes; docs/elastic.md), and across
+# a coordinator restart.
+foreach(test elastic_test elastic_restart_test)
+  troika_test(${test} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${test}.cc
+    LIBS absl::strings absl::time TIMEOUT 300)
+  target_compile_definitions(${test} PRIVATE
+    TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+    COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
+    AGENT_BINARY="$<TARGET_FILE:troika-agent>"
+    EXAMPLE_ELASTIC_BINARY="$<TARGET_FILE:troika-example-elastic>")
+  add_dependencies(${test} troikarun troika-agent troika-coordinator troika-example-elastic)
+endforeach()

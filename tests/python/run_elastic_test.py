@@ -271,6 +271,14 @@ def check_survivors(out, killed_at, survivors, size):
     return failures + check_finished(out, survivors, size)
 
 
+def named(scenario, failures, out, err):
+    """`failures` of `scenario`, each prefixed with its name; prints the scenario's output if
+    there are any."""
+    if failures:
+        print(out, err)
+    return ["%s: %s" % (scenario, failure) for failure in failures]
+
+
 def main():
     troikarun, python, script = sys.argv[1:4]
     if subprocess.call([python, "-c", "import torch"], stderr=subprocess.DEVNULL) != 0:
@@ -286,18 +294,14 @@ def main():
         f.append("troikarun exited %s" % code)
     if "rank 2 on" not in err or "the job goes on with 3 ranks as generation 2" not in err:
         f.append("troikarun's log does not name rank 2 and the change")
-    failures += ["rank killed: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("rank killed", f, out, err)
 
     code, out, err, t0 = run_job(troikarun, python, script, 4,
                                  lambda d: parent_of(int(read(os.path.join(d, "pid.3")))))
     f = check_survivors(out, t0, [0, 1], 2)
     if code != 0:
         f.append("troikarun exited %s" % code)
-    failures += ["agent killed: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("agent killed", f, out, err)
 
     code, out, err, _ = run_job(troikarun, python, script, 2,
                                 lambda d: int(read(os.path.join(d, "pid.1"))), epochs=1000)
@@ -308,9 +312,7 @@ def main():
         f.append("no 'below the job's minimum' in troikarun's log")
     if "HorovodInternalError" not in err and "TroikaError: ABORTED: job '" not in err:
         f.append("rank 0 did not raise the abort")
-    failures += ["below the minimum: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("below the minimum", f, out, err)
 
     code, agent_code, out, err = grow_job(troikarun, python, script)
     f = check_grown(out)
@@ -318,9 +320,7 @@ def main():
         f.append("troikarun exited %s, the added agent %s" % (code, agent_code))
     if "2 ranks on" not in err or "joined at a commit; the job goes on with 4 ranks" not in err:
         f.append("the log does not say that 2 ranks joined at a commit")
-    failures += ["grown: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("grown", f, out, err)
 
     # An added agent whose command cannot start: admitted at a commit, it exits 127 without
     # attaching; at the attach timeout the grown generation ends without its ranks, and ranks
@@ -334,9 +334,7 @@ def main():
     if "ranks 2-3 did not attach within 3s; the job goes on with 2 ranks as generation 3" \
             not in err:
         f.append("the log does not say that the grown generation ended without ranks 2-3")
-    failures += ["added agent never attached: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("added agent never attached", f, out, err)
 
     # Rank 2 is lost, and rank 3 as the others attach generation 2 (it exits as it restores its
     # commit): ranks 0 and 1, still attaching, follow the second change to generation 3.
@@ -351,9 +349,7 @@ def main():
         f.append("rank 3 did not fail as it restored")
     if "exited with code 1; the job goes on with 2 ranks as generation 3" not in err:
         f.append("the log does not say that rank 3's loss made generation 3")
-    failures += ["second loss while attaching: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("second loss while attaching", f, out, err)
 
     # --max-restarts: rank 2 is lost, then started again and admitted at a commit as rank 3.
     code, out, err, _ = run_job(troikarun, python, script, 4,
@@ -365,9 +361,7 @@ def main():
     f += check_finished(out, [0, 1, 2, 3], 4)
     if "rank 2 of this node starts again as rank 3 of 4" not in err:
         f.append("the agent did not start rank 2 again")
-    failures += ["restarted: " + x for x in f]
-    if f:
-        print(out, err)
+    failures += named("restarted", f, out, err)
 
     f = joins_and_losses(troikarun, python, script)
     failures += ["joins and losses: " + x for x in f]
