@@ -157,6 +157,11 @@ int Agent::Register() {
   for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
   node_rank_ = block->node_rank;
   size_ = block->size;
+  // Horovod's cross rank and size: this node's index among the job's nodes of P ranks, and
+  // their number. A block's first rank is its node rank times P, also for a node admitted to
+  // a running elastic job (its block follows the others').
+  cross_rank_ = block->first_rank / options_.nproc_per_node;
+  cross_size_ = (block->size + options_.nproc_per_node - 1) / options_.nproc_per_node;
   {
     std::lock_guard<std::mutex> lock(mu_);
     epoch_ = block->epoch;
@@ -308,6 +313,15 @@ ProcessSpec Agent::RankSpec(int local, int rank, int size, int64_t epoch) const 
       {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
       {"TROIKA_DEVICE", std::to_string(local)},
       {"TROIKA_HOST", options_.host},
+      // What a rank of `horovodrun --gloo` sees, for scripts (and Horovod's tests) that read
+      // it: the same numbers, with this agent as the node.
+      {"HOROVOD_RANK", std::to_string(rank)},
+      {"HOROVOD_SIZE", std::to_string(size)},
+      {"HOROVOD_LOCAL_RANK", std::to_string(local)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(ranks_.size())},
+      {"HOROVOD_CROSS_RANK", std::to_string(cross_rank_)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(cross_size_)},
+      {"HOROVOD_HOSTNAME", options_.host},
   };
   if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
   // An elastic rank says for which generation it attaches: one that ended meanwhile is

@@ -162,6 +162,10 @@ class Agent {
   // an elastic job's next generation: read it under mu_.
   std::vector<int> ranks_;  // the node's block, as registered: the ranks' labels
   int size_ = 0;            // the job's ranks when this node registered (RegisterNode)
+  // HOROVOD_CROSS_RANK and HOROVOD_CROSS_SIZE of every rank this node starts: the node's
+  // index among the job's nodes of P ranks and their number, when it registered.
+  int cross_rank_ = 0;
+  int cross_size_ = 1;
   std::string socket_path_;
   absl::Time attach_deadline_;
   std::unique_ptr<Supervisor> supervisor_;

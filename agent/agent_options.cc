@@ -93,6 +93,15 @@ Each rank runs COMMAND with the agent's environment plus:
   TROIKA_DEVICE       equal to TROIKA_LOCAL_RANK: the local device (GPU) to use
   TROIKA_HOST         --host
   TROIKA_DATA_HOST    --data_host, when given
+and, as horovodrun --gloo sets them, with this agent as the node:
+  HOROVOD_RANK, HOROVOD_SIZE              TROIKA_RANK, TROIKA_SIZE
+  HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE  TROIKA_LOCAL_RANK, TROIKA_LOCAL_SIZE
+  HOROVOD_CROSS_RANK  this node's index among the job's nodes: its first rank / P (K when
+                      --node_rank K)
+  HOROVOD_CROSS_SIZE  the number of nodes: the job's ranks / P (N) when this agent registered
+  HOROVOD_HOSTNAME    --host
+An elastic job's rank started again, or on a node admitted later, gets the rank and size of
+the generation it starts in (TROIKA_RANK, TROIKA_SIZE and HOROVOD_RANK, HOROVOD_SIZE alike).
 Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix
 (the global rank), stdout on stdout and stderr on stderr.
 

@@ -79,6 +79,15 @@ COMMAND with troikarun's environment plus:
   TROIKA_LOCAL_SIZE   P
   TROIKA_DEVICE       equal to TROIKA_LOCAL_RANK: the local device (GPU) to use
   TROIKA_HOST         this machine's host name (gethostname(), or "localhost")
+and what horovodrun --gloo sets, with each agent as a node:
+  HOROVOD_RANK, HOROVOD_SIZE              TROIKA_RANK, TROIKA_SIZE
+  HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE  TROIKA_LOCAL_RANK, TROIKA_LOCAL_SIZE
+  HOROVOD_CROSS_RANK  the agent's node rank k, 0 .. N/P-1
+  HOROVOD_CROSS_SIZE  N/P
+  HOROVOD_HOSTNAME    TROIKA_HOST
+(With the default P = N: 0 .. N-1, N, 0 and 1, as horovodrun -np N on one host. With P < N
+the agents stand for nodes of one host: the local and cross numbers are theirs, while
+hvd.local_rank() and hvd.cross_rank() group the ranks by host name: 0 .. N-1 and 0.)
 Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix,
 its stdout on troikarun's stdout and its stderr on troikarun's stderr; an unfinished last line
 is printed, with a newline added, when the rank exits. Each rank leads its own process group,

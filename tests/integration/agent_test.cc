@@ -189,6 +189,26 @@ TEST_F(AgentProcessTest, RanksGetTheAgentsEnvironmentAndItsSocketIsRemovedAtExit
   }
 }
 
+// Two nodes of two ranks: each rank also gets what horovodrun --gloo sets, the node (its
+// agent) being the host: local rank and size within it, its index among the nodes and their
+// number, and its --host.
+TEST_F(AgentProcessTest, RanksGetHorovodsEnvironmentWithTheirNodesIndexAsCrossRank) {
+  const std::string script =
+      "'echo env $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "
+      "$HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME'";
+  // Started in the other order: the cross rank is the node rank, not the order of arrival.
+  const pid_t b = StartAgent(1, "horovod-env", "/bin/sh -c " + script);
+  const pid_t a = StartAgent(0, "horovod-env", "/bin/sh -c " + script);
+  ASSERT_EQ(WaitWithTimeout(a, absl::Seconds(30)), 0) << Err(0);
+  ASSERT_EQ(WaitWithTimeout(b, absl::Seconds(30)), 0) << Err(1);
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    EXPECT_THAT(Out(node), HasSubstr(absl::StrCat("[", rank, "] env ", rank, " 4 ", rank % 2,
+                                                  " 2 ", node, " 2 node-",
+                                                  std::string(1, 'a' + node), "\n")));
+  }
+}
+
 TEST_F(AgentProcessTest, RankFailingOnOneNodeAbortsTheOtherWithTheSameExitCode) {
   const std::string script = absl::StrCat(
       "/bin/sh -c 'echo $$ > ", dir_,

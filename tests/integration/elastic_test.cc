@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <regex>
@@ -333,8 +334,10 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
     dir_ = MakeScratchDir("elastic-restart");
     troikarun_ = StartShell(absl::StrCat(
         "exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node ", per_node,
-        " --min-np 2 --max-restarts 1 -- ", EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_,
-        " --steps=400 --commit_every=", kCommitEvery, " >", dir_, "/stdout 2>", dir_, "/stderr"));
+        " --min-np 2 --max-restarts 1 -- /bin/sh -c 'echo $TROIKA_RANK $TROIKA_SIZE ",
+        "$HOROVOD_RANK $HOROVOD_SIZE >>", dir_, "/env; exec ", EXAMPLE_ELASTIC_BINARY,
+        " --pid_dir=", dir_, " --steps=400 --commit_every=", kCommitEvery, "' >", dir_,
+        "/stdout 2>", dir_, "/stderr"));
     const pid_t victim = WaitForPid(2);
     ASSERT_NE(victim, 0) << Err();
     absl::SleepFor(absl::Milliseconds(300));
@@ -344,6 +347,13 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
     ExpectFinishedIdentical({0, 1, 2, 3}, 400, 4, 3);
     EXPECT_THAT(Err(), HasSubstr("the job goes on with 3 ranks as generation 2"));
     EXPECT_THAT(Err(), HasSubstr("rank 2 of this node starts again as rank 3 of 4"));
+    // Its environment names its new rank, Horovod's variables too: 4 ranks started, then one
+    // again as rank 3 of 4.
+    const std::string env = ReadFile(dir_ + "/env");
+    for (const char* line : {"0 4 0 4\n", "1 4 1 4\n", "2 4 2 4\n", "3 4 3 4\n"}) {
+      EXPECT_THAT(env, HasSubstr(line)) << env;
+    }
+    EXPECT_EQ(std::count(env.begin(), env.end(), '\n'), 5) << env;
     std::smatch synced;
     const std::string out = Out();
     EXPECT_TRUE(std::regex_search(out, synced, std::regex(R"(\[2\] synced to step [1-9]\d*)")))

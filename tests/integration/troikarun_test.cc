@@ -153,6 +153,38 @@ TEST(TroikarunTest, RanksGetTheirEnvironmentAndPrefixedOutput) {
   }
 }
 
+// What a rank of `horovodrun --gloo` sees is there too: with one agent (the default) as
+// horovodrun -np 3 on one host; with agents of 2 ranks, each agent a node of the job.
+TEST(TroikarunTest, RanksGetHorovodsEnvironmentWithEachAgentANode) {
+  const std::string script =
+      "echo env $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "
+      "$HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME $TROIKA_HOST";
+  struct Case {
+    int np, per_node;
+  };
+  for (const Case c : {Case{3, 3}, Case{4, 2}, Case{4, 1}}) {
+    SCOPED_TRACE(absl::StrCat("-np ", c.np, " --nproc-per-node ", c.per_node));
+    const std::string dir = MakeScratchDir("troikarun-horovod-env");
+    // HOROVOD_RANK in troikarun's own environment is replaced, rank by rank.
+    CommandResult r = RunShell(
+        absl::StrCat("HOROVOD_RANK=7 HOROVOD_HOSTNAME=elsewhere ",
+                     Troikarun(absl::StrCat("-np ", c.np, " --nproc-per-node ", c.per_node),
+                               script)),
+        dir, absl::Seconds(30));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (int rank = 0; rank < c.np; ++rank) {
+      const std::regex env(absl::StrCat("\\[", rank, "\\] env ", rank, " ", c.np, " ",
+                                        rank % c.per_node, " ", c.per_node, " ",
+                                        rank / c.per_node, " ", c.np / c.per_node,
+                                        " (\\S+) (\\S+)\n"));
+      std::smatch match;
+      ASSERT_TRUE(std::regex_search(r.out, match, env)) << r.out;
+      EXPECT_EQ(match[1], match[2]) << "HOROVOD_HOSTNAME is the agents' host name";
+      EXPECT_NE(match[1], "elsewhere");
+    }
+  }
+}
+
 TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
   const std::string dir = MakeScratchDir("troikarun-fail");
   CommandResult r = RunShell(
