@@ -38,10 +38,10 @@ std::string JoinedError(const TensorRequest& r, const std::vector<int>& joined) 
     case CollectiveType::kAllreduce:
     case CollectiveType::kBarrier:
       return "";
-    case CollectiveType::kBroadcast:
-      if (std::find(joined.begin(), joined.end(), r.root) == joined.end()) return "";
-      return absl::StrCat("broadcast '", r.name, "' cannot run: its root, rank ", r.root,
-                          ", has joined (Context::Join) and sends nothing");
+    case CollectiveType::kBroadcast:  // Horovod's rule, though a joined rank could receive
+      return absl::StrCat("broadcast '", r.name, "' cannot run while ", ranks,
+                          " joined (Context::Join); as in Horovod, only allreduces and barriers "
+                          "run while a rank has joined");
     default:
       return absl::StrCat(CollectiveName(r.type), " '", r.name, "' cannot run while ", ranks,
                           " joined (Context::Join); it needs a tensor from every rank");

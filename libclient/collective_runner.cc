@@ -11,11 +11,10 @@ namespace {
 // Averaging is a sum followed by a 1/size post-scale.
 ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 
-// The post-reduction step: averaging over the ranks that contributed (joined ranks add
-// zeros, not data), then the post-scale.
+// The post-reduction step: averaging over the set's size (as Horovod: joined ranks count,
+// adding zeros), then the post-scale.
 void Finish(const Response& r, int size, void* data, size_t count) {
-  const int contributors = size - static_cast<int>(r.joined_ranks.size());
-  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, contributors);
+  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, size);
   transport::Scale(data, count, r.dtype, r.postscale);
 }
 
@@ -206,7 +205,8 @@ absl::Status CollectiveRunner::Broadcast(const Response& response, Entry& e) {
   if (comm_->rank() == response.root && e.out != e.in && bytes > 0) {
     std::memcpy(e.out, e.in, bytes);
   }
-  // A joined rank (never the root) receives into scratch space and discards it.
+  // A stand-in with no output (Executor::JoinedStandIn; never the root) receives into
+  // scratch space and discards it.
   void* out = e.out != nullptr ? e.out : fusion_.Reserve(bytes);
   return comm_->Broadcast(out, bytes, response.root);
 }

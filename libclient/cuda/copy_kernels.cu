@@ -30,11 +30,11 @@ struct BFloat16 {
   static __device__ __nv_bfloat16 Store(float v) { return __float2bfloat16_rn(v); }
 };
 template <typename T>
-struct Floating {
+struct Floating {  // computes in T: float32 scales in float32 (reduce.cc's ScaleFloat)
   using Storage = T;
-  using Compute = double;
-  static __device__ double Load(T v) { return static_cast<double>(v); }
-  static __device__ T Store(double v) { return static_cast<T>(v); }
+  using Compute = T;
+  static __device__ T Load(T v) { return v; }
+  static __device__ T Store(T v) { return v; }
 };
 template <typename T>
 struct Integer {

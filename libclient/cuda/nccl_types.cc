@@ -68,8 +68,9 @@ Reduction ReductionOf(const Response& r, int size) {
     case ReduceOp::kProduct:
       return {ncclProd, 1};
     case ReduceOp::kAverage:
-      if (r.joined_ranks.empty() && Floating(WireType(r))) return {ncclAvg, 1};
-      return {ncclSum, size - static_cast<int64_t>(r.joined_ranks.size())};
+      // Joined ranks count in the average (they add zeros), as with Horovod.
+      if (Floating(WireType(r))) return {ncclAvg, 1};
+      return {ncclSum, size};
   }
   return {ncclSum, 1};
 }

@@ -277,14 +277,16 @@ void ScaleBool(void* data, size_t count, double factor) {
   }
 }
 
+// In T itself, the factor rounded to T first (float32 scales in float32, as Horovod's do).
 template <typename T>
 void ScaleFloat(void* data, size_t count, double factor) {
   T* d = static_cast<T*>(data);
+  const T f = static_cast<T>(factor);
   size_t i = 0;
   for (; i + kBlock <= count; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) d[i + j] = static_cast<T>(d[i + j] * factor);
+    for (size_t j = 0; j < kBlock; ++j) d[i + j] *= f;
   }
-  for (; i < count; ++i) d[i] = static_cast<T>(d[i] * factor);
+  for (; i < count; ++i) d[i] *= f;
 }
 
 template <void (*Widen)(const uint16_t*, float*, size_t),

@@ -15,8 +15,9 @@ namespace troika::transport {
 // or 1).
 void ReduceInto(void* inout, const void* in, size_t count, DataType dtype, ReduceOp op);
 
-// data[i] *= factor, computed in double (float for half types) and converted back;
-// integer results are rounded toward zero (saturating at the type's limits; NaN becomes 0).
+// data[i] *= factor, computed in double for integers, in float32 for float32 and the half types,
+// in double for float64 (Horovod's rules), and converted back; integer results are rounded
+// toward zero (saturating at the type's limits; NaN becomes 0).
 // A factor of 1 is a no-op. kBool: bool(x * factor) (requests never scale bools).
 void Scale(void* data, size_t count, DataType dtype, double factor);
 

@@ -1,7 +1,7 @@
 // Grouped allreduces and join through a real coordinator and Gloo: a group comes back correct
 // (its fusion is proven at the negotiator, NegotiatorGroupTest), ranks with uneven data join
-// and the others' averages count only the ranks still training, and ops that need every rank
-// fail clearly while one has joined.
+// and the others' averages count every rank (a joined one adds zeros, as with Horovod), and ops
+// that need every rank fail clearly while one has joined.
 
 #include <string>
 #include <vector>
@@ -105,8 +105,9 @@ TEST_F(GroupJoinTest, InvalidTensorFailsTheWholeGroupOnThatRankAtOnce) {
 }
 
 // Rank r has (r + 1) * 3 steps of data, then joins. Each step averages 3 tensors; a rank
-// that joined contributes nothing, so the average is over the ranks still training.
-TEST_F(GroupJoinTest, UnevenDataAveragesOverTrainingRanksAndJoinReturnsTheLastRank) {
+// that joined contributes zeros and still counts, so the average divides by every rank (as
+// Horovod's does).
+TEST_F(GroupJoinTest, UnevenDataAveragesOverEveryRankAndJoinReturnsTheLastRank) {
   const std::vector<std::vector<int64_t>> shapes = {{5}, {2, 3}, {1}};
   std::vector<int> last(kRanks, -2);
   OnEveryRank(kRanks, [&](int rank) {
@@ -131,7 +132,7 @@ TEST_F(GroupJoinTest, UnevenDataAveragesOverTrainingRanksAndJoinReturnsTheLastRa
       for (size_t t = 0; t < shapes.size(); ++t) {
         absl::Status s = handles[t].Wait();
         ASSERT_TRUE(s.ok()) << "rank " << rank << " step " << step << ": " << s;
-        const double expected = sum / training + step + t;
+        const double expected = (sum + training * static_cast<double>(step + t)) / kRanks;
         for (double x : data[t]) {
           EXPECT_DOUBLE_EQ(x, expected) << "rank " << rank << " step " << step << " t " << t;
         }

@@ -274,7 +274,8 @@ def test_join_right_after_an_async_allreduce():
     # coordinator after the allreduce (an agent sends a rank's waiting requests before its
     # join), else the coordinator would count the rank as joined for it and its request,
     # arriving after, would stay pending.
-    # Average divides by the ranks that contributed; the name comes again in the next round.
+    # Average divides by every rank, the joined one included (as Horovod's); the name comes
+    # again in the next round.
     n, me = hvd.size(), hvd.rank()
     for _ in range(3):
         if me == n - 1:
@@ -282,19 +283,20 @@ def test_join_right_after_an_async_allreduce():
         else:
             handle = hvd.allreduce_async(torch.ones(3) * 2, name="join.async", op=hvd.Average)
             hvd.join()
-            assert_equal(hvd.synchronize(handle), torch.full([3], 2.0))
+            assert_equal(hvd.synchronize(handle), torch.full([3], 2.0 * (n - 1) / n))
 
 
 def test_join():
     # The last rank runs out of data first; the others' allreduces go on without it (it adds
-    # zeros; Average divides by the ranks that contributed); then they join too.
+    # zeros, and Average divides by every rank, as Horovod's does); then they join too.
     n, me = hvd.size(), hvd.rank()
     if me == n - 1:
         last = hvd.join()
     else:
         ones = torch.ones(4)
         assert_equal(hvd.allreduce(ones, name="join.sum", op=hvd.Sum), torch.full([4], n - 1.0))
-        assert_equal(hvd.allreduce(ones, name="join.avg", op=hvd.Average), torch.ones(4))
+        assert_equal(hvd.allreduce(ones, name="join.avg", op=hvd.Average),
+                     torch.full([4], (n - 1.0) / n))
         last = hvd.join()
     assert 0 <= last < n
     lasts = hvd.allgather(torch.tensor([last], dtype=torch.int32), name="join.lasts")

@@ -319,11 +319,10 @@ class Context {
   // This rank is out of data (uneven inputs). Until every rank has joined, this rank submits
   // nothing (submissions fail at once) while its library keeps taking part in the other
   // ranks' work: allreduces proceed without waiting for it — it contributes zeros (to kMin,
-  // kMax and kProduct too; see ReduceOp), and kAverage divides by the ranks that
-  // contributed — and barriers include it. Operations it submitted before joining run with
-  // its data. Allgather,
-  // alltoall, reducescatter, and broadcast from this rank fail on the other ranks while it is
-  // joined. The handle completes once every rank has joined; joined_last_rank() then names
+  // kMax and kProduct too; see ReduceOp), and kAverage still divides by the set's size, as
+  // Horovod's does — and barriers include it. Operations it submitted before joining run with
+  // its data. Allgather, alltoall, reducescatter and broadcast fail on the other ranks while
+  // it is joined (Horovod's rule). The handle completes once every rank has joined; joined_last_rank() then names
   // the last rank to join. Afterwards the job goes on as before (a next epoch may join again).
   Handle Join();
 
