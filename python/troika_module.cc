@@ -9,7 +9,11 @@
 // Handle.wait, add/remove of a process set, Context.shutdown. Submissions never block and keep
 // it. Handles may be waited from any thread. Every error is a troika.TroikaError (a
 // RuntimeError) with `code` (the status code's name, "INVALID_ARGUMENT") and `message`
-// (Troika's text); str() is "CODE: message".
+// (Troika's text); str() is "CODE: message". An operation the core refuses at submission (this
+// rank's own error: nothing was sent) raises there, as Horovod's do, rather than handing out a
+// failed handle; a name already in flight on this rank (ALREADY_EXISTS) as
+// troika.DuplicateNameError and an invalid argument (INVALID_ARGUMENT) as
+// troika.InvalidArgumentError, both TroikaErrors and ValueErrors.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -32,14 +36,19 @@ namespace py = pybind11;
 
 namespace {
 
-// The exception class, created at import (a subclass of RuntimeError).
+// The exception classes, created at import: TroikaError (a subclass of RuntimeError), and
+// DuplicateNameError and InvalidArgumentError (of TroikaError and ValueError) for a submission
+// refused because its name is in flight (ALREADY_EXISTS) or its arguments are invalid.
 PyObject* g_troika_error = nullptr;
+PyObject* g_duplicate_name_error = nullptr;
+PyObject* g_invalid_argument_error = nullptr;
 
-[[noreturn]] void RaiseStatus(const absl::Status& status) {
+// Raises `status` as a TroikaError, or as `type` (a subclass).
+[[noreturn]] void RaiseStatus(const absl::Status& status, PyObject* type = g_troika_error) {
   std::string code = absl::StatusCodeToString(status.code());
   std::string message(status.message());
   std::string text = code + ": " + message;
-  py::object cls = py::reinterpret_borrow<py::object>(g_troika_error);
+  py::object cls = py::reinterpret_borrow<py::object>(type);
   py::object exc = cls(text);
   exc.attr("code") = code;
   exc.attr("message") = message;
@@ -55,12 +64,20 @@ PyObject* g_troika_error = nullptr;
     d["joined"] = change->joined;
     exc.attr("membership_change") = d;
   }
-  PyErr_SetObject(g_troika_error, exc.ptr());
+  PyErr_SetObject(type, exc.ptr());
   throw py::error_already_set();
 }
 
 void Check(const absl::Status& status) {
   if (!status.ok()) RaiseStatus(status);
+}
+
+// The status of an operation's submission (and run): ALREADY_EXISTS, a name in flight on this
+// rank, raises DuplicateNameError and INVALID_ARGUMENT InvalidArgumentError.
+void CheckSubmitted(const absl::Status& status) {
+  if (absl::IsAlreadyExists(status)) RaiseStatus(status, g_duplicate_name_error);
+  if (absl::IsInvalidArgument(status)) RaiseStatus(status, g_invalid_argument_error);
+  Check(status);
 }
 
 troika::DataType ToDataType(int dtype) {
@@ -157,9 +174,21 @@ struct PyHandle {
   }
 };
 
-PyHandle Wrap(troika::Handle h, int device) { return PyHandle{std::move(h), device}; }
+// An op the core refused at submission (done, failed, when submission returns: a name in flight,
+// an invalid argument, a rank that joined, a closed context) raises here, as Horovod raises at
+// the call. (Poll is one atomic load.)
+void RaiseIfRefused(const troika::Handle& h) {
+  if (h.Poll()) CheckSubmitted(h.Wait());
+}
+
+PyHandle Wrap(troika::Handle h, int device) {
+  RaiseIfRefused(h);
+  return PyHandle{std::move(h), device};
+}
 
 std::vector<PyHandle> WrapAll(std::vector<troika::Handle> handles, int device) {
+  // A group is refused whole (every handle fails alike).
+  if (!handles.empty()) RaiseIfRefused(handles.front());
   std::vector<PyHandle> out;
   out.reserve(handles.size());
   for (troika::Handle& h : handles) out.push_back(Wrap(std::move(h), device));
@@ -209,6 +238,20 @@ PYBIND11_MODULE(_troika, m) {
       "`message`: Troika's message.",
       PyExc_RuntimeError, nullptr);
   m.add_object("TroikaError", py::handle(g_troika_error));
+  py::tuple value_error_bases =
+      py::make_tuple(py::handle(g_troika_error), py::handle(PyExc_ValueError));
+  g_duplicate_name_error = PyErr_NewExceptionWithDoc(
+      "troika.DuplicateNameError",
+      "An operation was submitted under a name already in flight on this rank (ALREADY_EXISTS); "
+      "raised at submission, as Horovod raises its ValueError.",
+      value_error_bases.ptr(), nullptr);
+  m.add_object("DuplicateNameError", py::handle(g_duplicate_name_error));
+  g_invalid_argument_error = PyErr_NewExceptionWithDoc(
+      "troika.InvalidArgumentError",
+      "An operation's arguments are invalid on this rank (INVALID_ARGUMENT); raised at "
+      "submission, as Horovod raises its ValueError.",
+      value_error_bases.ptr(), nullptr);
+  m.add_object("InvalidArgumentError", py::handle(g_invalid_argument_error));
 
   // Enum values as plain ints, so that the Python layers pass them back unchanged.
   py::dict dtypes;
@@ -312,10 +355,15 @@ PYBIND11_MODULE(_troika, m) {
             options.wait = true;
             const troika::DataType type = ToDataType(dtype);
             absl::Status s;
+            bool refused = false;  // done when submission returned: refused (or run: scheduled)
             {
               py::gil_scoped_release release;
-              s = c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape), options).Wait();
+              troika::Handle h =
+                  c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape), options);
+              refused = h.Poll();
+              s = h.Wait();
             }
+            if (refused) CheckSubmitted(s);
             Check(s);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),

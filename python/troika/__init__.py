@@ -15,12 +15,19 @@ import array as _array
 import atexit as _atexit
 import threading as _threading
 
-from troika._troika import TroikaError, Handle, DTYPES  # noqa: F401
+from troika._troika import (TroikaError, DuplicateNameError, InvalidArgumentError,  # noqa: F401
+                            Handle, DTYPES)
 from troika import _troika
 
+try:  # written by the build (python/CMakeLists.txt)
+    from troika._build_info import VERSION as __version__
+except ImportError:  # pragma: no cover - a tree without the generated file
+    __version__ = "unknown"
+
 __all__ = [
-    "TroikaError", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
-    "local_rank", "cross_size", "cross_rank", "ProcessSet", "global_process_set",
+    "TroikaError", "DuplicateNameError", "InvalidArgumentError", "init", "shutdown",
+    "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
+    "ProcessSet", "global_process_set",
     "add_process_set", "remove_process_set", "context", "is_homogeneous",
     "enter_next_generation", "generation",
 ]

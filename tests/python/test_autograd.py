@@ -1,7 +1,10 @@
 """Gradients of the differentiable collectives (python/troika/torch/autograd.py): rank r's loss
 is sum(W_r * output) with weights W_r every rank can compute for every rank (weights()), and
 the gradient each rank gets for its input is checked against the one it computes itself from
-all ranks' weights. float64 throughout, so sums are exact (rtol 0, atol 1e-12)."""
+all ranks' weights, by Horovod's conventions (written out here from its documented and observed
+behaviour): allgather and broadcast average the ranks' gradients, reducescatter allgathers them
+times the set's size for Sum and as they are for Average. float64 throughout, so results are
+exact up to the last bit (rtol 0, atol 1e-12)."""
 
 import pytest
 import torch
@@ -80,13 +83,13 @@ def test_grouped_allgather_and_reducescatter_gradients():
     (y,) = hvd.grouped_allgather([x])
     backward_weighted(y)
     start = sum(rows[:hvd.rank()])
-    want = sum(weights(s, [sum(rows), 2]) for s in range(n))[start:start + rows[hvd.rank()]]
+    want = sum(weights(s, [sum(rows), 2]) for s in range(n))[start:start + rows[hvd.rank()]] / n
     torch.testing.assert_close(x.grad, want, **EXACT)
 
     x = leaf([2 * n, 3], hvd.rank())
     (y,) = hvd.grouped_reducescatter([x], op=hvd.Sum)
     backward_weighted(y)
-    want = torch.cat([weights(s, [2, 3]) for s in range(n)])
+    want = torch.cat([weights(s, [2, 3]) for s in range(n)]) * n
     torch.testing.assert_close(x.grad, want, **EXACT)
 
 
@@ -149,7 +152,7 @@ def test_allgather_gradient(form):
     assert list(y.shape) == [total, 2]
     backward_weighted(y)
     offset = sum(rows[:r])
-    want = sum(weights(s, [total, 2]) for s in range(n))[offset:offset + rows[r]]
+    want = sum(weights(s, [total, 2]) for s in range(n))[offset:offset + rows[r]] / n
     torch.testing.assert_close(x.grad, want, **EXACT)
 
 
@@ -161,7 +164,7 @@ def test_broadcast_gradient(form):
     y = (hvd.broadcast(x, root) if form == "sync"
          else hvd.synchronize(hvd.broadcast_async(x, root)))
     backward_weighted(y)
-    want = (sum(weights(s, shape) for s in range(n)) if r == root
+    want = (sum(weights(s, shape) for s in range(n)) / n if r == root
             else torch.zeros(shape, dtype=torch.float64))
     torch.testing.assert_close(x.grad, want, **EXACT)
 
@@ -216,9 +219,10 @@ def test_reducescatter_gradient(opname, form):
     rows = [dim0 // n + (1 if s < dim0 % n else 0) for s in range(n)]
     assert list(y.shape) == [rows[r], 2]
     backward_weighted(y)
-    want = torch.cat([weights(s, [rows[s], 2]) for s in range(n)]) * pre * post
-    if op == hvd.Average:
-        want = want / n
+    want = torch.cat([weights(s, [rows[s], 2]) for s in range(n)])
+    if op == hvd.Sum:
+        want = want * n
+    want = want * pre * post
     torch.testing.assert_close(x.grad, want, **EXACT)
 
 
@@ -234,11 +238,11 @@ def test_process_set_gradients():
             w = hvd.broadcast(x, members[-1], process_set=ps)
             ((weights(r, [3]) * y).sum() + (weights(r, [6]) * z).sum()
              + (weights(r + 1, [3]) * w).sum()).backward()
-            pos = members.index(r)
+            pos, m = members.index(r), len(members)
             want = sum(weights(s, [3]) for s in members)
-            want = want + sum(weights(s, [6]) for s in members)[3 * pos:3 * pos + 3]
+            want = want + sum(weights(s, [6]) for s in members)[3 * pos:3 * pos + 3] / m
             if r == members[-1]:
-                want = want + sum(weights(s + 1, [3]) for s in members)
+                want = want + sum(weights(s + 1, [3]) for s in members) / m
             torch.testing.assert_close(x.grad, want, **EXACT)
     finally:
         hvd.remove_process_set(ps)

@@ -1,6 +1,7 @@
 """Horovod's build and feature queries, is_homogeneous() and the timeline calls on Troika
-(python/troika/torch/basics.py). TROIKA_TEST_GPU_PLANE_BUILT (set by ctest from the build's
-TROIKA_HAVE_CUDA) is what nccl_built()/cuda_built() must say."""
+(python/troika/torch/basics.py), with Horovod's return types. TROIKA_TEST_GPU_PLANE_BUILT (set
+by ctest from the build's TROIKA_HAVE_CUDA) is what nccl_built()/cuda_built() must say, and
+TROIKA_TEST_NCCL_VERSION the NCCL version code the build's nccl.h has (0 without)."""
 
 import os
 
@@ -13,15 +14,28 @@ import troika.torch as hvd
 
 def test_data_planes():
     assert hvd.gloo_built() is True and hvd.gloo_enabled() is True
-    for fn in (hvd.mpi_built, hvd.mpi_enabled, hvd.mpi_threads_supported, hvd.rocm_built,
-               hvd.ddl_built, hvd.ccl_built):
+    for fn in (hvd.mpi_built, hvd.mpi_enabled, hvd.rocm_built, hvd.ddl_built, hvd.ccl_built):
         assert fn() is False, fn.__name__
+    # Horovod's answer where MPI is not enabled.
+    with pytest.raises(ValueError, match="MPI is not enabled"):
+        hvd.mpi_threads_supported()
 
 
 def test_gpu_plane_as_built():
     want = os.environ["TROIKA_TEST_GPU_PLANE_BUILT"].upper() in ("ON", "TRUE", "1")
-    assert hvd.nccl_built() is want
     assert hvd.cuda_built() is want
+    # As Horovod's: the NCCL version code (an int, e.g. 22809), 0 without NCCL. Horovod's own
+    # code reads `nccl_built() < 2700` as "NCCL older than 2.7".
+    version = hvd.nccl_built()
+    assert type(version) is int
+    assert version == int(os.environ["TROIKA_TEST_NCCL_VERSION"])
+    assert (version > 0) is want
+    if want:
+        assert version >= 2700
+
+
+def test_version():
+    assert troika.__version__ == os.environ["TROIKA_TEST_VERSION"]
 
 
 def test_is_homogeneous_on_one_host():

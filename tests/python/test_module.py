@@ -163,12 +163,27 @@ def test_bad_arguments(ctx):
         ctx.allreduce("m.bad", 0, 0, 99, [1])
     with pytest.raises(ValueError, match="op"):
         ctx.allreduce("m.bad", 0, 0, F32, [1], op=42)
-    # A null buffer with elements fails this rank's handle at once (nothing is sent).
-    h = ctx.allreduce("m.null", 0, 0, F32, [4])
-    with pytest.raises(troika.TroikaError) as e:
-        h.wait()
+    # A null buffer with elements is refused at submission (nothing is sent), as Horovod raises
+    # at the call: an InvalidArgumentError, both a TroikaError and a ValueError.
+    with pytest.raises(troika.InvalidArgumentError) as e:
+        ctx.allreduce("m.null", 0, 0, F32, [4])
     assert e.value.code == "INVALID_ARGUMENT"
-    assert isinstance(e.value, RuntimeError)
+    assert isinstance(e.value, troika.TroikaError) and isinstance(e.value, ValueError)
+    with pytest.raises(troika.InvalidArgumentError):  # the blocking form alike
+        ctx.allreduce_wait("m.null", 0, 0, F32, [4])
+    # A name in flight on this rank: DuplicateNameError, a TroikaError and a ValueError.
+    buf = floats([1.0])
+    if ctx.rank == 0:  # surely in flight: the others submit it only after the barrier
+        h = ctx.allreduce("m.dup", addr(buf), addr(buf), F32, [1], op=_troika.SUM)
+        with pytest.raises(troika.DuplicateNameError) as e:
+            ctx.allreduce("m.dup", addr(buf), addr(buf), F32, [1])
+        assert e.value.code == "ALREADY_EXISTS"
+        assert isinstance(e.value, troika.TroikaError) and isinstance(e.value, ValueError)
+    ctx.barrier().wait()
+    if ctx.rank != 0:
+        h = ctx.allreduce("m.dup", addr(buf), addr(buf), F32, [1], op=_troika.SUM)
+    h.wait()
+    assert list(buf) == [float(ctx.size)]
 
 
 def test_wait_from_other_threads(ctx):

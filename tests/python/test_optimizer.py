@@ -79,7 +79,7 @@ def test_a_failed_gradient_raises_once_the_others_are_done_and_training_goes_on(
     ((a.sum() + b.sum() + c.sum()) * rank_factor).backward()
     with pytest.raises(hvd.HorovodInternalError) as err:
         opt.step()
-    assert "DistributedOptimizer.grad.b" in str(err.value)
+    assert "'allreduce.b'" in str(err.value)  # the name Horovod gives it
     assert torch.equal(a.grad, torch.full((4,), mean_factor))
     assert torch.equal(c.grad, torch.full((5,), mean_factor))
     assert not opt._in_flight

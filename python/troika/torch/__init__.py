@@ -18,9 +18,9 @@ import warnings
 import torch
 
 import troika as _troika_pkg
-from troika import (TroikaError, ProcessSet, global_process_set, add_process_set,  # noqa: F401
-                    remove_process_set, init, is_initialized, size, rank, local_size,
-                    local_rank, cross_size, cross_rank)
+from troika import (TroikaError, DuplicateNameError, InvalidArgumentError,  # noqa: F401
+                    ProcessSet, global_process_set, add_process_set, remove_process_set, init,
+                    is_initialized, size, rank, local_size, local_rank, cross_size, cross_rank)
 from troika import _troika
 from troika.torch import autograd as _autograd
 
@@ -33,6 +33,18 @@ Average = _troika.AVERAGE
 Min = _troika.MIN
 Max = _troika.MAX
 Product = _troika.PRODUCT
+# Horovod's Adasum: a name only. Troika has no Adasum reduction; an operation given it raises
+# NotImplementedError (a RuntimeError, as Horovod's own refusal is) naming the alternatives.
+Adasum = "Adasum"
+
+
+def _check_op(op):
+    """`op` for the core, or NotImplementedError for Adasum."""
+    if op is Adasum:
+        raise NotImplementedError(
+            "troika.torch: op=Adasum is not supported (Troika implements no Adasum reduction; "
+            "Horovod itself runs it only with MPI or NCCL builds): use op=Average or op=Sum")
+    return op
 
 _DTYPES = {
     torch.uint8: _troika.DTYPES["uint8"],
@@ -162,7 +174,9 @@ def _ps_id(process_set):
 
 
 def _name(kind, name, ps_id):
-    return name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+    """The name an operation is negotiated under, as Horovod's: "<kind>.<name>", or a generated
+    "<kind>.noname.<N>" for an unnamed one."""
+    return kind + "." + name if name is not None else _troika_pkg._generated_name(kind, ps_id)
 
 
 def _shape(tensor):
@@ -177,7 +191,7 @@ def _op(op, average):
     """Horovod's rule: `op` wins, the deprecated `average` maps to Average/Sum, and the default
     is Average."""
     if average is None:
-        return Average if op is None else op
+        return Average if op is None else _check_op(op)
     if op is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
@@ -209,10 +223,13 @@ def _result_from(native, dtype, device):
 
 
 def poll(handle):
-    """True once the operation of `handle` finished; synchronize() then returns at once."""
+    """True once the operation of `handle` finished; synchronize() then returns at once.
+    ValueError for a handle never returned or already synchronized, as Horovod's."""
     with _handles_lock:
         pending = _handles.get(handle)
-    return True if pending is None else pending.native.poll()
+    if pending is None:
+        raise ValueError("poll: handle %r was not created or has been cleared" % (handle,))
+    return pending.native.poll()
 
 
 def _complete(pending):
@@ -283,7 +300,7 @@ def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, 
     else:  # in place, through a contiguous copy if `output` is not contiguous
         target = output if output.is_contiguous() else source
     _troika_pkg.context().allreduce_wait(
-        name if name is not None else _troika_pkg._generated_name("allreduce", ps_id),
+        _name("allreduce", name, ps_id),
         source.data_ptr(), target.data_ptr(), dt, source.shape, op,
         prescale_factor, postscale_factor, ps_id)
     if output is None:
@@ -333,6 +350,29 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                               process_set)
     return _complete(_allreduce(tensor, tensor, name, op, prescale_factor, postscale_factor,
                                 process_set))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Reduces a sparse COO `tensor` (Average or Sum) as Horovod does: every rank's indices and
+    values are allgathered (as "<name>.indices" and "<name>.values"); returns a function that
+    waits and gives the sparse result (values divided by the set's size for Average;
+    duplicate indices are left uncoalesced, summing wherever the tensor is read)."""
+    if op not in (Average, Sum):
+        raise NotImplementedError("sparse_allreduce_async reduces with Average or Sum only, "
+                                  "not %r" % (op,))
+    t = tensor.coalesce() if not tensor.is_coalesced() else tensor
+    indices = allgather_async(t._indices().t().contiguous(), name="%s.indices" % name,
+                              process_set=process_set)
+    values = allgather_async(t._values(), name="%s.values" % name, process_set=process_set)
+
+    def result():
+        v = synchronize(values)
+        i = synchronize(indices)
+        if op == Average:
+            v = v / process_set.size()
+        return torch.sparse_coo_tensor(i.t(), v, t.size())
+
+    return result
 
 
 # ----------------------------------------------------------------------------- allgather
@@ -427,6 +467,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     if splits is None:
         split_list = []
     elif isinstance(splits, torch.Tensor):
+        if splits.dtype not in (torch.int32, torch.int64):
+            raise ValueError("alltoall: splits must hold integers (torch.int32, as Horovod's), "
+                             "not %s" % splits.dtype)
         split_list = [int(s) for s in splits.tolist()]
     else:
         split_list = [int(s) for s in splits]
@@ -469,6 +512,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Reduces `tensor` across the set (Average or Sum) and scatters dim 0: the set's i-th
     rank receives its block of rows (the first dim0 % n ranks one row more). Returns a handle."""
     ps_id = _ps_id(process_set)
+    _check_op(op)
     dt = _dtype(tensor)
     device, stream = _device(tensor)
     source = tensor.contiguous()
@@ -534,38 +578,71 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's `obj` (pickled), on every rank."""
-    base = name if name is not None else type(obj).__name__
+    """root_rank's `obj` (pickled), on every rank. Negotiated as "<name>.size" and
+    "<name>.data" (default name "broadcast_object": unlike Horovod's default, the type name of
+    `obj`, it is the same on every rank whatever the others pass, e.g. None)."""
+    base = name if name is not None else "broadcast_object"
     if rank() == root_rank:
         payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
         payload = None
         length = torch.zeros(1, dtype=torch.int64)
-    broadcast_(length, root_rank, name=base + ".size" if name else None,
-               process_set=process_set)
+    broadcast_(length, root_rank, name=base + ".size", process_set=process_set)
     if payload is None:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=base + ".data" if name else None,
-               process_set=process_set)
+    broadcast_(payload, root_rank, name=base + ".data", process_set=process_set)
     return obj if rank() == root_rank else pickle.loads(payload.numpy().tobytes())
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
-    """Makes every rank's optimizer state (hyperparameters and per-parameter state) root_rank's."""
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
+    """Makes every rank's optimizer state (hyperparameters and per-parameter state) root_rank's.
+
+    As Horovod's: an optimizer with no state yet has it made first (a zero gradient for every
+    parameter that needs one — sparse for SparseAdam, and for SGD on the sparse embeddings of
+    `model` — then one step of the wrapped optimizer, without allreduce), so every parameter
+    needing a gradient has one afterwards. torch.optim.LBFGS raises ValueError."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if not optimizer.state_dict()["state"]:
+        _initialize_optimizer_state(optimizer, model)
     state = broadcast_object(optimizer.state_dict() if rank() == root_rank else None,
                              root_rank, process_set=process_set)
     if rank() != root_rank:
         optimizer.load_state_dict(state)
 
 
+def _initialize_optimizer_state(optimizer, model):
+    sparse = set()
+    if model is not None:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Embedding) and m.sparse:
+                sparse.update(id(p) for p in m.parameters())
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam) or (
+                        isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                    p.grad = p.grad.to_sparse()
+    # The wrapped optimizer's own step: DistributedOptimizer.step would allreduce, which every
+    # rank would have to do at once.
+    if isinstance(optimizer, _optimizer._DistributedMixin):
+        super(_optimizer._DistributedMixin, optimizer).step()
+    else:
+        optimizer.step()
+
+
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's `obj` (pickled), as a list in rank order."""
+    """Every rank's `obj` (pickled), as a list in rank order. Negotiated as "<name>.sizes" and
+    "<name>.data" (default name "allgather_object": named, as Horovod's are, so that it matches
+    across ranks whatever unnamed operations one rank ran alone before; Horovod's default is
+    the type name of `obj`, which must then be the same on every rank)."""
+    base = name if name is not None else "allgather_object"
     data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64),
-                      name=None if name is None else name + ".sizes", process_set=process_set)
-    gathered = allgather(data, name=None if name is None else name + ".data",
-                         process_set=process_set)
+    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=base + ".sizes",
+                      process_set=process_set)
+    gathered = allgather(data, name=base + ".data", process_set=process_set)
     out, offset = [], 0
     for n in sizes.tolist():
         out.append(pickle.loads(gathered[offset:offset + n].numpy().tobytes()))
@@ -581,6 +658,7 @@ from troika.torch.basics import (  # noqa: E402,F401
 from troika import is_homogeneous  # noqa: E402,F401
 
 
+from troika.torch import optimizer as _optimizer  # noqa: E402
 from troika.torch.optimizer import DistributedOptimizer  # noqa: E402,F401
 from troika.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from troika.torch.grouped import (grouped_allreduce, grouped_allreduce_async,  # noqa: E402,F401

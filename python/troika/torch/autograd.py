@@ -5,17 +5,18 @@ The out-of-place forms (``allreduce``, ``grouped_allreduce``, ``allgather``, ``b
 returns) give a result that is differentiable with respect to their input when that input
 requires grad and grad mode was on at submission. The in-place ``_`` forms are not differentiable.
 
-Gradients (the loss being the sum of every rank's loss; each rank backpropagates its own):
+Gradients follow Horovod's conventions exactly (each rank backpropagates its own loss; they
+are Horovod's choices, not every one the derivative of a single global loss):
 
 - allreduce: an allreduce of the gradient with the same op and scales (Average averages,
-  Sum sums). For Min, Max and Product this is Horovod's convention (the same op applied to the
-  gradients), not the derivative of the reduction.
+  Sum sums). For Min, Max and Product too: the same op applied to the gradients.
 - grouped_allreduce: a grouped allreduce of the gradients, as above tensor by tensor.
-- allgather: this rank's rows of the gradient summed across the ranks.
-- broadcast: the gradient summed across the ranks, on the root; zeros elsewhere.
+- allgather (and each tensor of grouped_allgather): this rank's rows of the gradient averaged
+  across the ranks.
+- broadcast: the gradient averaged across the ranks, on the root; zeros elsewhere.
 - alltoall: the reverse alltoall of the gradient (each rank sends back the rows it received).
-- reducescatter: the gradients allgathered (times the scales, divided by the set's size for
-  Average).
+- reducescatter (and each tensor of grouped_reducescatter): the gradients allgathered, times
+  the set's size for Sum (not for Average), times the prescale and the postscale.
 
 The backward passes submit collectives (unnamed: generated names), so every rank of the set
 must run backward through the same operations in the same order, as with Horovod.
@@ -121,10 +122,10 @@ class Allgather(torch.autograd.Function):
     def backward(ctx, grad):
         hvd = _hvd()
         ps = ctx.process_set
-        summed = hvd.allreduce(grad.contiguous(), op=hvd.Sum, process_set=ps)
+        averaged = hvd.allreduce(grad.contiguous(), op=hvd.Average, process_set=ps)
         rows = hvd.allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ps)
         offset = int(rows[:ps.rank()].sum().item())
-        return summed.narrow(0, offset, ctx.rows), None, None
+        return averaged.narrow(0, offset, ctx.rows), None, None
 
 
 class Broadcast(torch.autograd.Function):
@@ -137,10 +138,10 @@ class Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         hvd = _hvd()
-        summed = hvd.allreduce(grad.contiguous(), op=hvd.Sum, process_set=ctx.process_set)
+        averaged = hvd.allreduce(grad.contiguous(), op=hvd.Average, process_set=ctx.process_set)
         if hvd.rank() != ctx.root_rank:
-            summed = torch.zeros_like(summed)
-        return summed, None, None, None
+            averaged = torch.zeros_like(averaged)
+        return averaged, None, None, None
 
 
 class Alltoall(torch.autograd.Function):
@@ -161,16 +162,15 @@ class Alltoall(torch.autograd.Function):
 class Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, box, op, prescale_factor, postscale_factor, process_set):
-        ctx.scale = prescale_factor * postscale_factor
-        if op == _hvd().Average:
-            ctx.scale /= process_set.size()
+        ctx.scales = (process_set.size() if op == _hvd().Sum else 1, prescale_factor,
+                      postscale_factor)
         ctx.process_set = process_set
         return box.value
 
     @staticmethod
     def backward(ctx, grad):
-        hvd = _hvd()
-        g = hvd.allgather(grad.contiguous(), process_set=ctx.process_set)
-        if ctx.scale != 1.0:
-            g = g * ctx.scale
+        for s in ctx.scales:  # one at a time, in Horovod's order (so rounding is the same)
+            if s != 1:
+                grad = grad * s
+        g = _hvd().allgather(grad.contiguous(), process_set=ctx.process_set)
         return g, None, None, None, None, None

@@ -2,7 +2,10 @@
 
 Troika has one CPU data plane, gloo (TCP), always built and used; no MPI, DDL, oneCCL or ROCm.
 Its GPU data plane (CUDA + NCCL) is built when the build found them (docs/gpu.md):
-``nccl_built()`` and ``cuda_built()`` say whether this build has it.
+``cuda_built()`` says whether this build has it and ``nccl_built()`` gives, as Horovod's, the
+NCCL version code it was built with (e.g. 22809 for 2.28.9), or 0. The return types are
+Horovod's: bool but for nccl_built's int; ``mpi_threads_supported()`` raises ValueError, as
+Horovod's does where MPI is not enabled.
 
 Timelines: Troika's coordinator writes one timeline per job, merging every rank onto its clock
 (docs/timeline.md). It is asked at launch (``troikarun --timeline FILE``, or
@@ -18,8 +21,9 @@ from troika import TroikaError
 
 try:  # written by the build (python/CMakeLists.txt)
     from troika._build_info import GPU_PLANE_BUILT as _GPU_PLANE_BUILT
+    from troika._build_info import NCCL_VERSION as _NCCL_VERSION
 except ImportError:  # pragma: no cover - a tree without the generated file
-    _GPU_PLANE_BUILT = None
+    _GPU_PLANE_BUILT = _NCCL_VERSION = None
 
 
 class TimelineNotAvailable(TroikaError, NotImplementedError):
@@ -52,11 +56,11 @@ def stop_timeline():
     raise _timeline_error("stop_timeline()")
 
 
-def _gpu_plane_built():
-    if _GPU_PLANE_BUILT is None:
+def _built(value):
+    if value is None:
         raise TroikaError("troika/_build_info.py is missing: this troika package was not made "
                           "by Troika's build, so whether its GPU data plane is built is unknown")
-    return bool(_GPU_PLANE_BUILT)
+    return value
 
 
 def gloo_built():
@@ -78,17 +82,20 @@ def mpi_enabled():
 
 
 def mpi_threads_supported():
-    return False
+    """Raises ValueError, as Horovod's does where MPI is not enabled (Troika has no MPI)."""
+    raise ValueError("Horovod MPI is not enabled; Troika has no MPI data plane (its CPU data "
+                     "plane is gloo: gloo_enabled())")
 
 
 def nccl_built():
-    """True if this build has the GPU data plane (CUDA + NCCL)."""
-    return _gpu_plane_built()
+    """The NCCL version code this build's GPU data plane was built with (e.g. 22809 for
+    2.28.9), as Horovod's; 0 without the GPU data plane."""
+    return int(_built(_NCCL_VERSION))
 
 
 def cuda_built():
     """True if this build has the GPU data plane (CUDA + NCCL)."""
-    return _gpu_plane_built()
+    return bool(_built(_GPU_PLANE_BUILT))
 
 
 def rocm_built():

@@ -15,8 +15,9 @@ error.
   submitted all of them, and each is checked here first. They are not fused with one
   another (each is its own collective, back to back).
 
-Names: the group's ``name`` (default: a generated ``grouped_<op>.noname.<N>``, deterministic
-across ranks); its i-th tensor is negotiated as ``<name>.<i>``.
+Names: the group is negotiated as ``grouped_<op>.<name>`` (as Horovod's; without a name, a
+generated ``grouped_<op>.noname.<N>``, deterministic across ranks); its i-th tensor as
+``<that>.<i>``.
 """
 
 import torch
@@ -61,7 +62,7 @@ def _start_group(kind, tensors, name, process_set):
     names it: (the tensors as a list, process set id, group name, device, ready stream)."""
     ps_id = _hvd._ps_id(process_set)
     tensors = _check_group(tensors)
-    group = name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+    group = _hvd._name(kind, name, ps_id)
     device, stream = _hvd._device(tensors[0]) if tensors else (-1, 0)
     return tensors, ps_id, group, device, stream
 
@@ -189,6 +190,7 @@ def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
                                 postscale_factor=1.0):
     """Reducescatters each tensor of the list (Average or Sum) as one group; one handle whose
     synchronize() gives the list of this rank's blocks."""
+    _hvd._check_op(op)
     tensors, ps_id, group, device, stream = _start_group("grouped_reducescatter", tensors, name,
                                                          process_set)
     outs = [_hvd._reducescatter_output(t, process_set) for t in tensors]

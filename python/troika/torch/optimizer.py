@@ -37,19 +37,24 @@ class _DistributedMixin:
         params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
             named = list(named_parameters)
-            if any(not isinstance(n, tuple) for n in named):
-                raise ValueError("named_parameters should be a sequence of (name, parameter) "
-                                 "tuples, as model.named_parameters() gives")
-            names = [n for n, _ in named]
-            if len(set(names)) != len(names):
-                raise ValueError("named_parameters has duplicate names")
-            self._names = {p: n for n, p in named}
-            unnamed = [p for p in params if p not in self._names]
-            if unnamed:
-                raise ValueError("named_parameters lacks %d of the optimizer's parameters"
-                                 % len(unnamed))
-        else:
-            self._names = {p: "param.%d" % i for i, p in enumerate(params)}
+        else:  # Horovod's names, the same on every rank
+            named = [("allreduce.noname.%d.%d" % (i, j), p)
+                     for i, group in enumerate(self.param_groups)
+                     for j, p in enumerate(group["params"])]
+        if any(not isinstance(n, tuple) for n in named):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters()")
+        names = [n for n, _ in named]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError("Parameter names in named_parameters must be unique. Found "
+                             "duplicates: %s" % ", ".join(duplicates))
+        # Parameter -> its name (Horovod's attribute, which scripts and tests read).
+        self._parameter_names = self._names = {p: n for n, p in named}
+        unnamed = [p for p in params if p not in self._names]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but %d of the optimizer's "
+                             "parameters were not named" % len(unnamed))
         self._requires_update = [p for p in params if p.requires_grad]
         self._sparse_as_dense = bool(sparse_as_dense)
         # Per parameter needing a gradient: its state (_Grad), in the optimizer's order. The
@@ -64,10 +69,17 @@ class _DistributedMixin:
             self._grad_of[p].group = group
         self._group_ready = {g: 0 for g in set(self._groups_of.values())}
         self._in_flight = []  # the _Grads submitted since the last synchronize, in order
+        # Parameters whose sparse gradient was made dense (sparse_as_dense): made sparse again
+        # once averaged, for optimizers that take only sparse ones (SparseAdam), as Horovod does.
+        self._densified = set()
         self._synchronized = False
         self._skip_synchronize = False
         self._grad_accumulators = []
-        self._register_hooks()
+        # A rank outside the process set averages nothing: step() applies its own gradients
+        # (as Horovod's).
+        self._member = process_set.included()
+        if self._member:
+            self._register_hooks()
 
     def _register_hooks(self):
         for g in self._grads:
@@ -99,6 +111,7 @@ class _DistributedMixin:
             p.grad = torch.zeros_like(p)
         elif p.grad.is_sparse and self._sparse_as_dense:
             p.grad = p.grad.to_dense()
+            self._densified.add(p)
         return p.grad
 
     def _submitted(self, g, wait, finish):
@@ -118,7 +131,7 @@ class _DistributedMixin:
                     "allreduces dense gradients; pass sparse_as_dense=True" % self._names[p])
         compressed = [self._compression.compress(g) for g in grads]
         handle = hvd.grouped_allreduce_async_(
-            [w for w, _ in compressed], name="DistributedOptimizer.group." + self._names[group[0]],
+            [w for w, _ in compressed], name=self._names[group[0]],
             op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
         wait = functools.partial(hvd.synchronize, handle)
@@ -133,27 +146,14 @@ class _DistributedMixin:
         return finish
 
     def _submit_sparse(self, g):
-        """A sparse gradient (sparse_as_dense=False): every rank's indices and values are
-        allgathered and the result is their sparse sum (divided by the set's size for
-        Average), as Horovod does."""
-        hvd = self._hvd
-        if self._op not in (hvd.Average, hvd.Sum):
-            raise NotImplementedError("sparse gradients are reduced with Average or Sum only; "
-                                      "pass sparse_as_dense=True")
+        """A sparse gradient (sparse_as_dense=False): hvd.sparse_allreduce_async, every rank's
+        indices and values allgathered, as Horovod does."""
         p = g.param
-        grad = p.grad.coalesce()
-        handle = hvd.grouped_allgather_async(
-            [grad._indices().t().contiguous(), grad._values().contiguous()],
-            name=g.wire_name + ".sparse", process_set=self._process_set)
-        average = self._op == hvd.Average
-        n = self._process_set.size()
+        wait = self._hvd.sparse_allreduce_async(p.grad, g.name, self._op, self._process_set)
 
-        def finish(results):
-            indices, values = results
-            if average:
-                values = values / n
-            p.grad = torch.sparse_coo_tensor(indices.t(), values, grad.size())
-        self._submitted(g, functools.partial(hvd.synchronize, handle), finish)
+        def finish(result):
+            p.grad = result
+        self._submitted(g, wait, finish)
 
     def _submit(self, g):
         if self._dense_grad(g.param).is_sparse:
@@ -162,7 +162,7 @@ class _DistributedMixin:
         grad = g.param.grad
         wire, ctx = self._compression.compress(grad)
         # Straight to the submission, without hvd.allreduce_async_'s handle registry.
-        pending = self._hvd._allreduce(wire, wire, g.wire_name, self._op, self._prescale,
+        pending = self._hvd._allreduce(wire, wire, g.name, self._op, self._prescale,
                                        self._postscale, self._process_set)
         wait = functools.partial(self._hvd._complete, pending)
         self._submitted(g, wait, _nothing if wire is grad else self._decompress_into(g.param, ctx))
@@ -178,6 +178,9 @@ class _DistributedMixin:
         e.g. of parameters unused this step) and writes the averaged gradients to .grad.
         If one fails, the others are still waited for (they use the gradients' memory), then
         the first error is raised."""
+        if not self._member:
+            self._synchronized = True
+            return
         for g in self._grads:
             if g.pending is None:
                 if g.group is None:
@@ -202,6 +205,9 @@ class _DistributedMixin:
             self._troika_reset()
         if error is not None:
             raise error
+        for p in self._densified:
+            p.grad = p.grad.to_sparse()
+        self._densified.clear()
         self._synchronized = True
 
     def _troika_reset(self):
@@ -235,9 +241,13 @@ class _DistributedMixin:
                 warnings.warn("optimizer.step() in skip_synchronize() without a prior "
                               "optimizer.synchronize(): gradients are this rank's own")
         else:
-            if self._synchronized and not self._in_flight:
-                warnings.warn("optimizer.step() after optimizer.synchronize() without "
-                              "skip_synchronize(): gradients are averaged again")
+            if self._synchronized:  # Horovod's warning, word for word (scripts grep for it)
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
         return super().step(closure)
@@ -254,12 +264,11 @@ class _DistributedMixin:
 class _Grad:
     """One parameter's gradient in DistributedOptimizer."""
 
-    __slots__ = ("param", "name", "wire_name", "remaining", "group", "pending")
+    __slots__ = ("param", "name", "remaining", "group", "pending")
 
     def __init__(self, param, name, passes):
         self.param = param
-        self.name = name
-        self.wire_name = "DistributedOptimizer.grad." + name  # its allreduce's name
+        self.name = name  # its allreduce is negotiated as "allreduce.<name>", as Horovod's
         self.remaining = passes  # backward passes until it is submitted
         self.group = None  # its group (a tuple of parameters), if groups were given
         self.pending = None  # (wait, finish) while in flight
@@ -317,7 +326,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     isinstance checks keep working) sharing its parameters, groups and state.
 
     named_parameters: model.named_parameters(), naming each gradient's allreduce (default:
-    "param.<index>" in the optimizer's order, the same on every rank). compression:
+    Horovod's "allreduce.noname.<group>.<index>", the same on every rank); the names are in
+    the returned optimizer's ``_parameter_names`` (parameter -> name), as Horovod's. compression:
     Compression.none (default), .fp16 or .bf16. backward_passes_per_step: backward passes
     accumulated locally before the allreduce. op: Average (default), Sum, ...
     gradient_predivide_factor: with Average, gradients are divided by it before the sum and
