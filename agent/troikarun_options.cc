@@ -53,7 +53,8 @@ Options:
   --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
                            trace of every tensor's negotiation and every rank's phases,
                            docs/timeline.md) to FILE for the whole run; default
-                           $HOROVOD_TIMELINE if set (as horovodrun), else none
+                           $HOROVOD_TIMELINE if set (as horovodrun; DYNAMIC, horovodrun's
+                           word for timelines started later, writes none), else none
   --job NAME               job name; default troikarun-<pid of troikarun>
   --attach_timeout DURATION  how long every rank of the job has to attach (its agent started,
                            the other nodes reached); an elastic job goes on without ranks that
@@ -100,7 +101,9 @@ those still running after the grace period, and prints why ("troika-agent: job a
 rank 2 on HOST exited with code 1"). troikarun then prints a one-line summary naming the
 cause. SIGINT or SIGTERM sent to troikarun is forwarded to every agent, which forwards it to
 its ranks, with the same SIGKILL after the grace period; a second SIGINT or SIGTERM sends
-SIGKILL at once. Ranks exiting 0 are never a failure.
+SIGKILL at once. Ranks exiting 0 are never a failure. Ranks that shut down may join the
+job again in the same processes (init after shutdown, as with horovodrun --gloo; not with
+--min-np): it forms anew once every rank joined again (docs/agent.md).
 
 Exit status:
   0      every rank exited with code 0
@@ -216,8 +219,9 @@ HorovodEnvironment HorovodEnvironment::FromProcess() {
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
                                                     const HorovodEnvironment& horovod) {
   TroikarunOptions options;
-  // horovodrun's variables first: the flags override them.
-  options.timeline = horovod.timeline;
+  // horovodrun's variables first: the flags override them. HOROVOD_TIMELINE=DYNAMIC names no
+  // file: Horovod's ranks start such timelines later (Troika's: troikactl timeline start).
+  if (horovod.timeline != "DYNAMIC") options.timeline = horovod.timeline;
   if (!horovod.fusion_threshold.empty()) {
     absl::Status s =
         ParseFusionThreshold("$HOROVOD_FUSION_THRESHOLD", horovod.fusion_threshold, 1, options);

@@ -77,6 +77,10 @@ TEST(TroikarunOptionsTest, TimelineFromTheFlagOrHorovodTimeline) {
   auto none = Parse({"-np", "2", "--", "x"});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->timeline.empty());
+  // horovodrun's HOROVOD_TIMELINE=DYNAMIC (timelines started later from the ranks) is no file.
+  auto dynamic = ParseTroikarunArgs({"-np", "2", "--", "x"}, HorovodTimeline("DYNAMIC"));
+  ASSERT_TRUE(dynamic.ok()) << dynamic.status();
+  EXPECT_TRUE(dynamic->timeline.empty());
   auto remote = ParseTroikarunArgs({"-np", "2", "--coordinator", "h:1", "--", "x"},
                                    HorovodTimeline("env.json"));
   ASSERT_FALSE(remote.ok());
