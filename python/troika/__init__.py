@@ -84,12 +84,23 @@ global_process_set.process_set_id = 0
 _process_sets = {0: global_process_set}
 
 
-def init(process_sets=None):
+def init(comm=None, process_sets=None):
     """Joins the job named by the TROIKA_* environment (set by troikarun or troika-agent).
 
     Blocks until every rank attached. Idempotent. ``process_sets``: ProcessSet objects or rank
-    lists to add at once, as every rank must (see add_process_set).
+    lists to add at once, as every rank must (see add_process_set), or "dynamic" (Horovod's
+    word; every Troika job adds and removes sets at any time). ``comm``, Horovod's MPI
+    communicator or rank list, must be None: Troika has no MPI (ValueError otherwise).
     """
+    if comm is not None and not (isinstance(comm, (list, tuple)) and not comm):  # [] is all
+        raise ValueError("init(comm=...) selects ranks of an MPI communicator, and Troika has no "
+                         "MPI: every rank of the job launched by troikarun or troika-agent joins; "
+                         "use process sets (hvd.add_process_set) for subsets")
+    if isinstance(process_sets, str):
+        if process_sets.lower() != "dynamic":
+            raise ValueError("process_sets must be ProcessSets, rank lists or \"dynamic\", not %r"
+                             % (process_sets,))
+        process_sets = None
     global _context, _homogeneous
     with _lock:
         if _context is None:

@@ -34,6 +34,19 @@ def test_gpu_plane_as_built():
         assert version >= 2700
 
 
+def test_init_takes_horovods_arguments():
+    # init(comm=None, process_sets=None) as Horovod's; the job is joined already (conftest), so
+    # these return at once. An MPI communicator or rank list is refused: Troika has no MPI.
+    hvd.init()
+    hvd.init(comm=[])
+    hvd.init(process_sets="dynamic")
+    with pytest.raises(ValueError, match="no MPI"):
+        hvd.init([0])
+    with pytest.raises(ValueError, match="dynamic"):
+        hvd.init(process_sets="static")
+    assert hvd.is_initialized()
+
+
 def test_version():
     assert troika.__version__ == os.environ["TROIKA_TEST_VERSION"]
 
