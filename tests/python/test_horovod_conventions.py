@@ -333,6 +333,9 @@ def test_broadcast_optimizer_state_makes_state_and_gradients_first():
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     assert model.a.grad is None
     assert torch.equal(model.b.grad, torch.zeros(4))
+    # Unlike Horovod's, the state's first step left the parameters root_rank's (weight decay
+    # would have moved them).
+    assert torch.equal(model.b.detach(), torch.arange(4.0))
     buf = opt.state_dict()["state"][1]["momentum_buffer"]
     assert hvd.allgather_object(buf.tolist()) == [buf.tolist()] * hvd.size()
     with pytest.raises(ValueError, match="LBFGS"):

@@ -9,6 +9,12 @@ than 1 raise TroikaError (INVALID_ARGUMENT). CPU tensors; CUDA tensors need a Tr
 its GPU data plane (without it the operation fails with TroikaError FAILED_PRECONDITION).
 Non-contiguous tensors are copied to contiguous ones (in-place operations copy the result
 back).
+
+Errors: an operation refused at submission raises at the call, as Horovod's do (a name already
+in flight on this rank: DuplicateNameError; invalid arguments: InvalidArgumentError; both are
+TroikaErrors and ValueErrors); one that fails later raises from synchronize() (or the blocking
+call) as HorovodInternalError, i.e. TroikaError. Operations are negotiated under Horovod's
+names, "<kind>.<name>" (docs/horovod-compat.md).
 """
 
 import pickle
@@ -601,7 +607,8 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     As Horovod's: an optimizer with no state yet has it made first (a zero gradient for every
     parameter that needs one — sparse for SparseAdam, and for SGD on the sparse embeddings of
     `model` — then one step of the wrapped optimizer, without allreduce), so every parameter
-    needing a gradient has one afterwards. torch.optim.LBFGS raises ValueError."""
+    needing a gradient has one afterwards. Unlike Horovod's, that step leaves the parameters as
+    they were (weight decay would move them off root_rank's). LBFGS raises ValueError."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     if not optimizer.state_dict()["state"]:
@@ -618,19 +625,23 @@ def _initialize_optimizer_state(optimizer, model):
         for m in model.modules():
             if isinstance(m, torch.nn.Embedding) and m.sparse:
                 sparse.update(id(p) for p in m.parameters())
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if p.requires_grad:
-                p.grad = torch.zeros_like(p)
-                if isinstance(optimizer, torch.optim.SparseAdam) or (
-                        isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
-                    p.grad = p.grad.to_sparse()
+    params = [p for group in optimizer.param_groups for p in group["params"]
+              if p.requires_grad]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+        if isinstance(optimizer, torch.optim.SparseAdam) or (
+                isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+            p.grad = p.grad.to_sparse()
+    saved = [p.detach().clone() for p in params]
     # The wrapped optimizer's own step: DistributedOptimizer.step would allreduce, which every
     # rank would have to do at once.
     if isinstance(optimizer, _optimizer._DistributedMixin):
         super(_optimizer._DistributedMixin, optimizer).step()
     else:
         optimizer.step()
+    with torch.no_grad():
+        for p, before in zip(params, saved):
+            p.copy_(before)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
