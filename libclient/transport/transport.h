@@ -33,7 +33,8 @@ class Transport {
                                                                 Store& store) = 0;
 };
 
-// "gloo" (TCP) or "memory" (ranks are threads of one process; see memory_transport.h).
+// "gloo" (TCP), "shm" (shared memory; every rank on one host; see shm/shm_transport.h) or
+// "memory" (ranks are threads of one process; see memory_transport.h).
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name);
 
 }  // namespace troika::transport

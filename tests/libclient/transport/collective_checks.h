@@ -2,7 +2,9 @@
 // Transport-independent conformance checks for Communicator implementations: every rank of
 // a group runs as a thread, every collective is checked element by element against a
 // reference computed in double. Each test file connects groups with its own transport and
-// calls these checks from its TEST_Ps. Header-only.
+// calls these checks from its TEST_Ps. The *OnRank variants check one rank, for transports
+// whose ranks are processes (each process calls them with its own communicator).
+// Header-only.
 //
 // The reduction inputs are small integers chosen so that every partial result is exact in
 // every dtype, whatever order a transport reduces in; results are compared for equality.
@@ -122,23 +124,33 @@ inline std::vector<ReduceCase> ReduceCases() {
   return cases;
 }
 
-inline void CheckAllreduce(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
-  const std::vector<ReduceCase> cases = ReduceCases();
+// The results of ReduceCases() in a group of n.
+inline std::vector<TypedBuffer> AllreduceExpected(int n) {
   std::vector<TypedBuffer> expected;
-  for (const ReduceCase& c : cases) expected.push_back(Reference(c.dtype, c.op, n, c.count));
-  OnEveryRank(comms, [&](int r) {
-    for (size_t k = 0; k < cases.size(); ++k) {
-      const ReduceCase& c = cases[k];
-      TypedBuffer data = Input(c.dtype, c.op, r, c.count);
-      const absl::Status status = comms[r]->Allreduce(data.data(), c.count, c.dtype, c.op);
-      ASSERT_TRUE(status.ok()) << status;
-      for (size_t i = 0; i < c.count; ++i) {
-        ASSERT_EQ(data.Get(i), expected[k].Get(i))
-            << TypeOpName(c.dtype, c.op) << " count " << c.count << " rank " << r << " elem " << i;
-      }
+  for (const ReduceCase& c : ReduceCases()) {
+    expected.push_back(Reference(c.dtype, c.op, n, c.count));
+  }
+  return expected;
+}
+
+inline void CheckAllreduceOnRank(Communicator& comm, const std::vector<TypedBuffer>& expected) {
+  const int r = comm.rank();
+  const std::vector<ReduceCase> cases = ReduceCases();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const ReduceCase& c = cases[k];
+    TypedBuffer data = Input(c.dtype, c.op, r, c.count);
+    const absl::Status status = comm.Allreduce(data.data(), c.count, c.dtype, c.op);
+    ASSERT_TRUE(status.ok()) << status;
+    for (size_t i = 0; i < c.count; ++i) {
+      ASSERT_EQ(data.Get(i), expected[k].Get(i))
+          << TypeOpName(c.dtype, c.op) << " count " << c.count << " rank " << r << " elem " << i;
     }
-  });
+  }
+}
+
+inline void CheckAllreduce(Comms& comms) {
+  const std::vector<TypedBuffer> expected = AllreduceExpected(static_cast<int>(comms.size()));
+  OnEveryRank(comms, [&](int r) { CheckAllreduceOnRank(*comms[r], expected); });
 }
 
 // Per-rank block sizes: uneven with zeros and an odd block, all empty, and large blocks.
@@ -152,14 +164,15 @@ inline std::vector<std::vector<size_t>> BlockPatterns(int n, size_t large) {
   return {uneven, empty, big};
 }
 
-inline void CheckReduceScatter(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
+struct ReduceScatterCase {
+  DataType dtype;
+  ReduceOp op;
+  std::vector<size_t> counts;
+};
+
+inline std::vector<ReduceScatterCase> ReduceScatterCases(int n) {
+  using Case = ReduceScatterCase;
   const auto patterns = BlockPatterns(n, 300007);
-  struct Case {
-    DataType dtype;
-    ReduceOp op;
-    std::vector<size_t> counts;
-  };
   std::vector<Case> cases;
   for (DataType dtype : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
@@ -170,75 +183,95 @@ inline void CheckReduceScatter(Comms& comms) {
   cases.push_back({DataType::kInt8, ReduceOp::kSum, patterns[1]});
   cases.push_back({DataType::kFloat32, ReduceOp::kSum, patterns[2]});
   cases.push_back({DataType::kFloat16, ReduceOp::kMin, patterns[2]});
+  return cases;
+}
+
+// The results of ReduceScatterCases(n).
+inline std::vector<TypedBuffer> ReduceScatterExpected(int n) {
   std::vector<TypedBuffer> expected;
-  for (const Case& c : cases) {
+  for (const ReduceScatterCase& c : ReduceScatterCases(n)) {
     const size_t total = std::accumulate(c.counts.begin(), c.counts.end(), size_t{0});
     expected.push_back(Reference(c.dtype, c.op, n, total));
   }
-  OnEveryRank(comms, [&](int r) {
-    for (size_t k = 0; k < cases.size(); ++k) {
-      const Case& c = cases[k];
-      const size_t total = std::accumulate(c.counts.begin(), c.counts.end(), size_t{0});
-      TypedBuffer data = Input(c.dtype, c.op, r, total);
-      const absl::Status status = comms[r]->ReduceScatter(data.data(), c.counts, c.dtype, c.op);
-      ASSERT_TRUE(status.ok()) << status;
-      const size_t begin = std::accumulate(c.counts.begin(), c.counts.begin() + r, size_t{0});
-      for (size_t i = begin; i < begin + c.counts[r]; ++i) {
-        ASSERT_EQ(data.Get(i), expected[k].Get(i))
-            << TypeOpName(c.dtype, c.op) << " case " << k << " rank " << r << " elem " << i;
-      }
+  return expected;
+}
+
+inline void CheckReduceScatterOnRank(Communicator& comm, const std::vector<TypedBuffer>& expected) {
+  const int r = comm.rank();
+  const std::vector<ReduceScatterCase> cases = ReduceScatterCases(comm.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const ReduceScatterCase& c = cases[k];
+    const size_t total = std::accumulate(c.counts.begin(), c.counts.end(), size_t{0});
+    TypedBuffer data = Input(c.dtype, c.op, r, total);
+    const absl::Status status = comm.ReduceScatter(data.data(), c.counts, c.dtype, c.op);
+    ASSERT_TRUE(status.ok()) << status;
+    const size_t begin = std::accumulate(c.counts.begin(), c.counts.begin() + r, size_t{0});
+    for (size_t i = begin; i < begin + c.counts[r]; ++i) {
+      ASSERT_EQ(data.Get(i), expected[k].Get(i))
+          << TypeOpName(c.dtype, c.op) << " case " << k << " rank " << r << " elem " << i;
     }
-  });
+  }
+}
+
+inline void CheckReduceScatter(Comms& comms) {
+  const std::vector<TypedBuffer> expected = ReduceScatterExpected(static_cast<int>(comms.size()));
+  OnEveryRank(comms, [&](int r) { CheckReduceScatterOnRank(*comms[r], expected); });
 }
 
 inline uint8_t PatternByte(int a, int b, size_t j) {
   return static_cast<uint8_t>((a * 151 + b * 29 + j * 13 + (j >> 8)) ^ 0x5a);
 }
 
-inline void CheckAllgatherv(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
+inline void CheckAllgathervOnRank(Communicator& comm) {
+  const int n = comm.size();
+  const int r = comm.rank();
   auto patterns = BlockPatterns(n, (size_t{1} << 20) / n + 1);
   patterns.push_back(std::vector<size_t>(n, 1));
-  OnEveryRank(comms, [&](int r) {
-    for (const std::vector<size_t>& sizes : patterns) {
-      for (bool in_place : {false, true}) {
-        const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-        const size_t offset = std::accumulate(sizes.begin(), sizes.begin() + r, size_t{0});
-        std::vector<uint8_t> out(total + 1, 0xee), in(sizes[r] + 1);
-        uint8_t* mine = in_place ? out.data() + offset : in.data();
-        for (size_t j = 0; j < sizes[r]; ++j) mine[j] = PatternByte(r, 0, j);
-        const absl::Status status = comms[r]->Allgatherv(mine, out.data(), sizes);
-        ASSERT_TRUE(status.ok()) << status;
-        size_t at = 0;
-        for (int q = 0; q < n; ++q) {
-          for (size_t j = 0; j < sizes[q]; ++j, ++at) {
-            ASSERT_EQ(out[at], PatternByte(q, 0, j))
-                << "rank " << r << " from " << q << " byte " << j << (in_place ? " in place" : "");
-          }
+  for (const std::vector<size_t>& sizes : patterns) {
+    for (bool in_place : {false, true}) {
+      const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+      const size_t offset = std::accumulate(sizes.begin(), sizes.begin() + r, size_t{0});
+      std::vector<uint8_t> out(total + 1, 0xee), in(sizes[r] + 1);
+      uint8_t* mine = in_place ? out.data() + offset : in.data();
+      for (size_t j = 0; j < sizes[r]; ++j) mine[j] = PatternByte(r, 0, j);
+      const absl::Status status = comm.Allgatherv(mine, out.data(), sizes);
+      ASSERT_TRUE(status.ok()) << status;
+      size_t at = 0;
+      for (int q = 0; q < n; ++q) {
+        for (size_t j = 0; j < sizes[q]; ++j, ++at) {
+          ASSERT_EQ(out[at], PatternByte(q, 0, j))
+              << "rank " << r << " from " << q << " byte " << j << (in_place ? " in place" : "");
         }
       }
     }
-  });
+  }
+}
+
+inline void CheckAllgatherv(Comms& comms) {
+  OnEveryRank(comms, [&](int r) { CheckAllgathervOnRank(*comms[r]); });
+}
+
+inline void CheckBroadcastOnRank(Communicator& comm) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{1001}, (size_t{1} << 20) + 7}) {
+    for (int root = 0; root < n; ++root) {
+      if (bytes > 1001 && root != n - 1) continue;  // One large broadcast is enough.
+      std::vector<uint8_t> data(bytes + 1, 0xee);
+      if (r == root) {
+        for (size_t j = 0; j < bytes; ++j) data[j] = PatternByte(root, 1, j);
+      }
+      const absl::Status status = comm.Broadcast(data.data(), bytes, root);
+      ASSERT_TRUE(status.ok()) << status;
+      for (size_t j = 0; j < bytes; ++j) {
+        ASSERT_EQ(data[j], PatternByte(root, 1, j)) << "rank " << r << " root " << root;
+      }
+    }
+  }
 }
 
 inline void CheckBroadcast(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
-  OnEveryRank(comms, [&](int r) {
-    for (size_t bytes : {size_t{0}, size_t{1}, size_t{1001}, (size_t{1} << 20) + 7}) {
-      for (int root = 0; root < n; ++root) {
-        if (bytes > 1001 && root != n - 1) continue;  // One large broadcast is enough.
-        std::vector<uint8_t> data(bytes + 1, 0xee);
-        if (r == root) {
-          for (size_t j = 0; j < bytes; ++j) data[j] = PatternByte(root, 1, j);
-        }
-        const absl::Status status = comms[r]->Broadcast(data.data(), bytes, root);
-        ASSERT_TRUE(status.ok()) << status;
-        for (size_t j = 0; j < bytes; ++j) {
-          ASSERT_EQ(data[j], PatternByte(root, 1, j)) << "rank " << r << " root " << root;
-        }
-      }
-    }
-  });
+  OnEveryRank(comms, [&](int r) { CheckBroadcastOnRank(*comms[r]); });
 }
 
 // Bytes rank s sends to rank d in each alltoallv pattern.
@@ -253,32 +286,35 @@ inline size_t AlltoallBytes(int pattern, int s, int d, int n) {
   }
 }
 
-inline void CheckAlltoallv(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
-  OnEveryRank(comms, [&](int r) {
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      std::vector<size_t> send(n), recv(n);
-      for (int q = 0; q < n; ++q) {
-        send[q] = AlltoallBytes(pattern, r, q, n);
-        recv[q] = AlltoallBytes(pattern, q, r, n);
-      }
-      std::vector<uint8_t> in(std::accumulate(send.begin(), send.end(), size_t{0}) + 1);
-      std::vector<uint8_t> out(std::accumulate(recv.begin(), recv.end(), size_t{0}) + 1, 0xee);
-      size_t at = 0;
-      for (int q = 0; q < n; ++q) {
-        for (size_t j = 0; j < send[q]; ++j) in[at++] = PatternByte(r, q, j);
-      }
-      const absl::Status status = comms[r]->Alltoallv(in.data(), send, out.data(), recv);
-      ASSERT_TRUE(status.ok()) << status;
-      at = 0;
-      for (int q = 0; q < n; ++q) {
-        for (size_t j = 0; j < recv[q]; ++j, ++at) {
-          ASSERT_EQ(out[at], PatternByte(q, r, j))
-              << "pattern " << pattern << " rank " << r << " from " << q << " byte " << j;
-        }
+inline void CheckAlltoallvOnRank(Communicator& comm) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    std::vector<size_t> send(n), recv(n);
+    for (int q = 0; q < n; ++q) {
+      send[q] = AlltoallBytes(pattern, r, q, n);
+      recv[q] = AlltoallBytes(pattern, q, r, n);
+    }
+    std::vector<uint8_t> in(std::accumulate(send.begin(), send.end(), size_t{0}) + 1);
+    std::vector<uint8_t> out(std::accumulate(recv.begin(), recv.end(), size_t{0}) + 1, 0xee);
+    size_t at = 0;
+    for (int q = 0; q < n; ++q) {
+      for (size_t j = 0; j < send[q]; ++j) in[at++] = PatternByte(r, q, j);
+    }
+    const absl::Status status = comm.Alltoallv(in.data(), send, out.data(), recv);
+    ASSERT_TRUE(status.ok()) << status;
+    at = 0;
+    for (int q = 0; q < n; ++q) {
+      for (size_t j = 0; j < recv[q]; ++j, ++at) {
+        ASSERT_EQ(out[at], PatternByte(q, r, j))
+            << "pattern " << pattern << " rank " << r << " from " << q << " byte " << j;
       }
     }
-  });
+  }
+}
+
+inline void CheckAlltoallv(Comms& comms) {
+  OnEveryRank(comms, [&](int r) { CheckAlltoallvOnRank(*comms[r]); });
 }
 
 inline void CheckBarrier(Comms& comms) {
@@ -348,32 +384,34 @@ inline void CheckLonelyCallTimesOut(Comms& comms, absl::Duration timeout) {
 
 // Different collectives back to back, many times: transfers of one must never be matched
 // with another's.
+inline void CheckInterleavedCollectivesOnRank(Communicator& comm) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  for (int iter = 0; iter < 20; ++iter) {
+    int64_t sum = r + iter;
+    ASSERT_TRUE(comm.Allreduce(&sum, 1, DataType::kInt64, ReduceOp::kSum).ok());
+    ASSERT_EQ(sum, static_cast<int64_t>(n) * (n - 1) / 2 + static_cast<int64_t>(n) * iter);
+    std::vector<int32_t> blocks(n, r + 1);
+    const std::vector<size_t> ones(n, 1);
+    ASSERT_TRUE(comm.ReduceScatter(blocks.data(), ones, DataType::kInt32, ReduceOp::kMax).ok());
+    ASSERT_EQ(blocks[r], n);
+    int32_t root_value = r == iter % n ? 1000 + iter : -1;
+    ASSERT_TRUE(comm.Broadcast(&root_value, sizeof(root_value), iter % n).ok());
+    ASSERT_EQ(root_value, 1000 + iter);
+    std::vector<int32_t> ranks(n, -1);
+    const std::vector<size_t> four(n, sizeof(int32_t));
+    ASSERT_TRUE(comm.Allgatherv(&r, ranks.data(), four).ok());
+    for (int q = 0; q < n; ++q) ASSERT_EQ(ranks[q], q);
+    std::vector<int32_t> to(n), from(n, -1);
+    for (int q = 0; q < n; ++q) to[q] = r * 100 + q;
+    ASSERT_TRUE(comm.Alltoallv(to.data(), four, from.data(), four).ok());
+    for (int q = 0; q < n; ++q) ASSERT_EQ(from[q], q * 100 + r);
+    ASSERT_TRUE(comm.Barrier().ok());
+  }
+}
+
 inline void CheckInterleavedCollectives(Comms& comms) {
-  const int n = static_cast<int>(comms.size());
-  OnEveryRank(comms, [&](int r) {
-    for (int iter = 0; iter < 20; ++iter) {
-      int64_t sum = r + iter;
-      ASSERT_TRUE(comms[r]->Allreduce(&sum, 1, DataType::kInt64, ReduceOp::kSum).ok());
-      ASSERT_EQ(sum, static_cast<int64_t>(n) * (n - 1) / 2 + static_cast<int64_t>(n) * iter);
-      std::vector<int32_t> blocks(n, r + 1);
-      const std::vector<size_t> ones(n, 1);
-      ASSERT_TRUE(
-          comms[r]->ReduceScatter(blocks.data(), ones, DataType::kInt32, ReduceOp::kMax).ok());
-      ASSERT_EQ(blocks[r], n);
-      int32_t root_value = r == iter % n ? 1000 + iter : -1;
-      ASSERT_TRUE(comms[r]->Broadcast(&root_value, sizeof(root_value), iter % n).ok());
-      ASSERT_EQ(root_value, 1000 + iter);
-      std::vector<int32_t> ranks(n, -1);
-      const std::vector<size_t> four(n, sizeof(int32_t));
-      ASSERT_TRUE(comms[r]->Allgatherv(&r, ranks.data(), four).ok());
-      for (int q = 0; q < n; ++q) ASSERT_EQ(ranks[q], q);
-      std::vector<int32_t> to(n), from(n, -1);
-      for (int q = 0; q < n; ++q) to[q] = r * 100 + q;
-      ASSERT_TRUE(comms[r]->Alltoallv(to.data(), four, from.data(), four).ok());
-      for (int q = 0; q < n; ++q) ASSERT_EQ(from[q], q * 100 + r);
-      ASSERT_TRUE(comms[r]->Barrier().ok());
-    }
-  });
+  OnEveryRank(comms, [&](int r) { CheckInterleavedCollectivesOnRank(*comms[r]); });
 }
 
 }  // namespace troika::transport::conformance

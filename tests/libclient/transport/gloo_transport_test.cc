@@ -12,56 +12,14 @@
 #include "libclient/transport/memory/in_memory_store.h"
 #include "tests/libclient/transport/collective_checks.h"
 
-// Ranks are threads of this process connected over 127.0.0.1 through an InMemoryStore.
+// Ranks are threads of this process connected over 127.0.0.1 through an InMemoryStore. The
+// collective matrix runs over every transport in collectives_test.cc.
 
 namespace troika::transport {
 namespace {
 
 using conformance::Comms;
 using conformance::ConnectGroup;
-
-class GlooCollectivesTest : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    comms_ = ConnectGroup(transport_, store_, GetParam(), "gloo/0/");
-    ASSERT_EQ(comms_.size(), static_cast<size_t>(GetParam()));
-  }
-
-  GlooTransport transport_;
-  InMemoryStore store_;
-  Comms comms_;
-};
-
-TEST_P(GlooCollectivesTest, AllreduceMatchesReferenceForEveryDtypeOpAndSize) {
-  conformance::CheckAllreduce(comms_);
-}
-
-TEST_P(GlooCollectivesTest, ReduceScatterMatchesReferenceForEveryDtypeOpAndBlockLayout) {
-  conformance::CheckReduceScatter(comms_);
-}
-
-TEST_P(GlooCollectivesTest, AllgathervConcatenatesInRankOrderInAndOutOfPlace) {
-  conformance::CheckAllgatherv(comms_);
-}
-
-TEST_P(GlooCollectivesTest, BroadcastCopiesRootBufferFromEveryRoot) {
-  conformance::CheckBroadcast(comms_);
-}
-
-TEST_P(GlooCollectivesTest, AlltoallvDeliversEveryBlockToItsRank) {
-  conformance::CheckAlltoallv(comms_);
-}
-
-TEST_P(GlooCollectivesTest, BarrierReleasesNoRankBeforeAllArrive) {
-  conformance::CheckBarrier(comms_);
-}
-
-TEST_P(GlooCollectivesTest, InterleavedCollectivesStayInStep) {
-  conformance::CheckInterleavedCollectives(comms_);
-}
-
-INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
-                         [](const auto& info) { return "ranks_" + std::to_string(info.param); });
 
 class GlooTransportTest : public ::testing::Test {
  protected:

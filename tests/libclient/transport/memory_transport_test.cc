@@ -11,55 +11,13 @@
 #include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
 
+// The collective matrix runs over every transport in collectives_test.cc.
+
 namespace troika::transport {
 namespace {
 
 using conformance::Comms;
 using conformance::ConnectGroup;
-
-class MemoryCollectivesTest : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    comms_ = ConnectGroup(*transport_, store_, GetParam(), "memory/0/");
-    ASSERT_EQ(comms_.size(), static_cast<size_t>(GetParam()));
-  }
-
-  // Every rank shares this one object, as the transport requires.
-  std::shared_ptr<MemoryTransport> transport_ = std::make_shared<MemoryTransport>();
-  InMemoryStore store_;
-  Comms comms_;
-};
-
-TEST_P(MemoryCollectivesTest, AllreduceMatchesReferenceForEveryDtypeOpAndSize) {
-  conformance::CheckAllreduce(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, ReduceScatterMatchesReferenceForEveryDtypeOpAndBlockLayout) {
-  conformance::CheckReduceScatter(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, AllgathervConcatenatesInRankOrderInAndOutOfPlace) {
-  conformance::CheckAllgatherv(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, BroadcastCopiesRootBufferFromEveryRoot) {
-  conformance::CheckBroadcast(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, AlltoallvDeliversEveryBlockToItsRank) {
-  conformance::CheckAlltoallv(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, BarrierReleasesNoRankBeforeAllArrive) {
-  conformance::CheckBarrier(comms_);
-}
-
-TEST_P(MemoryCollectivesTest, InterleavedCollectivesStayInStep) {
-  conformance::CheckInterleavedCollectives(comms_);
-}
-
-INSTANTIATE_TEST_SUITE_P(Ranks, MemoryCollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto& info) { return "ranks_" + std::to_string(info.param); });
 
 class MemoryTransportTest : public ::testing::Test {
  protected:
@@ -187,12 +145,13 @@ TEST_F(MemoryTransportTest, PrefixCanBeReusedOnceItsGroupIsComplete) {
   conformance::CheckInterleavedCollectives(second);
 }
 
-TEST(CreateTransportTest, KnowsGlooAndMemoryAndNamesTheChoicesOtherwise) {
+TEST(CreateTransportTest, KnowsGlooShmAndMemoryAndNamesTheChoicesOtherwise) {
   EXPECT_TRUE(CreateTransport("gloo").ok());
+  EXPECT_TRUE(CreateTransport("shm").ok());
   EXPECT_TRUE(CreateTransport("memory").ok());
   const absl::Status status = CreateTransport("nccl").status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("gloo"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("gloo, shm, memory"), std::string::npos) << status;
   EXPECT_NE(status.message().find("'nccl'"), std::string::npos) << status;
 }
 

@@ -1,0 +1,107 @@
+#pragma once
+// ShmSegment: one communicator's POSIX shared-memory segment (shm_open + mmap), its layout,
+// and its name. Internal to the shared-memory data plane (shm_transport.h); the layout is
+// described in docs/shm.md.
+//
+//   Header             magic, rank count, buffer size, the barrier's arrival counter and
+//                      futex word, the abort record (code and reason)
+//   Slot 0   control   pid, barriers passed, alltoallv send sizes (two sets, by phase parity)
+//            buffer 0  kBufferBytes
+//            buffer 1  kBufferBytes
+//   Slot 1 ...         one slot per rank, each 64-byte aligned
+//
+// Each rank writes only its own slot (and the header's shared words, atomically); it reads
+// every slot. The segment is created by rank 0 with O_EXCL under a name no other
+// communicator uses (creator pid and a random nonce) and unlinked as soon as every rank has
+// mapped it; the mapping lives as long as the ShmSegment object.
+//
+// Thread contract: the object is immutable after construction; the shared words are atomics
+// used by every rank (see shm_sync.h).
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace troika::transport::shm_internal {
+
+// Bytes of each of a slot's two buffers: the largest piece of a collective a rank stages at
+// once.
+inline constexpr size_t kBufferBytes = size_t{1} << 20;
+// The names of every segment start with this (and then the creator's pid and a dash).
+inline constexpr char kNamePrefix[] = "/troika-shm-";
+inline constexpr int kMaxRanks = 1024;
+
+inline constexpr uint32_t kAbortBit = 0x80000000u;
+
+struct alignas(64) Header {
+  std::atomic<uint64_t> magic;
+  uint32_t ranks;
+  uint32_t reserved;
+  uint64_t buffer_bytes;
+  uint64_t slot_bytes;
+  uint64_t control_bytes;
+  // The barrier: ranks arrived at the current one, and a futex word whose low 31 bits count
+  // completed barriers and whose top bit (kAbortBit) says the group is aborted.
+  alignas(64) std::atomic<uint32_t> arrived;
+  alignas(64) std::atomic<uint32_t> word;
+  // The abort record: 0 none, 1 being written, 2 written. The first abort wins.
+  alignas(64) std::atomic<uint32_t> abort_state;
+  int32_t abort_code;  // an absl::StatusCode
+  char abort_reason[1024];
+};
+
+// The start of each slot.
+struct alignas(64) SlotControl {
+  std::atomic<int32_t> pid;
+  std::atomic<uint64_t> barriers;  // barriers this rank has entered
+  // Followed by uint64_t send_sizes[2][ranks] (alltoallv), by phase parity.
+};
+
+class ShmSegment {
+ public:
+  // Creates and maps a new segment for `ranks` ranks under a fresh name (INTERNAL with errno's
+  // text when /dev/shm refuses).
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(int ranks);
+  // Maps the existing segment `name` for `ranks` ranks; NOT_FOUND when no such segment exists
+  // (on this host), FAILED_PRECONDITION when it is not a segment for `ranks` ranks.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, int ranks);
+  // Removes the name (the mapping stays); ENOENT (already removed) is not an error.
+  static void Unlink(const std::string& name);
+
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+  ~ShmSegment();
+
+  const std::string& name() const { return name_; }
+  int ranks() const { return ranks_; }
+  Header& header() const { return *reinterpret_cast<Header*>(base_); }
+  SlotControl& control(int rank) const { return *reinterpret_cast<SlotControl*>(Slot(rank)); }
+  // Rank `rank`'s alltoallv send sizes for phase parity `parity` (ranks() entries).
+  uint64_t* send_sizes(int rank, int parity) const {
+    return reinterpret_cast<uint64_t*>(Slot(rank) + sizeof(SlotControl)) + parity * ranks_;
+  }
+  // Rank `rank`'s staging buffer `parity` (kBufferBytes).
+  char* buffer(int rank, int parity) const {
+    return Slot(rank) + control_bytes_ + parity * kBufferBytes;
+  }
+
+ private:
+  ShmSegment(std::string name, int ranks, void* base, size_t bytes);
+  char* Slot(int rank) const {
+    return static_cast<char*>(base_) + sizeof(Header) + rank * slot_bytes_;
+  }
+
+  // Constant after construction.
+  const std::string name_;
+  const int ranks_;
+  void* const base_;
+  const size_t bytes_;
+  const size_t control_bytes_;
+  const size_t slot_bytes_;
+};
+
+}  // namespace troika::transport::shm_internal

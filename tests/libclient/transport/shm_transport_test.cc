@@ -1,0 +1,310 @@
+// The shared-memory transport: its ranks as forked processes (the real cross-process path;
+// the thread matrix runs in collectives_test.cc), abort and death of a peer, and cleanup of
+// /dev/shm.
+
+#include "libclient/transport/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "libclient/transport/memory/in_memory_store.h"
+#include "tests/libclient/transport/collective_checks.h"
+#include "tests/libclient/transport/file_store.h"
+
+namespace troika::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using conformance::Comms;
+using conformance::ConnectGroup;
+
+// The names in /dev/shm of segments created by process `pid`.
+std::vector<std::string> SegmentsOf(pid_t pid) {
+  const std::string prefix = absl::StrCat("troika-shm-", pid, "-");
+  std::vector<std::string> names;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* entry = readdir(dir)) {
+    if (absl::StartsWith(entry->d_name, prefix)) names.push_back(entry->d_name);
+  }
+  closedir(dir);
+  return names;
+}
+
+std::string MakeTempDir() {
+  char path[] = "/tmp/troika-shm-test-XXXXXX";
+  EXPECT_NE(mkdtemp(path), nullptr);
+  return path;
+}
+
+// Ranks as forked processes, connected through a FileStore. Each runs `body` with its
+// communicator and exits 0 if it recorded no test failure (1 if it did, 2 if it could not
+// connect).
+class ProcessGroup {
+ public:
+  ProcessGroup(int n, const std::function<void(Communicator&)>& body,
+               absl::Duration timeout = absl::Seconds(30))
+      : dir_(MakeTempDir()) {
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) RunRank(r, n, body, timeout);
+      pids_.push_back(pid);
+    }
+  }
+
+  const std::vector<pid_t>& pids() const { return pids_; }
+  const std::string& dir() const { return dir_; }
+
+  // Waits for rank r's exit code (-1: still running after `limit`, then killed).
+  int Wait(int r, absl::Duration limit = absl::Seconds(120)) {
+    const absl::Time deadline = absl::Now() + limit;
+    int status = 0;
+    while (waitpid(pids_[r], &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        kill(pids_[r], SIGKILL);
+        waitpid(pids_[r], &status, 0);
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // Every rank's exit code.
+  std::vector<int> WaitAll(absl::Duration limit = absl::Seconds(120)) {
+    std::vector<int> codes;
+    for (size_t r = 0; r < pids_.size(); ++r) codes.push_back(Wait(static_cast<int>(r), limit));
+    return codes;
+  }
+
+ private:
+  [[noreturn]] void RunRank(int r, int n, const std::function<void(Communicator&)>& body,
+                            absl::Duration timeout) {
+    FileStore store(dir_);
+    ShmTransport transport;
+    auto comm = transport.Connect(
+        {.rank = r, .size = n, .store_prefix = "proc/", .timeout = timeout}, store);
+    if (!comm.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, comm.status().ToString().c_str());
+      _exit(2);
+    }
+    body(**comm);
+    comm->reset();
+    std::fflush(stdout);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+
+  const std::string dir_;
+  std::vector<pid_t> pids_;
+};
+
+class ShmProcessCollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmProcessCollectivesTest, EveryCollectiveMatchesReferenceAcrossProcesses) {
+  const int n = GetParam();
+  ProcessGroup group(n, [n](Communicator& comm) {
+    conformance::CheckAllreduceOnRank(comm, conformance::AllreduceExpected(n));
+    conformance::CheckReduceScatterOnRank(comm, conformance::ReduceScatterExpected(n));
+    conformance::CheckAllgathervOnRank(comm);
+    conformance::CheckBroadcastOnRank(comm);
+    conformance::CheckAlltoallvOnRank(comm);
+    conformance::CheckInterleavedCollectivesOnRank(comm);
+  });
+  const std::vector<int> codes = group.WaitAll();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcessCollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return "ranks_" + std::to_string(info.param); });
+
+TEST(ShmProcessTest, KilledRankFailsEverySurvivorWithinFiveSecondsAndLeavesNoSegment) {
+  const int n = 4;
+  const int victim = 2;
+  const std::string ready = MakeTempDir() + "/ready.";
+  ProcessGroup group(n, [&](Communicator& comm) {
+    std::vector<float> data(4 << 20, 1.0f);  // 16 MiB: the kill lands mid-allreduce
+    absl::Status status;
+    for (int round = 0; status.ok(); ++round) {
+      status = comm.Allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      if (round == 0 && status.ok()) std::ofstream(absl::StrCat(ready, comm.rank()));
+    }
+    EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "rank 2 (pid")) << status;
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int r = 0; r < n; ++r) {
+    while (access(absl::StrCat(ready, r).c_str(), F_OK) != 0 && absl::Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  // Connected and running: the name is already gone.
+  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(kill(group.pids()[victim], SIGKILL), 0);
+  EXPECT_EQ(group.Wait(victim), 128 + SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(group.Wait(r, absl::Seconds(10)), 0) << "rank " << r;
+    EXPECT_LT(Clock::now() - killed_at, std::chrono::seconds(5)) << "rank " << r;
+  }
+  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+}
+
+TEST(ShmProcessTest, AbortInOneProcessWakesAPeerBlockedInAnother) {
+  ProcessGroup group(2, [](Communicator& comm) {
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      comm.Abort();
+      return;
+    }
+    const auto start = Clock::now();
+    float x = 1;
+    const absl::Status status = comm.Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_TRUE(absl::IsCancelled(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "Abort() was called on rank 1")) << status;
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  });
+  EXPECT_EQ(group.WaitAll(), std::vector<int>({0, 0}));
+}
+
+class ShmTransportTest : public ::testing::Test {
+ protected:
+  ShmTransport transport_;
+  InMemoryStore store_;
+};
+
+TEST_F(ShmTransportTest, AbortUnblocksBlockedCallAndFailsLaterCallsFast) {
+  Comms comms = ConnectGroup(transport_, store_, 2, "abort/");
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::CheckAbortUnblocksBlockedCall(comms, /*peer_bound=*/absl::Seconds(1));
+}
+
+TEST_F(ShmTransportTest, AbortWakesEveryWaitingRankAtOnce) {
+  Comms comms = ConnectGroup(transport_, store_, 4, "abort-all/");
+  ASSERT_EQ(comms.size(), 4u);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comms[3]->Abort();
+  });
+  const auto start = Clock::now();
+  std::vector<std::thread> waiters;
+  for (int r = 0; r < 3; ++r) {
+    waiters.emplace_back([&, r] {
+      const absl::Status status = comms[r]->Barrier();
+      EXPECT_TRUE(absl::IsCancelled(status)) << status;
+      EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+    });
+  }
+  for (std::thread& t : waiters) t.join();
+  aborter.join();
+}
+
+TEST_F(ShmTransportTest, LonelyCallTimesOutNamingTheMissingRankAndFailsThePeer) {
+  const absl::Duration timeout = absl::Milliseconds(300);
+  Comms comms = ConnectGroup(transport_, store_, 2, "timeout/", timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  float x = 1;
+  const absl::Status status = comms[0]->Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_TRUE(absl::StrContains(status.message(), "rank 1 did not reach")) << status;
+  // The shared part of CheckLonelyCallTimesOut, on a fresh pair.
+  Comms fresh = ConnectGroup(transport_, store_, 2, "timeout2/", timeout);
+  ASSERT_EQ(fresh.size(), 2u);
+  conformance::CheckLonelyCallTimesOut(fresh, timeout);
+}
+
+TEST_F(ShmTransportTest, HundredCommunicatorsInARowLeaveNothingInDevShm) {
+  for (int i = 0; i < 100; ++i) {
+    Comms comms = ConnectGroup(transport_, store_, 2, absl::StrCat("many/", i, "/"));
+    ASSERT_EQ(comms.size(), 2u);
+    EXPECT_TRUE(SegmentsOf(getpid()).empty()) << "unlinked once every rank mapped it";
+    conformance::OnEveryRank(comms, [&](int r) {
+      int64_t v = r + 1;
+      ASSERT_TRUE(comms[r]->Allreduce(&v, 1, DataType::kInt64, ReduceOp::kSum).ok());
+      EXPECT_EQ(v, 3);
+    });
+  }
+  EXPECT_TRUE(SegmentsOf(getpid()).empty());
+}
+
+TEST_F(ShmTransportTest, FailedConnectLeavesNothingInDevShm) {
+  const auto status = transport_.Connect(
+      {.rank = 0, .size = 2, .store_prefix = "alone/", .timeout = absl::Milliseconds(300)}, store_);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "rank 0 of 2")) << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "rank 1 did not reach"))
+      << status.status();
+  EXPECT_TRUE(SegmentsOf(getpid()).empty());
+}
+
+TEST_F(ShmTransportTest, ConnectTimesOutWhenRankZeroNeverPublishes) {
+  const auto status = transport_.Connect(
+      {.rank = 1, .size = 2, .store_prefix = "no-zero/", .timeout = absl::Milliseconds(200)},
+      store_);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
+}
+
+TEST_F(ShmTransportTest, RankThatCannotOpenTheSegmentSaysEveryRankMustShareAHost) {
+  // What a rank on another host sees: a published name that does not exist here.
+  ASSERT_TRUE(store_.Set("remote/shm/segment", "/troika-shm-1-00000000deadbeef otherhost").ok());
+  const auto status = transport_.Connect({.rank = 1, .size = 2, .store_prefix = "remote/"}, store_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status.status())) << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "every rank on one host"))
+      << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "otherhost")) << status.status();
+}
+
+TEST_F(ShmTransportTest, ConnectRejectsInvalidSpecs) {
+  EXPECT_TRUE(absl::IsInvalidArgument(transport_.Connect({.rank = 1, .size = 1}, store_).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(transport_.Connect({.rank = -1, .size = 2}, store_).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      transport_.Connect({.rank = 0, .size = 1, .timeout = absl::ZeroDuration()}, store_)
+          .status()));
+}
+
+TEST_F(ShmTransportTest, ConnectWritesOnlyUnderTheStorePrefix) {
+  Comms comms = ConnectGroup(transport_, store_, 3, "jobs/7/comm/2/");
+  ASSERT_EQ(comms.size(), 3u);
+  ASSERT_GT(store_.size(), 0u);
+  for (const std::string& key : store_.Keys()) {
+    EXPECT_TRUE(absl::StartsWith(key, "jobs/7/comm/2/")) << key;
+  }
+}
+
+TEST_F(ShmTransportTest, BadArgumentsFailTheCallAndThePeers) {
+  Comms comms = ConnectGroup(transport_, store_, 2, "bad-args/");
+  ASSERT_EQ(comms.size(), 2u);
+  conformance::OnEveryRank(comms, [&](int r) {
+    std::vector<char> in(8), out(8);
+    const std::vector<size_t> send = {1, 2};
+    const std::vector<size_t> recv = {1, r == 1 ? size_t{3} : size_t{2}};  // Rank 1: 3 from 1.
+    const absl::Status status = comms[r]->Alltoallv(in.data(), send, out.data(), recv);
+    EXPECT_FALSE(status.ok());
+    EXPECT_TRUE(absl::StrContains(status.message(), absl::StrCat("rank ", r, " of 2"))) << status;
+    EXPECT_FALSE(comms[r]->Barrier().ok());
+  });
+  char byte = 0;
+  Comms one = ConnectGroup(transport_, store_, 1, "bad-root/");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(absl::IsInvalidArgument(one[0]->Broadcast(&byte, 1, 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(one[0]->Barrier()));
+}
+
+}  // namespace
+}  // namespace troika::transport
