@@ -1,6 +1,8 @@
-// troika-test-check-rank: a rank that checks an allreduce and an allgather against the values
-// every rank must see, prints "check ok" and exits 0, or prints what differed and exits 1.
+// troika-test-check-rank: a rank that checks an allreduce, an allgather and a broadcast against
+// the values every rank must see, prints "check ok" (with its host and data plane) and exits 0,
+// or prints what differed and exits 1.
 
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -47,6 +49,24 @@ int main() {
       if (out[at] != r) return std::fprintf(stderr, "allgather row of rank %d wrong\n", r), 1;
     }
   }
-  std::printf("check ok on rank %d of %d (host %s)\n", rank, size, options->host.c_str());
+  // Broadcast from the last rank, 1 MiB + 3 bytes of its pattern, in place.
+  std::vector<uint8_t> bytes((1 << 20) + 3, 0);
+  const int root = size - 1;
+  auto pattern = [root](size_t i) { return static_cast<uint8_t>((i * 13 + root * 7) ^ (i >> 9)); };
+  if (rank == root) {
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = pattern(i);
+  }
+  if (absl::Status s =
+          c.Broadcast("check/broadcast", bytes.data(), bytes.data(), troika::DataType::kUint8,
+                      {static_cast<int64_t>(bytes.size())}, root)
+              .Wait();
+      !s.ok()) {
+    return std::fprintf(stderr, "broadcast: %s\n", s.ToString().c_str()), 1;
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != pattern(i)) return std::fprintf(stderr, "broadcast byte %zu wrong\n", i), 1;
+  }
+  std::printf("check ok on rank %d of %d (host %s, data plane %s)\n", rank, size,
+              options->host.c_str(), options->transport.c_str());
   return 0;
 }

@@ -65,3 +65,11 @@ foreach(test elastic_test elastic_restart_test)
     EXAMPLE_ELASTIC_BINARY="$<TARGET_FILE:troika-example-elastic>")
   add_dependencies(${test} troikarun troika-agent troika-coordinator troika-example-elastic)
 endforeach()
+
+# The shared-memory data plane (TROIKA_TRANSPORT=shm) through troikarun (docs/shm.md).
+troika_test(shm_data_plane_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_data_plane_test.cc
+  LIBS absl::strings absl::time TIMEOUT 180)
+target_compile_definitions(shm_data_plane_test PRIVATE
+  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
+add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-rank)

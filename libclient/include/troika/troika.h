@@ -77,7 +77,8 @@ struct Options {
   // Address the other ranks reach this rank's data plane at. TROIKA_DATA_HOST; default
   // 127.0.0.1 when every rank of the job is on this host, else `host`.
   std::string data_host;
-  // Data plane: "gloo" (TCP). TROIKA_TRANSPORT; default "gloo".
+  // Data plane: "gloo" (TCP) or "shm" (shared memory; every rank of the job on one host, else
+  // Init fails saying so; docs/shm.md). TROIKA_TRANSPORT; default "gloo".
   std::string transport = "gloo";
   // How long Init waits for the connection to the coordinator (or agent) before failing with
   // UNAVAILABLE naming the address and the cause ("nothing accepts connections there

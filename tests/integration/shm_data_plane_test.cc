@@ -1,0 +1,63 @@
+// The shared-memory data plane end to end: a job through troikarun with
+// TROIKA_TRANSPORT=shm (every rank on this host), its ranks checking allreduce, allgather and
+// broadcast results (troika-test-check-rank), and nothing left in /dev/shm.
+
+#include <dirent.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/launcher_helpers.h"
+
+namespace troika::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Segments in /dev/shm whose creator (the pid in "troika-shm-<pid>-<nonce>") is gone: leaks.
+std::vector<std::string> LeakedSegments() {
+  std::vector<std::string> leaked;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return leaked;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (!absl::StartsWith(name, "troika-shm-")) continue;
+    const std::string rest = name.substr(std::string("troika-shm-").size());
+    int pid = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &pid) || ProcessGone(pid)) {
+      leaked.push_back(name);
+    }
+  }
+  closedir(dir);
+  return leaked;
+}
+
+TEST(ShmDataPlaneTest, FourRanksThroughTroikarunGetCorrectAllreduceAllgatherAndBroadcast) {
+  const std::string dir = MakeScratchDir("shm-data-plane");
+  const CommandResult r = RunShell(
+      absl::StrCat("TROIKA_TRANSPORT=shm exec ", TROIKARUN_BINARY, " -np 4 -- ", CHECK_RANK_BINARY),
+      dir, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("check ok on rank ", rank, " of 4")));
+  }
+  EXPECT_THAT(r.out, HasSubstr("data plane shm)"));
+  EXPECT_THAT(LeakedSegments(), ::testing::IsEmpty());
+}
+
+TEST(ShmDataPlaneTest, UnknownDataPlaneFailsTheJobNamingTheChoices) {
+  const std::string dir = MakeScratchDir("shm-data-plane-unknown");
+  const CommandResult r = RunShell(absl::StrCat("TROIKA_TRANSPORT=carrier-pigeon exec ",
+                                                TROIKARUN_BINARY, " -np 2 -- ", CHECK_RANK_BINARY),
+                                   dir, absl::Seconds(60));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.out + r.err, HasSubstr("valid choices: gloo, shm, memory"));
+}
+
+}  // namespace
+}  // namespace troika::testing
