@@ -207,15 +207,16 @@ grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext
   auto* reactor = context->DefaultReactor();
   std::vector<int> ranks = {request->rank()};
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
-  (*job)->Attach(ranks, request->host(), WaitFor(request->timeout_ms()),
-                 [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
-                   if (memberships.ok()) ToWire(*memberships, response);
-                   // The generation ended without some ranks: the renumbering is the answer.
-                   std::optional<MembershipChange> change =
-                       MembershipChangeOf(memberships.status());
-                   if (change) ToWire(*change, response->mutable_change());
-                   reactor->Finish(change ? grpc::Status::OK : ToGrpc(memberships.status()));
-                 });
+  (*job)->Attach(
+      ranks, request->host(), WaitFor(request->timeout_ms()),
+      [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {
+        if (memberships.ok()) ToWire(*memberships, response);
+        // The generation ended without some ranks: the renumbering is the answer.
+        std::optional<MembershipChange> change = MembershipChangeOf(memberships.status());
+        if (change) ToWire(*change, response->mutable_change());
+        reactor->Finish(change ? grpc::Status::OK : ToGrpc(memberships.status()));
+      },
+      request->again());
   return reactor;
 }
 

@@ -58,6 +58,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       min_size_(options.min_size),
       max_size_(options.max_size > 0 ? options.max_size : size),
       next_generation_(std::move(options.next_generation)),
+      next_incarnation_(std::move(options.next_incarnation)),
       scheduler_(scheduler),
       clock_(clock),
       on_done_(std::move(on_done)),
@@ -307,7 +308,17 @@ absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
     return absl::PermissionDeniedError(
         absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
   }
-  if (departed_.count(exit.rank)) return absl::OkStatus();  // it had left cleanly
+  ReportExitLocked(exit);
+  return absl::OkStatus();
+}
+
+void Job::ReportExitLocked(const RankExit& exit) {
+  if (departed_.count(exit.rank)) {
+    // It had left cleanly. Whether it can still attach again matters to a job that is not
+    // elastic (job_incarnation.cc).
+    if (next_incarnation_) LeftRankExitedLocked(exit);
+    return;
+  }
   if (exit.exit_code == 0 && exit.signal == 0) {
     // Its agent saw it exit cleanly without ever joining: it leaves, and the ranks waiting
     // for it to connect fail at once, naming it (a job of processes that never use Troika
@@ -317,10 +328,9 @@ absl::Status Job::ReportExit(SessionSink* sink, const RankExit& exit) {
                                          "exited with code 0 before joining the job"));
     FlushLocked();
     CheckDeadlockLocked();
-    return absl::OkStatus();
+    return;
   }
   LoseRanksLocked({exit.rank}, AbortCause::kRankExit, DescribeRankExit(exit), exit);
-  return absl::OkStatus();
 }
 
 absl::Status Job::ReportWaitState(SessionSink* sink, const WaitState& state) {
@@ -443,9 +453,13 @@ void Job::Detach(const std::string& reason) {
   kv_.Close(status);
 }
 
-void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit) {
-  if (state_ == State::kAborted || state_ == State::kFinished) return;
+void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit,
+                      bool finished_too) {
+  if (state_ == State::kAborted || (state_ == State::kFinished && !finished_too)) return;
   state_ = State::kAborted;
+  // A next incarnation forming (ranks attaching again) ends with this one. (An elastic job's
+  // successor begins as its generation ends, never by an abort.)
+  if (next_incarnation_ && successor_) successor_->Abort(cause, reason);
   resync_.reset();
   if (on_abort_) on_abort_(cause);
   abort_reason_ = reason;
@@ -480,6 +494,8 @@ v1::JobRecord Job::RecordLocked() const {
     record.set_max_size(max_size_);
     record.set_epoch(epoch_);
     record.set_generation_cause(generation_cause_);
+  } else if (epoch_ > 1) {
+    record.set_epoch(epoch_);  // a job formed anew: its sessions are at this epoch
   }
   return record;
 }

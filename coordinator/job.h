@@ -8,6 +8,11 @@
 // the reason). A job is done — and its owner may drop it — once it is finished or aborted and
 // no session or attach is open, or when every attach timed out.
 //
+// Successors: an elastic job's next generation (job_elastic.cc), or, for a job that is not
+// elastic, its next incarnation: ranks that shut down (goodbye) and attach again form the
+// job anew, a fresh Job of the same name, size, token and node blocks, one epoch on
+// (job_incarnation.cc; init → shutdown → init, as with Horovod's Gloo controller).
+//
 // Thread-safe: every public method locks the job. Created with std::make_shared (timers hold
 // weak references).
 
@@ -60,6 +65,29 @@ const char* AbortCauseName(AbortCause cause);
 
 class Job;
 
+// Where a job's generations (elastic) or incarnations (formed anew) lead, for one who holds
+// on to the job (troikarun reads how its job ended): JobRegistry::Latest(anchor()) is the job
+// in force. Made by its holder, given to the first job (Job::Track), and moved on by each job
+// as it makes its successor (to the maker), so that it keeps the job in force alive but not
+// every one before; the jobs hold it weakly. Thread-safe; its lock is taken last.
+class JobLineage {
+ public:
+  explicit JobLineage(std::shared_ptr<Job> first) : anchor_(std::move(first)) {}
+  std::shared_ptr<Job> anchor() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return anchor_;
+  }
+
+ private:
+  friend class Job;
+  void Set(std::shared_ptr<Job> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    anchor_ = std::move(job);
+  }
+  mutable std::mutex mu_;
+  std::shared_ptr<Job> anchor_;  // guarded by mu_
+};
+
 struct JobOptions {
   NegotiatorOptions negotiator;
   // When a tensor stalls (some ranks submitted it, others not) is warned about or aborts the
@@ -107,6 +135,10 @@ struct JobOptions {
   // Called once (under the job's lock: must be quick) by a generation after the first when it
   // sends its first responses: how long after the generation before ended.
   std::function<void(absl::Duration)> on_recovered;
+  // A job that is not elastic: makes its next incarnation, epoch `epoch` (the same name,
+  // token, size and options), when ranks that shut down attach again. Called under the job's
+  // lock: must take no lock the job may wait for. Null: ranks cannot attach again.
+  std::function<std::shared_ptr<Job>(int64_t epoch)> next_incarnation;
 };
 
 // A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
@@ -147,15 +179,21 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   int min_size() const { return min_size_; }
   int max_size() const { return max_size_; }
   KvStore& kv() { return kv_; }
-  // The generation that replaced this one once an elastic job lost ranks (JobOptions); null
-  // before. The job's owner then serves the successor under the job's name.
+  // The generation that replaced this one once an elastic job lost ranks, or the incarnation
+  // formed by ranks attaching again (JobOptions); null before, and while that incarnation
+  // still attaches and this one runs (this one's ranks still use the job's key-value store).
+  // The job's owner serves the successor under the job's name.
   std::shared_ptr<Job> successor() const;
+  // From now on this job, and the successors it makes, move `lineage` on (JobLineage).
+  void Track(const std::shared_ptr<JobLineage>& lineage);
 
   // Calls `done` with the memberships of `ranks` (all on `host`) once every rank of the job
   // attached; or, when the first waiting attach times out, fails every waiting attach with
-  // DEADLINE_EXCEEDED naming the missing ranks. Never blocks.
+  // DEADLINE_EXCEEDED naming the missing ranks. Never blocks. In a job that runs or finished
+  // and is not elastic, ranks that said goodbye (or any, with `again`) attach to the job's
+  // next incarnation instead, made by the first of them (job_incarnation.cc).
   void Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
-              AttachCallback done);
+              AttachCallback done, bool again = false);
 
   // Reserves `nproc` consecutive ranks for an agent's node: block `node_rank`, or the lowest
   // free block if -1. The same host asking again for its block gets it again (a restarted
@@ -249,6 +287,22 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   };
 
   // Checks and binds a session's ranks (OpenSession, ResumeSession).
+  // ReportExit without the session's check: a rank's process ended (`exit`).
+  void ReportExitLocked(const RankExit& exit);
+  // Next incarnations (job_incarnation.cc). Whether an attach of `ranks` goes to the next
+  // incarnation: the job is not elastic, runs or finished, and the ranks left it (or say
+  // `again`).
+  bool AttachesAgainLocked(const std::vector<int>& ranks, bool again) const;
+  // The next incarnation, made on first use with this one's node blocks, timeline and the
+  // exits of ranks that left.
+  std::shared_ptr<Job> NextIncarnationLocked();
+  void AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Timeline> timeline,
+                        const std::map<int, RankExit>& left_exits);
+  // The process of `exit.rank`, which had left this incarnation, ended: a next incarnation
+  // (now or later) cannot form without it; a failure aborts this one too.
+  void LeftRankExitedLocked(const RankExit& exit);
+  // Told by the incarnation before: `exit.rank`'s process ended after it left that one.
+  void RankGoneLocked(const RankExit& exit);
   // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
   // for what is not set yet fail, and the job finishes once every rank left.
   void DepartLocked(int rank, const std::string& why);
@@ -262,8 +316,10 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   // ranks attached, the generation ends without the missing ones.
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
   void FailAttachWaitersLocked(const absl::Status& status);
+  // `finished_too`: a finished job is aborted too (the ranks that left it failed while it
+  // formed again), its sessions told.
   void AbortLocked(AbortCause cause, const std::string& reason,
-                   std::optional<RankExit> exit = std::nullopt);
+                   std::optional<RankExit> exit = std::nullopt, bool finished_too = false);
   // `lost` ranks are gone (`reason` says how): an elastic job with at least min_size_ ranks
   // left ends this generation (successor_; every session is told the renumbering), any other
   // job aborts.
@@ -361,6 +417,7 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   const std::function<std::shared_ptr<Job>(int, int64_t, std::optional<AbortCause>,
                                            const std::string&)>
       next_generation_;
+  const std::function<std::shared_ptr<Job>(int64_t)> next_incarnation_;
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
@@ -377,8 +434,12 @@ class Job : public SessionHandler, public std::enable_shared_from_this<Job> {
   mutable std::mutex mu_;
   // Guarded by mu_.
   State state_ = State::kAttaching;
-  std::string abort_reason_;                         // once kAborted
-  std::shared_ptr<Job> successor_;                   // an elastic job's next generation
+  std::string abort_reason_;            // once kAborted
+  std::shared_ptr<Job> successor_;      // an elastic job's next generation, or next incarnation
+  std::map<int, RankExit> left_exits_;  // ranks that left, then their process ended (by rank)
+  std::weak_ptr<JobLineage> lineage_;   // Track(); its holder keeps it
+  // The successor was just made: the lineage moves on to this job, and the successor follows it.
+  void PassLineageLocked();
   std::map<int, std::string> hosts_;                 // attached rank -> host
   std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
   uint64_t next_waiter_ = 1;

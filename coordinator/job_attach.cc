@@ -35,7 +35,7 @@ std::vector<Membership> ComputeMemberships(const std::map<int, std::string>& hos
 }  // namespace
 
 void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
-                 AttachCallback done) {
+                 AttachCallback done, bool again) {
   std::unique_lock<std::mutex> lock(mu_);
   absl::Status invalid;
   if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
@@ -45,6 +45,15 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
       invalid = absl::InvalidArgumentError(
           absl::StrCat("rank ", rank, " is out of range for job '", name_, "' of size ", size_));
     }
+  }
+  if (invalid.ok() && AttachesAgainLocked(ranks, again)) {
+    if (state_ != State::kAborted) {
+      std::shared_ptr<Job> next = NextIncarnationLocked();
+      lock.unlock();
+      return next->Attach(ranks, host, timeout, std::move(done), again);
+    }
+    invalid = absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' was aborted (", abort_reason_, "); it does not form again"));
   }
   if (invalid.ok() && state_ != State::kAttaching) {
     if (state_ == State::kRunning) {
@@ -56,7 +65,9 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
       return;
     }
     invalid = absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it takes no new ranks"));
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_),
+                     state_ == State::kAborted ? absl::StrCat(" (", abort_reason_, ")") : "",
+                     "; it takes no new ranks"));
   }
   if (!invalid.ok()) {
     lock.unlock();
@@ -156,6 +167,9 @@ absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, 
 void Job::CompleteAttachLocked() {
   memberships_ = ComputeMemberships(hosts_, epoch_);
   state_ = State::kRunning;
+  // A job formed anew takes over its record (--state_dir) once it runs: a restarted
+  // coordinator resumes the incarnation in force.
+  if (on_record_ && epoch_ > 1 && min_size_ == 0) on_record_(RecordLocked());
   TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
   for (auto& [id, waiter] : attach_waiters_) {
     scheduler_.Cancel(waiter.timer);
@@ -186,6 +200,10 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   }
   std::string message =
       absl::StrCat("job '", name_, "': ", missed, " (attached: ", FormatRanks(attached), ")");
+  if (next_incarnation_ && epoch_ > 1) {
+    absl::StrAppend(&message, "; after a shutdown the job forms again only once every rank ",
+                    "attached again (init)");
+  }
   TROIKA_LOG(WARNING) << message;
   FailAttachWaitersLocked(absl::DeadlineExceededError(message));
   hosts_.clear();

@@ -48,6 +48,7 @@ void Job::EndGenerationLocked(MembershipChange change, std::optional<AbortCause>
   // failed), but the job goes on: the owner serves successor_ under its name from now on.
   state_ = State::kAborted;
   successor_ = next_generation_(change.size, change.epoch, cause, reason);
+  PassLineageLocked();
   successor_->AdoptJoiners(std::move(joining_));
   joining_.clear();
   abort_reason_ =
@@ -140,8 +141,27 @@ void Job::FailJoinersLocked(const absl::Status& status) {
   joining_.clear();
 }
 
+void Job::Track(const std::shared_ptr<JobLineage>& lineage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lineage_ = lineage;
+}
+
+void Job::PassLineageLocked() {
+  std::shared_ptr<JobLineage> lineage = lineage_.lock();
+  if (!lineage) return;
+  lineage->Set(shared_from_this());
+  successor_->Track(lineage);  // lock order: a job, then its successor
+}
+
 std::shared_ptr<Job> Job::successor() const {
   std::lock_guard<std::mutex> lock(mu_);
+  // A next incarnation still attaching while this one runs (some ranks have not shut down
+  // yet) does not serve the job's name yet: the ranks that run still use this one's
+  // key-value store. Attaches reach it through this one (Attach). Lock order: an
+  // incarnation, then its successor.
+  if (successor_ && state_ == State::kRunning && successor_->state() == State::kAttaching) {
+    return nullptr;
+  }
   return successor_;
 }
 

@@ -110,7 +110,14 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
       return next;
     };
   }
-  if (epoch > 1) {
+  if (min_size == 0) {
+    // Ranks that shut down and attach again form the job anew (job_incarnation.cc).
+    // (It saves its state record as it adopts the node blocks.)
+    job_options.next_incarnation = [this, name, size, token](int64_t epoch) {
+      return NewJob(name, size, token, nullptr, 0, 0, epoch);
+    };
+  }
+  if (epoch > 1 && min_size > 0) {
     job_options.on_recovered = [counters = counters_](absl::Duration took) {
       counters->recovery.Observe(absl::ToDoubleSeconds(took));
     };
