@@ -193,8 +193,17 @@ int Agent::Run() {
     relay_ = MakeRelay(size_, ranks_);
     restarts_left_ = options_.max_restarts;
   }
-  service_ = std::make_unique<AgentService>(AgentServiceOptions{options_.job, size_, ranks_}, gate_,
-                                            relay_, *upstream_);
+  AgentServiceOptions service_options;
+  service_options.job = options_.job;
+  service_options.size = size_;
+  service_options.ranks = ranks_;
+  if (options_.min_np == 0) {
+    // Ranks that shut down and call init again form the job anew (agent_incarnation.cc).
+    service_options.attach_again = [this](const std::vector<int>& ranks) {
+      return AttachAgain(ranks);
+    };
+  }
+  service_ = std::make_unique<AgentService>(std::move(service_options), gate_, relay_, *upstream_);
   if (absl::Status s = StartServer(); !s.ok()) {
     Say(std::string(s.message()));
     Teardown();
@@ -407,6 +416,8 @@ void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
     std::lock_guard<std::mutex> lock(mu_);
     if (abort_ == nullptr) abort_ = message;
   }
+  // Ranks waiting to attach again (the job forming anew) learn why too.
+  gate_.Complete(absl::AbortedError(message->abort_reason));
   supervisor_->Stop("the job was aborted");
   Wake();
 }
@@ -416,6 +427,11 @@ void Agent::OnClosed(const absl::Status& status) {
   bool reconnect = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    if (reincarnating_) {
+      // The ended incarnation's session closed (Reincarnate): the next one's opens.
+      lock.unlock();
+      return OpenNextIncarnation(status);
+    }
     if (reforming_ && status.ok()) {
       // The ended generation's session closed (Reform): this node's survivors attach as the
       // next one.
@@ -474,6 +490,7 @@ void Agent::GiveUp(const std::string& why) {
   auto abort = std::make_shared<coordinator::DownMessage>();
   abort->abort_reason = why;
   Relay()->Deliver(std::move(abort));
+  gate_.Complete(absl::UnavailableError(why));  // ranks waiting to attach again
   supervisor_->Stop(why);
   Wake();
 }
@@ -485,8 +502,9 @@ void Agent::FinishUpstream(bool signalled) {
   const absl::Time attach_deadline =
       signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
   if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
-  // A node resuming with a restarted coordinator sends its goodbyes once resumed.
-  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_; },
+  // A node resuming with a restarted coordinator sends its goodbyes once resumed; one moving
+  // to the job's next incarnation, on that one's session.
+  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_ && !reincarnating_; },
                 signalled ? absl::Now() + absl::Seconds(1)
                           : absl::Now() + options_.reconnect_timeout + absl::Seconds(5)) > 0) {
     return;

@@ -8,6 +8,9 @@
 //   5. rank exits go upstream at once; an abort from the coordinator stops the ranks; a lost
 //      coordinator is reconnected to (RegisterNode, key-value store, Attach, a resumed
 //      session) for up to --reconnect_timeout while the ranks wait, then the ranks are stopped;
+//      ranks of a job that is not elastic that shut down and attach again form the job anew
+//      (agent_incarnation.cc): each is attached upstream again as it asks, and once all of
+//      the node's are, the node's session moves to the job's next incarnation;
 //   6. once the ranks are gone: finish the upstream session, print one summary line if the
 //      node failed, and return the exit code (see kAgentUsage).
 //
@@ -125,6 +128,18 @@ class Agent {
   void Rejoin(int local, const NodeBlock& block);
   // Starts local rank `local` again as rank `rank` of generation `epoch` of `size` ranks.
   void Relaunch(int local, int rank, int size, int64_t epoch);
+  // A job that is not elastic formed anew (agent_incarnation.cc, docs/agent.md). `ranks`
+  // left the job (goodbye) and attach again: the first starts the node's re-formation (the
+  // gate then waits for the next incarnation); each is attached upstream to it (again).
+  // OK, or the error to answer them with (the job was aborted, the agent stops).
+  absl::Status AttachAgain(const std::vector<int>& ranks);
+  // The upstream attach of `ranks` for re-formation `formation` was answered.
+  void OnAttachedAgain(uint64_t formation, absl::StatusOr<std::vector<Membership>> memberships);
+  // Every rank of the node attached again: the next incarnation's relay takes over, and the
+  // ended one's session closes; OnClosed then opens the next one's and answers the gate.
+  void Reincarnate(std::vector<Membership> memberships);
+  // OnClosed's part once the ended incarnation's session closed (Reincarnate).
+  void OpenNextIncarnation(const absl::Status& closed);
   // The node's upstream session: a new one, or (`resume`) one resuming the job.
   void OpenSession(const std::optional<SessionResume>& resume);
   void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
@@ -195,6 +210,19 @@ class Agent {
   // has (Reform), so that the job has room for them.
   std::set<int> unregistered_;
   bool reforming_ = false;  // the ended generation's session is closing (Reform)
+  // A job that is not elastic forming anew: this node's ranks that attached again, and
+  // their memberships once the upstream answered; `id` tells a re-formation's answers from
+  // an earlier one's. Then, while the ended incarnation's session closes (reincarnating_),
+  // the memberships the gate is to answer with.
+  struct Reformation {
+    uint64_t id = 0;
+    std::set<int> asked;
+    std::map<int, Membership> attached;
+  };
+  std::optional<Reformation> reformation_;
+  uint64_t reformations_ = 0;
+  bool reincarnating_ = false;
+  std::vector<Membership> next_memberships_;
   bool attach_settled_ = false;
   std::string attach_error_;  // non-empty: the upstream attach failed
   bool session_open_ = false;

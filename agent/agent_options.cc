@@ -113,7 +113,11 @@ lives on is reported after 2 seconds as lost. When the job is aborted (by any no
 coordinator is lost, the agent sends SIGTERM to its ranks, SIGKILL to those still running
 after the grace period, and prints one line: "troika-agent: job aborted: REASON". SIGINT or
 SIGTERM sent to the agent is forwarded to every rank, with the same SIGKILL after the grace
-period; a second one sends SIGKILL at once.
+period; a second one sends SIGKILL at once. Ranks of a job that is not elastic may shut down
+and join again in the same processes (init after shutdown): the job forms anew, with the
+same ranks, once every rank joined again; a rank that exits instead, or fails, after its
+shutdown fails the others at once, naming it; one that never joins again, at
+--attach_timeout (docs/agent.md).
 
 Exit status:
   0      every rank of this node exited with code 0

@@ -99,8 +99,10 @@ grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* cont
   if (absl::Status s = CheckJob(request->job()); !s.ok()) return FinishWith(context, s);
   std::vector<int> ranks = {request->rank()};
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());
+  std::shared_ptr<NodeRelay> relay;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    relay = relay_;
     if (request->epoch() > 0 && !changes_.empty() && request->epoch() != changes_.back().epoch) {
       return FinishWith(context,
                         absl::AbortedError(absl::StrCat(
@@ -114,6 +116,11 @@ grpc::ServerUnaryReactor* AgentService::Attach(grpc::CallbackServerContext* cont
                                        FormatRanks(options_.ranks), ")")));
       }
     }
+  }
+  // Ranks that shut down and call init again (an agent's ranks can only leave by a goodbye):
+  // the gate waits for the job's next incarnation.
+  if (options_.attach_again && relay->Left(ranks)) {
+    if (absl::Status s = options_.attach_again(ranks); !s.ok()) return FinishWith(context, s);
   }
   auto* reactor = context->DefaultReactor();
   gate_.Wait(ranks, [reactor, response](absl::StatusOr<std::vector<Membership>> memberships) {

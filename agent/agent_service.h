@@ -7,7 +7,9 @@
 //     epoch), the renumbering to the one in force (CreateJobResponse.change);
 //   - Attach: for this node's ranks only, of the generation in force (else ABORTED);
 //     answered when the agent's one upstream Attach of all its ranks completes (AttachGate),
-//     with the same error for all if it fails;
+//     with the same error for all if it fails; ranks that left (goodbye) and attach again
+//     are handed to `attach_again` first, then wait in the gate for the job's next
+//     incarnation (docs/agent.md);
 //   - Session: the coordinator's SessionReactor over the NodeRelay;
 //   - KvSet / KvGet / KvWait: forwarded upstream asynchronously, with the caller's deadline;
 //   - RegisterNode: UNIMPLEMENTED (agents do not nest).
@@ -16,12 +18,14 @@
 // Thread-safe (gRPC calls it from its own threads). The gate, relay and upstream must outlive
 // the server that serves this service.
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "agent/attach_gate.h"
 #include "agent/node_relay.h"
 #include "agent/upstream.h"
@@ -40,6 +44,10 @@ struct AgentServiceOptions {
   std::string job;         // the agent's job
   int size = 0;            // its ranks
   std::vector<int> ranks;  // this node's ranks
+  // Called (on a gRPC thread; must not block) with ranks that left the job and attach again,
+  // before they wait in the gate: OK, or the error to answer them with. Null: such ranks wait
+  // in the gate as any (an elastic job). Constant.
+  std::function<absl::Status(const std::vector<int>& ranks)> attach_again;
 };
 
 class AgentService final : public v1::Coordinator::CallbackService {

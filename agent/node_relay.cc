@@ -217,7 +217,13 @@ void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {
   state.exited = true;
   if (state.lost_timer != 0) scheduler_.Cancel(state.lost_timer);
   state.lost_timer = 0;
-  if (abort_ != nullptr || state.departed || state.reported) return;
+  if (abort_ != nullptr || state.reported) return;
+  if (state.departed) {
+    // It had left: the coordinator learns that it will not attach again (a job forming
+    // anew cannot wait for it), and of a failure after its goodbye.
+    SendExitLocked({rank, options_.host, exit_code, signal});
+    return;
+  }
   RetireLocked(rank);
   if (exit_code == 0 && signal == 0 && state.had_session) {
     // It left without a goodbye (it skipped shutdown): a clean leave. One that never opened
@@ -239,6 +245,15 @@ void NodeRelay::FlushExpired() {
   aggregator_.Expire(clock_.Now(), &batch);
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
+}
+
+bool NodeRelay::Left(const std::vector<int>& ranks) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int rank : ranks) {
+    auto it = ranks_.find(rank);
+    if (it == ranks_.end() || !it->second.departed) return false;
+  }
+  return !ranks.empty();
 }
 
 bool NodeRelay::aborted() const {

@@ -11,7 +11,8 @@
 //     saying it (it left, cleanly as far as anyone can tell);
 //   - RankExit: a rank's process exited non-zero or was killed (ProcessExited), at once; or a
 //     rank's session ended without goodbye and no exit report came within
-//     `lost_session_grace` (exit_code -1: "lost its session");
+//     `lost_session_grace` (exit_code -1: "lost its session"); or the process of a rank that
+//     said goodbye ended (any code: it will not attach again; docs/agent.md);
 //   - WaitState and ExecReport: forwarded unchanged, at once (not aggregated), while the rank
 //     is live.
 // A rank's waiting requests always go upstream before its goodbye or exit report.
@@ -117,6 +118,9 @@ class NodeRelay : public coordinator::SessionHandler,
   SessionResume ResumeState() const;
 
   bool aborted() const;
+  // Whether every one of `ranks` is this node's and left the job (said goodbye, or exited 0
+  // after its session): attaching again, such a rank attaches to the job's next incarnation.
+  bool Left(const std::vector<int>& ranks) const;
   RelayCounts counts() const;
   // Requests waiting for aggregation.
   int waiting() const;

@@ -167,15 +167,26 @@ int Run(const TroikarunOptions& options) {
   }
   const std::string job_token =
       env->job_token.empty() ? coordinator::Secret::Generate() : env->job_token;
-  // Held, so the abort reason can still be read once the registry has dropped the job.
-  std::shared_ptr<coordinator::Job> embedded_job;
+  // Held, so the abort reason can still be read once the registry has dropped the job: its
+  // lineage, which keeps the job in force (an elastic job's generations, or a job formed anew
+  // as its ranks shut down and attach again, are successors) but not every one before it.
+  std::shared_ptr<coordinator::JobLineage> lineage;
+  std::shared_ptr<coordinator::Job> embedded_job;  // the first, until the agents start
   if (embedded != nullptr) {
     bool created = false;
     auto found = embedded->registry().CreateJob(job, options.np, &created,
                                                 coordinator::Secret::Of(job_token), options.min_np,
                                                 options.max_np);
-    if (found.ok()) embedded_job = *found;
+    if (found.ok()) {
+      embedded_job = *found;
+      lineage = std::make_shared<coordinator::JobLineage>(embedded_job);
+      embedded_job->Track(lineage);
+    }
   }
+  // The job in force.
+  auto current = [&lineage]() -> std::shared_ptr<coordinator::Job> {
+    return lineage != nullptr ? coordinator::JobRegistry::Latest(lineage->anchor()) : nullptr;
+  };
   if (embedded != nullptr && options.max_np > options.np) {
     // The embedded coordinator is reachable on this machine only: how to grow the job here.
     std::string command;
@@ -222,17 +233,21 @@ int Run(const TroikarunOptions& options) {
   // An elastic job goes on without a lost node (the coordinator ends the generation); any
   // other job stops when one agent fails.
   supervisor_options.stop_on_failure = options.min_np == 0;
-  if (embedded_job != nullptr) {
+  embedded_job.reset();
+  if (lineage != nullptr) {
     // An agent that failed without its ranks' exits aborting the job (it could not start
     // them, or it died): the other agents learn it at once.
     supervisor_options.on_first_failure = [&](int node, const ExitStatus& exit) {
+      const std::shared_ptr<coordinator::Job> job = current();
       // An elastic job that runs goes on without the node (the coordinator ends the
-      // generation for its ranks); one whose ranks never all attached cannot.
-      if (options.min_np > 0 && embedded_job->state() != coordinator::Job::State::kAttaching) {
+      // generation for its ranks); one whose ranks never all attached (its first generation
+      // still attaching) cannot.
+      if (options.min_np > 0 &&
+          (job->epoch() > 1 || job->state() != coordinator::Job::State::kAttaching)) {
         return;
       }
-      embedded_job->Abort(coordinator::AbortCause::kRankExit,
-                          absl::StrCat("agent ", node, " ", exit.ToString()));
+      job->Abort(coordinator::AbortCause::kRankExit,
+                 absl::StrCat("agent ", node, " ", exit.ToString()));
     };
   }
   FdSink out(STDOUT_FILENO);
@@ -247,8 +262,7 @@ int Run(const TroikarunOptions& options) {
   SupervisorResult result = supervisor.Run();
   ReapStrayChildren();
   // The job's last generation (an elastic job's successors) says how the job ended.
-  const std::shared_ptr<coordinator::Job> last =
-      embedded_job != nullptr ? coordinator::JobRegistry::Latest(embedded_job) : nullptr;
+  const std::shared_ptr<coordinator::Job> last = current();
   int code = result.ExitCode();
   if (code != 0 && options.min_np > 0 && result.signal == 0) {
     // An elastic job finished without the nodes it lost: it succeeded. (With another

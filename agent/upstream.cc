@@ -30,10 +30,11 @@ class Upstream::Session final : public grpc::ClientBidiReactor<v1::Up, v1::Down>
     StartRead(&down_);
   }
   void OnWriteDone(bool ok) override { owner_.OnWriteDone(ok); }
-  void OnDone(const grpc::Status& status) override { owner_.OnSessionDone(status); }
+  void OnDone(const grpc::Status& status) override { owner_.OnSessionDone(*this, status); }
 
   grpc::ClientContext context;
   v1::Down down_;
+  bool over = false;  // guarded by the owner's mu_: OnDone is returning; it may be deleted
 
  private:
   Upstream& owner_;
@@ -160,7 +161,7 @@ void Upstream::StartUnary(const Request& request, absl::Time deadline, Start sta
 
 void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
                       const std::string& host, int64_t epoch, absl::Duration timeout,
-                      AttachCallback done) {
+                      AttachCallback done, bool again) {
   v1::AttachRequest request;
   request.set_job(job);
   request.set_rank(ranks.front());
@@ -168,6 +169,7 @@ void Upstream::Attach(const std::string& job, const std::vector<int>& ranks,
   request.set_host(host);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   request.set_epoch(epoch);
+  request.set_again(again);
   auto describe = [this, what = absl::StrCat("attaching to job '", job, "'")](
                       const absl::Status& s) { return Describe(ToGrpc(s), what); };
   StartUnary<v1::AttachRequest, v1::AttachResponse>(
@@ -247,6 +249,11 @@ void Upstream::RememberKvSet(const v1::KvSetRequest& request) {
   kv_sets_[request.key()] = request;
 }
 
+void Upstream::ForgetKvSets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_sets_.clear();
+}
+
 void Upstream::ReplayKvSets(absl::Time deadline, std::function<void(const absl::Status&)> done) {
   std::vector<v1::KvSetRequest> requests;
   {
@@ -302,6 +309,8 @@ void Upstream::OpenSession(const std::string& job, const std::vector<int>& ranks
         outbox_.clear();
         writing_ = closing_ = writes_done_ = false;
       }
+      // Sessions that are over go (a job formed anew many times opens as many).
+      std::erase_if(sessions_, [](const std::unique_ptr<Session>& s) { return s->over; });
       sessions_.push_back(std::make_unique<Session>(*this, std::move(on_down)));
       session_ = sessions_.back().get();
       session_done_ = false;
@@ -421,7 +430,7 @@ void Upstream::OnWriteDone(bool ok) {
   StartNextWriteLocked();
 }
 
-void Upstream::OnSessionDone(const grpc::Status& status) {
+void Upstream::OnSessionDone(Session& session, const grpc::Status& status) {
   ClosedCallback on_closed;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -434,6 +443,7 @@ void Upstream::OnSessionDone(const grpc::Status& status) {
     on_closed(status.ok() ? absl::OkStatus() : Describe(status, "the session stream ended"));
   }
   std::lock_guard<std::mutex> lock(mu_);
+  session.over = true;  // nothing touches it from here on
   --live_sessions_;
   idle_cv_.notify_all();
 }

@@ -106,8 +106,10 @@ class Upstream final : public RelayUpstream {
   // Attaches all of `ranks` (on `host`) for generation `epoch` at once; `done` gets their
   // memberships, in order, once every rank of the job attached, or the error: ABORTED with the
   // renumbering (MembershipChangeOf) when the generation ended before (AttachResponse.change).
+  // `again`: the ranks shut down and attach to the job's next incarnation
+  // (AttachRequest.again; give epoch 0).
   void Attach(const std::string& job, const std::vector<int>& ranks, const std::string& host,
-              int64_t epoch, absl::Duration timeout, AttachCallback done);
+              int64_t epoch, absl::Duration timeout, AttachCallback done, bool again = false);
   // Opens the session: Hello{job, ranks, epoch, resume}, then what was queued. Once a session
   // ended (on_closed ran), another may be opened: `resume` then says what the node has seen.
   void OpenSession(const std::string& job, const std::vector<int>& ranks, int64_t epoch,
@@ -116,6 +118,8 @@ class Upstream final : public RelayUpstream {
   // Sets every key set through this upstream again (a restarted coordinator lost them);
   // `done` gets the first error, or OK.
   void ReplayKvSets(absl::Time deadline, std::function<void(const absl::Status&)> done);
+  // Forgets the keys set so far: the job formed anew, and they were its last incarnation's.
+  void ForgetKvSets();
   // Half-closes the session once everything queued is written; the coordinator then ends it
   // (on_closed with OK). Later messages are dropped.
   void CloseSession();
@@ -160,7 +164,7 @@ class Upstream final : public RelayUpstream {
   void Enqueue(v1::Up up);
   void StartNextWriteLocked();
   void OnWriteDone(bool ok);
-  void OnSessionDone(const grpc::Status& status);
+  void OnSessionDone(Session& session, const grpc::Status& status);
   // A key the ranks set, kept for ReplayKvSets.
   void RememberKvSet(const v1::KvSetRequest& request);
   absl::Status Describe(const grpc::Status& status, const std::string& what) const;
@@ -178,7 +182,8 @@ class Upstream final : public RelayUpstream {
   std::string job_token_;  // options' token, or the one RegisterNode's job was created with
   // Unary calls in flight, each kept alive by its entry until its callback ran.
   std::map<grpc::ClientContext*, std::shared_ptr<void>> calls_;
-  std::vector<std::unique_ptr<Session>> sessions_;   // every session opened; the last is current
+  // Sessions opened and not yet over (their OnDone returned); the last is current.
+  std::vector<std::unique_ptr<Session>> sessions_;
   Session* session_ = nullptr;                       // the current one, once OpenSession()
   bool session_done_ = false;                        // the current one ended: its OnDone began
   int live_sessions_ = 0;                            // sessions whose OnDone has not returned

@@ -350,7 +350,25 @@ TEST_F(NodeRelayTest, GoodbyeGoesUpstreamAfterTheRanksWaitingRequests) {
   EXPECT_THAT(upstream_.sent().back(), "requests next:3") << "rank 3 is the only live rank";
   relay->CloseSession(&sink2_, absl::OkStatus());
   relay->ProcessExited(2, 0, 0);
-  EXPECT_EQ(upstream_.sent().size(), 3u) << "nothing more for a rank that left cleanly";
+  // Only that its process is gone: it left cleanly, and will not attach again (a job that
+  // forms anew cannot wait for it).
+  EXPECT_THAT(upstream_.sent(), ElementsAre("requests grad:2", "goodbye 2", "requests next:3",
+                                            "exit 2 code 0 signal 0 on node-b"));
+  relay->ProcessExited(2, 0, 0);
+  EXPECT_EQ(upstream_.sent().size(), 4u) << "once";
+}
+
+TEST_F(NodeRelayTest, RanksThatSaidGoodbyeHaveLeftAndTheirFailureAfterwardsIsReported) {
+  auto relay = MakeRelay();
+  OpenBoth(*relay);
+  EXPECT_FALSE(relay->Left({2}));
+  ASSERT_TRUE(relay->Goodbye(&sink2_, {2}).ok());
+  EXPECT_TRUE(relay->Left({2}));
+  EXPECT_FALSE(relay->Left({2, 3})) << "rank 3 has not";
+  EXPECT_FALSE(relay->Left({7})) << "not this node's";
+  relay->CloseSession(&sink2_, absl::OkStatus());
+  relay->ProcessExited(2, 3, 0);
+  EXPECT_THAT(upstream_.sent(), ElementsAre("goodbye 2", "exit 2 code 3 signal 0 on node-b"));
 }
 
 TEST_F(NodeRelayTest, SessionTheRelayEndedIsReportedWithTheVerdictAtOnce) {

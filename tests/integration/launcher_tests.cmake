@@ -66,6 +66,18 @@ foreach(test elastic_test elastic_restart_test)
   add_dependencies(${test} troikarun troika-agent troika-coordinator troika-example-elastic)
 endforeach()
 
+# A job formed anew after its ranks shut down (init -> shutdown -> init), through troikarun
+# and through two agents (real processes; docs/agent.md).
+add_executable(troika-test-reinit-rank ${CMAKE_CURRENT_LIST_DIR}/reinit_rank.cc)
+target_link_libraries(troika-test-reinit-rank PRIVATE troika absl::strings absl::time)
+troika_test(reinit_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/reinit_test.cc
+  LIBS troika_coordinator absl::strings absl::time TIMEOUT 300)
+target_compile_definitions(reinit_test PRIVATE
+  TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+  AGENT_BINARY="$<TARGET_FILE:troika-agent>"
+  REINIT_RANK_BINARY="$<TARGET_FILE:troika-test-reinit-rank>")
+add_dependencies(reinit_test troikarun troika-agent troika-test-reinit-rank)
+
 # The shared-memory data plane (TROIKA_TRANSPORT=shm) through troikarun (docs/shm.md).
 troika_test(shm_data_plane_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/shm_data_plane_test.cc
   LIBS absl::strings absl::time TIMEOUT 180)
