@@ -203,9 +203,9 @@ TEST_F(AgentProcessTest, RanksGetHorovodsEnvironmentWithTheirNodesIndexAsCrossRa
   ASSERT_EQ(WaitWithTimeout(b, absl::Seconds(30)), 0) << Err(1);
   for (int rank = 0; rank < 4; ++rank) {
     const int node = rank / 2;
-    EXPECT_THAT(Out(node), HasSubstr(absl::StrCat("[", rank, "] env ", rank, " 4 ", rank % 2,
-                                                  " 2 ", node, " 2 node-",
-                                                  std::string(1, 'a' + node), "\n")));
+    EXPECT_THAT(Out(node),
+                HasSubstr(absl::StrCat("[", rank, "] env ", rank, " 4 ", rank % 2, " 2 ", node,
+                                       " 2 node-", std::string(1, 'a' + node), "\n")));
   }
 }
 

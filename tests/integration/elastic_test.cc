@@ -332,12 +332,12 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
   for (int per_node : {2, 1}) {
     SCOPED_TRACE(absl::StrCat(per_node, " ranks per agent"));
     dir_ = MakeScratchDir("elastic-restart");
-    troikarun_ = StartShell(absl::StrCat(
-        "exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node ", per_node,
-        " --min-np 2 --max-restarts 1 -- /bin/sh -c 'echo $TROIKA_RANK $TROIKA_SIZE ",
-        "$HOROVOD_RANK $HOROVOD_SIZE >>", dir_, "/env; exec ", EXAMPLE_ELASTIC_BINARY,
-        " --pid_dir=", dir_, " --steps=400 --commit_every=", kCommitEvery, "' >", dir_,
-        "/stdout 2>", dir_, "/stderr"));
+    troikarun_ = StartShell(
+        absl::StrCat("exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node ", per_node,
+                     " --min-np 2 --max-restarts 1 -- /bin/sh -c 'echo $TROIKA_RANK $TROIKA_SIZE ",
+                     "$HOROVOD_RANK $HOROVOD_SIZE >>", dir_, "/env; exec ", EXAMPLE_ELASTIC_BINARY,
+                     " --pid_dir=", dir_, " --steps=400 --commit_every=", kCommitEvery, "' >", dir_,
+                     "/stdout 2>", dir_, "/stderr"));
     const pid_t victim = WaitForPid(2);
     ASSERT_NE(victim, 0) << Err();
     absl::SleepFor(absl::Milliseconds(300));

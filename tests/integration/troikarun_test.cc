@@ -167,16 +167,15 @@ TEST(TroikarunTest, RanksGetHorovodsEnvironmentWithEachAgentANode) {
     const std::string dir = MakeScratchDir("troikarun-horovod-env");
     // HOROVOD_RANK in troikarun's own environment is replaced, rank by rank.
     CommandResult r = RunShell(
-        absl::StrCat("HOROVOD_RANK=7 HOROVOD_HOSTNAME=elsewhere ",
-                     Troikarun(absl::StrCat("-np ", c.np, " --nproc-per-node ", c.per_node),
-                               script)),
+        absl::StrCat(
+            "HOROVOD_RANK=7 HOROVOD_HOSTNAME=elsewhere ",
+            Troikarun(absl::StrCat("-np ", c.np, " --nproc-per-node ", c.per_node), script)),
         dir, absl::Seconds(30));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (int rank = 0; rank < c.np; ++rank) {
       const std::regex env(absl::StrCat("\\[", rank, "\\] env ", rank, " ", c.np, " ",
-                                        rank % c.per_node, " ", c.per_node, " ",
-                                        rank / c.per_node, " ", c.np / c.per_node,
-                                        " (\\S+) (\\S+)\n"));
+                                        rank % c.per_node, " ", c.per_node, " ", rank / c.per_node,
+                                        " ", c.np / c.per_node, " (\\S+) (\\S+)\n"));
       std::smatch match;
       ASSERT_TRUE(std::regex_search(r.out, match, env)) << r.out;
       EXPECT_EQ(match[1], match[2]) << "HOROVOD_HOSTNAME is the agents' host name";
