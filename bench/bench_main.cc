@@ -22,6 +22,9 @@
 #include "coordinator/coordinator.h"
 
 ABSL_FLAG(int, np, 4, "number of ranks (threads)");
+ABSL_FLAG(std::string, transport, "gloo",
+          "the data plane of both the raw communicator and Troika: gloo (TCP over loopback) or "
+          "shm (shared memory)");
 ABSL_FLAG(std::string, ops,
           "allreduce,allgather,broadcast,alltoall,reducescatter,many_small,latency",
           "comma-separated workloads to run, in this order");
@@ -78,6 +81,7 @@ absl::StatusOr<BenchOptions> ReadFlags() {
   options.small_tensors = absl::GetFlag(FLAGS_small_tensors);
   options.timing.target = absl::GetFlag(FLAGS_time_per_size);
   options.wait = absl::GetFlag(FLAGS_wait);
+  options.transport = absl::GetFlag(FLAGS_transport);
   if (options.ranks < 1 || options.repeat < 1 || options.small_tensors < 1) {
     return absl::InvalidArgumentError("--np, --repeat and --small_tensors must be >= 1");
   }
@@ -167,16 +171,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf(
-      "troika-bench: %d ranks (threads), gloo over loopback, sizes %s..%s x%d, "
-      "~%s per size, repeat %d\n",
-      options->ranks, absl::GetFlag(FLAGS_min_bytes).c_str(),
-      absl::GetFlag(FLAGS_max_bytes).c_str(), absl::GetFlag(FLAGS_step_factor),
-      absl::FormatDuration(options->timing.target).c_str(), options->repeat);
+      "troika-bench: %d ranks (threads), data plane %s, sizes %s..%s x%d, ~%s per size, "
+      "repeat %d\n",
+      options->ranks,
+      options->transport == "gloo" ? "gloo over loopback" : options->transport.c_str(),
+      absl::GetFlag(FLAGS_min_bytes).c_str(), absl::GetFlag(FLAGS_max_bytes).c_str(),
+      absl::GetFlag(FLAGS_step_factor), absl::FormatDuration(options->timing.target).c_str(),
+      options->repeat);
   std::fflush(stdout);
 
   absl::Status status =
       troika::bench::RunBenchmark(*options, [&](Kind kind, const std::vector<Measurement>& rows) {
-        troika::bench::PrintKind(stdout, kind, rows, options->ranks);
+        troika::bench::PrintKind(stdout, kind, rows, options->ranks, options->transport);
         if (kind == Kind::kAllreduce && !rows.empty()) PrintHeadline(rows, options->ranks);
         if (csv != nullptr) troika::bench::PrintCsvRows(csv, rows, options->ranks);
       });

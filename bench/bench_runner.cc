@@ -125,7 +125,7 @@ class RankRunner {
  private:
   absl::Status Connect() {
     ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
-                     transport::CreateTransport("gloo"));
+                     transport::CreateTransport(options_.transport));
     transport::CommunicatorSpec spec;
     spec.rank = rank_;
     spec.size = options_.ranks;
@@ -140,7 +140,7 @@ class RankRunner {
     troika_options.rank = rank_;
     troika_options.size = options_.ranks;
     troika_options.host = "localhost";
-    troika_options.transport = "gloo";
+    troika_options.transport = options_.transport;
     troika_options.attach_timeout = absl::Seconds(30);
     troika_options.data_timeout = absl::Seconds(60);
     ASSIGN_OR_RETURN(troika_, Context::Init(troika_options));

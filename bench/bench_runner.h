@@ -34,6 +34,9 @@ struct BenchOptions {
   // Troika's allreduce and latency ops wait with AllreduceOptions::wait (false:
   // Allreduce(...).Wait(), handing the collective to the executor thread). Default true.
   bool wait = true;
+  // The data plane of both sides: "gloo" (TCP over loopback) or "shm" (shared memory).
+  // Default "gloo".
+  std::string transport = "gloo";
   // Coordinator address ("127.0.0.1:port") and job name for the Troika contexts.
   std::string coordinator;
   std::string job;

@@ -50,16 +50,15 @@ void PrintTable(std::FILE* out, Kind kind, const std::vector<Measurement>& rows,
   std::fflush(out);
 }
 
-void PrintManySmall(std::FILE* out, const Measurement& m, int ranks) {
+void PrintManySmall(std::FILE* out, const Measurement& m, int ranks, const std::string& plane) {
   const Figures raw = Compute(m.raw_seconds, TotalBytes(m), Kind::kManySmall, ranks);
   const Figures troika = Compute(m.troika_seconds, TotalBytes(m), Kind::kManySmall, ranks);
   std::fprintf(out,
                "\n# many small tensors: %d float32 allreduces of %s bytes per step, %d ranks\n",
                m.tensors, FormatByteSize(m.bytes).c_str(), ranks);
   std::fprintf(
-      out,
-      "raw gloo (%d sequential allreduces): %9.2f steps/s  (%10.1f us/step, busbw %.3f GB/s)\n",
-      m.tensors, 1 / raw.seconds, raw.seconds * 1e6, raw.busbw);
+      out, "raw %s (%d sequential allreduces): %9.2f steps/s  (%10.1f us/step, busbw %.3f GB/s)\n",
+      plane.c_str(), m.tensors, 1 / raw.seconds, raw.seconds * 1e6, raw.busbw);
   std::fprintf(
       out,
       "troika (%d submitted, then waited):  %9.2f steps/s  (%10.1f us/step, busbw %.3f GB/s)\n",
@@ -68,13 +67,13 @@ void PrintManySmall(std::FILE* out, const Measurement& m, int ranks) {
   std::fflush(out);
 }
 
-void PrintLatency(std::FILE* out, const Measurement& m) {
+void PrintLatency(std::FILE* out, const Measurement& m, const std::string& plane) {
   const double raw = Median(m.raw_seconds) * 1e6;
   const double troika = Median(m.troika_seconds) * 1e6;
   std::fprintf(out,
-               "\n# allreduce latency, %zu bytes float32: raw gloo %.1f us, troika %.1f us "
+               "\n# allreduce latency, %zu bytes float32: raw %s %.1f us, troika %.1f us "
                "(troika/raw time %.2fx)\n",
-               m.bytes, raw, troika, raw > 0 ? troika / raw : 0);
+               m.bytes, plane.c_str(), raw, troika, raw > 0 ? troika / raw : 0);
   std::fflush(out);
 }
 
@@ -87,11 +86,12 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-void PrintKind(std::FILE* out, Kind kind, const std::vector<Measurement>& rows, int ranks) {
+void PrintKind(std::FILE* out, Kind kind, const std::vector<Measurement>& rows, int ranks,
+               const std::string& plane) {
   if (kind == Kind::kManySmall) {
-    for (const Measurement& m : rows) PrintManySmall(out, m, ranks);
+    for (const Measurement& m : rows) PrintManySmall(out, m, ranks, plane);
   } else if (kind == Kind::kLatency) {
-    for (const Measurement& m : rows) PrintLatency(out, m);
+    for (const Measurement& m : rows) PrintLatency(out, m, plane);
   } else {
     PrintTable(out, kind, rows, ranks);
   }

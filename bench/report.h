@@ -7,6 +7,7 @@
 // Not thread-safe: one thread prints.
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench/bench_runner.h"
@@ -16,7 +17,9 @@ namespace troika::bench {
 double Median(std::vector<double> values);
 
 // Writes the table (or summary lines) for one kind's rows to `out`.
-void PrintKind(std::FILE* out, Kind kind, const std::vector<Measurement>& rows, int ranks);
+// `plane` names the raw side's data plane ("gloo", "shm").
+void PrintKind(std::FILE* out, Kind kind, const std::vector<Measurement>& rows, int ranks,
+               const std::string& plane = "gloo");
 
 // The CSV header line, and one line per row. Columns: op, bytes (per step for many_small),
 // tensors, ranks, then for raw and troika: time_us, algbw_gbps, busbw_gbps; then
