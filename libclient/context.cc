@@ -62,7 +62,7 @@ absl::Status ContextImpl::Start(const Options& options) {
   default_compression_ = options.compression;
   auto device_plane = CreateDevicePlane(
       {&channel_->store(), absl::StrCat("gpu/", membership_.epoch, "/"), options.data_timeout,
-       [this](absl::Status status) { return FailFromDataPlane(status); }});
+       [this](absl::Status status) { return FailFromDataPlane(status); }, options.nccl_library});
   if (device_plane.ok()) {
     device_plane_ = *std::move(device_plane);
   } else {

@@ -42,6 +42,8 @@ struct DevicePlaneOptions {
   // Called (on the finisher thread) when the device or a communicator fails asynchronously;
   // returns the status to fail the in-flight operations with (see Executor's on_failure).
   std::function<absl::Status(absl::Status)> on_failure;
+  // The NCCL to load at the first GPU operation (Options::nccl_library); empty: search.
+  std::string nccl_library;
 };
 
 class DevicePlane {

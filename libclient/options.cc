@@ -89,6 +89,7 @@ absl::StatusOr<Options> Options::FromEnvironment() {
   if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
   if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
   if (absl::Status s = SecurityFromEnvironment(o); !s.ok()) return s;
+  if (const char* v = Get("TROIKA_NCCL_LIBRARY")) o.nccl_library = v;
   if (const char* v = Get("TROIKA_COMPRESSION")) {
     bool known = false;
     for (Compression c : {Compression::kNone, Compression::kFloat16, Compression::kBFloat16}) {

@@ -15,10 +15,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/thread_name.h"
 #include "libclient/cuda/copy_kernels.h"
 #include "libclient/cuda/cuda_status.h"
 #include "libclient/cuda/nccl_comm.h"
+#include "libclient/cuda/nccl_library.h"
 #include "libclient/cuda/nccl_types.h"
 #include "libclient/device_plane.h"
 
@@ -30,6 +32,7 @@ using cuda::CopyTransform;
 using cuda::CudaError;
 using cuda::Event;
 using cuda::NcclComm;
+using cuda::NcclLibrary;
 using cuda::NcclType;
 using cuda::Reduction;
 using cuda::ReductionOf;
@@ -56,7 +59,7 @@ class CudaDevicePlane final : public DevicePlane {
       return absl::FailedPreconditionError(
           absl::StrCat("GPU ", ordinal, " does not exist (this process sees ", count, ")"));
     }
-    return absl::OkStatus();
+    return LoadNccl();
   }
 
   absl::StatusOr<std::shared_ptr<void>> MarkStream(int ordinal, void* stream) override;
@@ -75,6 +78,10 @@ class CudaDevicePlane final : public DevicePlane {
     NcclComm* comm = nullptr;  // checked for asynchronous errors while waiting
   };
 
+  // Loads NCCL, once, at the first GPU operation (never when libtroika is loaded: a framework
+  // imported later must find its own NCCL, docs/gpu.md); a failure stays, and every GPU
+  // operation reports it. Any thread.
+  absl::Status LoadNccl();
   // Executor thread: the device, stream and finisher, made at the first operation.
   absl::Status Prepare(const std::vector<Entry>& entries);
   absl::StatusOr<NcclComm*> Comm(const DeviceGroup& group);
@@ -103,6 +110,10 @@ class CudaDevicePlane final : public DevicePlane {
   const DevicePlaneOptions options_;
   std::atomic<bool> aborted_{false};
 
+  // Set once by LoadNccl (std::call_once), constant afterwards; read only after LoadNccl.
+  std::once_flag nccl_once_;
+  absl::StatusOr<NcclLibrary> nccl_{absl::UnknownError("NCCL is not loaded yet")};
+
   // Executor thread only.
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
@@ -124,6 +135,17 @@ class CudaDevicePlane final : public DevicePlane {
   bool stopping_ = false;           // guarded by mu_
   std::thread finisher_;
 };
+
+absl::Status CudaDevicePlane::LoadNccl() {
+  std::call_once(nccl_once_, [this] {
+    nccl_ = NcclLibrary::Load({.path = options_.nccl_library});
+    if (nccl_.ok()) {
+      TROIKA_LOG(INFO) << "GPU data plane: NCCL " << cuda::NcclVersionString(nccl_->version)
+                       << " from " << nccl_->path << " (" << nccl_->origin << ")";
+    }
+  });
+  return nccl_.status();
+}
 
 absl::Status CudaDevicePlane::Prepare(const std::vector<Entry>& entries) {
   if (device_ < 0) {
@@ -155,8 +177,8 @@ absl::StatusOr<NcclComm*> CudaDevicePlane::Comm(const DeviceGroup& group) {
   // the response order, so they all create the communicator together.
   const std::string key =
       absl::StrCat(options_.store_prefix, "ps", group.set, "/g", generation_++, "/nccl_id");
-  auto comm =
-      NcclComm::Create(*options_.store, key, group.rank, group.size, options_.timeout, aborted_);
+  auto comm = NcclComm::Create(*nccl_, *options_.store, key, group.rank, group.size,
+                               options_.timeout, aborted_);
   if (!comm.ok()) return comm.status();
   std::lock_guard<std::mutex> lock(comms_mu_);
   if (aborted_.load()) return absl::CancelledError("the GPU data plane was aborted");
@@ -257,6 +279,7 @@ absl::Status CudaDevicePlane::Copy(const std::vector<CopyItem>& items,
 absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup& group,
                                      std::vector<Entry>& entries) {
   if (aborted_.load()) return absl::CancelledError("the GPU data plane was aborted");
+  if (absl::Status s = LoadNccl(); !s.ok()) return s;
   if (absl::Status s = Prepare(entries); !s.ok()) return s;
   absl::StatusOr<NcclComm*> comm = Comm(group);
   if (!comm.ok()) return comm.status();
@@ -331,8 +354,8 @@ absl::Status CudaDevicePlane::Allreduce(const Response& r, std::vector<Entry>& e
         return s;
       }
     }
-    if (absl::Status s = Nccl(ncclAllReduce(e.out, e.out, count, NcclType(r.dtype), reduction.op,
-                                            comm_->get(), stream_),
+    if (absl::Status s = Nccl(nccl_->AllReduce(e.out, e.out, count, NcclType(r.dtype), reduction.op,
+                                               comm_->get(), stream_),
                               "ncclAllReduce");
         !s.ok()) {
       return s;
@@ -355,9 +378,9 @@ absl::Status CudaDevicePlane::Allreduce(const Response& r, std::vector<Entry>& e
     offset += count;
   }
   if (absl::Status s = Copy(pack, {r.dtype, wire, r.prescale, 1}); !s.ok()) return s;
-  if (absl::Status s = Nccl(
-          ncclAllReduce(buffer, buffer, total, NcclType(wire), reduction.op, comm_->get(), stream_),
-          "ncclAllReduce");
+  if (absl::Status s = Nccl(nccl_->AllReduce(buffer, buffer, total, NcclType(wire), reduction.op,
+                                             comm_->get(), stream_),
+                            "ncclAllReduce");
       !s.ok()) {
     return s;
   }
@@ -377,12 +400,12 @@ absl::Status CudaDevicePlane::Allgather(const Response& r, Entry& e) {
   if (!out.ok()) return out.status();
   uint8_t* data = *out;
   // Variable blocks: one broadcast per rank, grouped into a single NCCL launch.
-  ncclGroupStart();
+  nccl_->GroupStart();
   for (int q = 0; q < group_.size; ++q) {
-    ncclBroadcast(q == group_.rank ? e.in : nullptr, data + offsets[q], offsets[q + 1] - offsets[q],
-                  ncclInt8, q, comm_->get(), stream_);
+    nccl_->Broadcast(q == group_.rank ? e.in : nullptr, data + offsets[q],
+                     offsets[q + 1] - offsets[q], ncclInt8, q, comm_->get(), stream_);
   }
-  return Nccl(ncclGroupEnd(), "allgather (grouped ncclBroadcast)");
+  return Nccl(nccl_->GroupEnd(), "allgather (grouped ncclBroadcast)");
 }
 
 absl::Status CudaDevicePlane::Broadcast(const Response& r, Entry& e) {
@@ -391,7 +414,7 @@ absl::Status CudaDevicePlane::Broadcast(const Response& r, Entry& e) {
   // A joined rank (never the root) receives into scratch space and discards it.
   void* out = e.out != nullptr ? e.out : Reserve(bytes, &status);
   if (out == nullptr && bytes > 0) return status;
-  return Nccl(ncclBroadcast(e.in, out, bytes, ncclInt8, r.root, comm_->get(), stream_),
+  return Nccl(nccl_->Broadcast(e.in, out, bytes, ncclInt8, r.root, comm_->get(), stream_),
               "ncclBroadcast");
 }
 
@@ -416,12 +439,12 @@ absl::Status CudaDevicePlane::Alltoall(const Response& r, Entry& e) {
   absl::StatusOr<uint8_t*> out = Result(e, received, e.state->output_shape);
   if (!out.ok()) return out.status();
   uint8_t* data = *out;
-  ncclGroupStart();
+  nccl_->GroupStart();
   for (int j = 0; j < size; ++j) {
-    if (send[j] > 0) ncclSend(At(e.in, send_at[j]), send[j], ncclInt8, j, comm_->get(), stream_);
-    if (recv[j] > 0) ncclRecv(data + recv_at[j], recv[j], ncclInt8, j, comm_->get(), stream_);
+    if (send[j] > 0) nccl_->Send(At(e.in, send_at[j]), send[j], ncclInt8, j, comm_->get(), stream_);
+    if (recv[j] > 0) nccl_->Recv(data + recv_at[j], recv[j], ncclInt8, j, comm_->get(), stream_);
   }
-  return Nccl(ncclGroupEnd(), "alltoall (grouped ncclSend/ncclRecv)");
+  return Nccl(nccl_->GroupEnd(), "alltoall (grouped ncclSend/ncclRecv)");
 }
 
 absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
@@ -452,20 +475,20 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
   }
   uint8_t* mine = buffer + at[rank] * element;
   if (even) {
-    if (absl::Status s = Nccl(ncclReduceScatter(buffer, mine, counts[0], NcclType(wire),
-                                                reduction.op, comm_->get(), stream_),
+    if (absl::Status s = Nccl(nccl_->ReduceScatter(buffer, mine, counts[0], NcclType(wire),
+                                                   reduction.op, comm_->get(), stream_),
                               "ncclReduceScatter");
         !s.ok()) {
       return s;
     }
   } else {
     // Uneven blocks (the first dim0 % size ranks get a row more): one reduce per block.
-    ncclGroupStart();
+    nccl_->GroupStart();
     for (int q = 0; q < size; ++q) {
-      ncclReduce(buffer + at[q] * element, buffer + at[q] * element, counts[q], NcclType(wire),
-                 reduction.op, q, comm_->get(), stream_);
+      nccl_->Reduce(buffer + at[q] * element, buffer + at[q] * element, counts[q], NcclType(wire),
+                    reduction.op, q, comm_->get(), stream_);
     }
-    if (absl::Status s = Nccl(ncclGroupEnd(), "reducescatter (grouped ncclReduce)"); !s.ok()) {
+    if (absl::Status s = Nccl(nccl_->GroupEnd(), "reducescatter (grouped ncclReduce)"); !s.ok()) {
       return s;
     }
   }

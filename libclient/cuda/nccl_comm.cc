@@ -7,20 +7,16 @@
 
 namespace troika::cuda {
 
-absl::Status NcclError(ncclResult_t result, const std::string& what) {
-  return absl::UnavailableError(absl::StrCat(what, ": NCCL: ", ncclGetErrorString(result), " (",
-                                             ncclGetLastError(nullptr), ")"));
-}
-
-absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(transport::Store& store,
+absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(const NcclLibrary& nccl,
+                                                           transport::Store& store,
                                                            const std::string& key, int rank,
                                                            int size, absl::Duration timeout,
                                                            const std::atomic<bool>& aborted) {
   const absl::Time deadline = absl::Now() + timeout;
   ncclUniqueId id;
   if (rank == 0) {
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-      return NcclError(r, "creating the NCCL unique id");
+    if (ncclResult_t r = nccl.GetUniqueId(&id); r != ncclSuccess) {
+      return nccl.Error(r, "creating the NCCL unique id");
     }
     if (absl::Status s = store.Set(key, std::string(id.internal, sizeof(id.internal))); !s.ok()) {
       return s;
@@ -40,19 +36,19 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(transport::Store& sto
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t raw = nullptr;
-  ncclResult_t result = ncclCommInitRankConfig(&raw, size, id, rank, &config);
+  ncclResult_t result = nccl.CommInitRankConfig(&raw, size, id, rank, &config);
   if (result != ncclSuccess && result != ncclInProgress) {
-    return NcclError(result,
-                     absl::StrCat("creating the NCCL communicator of rank ", rank, "/", size));
+    return nccl.Error(result,
+                      absl::StrCat("creating the NCCL communicator of rank ", rank, "/", size));
   }
-  std::unique_ptr<NcclComm> comm(new NcclComm(raw));
+  std::unique_ptr<NcclComm> comm(new NcclComm(nccl, raw));
   for (;;) {
     ncclResult_t state = ncclInProgress;
-    if (ncclResult_t r = ncclCommGetAsyncError(raw, &state); r != ncclSuccess) state = r;
+    if (ncclResult_t r = nccl.CommGetAsyncError(raw, &state); r != ncclSuccess) state = r;
     if (state == ncclSuccess) return comm;
     if (state != ncclInProgress) {
-      return NcclError(state,
-                       absl::StrCat("connecting the NCCL communicator of rank ", rank, "/", size));
+      return nccl.Error(state,
+                        absl::StrCat("connecting the NCCL communicator of rank ", rank, "/", size));
     }
     if (aborted.load()) return absl::CancelledError("aborted while connecting NCCL");
     if (absl::Now() > deadline) {
@@ -71,21 +67,21 @@ absl::Status NcclComm::Settle(ncclResult_t result, const std::string& what,
   while (result == ncclInProgress) {
     if (aborted.load()) return absl::CancelledError(absl::StrCat(what, ": aborted"));
     std::this_thread::yield();
-    if (ncclResult_t r = ncclCommGetAsyncError(comm_, &result); r != ncclSuccess) result = r;
+    if (ncclResult_t r = nccl_.CommGetAsyncError(comm_, &result); r != ncclSuccess) result = r;
   }
-  return result == ncclSuccess ? absl::OkStatus() : NcclError(result, what);
+  return result == ncclSuccess ? absl::OkStatus() : nccl_.Error(result, what);
 }
 
 absl::Status NcclComm::AsyncError() {
   ncclResult_t state = ncclSuccess;
-  if (ncclResult_t r = ncclCommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;
+  if (ncclResult_t r = nccl_.CommGetAsyncError(comm_, &state); r != ncclSuccess) state = r;
   if (state == ncclSuccess || state == ncclInProgress) return absl::OkStatus();
-  return NcclError(state, "NCCL communicator");
+  return nccl_.Error(state, "NCCL communicator");
 }
 
 void NcclComm::Abort() {
   if (aborted_.exchange(true)) return;
-  ncclCommAbort(comm_);
+  nccl_.CommAbort(comm_);
 }
 
 }  // namespace troika::cuda

@@ -74,5 +74,23 @@ TEST(DevicePlacementTest, DefaultCompressionComesFromTheEnvironment) {
   }
 }
 
+TEST(DevicePlacementTest, NcclLibraryComesFromTheEnvironment) {
+  setenv("TROIKA_COORDINATOR", "127.0.0.1:1", 1);
+  setenv("TROIKA_JOB", "j", 1);
+  setenv("TROIKA_RANK", "0", 1);
+  setenv("TROIKA_SIZE", "1", 1);
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->nccl_library, "");  // search (docs/gpu.md, "Which NCCL")
+  setenv("TROIKA_NCCL_LIBRARY", "/opt/nccl/lib/libnccl.so.2", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->nccl_library, "/opt/nccl/lib/libnccl.so.2");
+  for (const char* name :
+       {"TROIKA_COORDINATOR", "TROIKA_JOB", "TROIKA_RANK", "TROIKA_SIZE", "TROIKA_NCCL_LIBRARY"}) {
+    unsetenv(name);
+  }
+}
+
 }  // namespace
 }  // namespace troika::testing

@@ -93,6 +93,11 @@ struct Options {
   // The wire format of float32 allreduces on GPU whose AllreduceOptions name none.
   // TROIKA_COMPRESSION: none, float16 or bfloat16; default none.
   Compression compression = Compression::kNone;
+  // The NCCL library of the GPU data plane, loaded at its first GPU operation: a path (or a
+  // file name for the dynamic loader's search), used instead of searching. TROIKA_NCCL_LIBRARY;
+  // default empty: the libnccl.so.2 the process has already loaded (a framework's), else the
+  // dynamic loader's, else the build's (docs/gpu.md).
+  std::string nccl_library;
 
   // Reads every TROIKA_* variable that is set; INVALID_ARGUMENT names a malformed one or a
   // missing required one (TROIKA_COORDINATOR, TROIKA_JOB, TROIKA_RANK, TROIKA_SIZE).
