@@ -3,6 +3,11 @@
 # the GPU test binaries, troika-bench, troikarun and every shared library they load except the
 # CUDA driver/runtime, NCCL and the C/C++ runtimes (which the GPU machine has, as new or newer),
 # stripped of debug information, into one folder with a script that runs the GPU checks.
+# libtroika carries its CUDA runtime (static) and loads NCCL at its first GPU operation
+# (dlopen: the process's own if loaded, else libnccl.so.2 on the library path, else the
+# build's path); only troika-bench's raw NCCL baseline links libnccl.so.2. With
+# TROIKA_BUNDLE_NCCL=1 the build's libnccl.so.2 is bundled in OUT_DIR/lib, which run.sh puts
+# on LD_LIBRARY_PATH (about 220 MB: more than a device session may carry).
 #
 #   scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR] [PYTHON...]   (defaults: build, build/gpu-bundle)
 #   OUT_DIR/run.sh [LOG_DIR]                                   (on the GPU machine)
@@ -15,11 +20,15 @@ build=${1:-build}
 out=${2:-$build/gpu-bundle}
 shift $(($# < 2 ? $# : 2))
 binaries=("$build/tests/libclient/cuda_kernels_test" "$build/tests/integration/gpu_test"
+          "$build/tests/libclient/nccl_library_test"
           "$build/bench/troika-bench" "$build/agent/troikarun" "$build/agent/troika-agent")
 root=$(cd "$(dirname "$0")/.." && pwd)
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "missing $b: configure with CUDA (docs/gpu.md) and build first" >&2; exit 1; }
 done
+# A libtroika that needs libnccl or libcudart would put them in every process that loads it.
+"$root/tests/libclient/check_no_gpu_libraries.sh" "$build/libclient/libtroika.so" > /dev/null ||
+  { "$root/tests/libclient/check_no_gpu_libraries.sh" "$build/libclient/libtroika.so" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out/lib"
 here=$(realpath "$out")
@@ -66,6 +75,10 @@ for b in "${binaries[@]}" $modules; do
 done | sort -u |
   grep -v -E '/(libcuda|libcudart|libnccl|libc|libm|libdl|libpthread|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]' |
   xargs -r cp -L -t "$out/lib/"
+if [[ ${TROIKA_BUNDLE_NCCL:-0} == 1 ]]; then
+  nccl=$(sed -n 's/^NCCL_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+  cp -L "$(dirname "$nccl")/libnccl.so.2" "$out/lib/"
+fi
 find "$out" -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.sh' ! -name '*.py' \
   -exec strip --strip-debug {} + 2>/dev/null || true
 cat > "$out/run.sh" <<'RUN'
@@ -79,6 +92,16 @@ logs=${1:-$(mktemp -d)}
 mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+# The NCCL the GPU data plane will load (libtroika dlopens libnccl.so.2 at its first GPU
+# operation; under PyTorch, torch's own): the bundled one, else the library path's. Each
+# process logs the one it took ("GPU data plane: NCCL ... from ...").
+nccl=
+for dir in ${LD_LIBRARY_PATH//:/ }; do
+  [[ -z $nccl && -e $dir/libnccl.so.2 ]] && nccl=$dir/libnccl.so.2
+done
+[[ -n $nccl ]] || nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+[[ -n $nccl ]] || nccl="none (next the path the build found; else set TROIKA_NCCL_LIBRARY or bundle one with TROIKA_BUNDLE_NCCL=1)"
+echo "== NCCL on the library path: $nccl"
 status=0
 step() {  # step NAME SECONDS COMMAND...: runs COMMAND, its output into NAME.log
   local name=$1 limit=$2 start=$SECONDS rc
@@ -91,7 +114,14 @@ step() {  # step NAME SECONDS COMMAND...: runs COMMAND, its output into NAME.log
 }
 gtest_summary() { grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure$|^.*:[0-9]+: Failure' "$1" | head -40; }
 step kernels 120 "$here/cuda_kernels_test"; gtest_summary "$logs/kernels.log"
+# NCCL found at run time: none loaded before the first GPU operation, one found on this
+# machine, and a GPU operation failing with the loader's reason when it cannot be used (the
+# tests of stand-in NCCLs need the build tree: not here).
+step nccl_loader 60 "$here/nccl_library_test" \
+  --gtest_filter='*LinkingLibtroika*:*SearchFinds*:*GpuOperationFails*'
+gtest_summary "$logs/nccl_loader.log"
 step gpu_test 180 "$here/gpu_test"; gtest_summary "$logs/gpu_test.log"
+grep -m 1 'GPU data plane: NCCL' "$logs/gpu_test.log"
 step bench 180 "$here/troika-bench" --device=cuda --repeat=5; cat "$logs/bench.log"
 # The kernels under compute-sanitizer's memcheck.
 if command -v compute-sanitizer > /dev/null; then
@@ -113,6 +143,7 @@ if [[ -d $here/python ]]; then
     step pytest 180 "$here/troikarun" -np 1 --log_level info -- python3 -m pytest -q -rfEs \
       -p no:cacheprovider "$here/tests/test_cuda.py"
     grep -E 'passed|failed|error|runs without negotiation' "$logs/pytest.log" | tail -n 25
+    grep -m 1 'GPU data plane: NCCL' "$logs/pytest.log"  # torch's, already loaded
     # The same with every collective negotiated (no steady-state schedules).
     step pytest_negotiated 180 "$here/troikarun" -np 1 --schedules off -- \
       python3 -m pytest -q -rfEs -p no:cacheprovider "$here/tests/test_cuda.py"
@@ -149,4 +180,5 @@ fi
 exit $status
 RUN
 chmod +x "$out/run.sh"
+bash -n "$out/run.sh"
 echo "bundle in $out ($(du -sh "$out" | cut -f1)); run $out/run.sh on the GPU machine"
