@@ -114,20 +114,21 @@ absl::StatusOr<NcclLibrary> NcclLibrary::Load(const NcclLibraryOptions& options)
     int flags;
     const char* origin;
   };
-  std::vector<Candidate> candidates = {{kNcclSoname, RTLD_NOLOAD, "already loaded in this process"},
-                                       {kNcclSoname, 0, "found by the dynamic loader's search"}};
+  std::vector<Candidate> candidates = {
+      {options.soname, RTLD_NOLOAD, "already loaded in this process"},
+      {options.soname, 0, "found by the dynamic loader's search"}};
   if (!options.build_library.empty()) {
     candidates.push_back({options.build_library, 0, "the build's NCCL"});
   }
   std::vector<std::string> tried;
   bool loaded_here = false;  // then the search would only find that one again
   for (const Candidate& c : candidates) {
-    if (loaded_here && c.name == kNcclSoname) continue;
+    if (loaded_here && c.name == options.soname) continue;
     void* handle = dlopen(c.name.c_str(), RTLD_NOW | RTLD_LOCAL | c.flags);
     if (handle == nullptr) {
       std::string error = DlError();  // read even when not shown: it would linger
       tried.push_back((c.flags & RTLD_NOLOAD) != 0
-                          ? absl::StrCat("no ", kNcclSoname, " loaded in this process")
+                          ? absl::StrCat("no ", options.soname, " loaded in this process")
                           : std::move(error));
       continue;
     }

@@ -42,6 +42,9 @@ struct NcclLibraryOptions {
   // The search's last resort, after "already loaded" and the loader's search path: the NCCL
   // the build was configured with; empty: none.
   std::string build_library = kNcclBuildLibrary;
+  // The soname looked for as "already loaded" and on the loader's search path (tests name
+  // one no machine has).
+  std::string soname = kNcclSoname;
 };
 
 // NCCL as loaded: which library, its version, and the functions Troika calls (never null).

@@ -105,6 +105,28 @@ TEST(NcclLibraryTest, SearchFindsTheMachinesNcclThenReusesIt) {
   EXPECT_EQ(again->AllReduce, nccl->AllReduce);
 }
 
+TEST(NcclLibraryTest, SearchThatFindsNothingUsableNamesEveryPlaceTried) {
+  // A soname no machine has, and a build's library that is too old.
+  absl::StatusOr<NcclLibrary> nccl = NcclLibrary::Load(
+      {.path = "", .build_library = FAKE_NCCL_OLD, .soname = "libtroika_absent_nccl.so.2"});
+  ASSERT_FALSE(nccl.ok());
+  EXPECT_EQ(nccl.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(nccl.status().message(),
+              AllOf(HasSubstr("no libtroika_absent_nccl.so.2 loaded in this process; "
+                              "libtroika_absent_nccl.so.2: cannot open shared object file"),
+                    HasSubstr(absl::StrCat(FAKE_NCCL_OLD, " (the build's NCCL) is NCCL 2.14.5")),
+                    HasSubstr("needs NCCL 2.17.1 or newer"), HasSubstr("TROIKA_NCCL_LIBRARY")));
+}
+
+TEST(NcclLibraryTest, SearchFallsBackToTheBuildsLibrary) {
+  absl::StatusOr<NcclLibrary> nccl = NcclLibrary::Load(
+      {.path = "", .build_library = FAKE_NCCL_COMPLETE, .soname = "libtroika_absent_nccl.so.2"});
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  EXPECT_EQ(nccl->version, 29902);
+  EXPECT_EQ(nccl->origin, "the build's NCCL");
+  EXPECT_EQ(nccl->path, FAKE_NCCL_COMPLETE);
+}
+
 TEST(NcclLibraryTest, GpuOperationFailsWithTheLoadersErrorWhenNcclCannotBeUsed) {
   if (const std::string why = testing::NoGpu(); !why.empty()) GTEST_SKIP() << why;
   // Creating the plane loads nothing; the first GPU operation (its device check at
