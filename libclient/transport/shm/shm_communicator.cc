@@ -24,6 +24,11 @@ size_t Piece(size_t total, size_t at, size_t piece) {
   return at < total ? std::min(piece, total - at) : 0;
 }
 
+// Allreduces up to this size take one barrier instead of two: every rank stages the whole
+// tensor and reduces all n staged copies itself, in rank order (so every rank computes the
+// same bits). Above it, reducing n copies everywhere costs more than the second barrier.
+constexpr size_t kOneBarrierBytes = 16 * 1024;
+
 // Each rank's region of a staging buffer when it is split by destination rank: 64-byte
 // aligned, so a multiple of every element size.
 size_t RegionBytes(int n) { return kBufferBytes / n / 64 * 64; }
@@ -99,6 +104,9 @@ absl::Status ShmCommunicator::Allreduce(void* data, size_t count, DataType dtype
     RETURN_IF_ERROR(CheckReduction(dtype, op));
     if (size() == 1) return absl::OkStatus();
     const size_t width = DataTypeSize(dtype);
+    if (count > 0 && count * width <= kOneBarrierBytes) {
+      return AllreduceSmall(static_cast<char*>(data), count, dtype, op);
+    }
     const size_t per_piece = kBufferBytes / width;
     char* bytes = static_cast<char*>(data);
     for (size_t at = 0; at < count; at += per_piece) {
@@ -107,6 +115,17 @@ absl::Status ShmCommunicator::Allreduce(void* data, size_t count, DataType dtype
     }
     return absl::OkStatus();
   });
+}
+
+absl::Status ShmCommunicator::AllreduceSmall(char* data, size_t count, DataType dtype,
+                                             ReduceOp op) {
+  const size_t bytes = count * DataTypeSize(dtype);
+  const int p = NextParity();
+  Copy(segment_->buffer(rank_, p), data, bytes);
+  RETURN_IF_ERROR(Step());
+  Copy(data, segment_->buffer(0, p), bytes);
+  for (int q = 1; q < size(); ++q) ReduceInto(data, segment_->buffer(q, p), count, dtype, op);
+  return absl::OkStatus();
 }
 
 // Stage every slice but this rank's own; reduce the own slice from the peers' staged copies

@@ -9,7 +9,8 @@
 // copies, two for an allreduce.
 // - Allreduce: a reduce-scatter plus an allgather per piece. Each rank stages its input,
 //   reduces its own slice straight from the peers' staged copies into its buffer, publishes
-//   the reduced slice, and copies the other ranks' reduced slices out.
+//   the reduced slice, and copies the other ranks' reduced slices out. Up to 16 KiB, one
+//   barrier instead: every rank stages its tensor and reduces all n copies in rank order.
 // - ReduceScatter: each rank stages every other rank's block and reduces its own from the
 //   peers' staged copies. Allgatherv, Broadcast, Alltoallv: staged copies (Alltoallv first
 //   exchanges every rank's send sizes and checks them against the receivers' expectations).
@@ -67,6 +68,7 @@ class ShmCommunicator : public Communicator {
   template <typename Body>
   absl::Status Run(const char* what, Body&& body);
   absl::Status AllreducePiece(char* data, size_t count, DataType dtype, ReduceOp op);
+  absl::Status AllreduceSmall(char* data, size_t count, DataType dtype, ReduceOp op);
   // Waits for every rank.
   absl::Status Step() { return sync_->Barrier(timeout_); }
   // The staging buffer parity of the next phase.

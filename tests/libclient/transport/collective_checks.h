@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -106,8 +107,8 @@ struct ReduceCase {
   size_t count;
 };
 
-// Every dtype and op at sizes 0, 1 and odd (7: fewer elements than ranks for some groups),
-// plus large float32 and float64 (>= 1 MiB) and a 256 KiB float32.
+// Every dtype and op at sizes 0, 1, odd (7: fewer elements than ranks for some groups) and
+// above 16 KiB, every dtype at >= 1 MiB, plus large float32 and float64 and a 256 KiB float32.
 inline std::vector<ReduceCase> ReduceCases() {
   std::vector<ReduceCase> cases;
   for (DataType dtype : kAllDataTypes) {
@@ -117,6 +118,16 @@ inline std::vector<ReduceCase> ReduceCases() {
         cases.push_back({dtype, op, count});
       }
     }
+  }
+  // More than 16 KiB in every dtype and op (past the shared-memory transport's one-barrier
+  // path), and >= 1 MiB (several of its pieces) in every dtype, the ops in turn.
+  for (DataType dtype : kAllDataTypes) {
+    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 16411});
+  }
+  for (size_t i = 0; i < std::size(kAllDataTypes); ++i) {
+    const DataType dtype = kAllDataTypes[i];
+    cases.push_back({dtype, kAllReduceOps[i % std::size(kAllReduceOps)],
+                     (size_t{1} << 20) / DataTypeSize(dtype) + 2 * i + 1});
   }
   cases.push_back({DataType::kFloat32, ReduceOp::kSum, (size_t{1} << 18) + 3});
   cases.push_back({DataType::kFloat32, ReduceOp::kMin, (size_t{1} << 16) + 1});
