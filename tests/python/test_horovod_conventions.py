@@ -52,6 +52,21 @@ def test_a_name_in_flight_is_refused_at_submission_with_a_value_error(kind):
     hvd.synchronize(submit(name))  # and the name is free again once it completed
 
 
+def test_a_name_stays_taken_until_its_handle_is_synchronized():
+    # However soon the operation completes, its name is in use until synchronize(): the
+    # second submission is refused deterministically (Horovod's tests count on it).
+    h = hvd.allreduce_async(torch.ones(2), name="held", op=hvd.Sum)
+    while not hvd.poll(h):
+        pass
+    with pytest.raises(hvd.DuplicateNameError, match="allreduce.held"):
+        hvd.allreduce_async(torch.ones(2), name="held")
+    with pytest.raises(ValueError):  # the blocking form too
+        hvd.allreduce(torch.ones(2), name="held")
+    assert_equal(hvd.synchronize(h), torch.full([2], float(hvd.size())))
+    assert_equal(hvd.allreduce(torch.ones(2), name="held", op=hvd.Sum),
+                 torch.full([2], float(hvd.size())))
+
+
 def test_a_pending_op_does_not_hold_up_a_barrier_and_duplicates_are_per_rank():
     # Horovod's own order: rank 0 submits, every rank passes a barrier while that op waits
     # for the others, then the others submit it; each rank's second submission is refused.

@@ -72,6 +72,7 @@ def shutdown():
     """Leaves the job; pending operations fail."""
     with _handles_lock:
         _handles.clear()
+        _named.clear()
     _troika_pkg.shutdown()
 
 
@@ -111,20 +112,26 @@ class Compression:
 # Operations in flight: handle number -> _Pending. Keeps the tensors the core reads and writes
 # alive until synchronize().
 _handles = {}
+# The (process set id, name) of every named operation with a handle not yet synchronized: a
+# second submission of one raises at once, however soon the first completed (Horovod's window,
+# its cycle, is wide enough that its users and tests count on this; the core alone frees a name
+# when the operation completes).
+_named = set()
 _handles_lock = threading.Lock()
 _next_handle = 0
 
 
 class _Pending:
-    __slots__ = ("native", "keep", "finish", "stream_device")
+    __slots__ = ("native", "keep", "finish", "stream_device", "key")
 
-    def __init__(self, native, keep, finish, stream_device):
+    def __init__(self, native, keep, finish, stream_device, key=None):
         self.native = native
         self.keep = keep  # the tensors the operation reads and writes, alive until synchronize
         self.finish = finish  # () -> the operation's result, after a successful wait
         # The CUDA device whose current stream synchronize() orders after the operation, for
         # results written into the caller's (or our) device tensors; -1: wait on the CPU.
         self.stream_device = stream_device
+        self.key = key  # (process set id, name) of a named operation, held until synchronize
 
 
 def _add(pending):
@@ -134,11 +141,13 @@ def _add(pending):
         _next_handle += 1
         h = _next_handle
         _handles[h] = pending
+        if pending.key is not None:
+            _named.add(pending.key)
     return h
 
 
-def _register(native, keep, finish, stream_device=-1):
-    return _add(_Pending(native, keep, finish, stream_device))
+def _register(native, keep, finish, stream_device=-1, key=None):
+    return _add(_Pending(native, keep, finish, stream_device, key))
 
 
 def _dtype(tensor):
@@ -180,9 +189,21 @@ def _ps_id(process_set):
 
 
 def _name(kind, name, ps_id):
-    """The name an operation is negotiated under, as Horovod's: "<kind>.<name>", or a generated
-    "<kind>.noname.<N>" for an unnamed one."""
-    return kind + "." + name if name is not None else _troika_pkg._generated_name(kind, ps_id)
+    """(negotiated name, key): the name an operation is negotiated under, as Horovod's,
+    "<kind>.<name>", or a generated "<kind>.noname.<N>" for an unnamed one; the key, for a named
+    one, holds the name until synchronize() (_Pending.key). DuplicateNameError if an operation
+    of that name is still unsynchronized here."""
+    if name is None:
+        return _troika_pkg._generated_name(kind, ps_id), None
+    full = kind + "." + name
+    key = (ps_id, full)
+    if key in _named:
+        message = ("'%s' is already in flight on this rank (its handle is not synchronized); "
+                   "synchronize it first" % full)
+        err = DuplicateNameError("ALREADY_EXISTS: " + message)
+        err.code, err.message, err.membership_change = "ALREADY_EXISTS", message, None
+        raise err
+    return full, key
 
 
 def _shape(tensor):
@@ -262,6 +283,7 @@ def synchronize(handle):
     finally:
         with _handles_lock:
             _handles.pop(handle, None)
+            _named.discard(pending.key)
 
 
 # ----------------------------------------------------------------------------- allreduce
@@ -282,14 +304,15 @@ def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, proc
     else:  # in place on a non-contiguous tensor: through a contiguous copy
         target = source
         finish = lambda: output.copy_(target)  # noqa: E731
+    full, key = _name("allreduce", name, ps_id)
     # Positional: pybind11 matches keywords by name on every call.
     native = _troika_pkg.context().allreduce(
-        _name("allreduce", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
+        full, source.data_ptr(), target.data_ptr(), dt,
         source.shape, op, prescale_factor, postscale_factor, ps_id, device, stream)
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Allreduce, op, prescale_factor,
                                   postscale_factor, process_set)
-    return _Pending(native, (tensor, source, target, output), finish, device)
+    return _Pending(native, (tensor, source, target, output), finish, device, key)
 
 
 def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
@@ -306,7 +329,7 @@ def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, 
     else:  # in place, through a contiguous copy if `output` is not contiguous
         target = output if output.is_contiguous() else source
     _troika_pkg.context().allreduce_wait(
-        _name("allreduce", name, ps_id),
+        _name("allreduce", name, ps_id)[0],
         source.data_ptr(), target.data_ptr(), dt, source.shape, op,
         prescale_factor, postscale_factor, ps_id)
     if output is None:
@@ -391,12 +414,13 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     dt = _dtype(tensor)
     device, stream = _device(tensor)
     source = tensor.contiguous()
+    full, key = _name("allgather", name, ps_id)
     native = _troika_pkg.context().allgather(
-        _name("allgather", name, ps_id), source.data_ptr(), dt, _shape(source),
+        full, source.data_ptr(), dt, _shape(source),
         process_set=ps_id, device=device, ready_stream=stream)
     return _register(native, (tensor, source), _autograd.attach(
         lambda: _result_from(native, tensor.dtype, tensor.device), tensor, _autograd.Allgather,
-        process_set))
+        process_set), key=key)
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -432,12 +456,13 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     else:
         target = source
         finish = lambda: output.copy_(target)  # noqa: E731
+    full, key = _name("broadcast", name, ps_id)
     native = _troika_pkg.context().broadcast(
-        _name("broadcast", name, ps_id), source.data_ptr(), target.data_ptr(), dt,
+        full, source.data_ptr(), target.data_ptr(), dt,
         _shape(source), root, process_set=ps_id, device=device, ready_stream=stream)
     if output is None:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach(finish, tensor, _autograd.Broadcast, root_rank, process_set)
-    return _register(native, (tensor, source, target, output), finish, device)
+    return _register(native, (tensor, source, target, output), finish, device, key)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -479,8 +504,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         split_list = [int(s) for s in splits.tolist()]
     else:
         split_list = [int(s) for s in splits]
+    full, key = _name("alltoall", name, ps_id)
     native = _troika_pkg.context().alltoall(
-        _name("alltoall", name, ps_id), source.data_ptr(), dt, _shape(source), split_list,
+        full, source.data_ptr(), dt, _shape(source), split_list,
         process_set=ps_id, device=device, ready_stream=stream)
 
     def finish():
@@ -488,7 +514,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         return out, torch.tensor(native.received_splits, dtype=torch.int32)
 
     return _register(native, (tensor, source),
-                     _autograd.attach(finish, tensor, _autograd.Alltoall, process_set))
+                     _autograd.attach(finish, tensor, _autograd.Alltoall, process_set), key=key)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -524,13 +550,14 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     source = tensor.contiguous()
     shape = _shape(source)
     out = _reducescatter_output(tensor, process_set)
+    full, key = _name("reducescatter", name, ps_id)
     native = _troika_pkg.context().reducescatter_into(
-        _name("reducescatter", name, ps_id), source.data_ptr(), out.data_ptr(), _nbytes(out),
+        full, source.data_ptr(), out.data_ptr(), _nbytes(out),
         dt, shape, op=op, prescale=prescale_factor, postscale=postscale_factor,
         process_set=ps_id, device=device, ready_stream=stream)
     return _register(native, (tensor, source, out), _autograd.attach(
         lambda: out, tensor, _autograd.Reducescatter, op, prescale_factor, postscale_factor,
-        process_set), device)
+        process_set), device, key)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,

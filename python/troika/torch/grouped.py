@@ -59,12 +59,13 @@ class _GroupNative:
 
 def _start_group(kind, tensors, name, process_set):
     """Validates a group before any of it is submitted (every tensor's dtype, one device) and
-    names it: (the tensors as a list, process set id, group name, device, ready stream)."""
+    names it: (the tensors as a list, process set id, group name, its key for the handle,
+    device, ready stream)."""
     ps_id = _hvd._ps_id(process_set)
     tensors = _check_group(tensors)
-    group = _hvd._name(kind, name, ps_id)
+    group, key = _hvd._name(kind, name, ps_id)
     device, stream = _hvd._device(tensors[0]) if tensors else (-1, 0)
-    return tensors, ps_id, group, device, stream
+    return tensors, ps_id, group, key, device, stream
 
 
 def _empty_group():
@@ -90,8 +91,8 @@ def _check_group(tensors):
 
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, postscale_factor,
                              process_set):
-    tensors, ps_id, group, device, stream = _start_group("grouped_allreduce", tensors, name,
-                                                         process_set)
+    tensors, ps_id, group, key, device, stream = _start_group(
+        "grouped_allreduce", tensors, name, process_set)
     if not tensors:
         return _empty_group()
     entries, keep, finishers = [], [], []
@@ -116,7 +117,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     if not in_place:  # out of place: differentiable (autograd.py)
         finish = _autograd.attach_group(finish, tensors, op, prescale_factor, postscale_factor,
                                         process_set)
-    return _hvd._register(_GroupNative(natives), keep, finish, device)
+    return _hvd._register(_GroupNative(natives), keep, finish, device, key)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -160,8 +161,8 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers each tensor of the list (dim 0 may differ per rank) as one group; one handle
     whose synchronize() gives the list of gathered tensors."""
-    tensors, ps_id, group, device, stream = _start_group("grouped_allgather", tensors, name,
-                                                         process_set)
+    tensors, ps_id, group, key, device, stream = _start_group(
+        "grouped_allgather", tensors, name, process_set)
     if not tensors:
         return _empty_group()
     sources = [t.contiguous() for t in tensors]
@@ -174,7 +175,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         lambda n=n, t=t: _hvd._result_from(n, t.dtype, t.device), t, _autograd.Allgather,
         process_set) for n, t in zip(natives, tensors)]
     return _hvd._register(_GroupNative(natives), (tensors, sources),
-                          lambda: [f() for f in finishers])
+                          lambda: [f() for f in finishers], key=key)
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -191,8 +192,8 @@ def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
     """Reducescatters each tensor of the list (Average or Sum) as one group; one handle whose
     synchronize() gives the list of this rank's blocks."""
     _hvd._check_op(op)
-    tensors, ps_id, group, device, stream = _start_group("grouped_reducescatter", tensors, name,
-                                                         process_set)
+    tensors, ps_id, group, key, device, stream = _start_group(
+        "grouped_reducescatter", tensors, name, process_set)
     outs = [_hvd._reducescatter_output(t, process_set) for t in tensors]
     if not tensors:
         return _empty_group()
@@ -206,7 +207,7 @@ def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
                                   prescale_factor, postscale_factor, process_set)
                  for t, o in zip(tensors, outs)]
     return _hvd._register(_GroupNative(natives), (tensors, sources, outs),
-                          lambda: [f() for f in finishers], device)
+                          lambda: [f() for f in finishers], device, key)
 
 
 def grouped_reducescatter(tensors, name=None, compression=_hvd.Compression.none,
