@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,9 +26,21 @@ std::string HostName() {
   return name;
 }
 
-// Rank 0: a fresh segment, published as "<name> <host>".
+std::vector<std::string> RankKeys(const std::string& prefix, int from, int to) {
+  std::vector<std::string> keys;
+  for (int r = from; r < to; ++r) keys.push_back(absl::StrCat(prefix, r));
+  return keys;
+}
+
+// Rank 0: once every other rank is waiting for it, a fresh segment, published as
+// "<name> <host>". Creating it only then keeps short the time in which it has a name that a
+// killed rank 0 would leave behind.
 absl::StatusOr<std::unique_ptr<ShmSegment>> CreateAndPublish(const CommunicatorSpec& spec,
                                                              Store& store, const std::string& key) {
+  const std::string ready = absl::StrCat(spec.store_prefix, "shm/ready/");
+  if (absl::Status s = store.Wait(RankKeys(ready, 1, spec.size), spec.timeout); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("waiting for the other ranks: ", s.message()));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment, ShmSegment::Create(spec.size));
   if (absl::Status s = store.Set(key, absl::StrCat(segment->name(), " ", HostName())); !s.ok()) {
     ShmSegment::Unlink(segment->name());
@@ -39,29 +53,39 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> CreateAndPublish(const CommunicatorS
 absl::StatusOr<std::unique_ptr<ShmSegment>> OpenPublished(const CommunicatorSpec& spec,
                                                           Store& store, const std::string& key,
                                                           std::string& name) {
+  RETURN_IF_ERROR(store.Set(absl::StrCat(spec.store_prefix, "shm/ready/", spec.rank), "1"));
   ASSIGN_OR_RETURN(const std::string value, store.Get(key, spec.timeout));
   std::pair<std::string, std::string> name_host = absl::StrSplit(value, absl::MaxSplits(' ', 1));
   name = name_host.first;
   absl::StatusOr<std::unique_ptr<ShmSegment>> segment = ShmSegment::Open(name, spec.size);
   if (absl::IsNotFound(segment.status())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank 0 (host '", name_host.second, "') created shared memory '", name,
-                     "', which this rank (host '", HostName(),
-                     "') cannot open: the shm data plane needs every "
-                     "rank on one host (or rank 0 failed meanwhile): ",
-                     segment.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank 0 (host '", name_host.second, "') created shared memory '", name,
+        "', which this rank (host '", HostName(), "') cannot open: the shm data plane needs ",
+        "every rank on one host (or rank 0 failed meanwhile): ", segment.status().message()));
   }
   return segment;
 }
 
+// Every rank announces in the store that it has mapped the segment and waits for the others
+// there (so a job that fails meanwhile ends the wait, as it ends Gloo's); then the name goes.
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(const CommunicatorSpec& spec,
+                                                            Store& store,
                                                             std::unique_ptr<ShmSegment> segment,
-                                                            absl::Duration timeout) {
+                                                            absl::Time deadline) {
   segment->control(spec.rank).pid.store(getpid(), std::memory_order_release);
-  auto sync = std::make_unique<ShmSync>(*segment, spec.rank);
-  RETURN_IF_ERROR(sync->Barrier(timeout));  // every rank has mapped it
+  const std::string mapped = absl::StrCat(spec.store_prefix, "shm/mapped/");
+  RETURN_IF_ERROR(store.Set(absl::StrCat(mapped, spec.rank), "1"));
+  const std::vector<std::string> keys = RankKeys(mapped, 0, spec.size);
+  auto remaining = [deadline] { return std::max(deadline - absl::Now(), absl::Milliseconds(1)); };
+  if (absl::Status s = store.Wait(keys, remaining()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("waiting for every rank to map shared memory '",
+                                               segment->name(), "': ", s.message()));
+  }
   ShmSegment::Unlink(segment->name());
+  auto sync = std::make_unique<ShmSync>(*segment, spec.rank);
   sync->WatchPeers();
+  RETURN_IF_ERROR(sync->Barrier(remaining()));
   return std::make_unique<ShmCommunicator>(std::move(segment), std::move(sync), spec.rank,
                                            spec.timeout);
 }
@@ -87,9 +111,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmTransport::Connect(const Commun
       spec.rank == 0 ? CreateAndPublish(spec, store, key) : OpenPublished(spec, store, key, name);
   if (segment.ok()) name = (*segment)->name();
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
-      segment.ok() ? ConnectMapped(spec, *std::move(segment),
-                                   std::max(deadline - absl::Now(), absl::Milliseconds(1)))
-                   : segment.status();
+      segment.ok() ? ConnectMapped(spec, store, *std::move(segment), deadline) : segment.status();
   if (comm.ok()) return comm;
   if (!name.empty()) ShmSegment::Unlink(name);
   return absl::Status(

@@ -2,12 +2,14 @@
 // ShmTransport: connects ShmCommunicators, the data plane of ranks that share one host,
 // through POSIX shared memory (shm_communicator.h; design in docs/shm.md).
 //
-// Bootstrap: rank 0 creates a segment under a fresh name ("/troika-shm-<pid>-<nonce>", with
-// O_EXCL, so two jobs, generations or process sets never share one) and publishes the name
-// in the Store under spec.store_prefix; the other ranks map it. Once every rank has mapped
-// it (a barrier in the segment), every rank unlinks the name: from then on the memory lives
-// only as long as some rank maps it, so a killed rank leaves nothing in /dev/shm. A rank that
-// fails to connect after the name is known unlinks it too.
+// Bootstrap: once every other rank has said in the Store that it is waiting, rank 0 creates
+// a segment under a fresh name ("/troika-shm-<pid>-<nonce>", with O_EXCL, so two jobs,
+// generations or process sets never share one) and publishes the name in the Store under
+// spec.store_prefix; the other ranks map it. Every rank then says so in
+// the Store and waits there for the others (so the job's failure ends the wait, as it ends
+// Gloo's), and once every rank has mapped it, every rank unlinks the name: from then on the
+// memory lives only as long as some rank maps it, so a killed rank leaves nothing in
+// /dev/shm. A rank that fails to connect after the name is known unlinks it too.
 //
 // Every rank of the group must run on the host of rank 0 (in the same IPC namespace): a rank
 // that cannot open the segment fails with FAILED_PRECONDITION saying so.
@@ -27,7 +29,8 @@ class ShmTransport : public Transport {
   // Blocks until every rank has mapped the segment, or fails after about spec.timeout:
   // INVALID_ARGUMENT for a bad spec, the Store's error (DEADLINE_EXCEEDED when rank 0 never
   // published the segment), FAILED_PRECONDITION when the segment cannot be opened here (a
-  // rank on another host), DEADLINE_EXCEEDED when a rank never mapped it.
+  // rank on another host), the Store's error when a rank never mapped it (DEADLINE_EXCEEDED
+  // naming its key).
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const CommunicatorSpec& spec,
                                                         Store& store) override;
 };

@@ -242,13 +242,23 @@ TEST_F(ShmTransportTest, HundredCommunicatorsInARowLeaveNothingInDevShm) {
   EXPECT_TRUE(SegmentsOf(getpid()).empty());
 }
 
-TEST_F(ShmTransportTest, FailedConnectLeavesNothingInDevShm) {
+TEST_F(ShmTransportTest, RankZeroCreatesNothingUntilEveryRankWaits) {
   const auto status = transport_.Connect(
       {.rank = 0, .size = 2, .store_prefix = "alone/", .timeout = absl::Milliseconds(300)}, store_);
   EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
   EXPECT_TRUE(absl::StrContains(status.status().message(), "rank 0 of 2")) << status.status();
-  EXPECT_TRUE(absl::StrContains(status.status().message(), "rank 1 did not reach"))
-      << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "alone/shm/ready/1")) << status.status();
+  EXPECT_TRUE(store_.Keys().empty()) << "no segment was published";
+}
+
+TEST_F(ShmTransportTest, ConnectFailingAfterTheSegmentExistsLeavesNothingInDevShm) {
+  // Rank 1 says it waits, then never maps the segment.
+  ASSERT_TRUE(store_.Set("lost/shm/ready/1", "1").ok());
+  const auto status = transport_.Connect(
+      {.rank = 0, .size = 2, .store_prefix = "lost/", .timeout = absl::Milliseconds(300)}, store_);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(), "lost/shm/mapped/1")) << status.status();
+  EXPECT_TRUE(store_.Get("lost/shm/segment", absl::ZeroDuration()).ok());
   EXPECT_TRUE(SegmentsOf(getpid()).empty());
 }
 
