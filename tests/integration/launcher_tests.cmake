@@ -85,3 +85,13 @@ target_compile_definitions(shm_data_plane_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
 add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-rank)
+
+# Suites that run every collective over the data plane, again over shared memory: process
+# sets, join, groups, the cache, schedules, faults and early exits.
+add_test(NAME collectives_over_shm COMMAND collectives_test)
+set_tests_properties(collectives_over_shm PROPERTIES
+  ENVIRONMENT TROIKA_TEST_TRANSPORT=shm TIMEOUT 600)
+foreach(test scenario_process_test fault_test)
+  add_test(NAME ${test}_over_shm COMMAND ${test})
+  set_tests_properties(${test}_over_shm PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=shm TIMEOUT 300)
+endforeach()

@@ -49,8 +49,9 @@ class TestCluster {
   // troikarun's embedded coordinator), with kTestAdminToken as its admin token; every job
   // uses kTestJobToken. Clients started from this process — agents, troikactl, troika_init —
   // find TROIKA_PLAINTEXT=1 and both tokens in their environment; RankOptions() says it.
-  // TROIKA_TEST_SCHEDULES=1 in the environment turns steady-state schedules on (suites re-run
-  // with them: tests/integration/CMakeLists.txt).
+  // TROIKA_TEST_SCHEDULES=1 in the environment turns steady-state schedules on, and
+  // TROIKA_TEST_TRANSPORT names the ranks' data plane (suites re-run with them:
+  // tests/integration/CMakeLists.txt).
   explicit TestCluster(coordinator::CoordinatorOptions options) {
     if (const char* on = std::getenv("TROIKA_TEST_SCHEDULES"); on != nullptr && *on == '1') {
       options.registry.schedules = true;
@@ -81,6 +82,9 @@ class TestCluster {
     o.host = "localhost";
     o.attach_timeout = absl::Seconds(30);
     o.data_timeout = absl::Seconds(60);
+    if (const char* transport = std::getenv("TROIKA_TEST_TRANSPORT"); transport != nullptr) {
+      o.transport = transport;
+    }
     return o;
   }
 
