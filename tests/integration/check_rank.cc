@@ -66,7 +66,7 @@ int main() {
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != pattern(i)) return std::fprintf(stderr, "broadcast byte %zu wrong\n", i), 1;
   }
-  std::printf("check ok on rank %d of %d (host %s, data plane %s)\n", rank, size,
+  std::printf("check ok on rank %d of %d (host %s), data plane %s\n", rank, size,
               options->host.c_str(), options->transport.c_str());
   return 0;
 }

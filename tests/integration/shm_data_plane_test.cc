@@ -46,7 +46,7 @@ TEST(ShmDataPlaneTest, FourRanksThroughTroikarunGetCorrectAllreduceAllgatherAndB
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("check ok on rank ", rank, " of 4")));
   }
-  EXPECT_THAT(r.out, HasSubstr("data plane shm)"));
+  EXPECT_THAT(r.out, HasSubstr("), data plane shm\n"));
   EXPECT_THAT(LeakedSegments(), ::testing::IsEmpty());
 }
 
