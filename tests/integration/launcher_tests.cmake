@@ -91,7 +91,13 @@ add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-ra
 add_test(NAME collectives_over_shm COMMAND collectives_test)
 set_tests_properties(collectives_over_shm PROPERTIES
   ENVIRONMENT TROIKA_TEST_TRANSPORT=shm TIMEOUT 600)
-foreach(test scenario_process_test fault_test)
+foreach(test scenario_process_test fault_test elastic_test)
   add_test(NAME ${test}_over_shm COMMAND ${test})
   set_tests_properties(${test}_over_shm PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=shm TIMEOUT 300)
 endforeach()
+# After them (killed ranks, failed attaches, ten elastic generations): no segment in /dev/shm
+# whose creator is gone.
+add_test(NAME shm_segments_not_leaked
+  COMMAND sh -c "for f in /dev/shm/troika-shm-*; do [ -e \"$f\" ] || continue; p=\${f#/dev/shm/troika-shm-}; [ -d /proc/\${p%%-*} ] || { echo \"leaked: $f\"; exit 1; }; done")
+set_tests_properties(shm_segments_not_leaked PROPERTIES DEPENDS
+  "collectives_over_shm;scenario_process_test_over_shm;fault_test_over_shm;elastic_test_over_shm")
