@@ -62,8 +62,12 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(int ranks) {
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Errno(absl::StrCat("creating shared memory '", name, "'"));
   absl::StatusOr<void*> base;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    base = Errno(absl::StrCat("sizing shared memory '", name, "' to ", bytes, " bytes"));
+  // Allocated now, not as pages are first touched: a /dev/shm too small for it (a container's
+  // default 64 MiB) fails here with a message instead of a SIGBUS in some later collective.
+  if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+    base = absl::ResourceExhaustedError(absl::StrCat(
+        "allocating ", bytes, " bytes of shared memory for '", name, "': ", std::strerror(e),
+        " (is /dev/shm large enough? a container's default is 64 MiB)"));
   } else {
     base = Map(fd, bytes, name);
   }
@@ -72,7 +76,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(int ranks) {
     shm_unlink(name.c_str());
     return base.status();
   }
-  // ftruncate zero-fills: every atomic starts at 0.
+  // A new file reads as zeros: every atomic starts at 0.
   Header& header = *static_cast<Header*>(*base);
   header.ranks = static_cast<uint32_t>(ranks);
   header.buffer_bytes = kBufferBytes;

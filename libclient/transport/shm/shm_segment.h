@@ -63,8 +63,9 @@ struct alignas(64) SlotControl {
 
 class ShmSegment {
  public:
-  // Creates and maps a new segment for `ranks` ranks under a fresh name (INTERNAL with errno's
-  // text when /dev/shm refuses).
+  // Creates, allocates and maps a new segment for `ranks` ranks under a fresh name:
+  // RESOURCE_EXHAUSTED when /dev/shm has no room for it, INTERNAL with errno's text when
+  // /dev/shm refuses otherwise.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(int ranks);
   // Maps the existing segment `name` for `ranks` ranks; NOT_FOUND when no such segment exists
   // (on this host), FAILED_PRECONDITION when it is not a segment for `ranks` ranks.

@@ -33,15 +33,21 @@ std::vector<std::string> RankKeys(const std::string& prefix, int from, int to) {
 }
 
 // Rank 0: once every other rank is waiting for it, a fresh segment, published as
-// "<name> <host>". Creating it only then keeps short the time in which it has a name that a
-// killed rank 0 would leave behind.
+// "<name> <host>" (or "! <error>" when it cannot be created). Creating it only then keeps short the
+// time in which it has a name that a killed rank 0 would leave behind.
 absl::StatusOr<std::unique_ptr<ShmSegment>> CreateAndPublish(const CommunicatorSpec& spec,
                                                              Store& store, const std::string& key) {
   const std::string ready = absl::StrCat(spec.store_prefix, "shm/ready/");
   if (absl::Status s = store.Wait(RankKeys(ready, 1, spec.size), spec.timeout); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("waiting for the other ranks: ", s.message()));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment, ShmSegment::Create(spec.size));
+  absl::StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(spec.size);
+  if (!created.ok()) {
+    // The other ranks wait for the name: tell them instead.
+    store.Set(key, absl::StrCat("! ", created.status().message())).IgnoreError();
+    return created.status();
+  }
+  std::unique_ptr<ShmSegment> segment = *std::move(created);
   if (absl::Status s = store.Set(key, absl::StrCat(segment->name(), " ", HostName())); !s.ok()) {
     ShmSegment::Unlink(segment->name());
     return s;
@@ -55,6 +61,10 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> OpenPublished(const CommunicatorSpec
                                                           std::string& name) {
   RETURN_IF_ERROR(store.Set(absl::StrCat(spec.store_prefix, "shm/ready/", spec.rank), "1"));
   ASSIGN_OR_RETURN(const std::string value, store.Get(key, spec.timeout));
+  if (value.compare(0, 2, "! ") == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("rank 0 could not create the shared memory: ", value.substr(2)));
+  }
   std::pair<std::string, std::string> name_host = absl::StrSplit(value, absl::MaxSplits(' ', 1));
   name = name_host.first;
   absl::StatusOr<std::unique_ptr<ShmSegment>> segment = ShmSegment::Open(name, spec.size);

@@ -279,6 +279,16 @@ TEST_F(ShmTransportTest, RankThatCannotOpenTheSegmentSaysEveryRankMustShareAHost
   EXPECT_TRUE(absl::StrContains(status.status().message(), "otherhost")) << status.status();
 }
 
+TEST_F(ShmTransportTest, RankZeroFailingToCreateTheSegmentFailsTheOthersAtOnce) {
+  // What rank 0 publishes when /dev/shm has no room (checked by hand with a 4 MiB tmpfs).
+  ASSERT_TRUE(store_.Set("full/shm/segment", "! allocating 16780032 bytes: no space").ok());
+  const auto status = transport_.Connect({.rank = 1, .size = 2, .store_prefix = "full/"}, store_);
+  EXPECT_TRUE(absl::IsUnavailable(status.status())) << status.status();
+  EXPECT_TRUE(absl::StrContains(status.status().message(),
+                                "rank 0 could not create the shared memory: allocating"))
+      << status.status();
+}
+
 TEST_F(ShmTransportTest, ConnectRejectsInvalidSpecs) {
   EXPECT_TRUE(absl::IsInvalidArgument(transport_.Connect({.rank = 1, .size = 1}, store_).status()));
   EXPECT_TRUE(
