@@ -195,7 +195,7 @@ TEST_F(ShmTransportTest, AbortUnblocksBlockedCallAndFailsLaterCallsFast) {
   conformance::CheckAbortUnblocksBlockedCall(comms, /*peer_bound=*/absl::Seconds(1));
 }
 
-TEST_F(ShmTransportTest, AbortWakesEveryWaitingRankAtOnce) {
+TEST_F(ShmTransportTest, AbortOnOneRankWakesEveryWaitingRank) {
   Comms comms = ConnectGroup(transport_, store_, 4, "abort-all/");
   ASSERT_EQ(comms.size(), 4u);
   std::thread aborter([&] {
