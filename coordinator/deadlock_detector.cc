@@ -35,9 +35,12 @@ std::optional<std::string> DeadlockDetector::Check(const std::vector<PendingTens
   for (const PendingTensor& p : pending) pending_by_name[p.name] = &p;
   // Wait set -> the live ranks blocked on exactly it.
   std::map<std::vector<std::string>, std::vector<int>> groups;
+  bool blocked_on_a_tensor = false;  // besides the join: else every wait is a join's, soon done
   for (const auto& [rank, names] : waits_) {
     if (rank < 0 || rank >= size || departed.count(rank)) continue;
     for (const std::string& name : names) {
+      if (name == kJoinTensorName) continue;  // joined: it submits nothing more
+      blocked_on_a_tensor = true;
       auto it = pending_by_name.find(name);
       // Not pending: negotiated, it will complete. Pending but not submitted by this rank:
       // the rank waits for an earlier tensor of that name, whose response is on its way (a
@@ -48,6 +51,7 @@ std::optional<std::string> DeadlockDetector::Check(const std::vector<PendingTens
     }
     groups[names].push_back(rank);
   }
+  if (!blocked_on_a_tensor) return std::nullopt;
   std::vector<std::pair<const std::vector<std::string>*, const std::vector<int>*>> order;
   for (const auto& [names, ranks] : groups) order.emplace_back(&names, &ranks);
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {

@@ -6,7 +6,9 @@
 // ever become ready. A waited-for name that is not pending was already negotiated and will
 // complete; one that is pending without the waiting rank's submission is a later tensor of the
 // same name (the rank's wait state trails the response it is about to get): no deadlock is
-// declared then.
+// declared then. A rank blocked in a join (kJoinTensorName, never in `pending`: a join is no
+// stall) counts as blocked on it while some other rank is blocked on a pending tensor: that
+// rank can never join, so the join never completes.
 //
 // Not thread-safe: the owning Job calls it under its lock.
 

@@ -26,6 +26,24 @@ TEST(DeadlockDetectorTest, EveryRankBlockedOnPendingTensorsIsADeadlock) {
   EXPECT_EQ(*message, "deadlock: rank 3 waits for 'grad/b'; ranks 0-2 wait for 'grad/a'");
 }
 
+// Rank 0 joined; ranks 1 and 2 wait for tensors each of them alone submitted (e.g. unnamed
+// ops whose generated names diverged): they can never join, so rank 0's join never completes.
+TEST(DeadlockDetectorTest, ARankInAJoinWhileTheOthersAreBlockedIsADeadlock) {
+  DeadlockDetector detector;
+  detector.Update(0, {"troika/join"});
+  detector.Update(1, {"x.1"});
+  detector.Update(2, {"x.2"});
+  std::optional<std::string> message = detector.Check(Pending({"x.1", "x.2"}), {}, 3);
+  ASSERT_TRUE(message.has_value());
+  EXPECT_EQ(*message,
+            "deadlock: rank 0 waits for 'troika/join'; rank 1 waits for 'x.1'; rank 2 waits for "
+            "'x.2'");
+  // Every rank in the join: the last join completes it (its response may trail).
+  detector.Update(1, {"troika/join"});
+  detector.Update(2, {"troika/join"});
+  EXPECT_FALSE(detector.Check(Pending({}), {}, 3).has_value());
+}
+
 TEST(DeadlockDetectorTest, OneRankNotBlockedIsNoDeadlock) {
   DeadlockDetector detector;
   detector.Update(0, {"a"});

@@ -43,6 +43,38 @@ TEST(DeadlockTest, RanksWaitingForTensorsNoOneElseSubmitsAreAbortedNamingThem) {
   for (auto& c : contexts) c->Shutdown().IgnoreError();
 }
 
+// Rank 0 joined; ranks 1 and 2 each wait for an allgather the other never submits (as unnamed
+// ops do when one rank ran an unnamed op alone before): nobody can join again, so the job is
+// aborted instead of hanging in the join.
+TEST(DeadlockTest, ARankWaitingInAJoinForRanksBlockedElsewhereIsAborted) {
+  TestCluster cluster;
+  auto contexts = cluster.Join("deadlock-join", 3);
+  ASSERT_EQ(contexts.size(), 3u);
+  std::vector<absl::Status> statuses(3);
+  std::vector<absl::Duration> waited(3);
+  OnEveryRank(3, [&](int rank) {
+    const absl::Time start = absl::Now();
+    if (rank == 0) {
+      statuses[rank] = contexts[rank]->Join().Wait();
+    } else {
+      float x = 1;
+      statuses[rank] = contexts[rank]
+                           ->Allgather(absl::StrCat("gather.", rank), &x, DataType::kFloat32, {1})
+                           .Wait();
+    }
+    waited[rank] = absl::Now() - start;
+  });
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    EXPECT_FALSE(statuses[r].ok());
+    EXPECT_LT(waited[r], absl::Seconds(5));
+    const std::string message(statuses[r].message());
+    EXPECT_THAT(message, HasSubstr("deadlock: rank 0 waits for 'troika/join'"));
+    EXPECT_THAT(message, HasSubstr("rank 2 waits for 'gather.2'"));
+  }
+  for (auto& c : contexts) c->Shutdown().IgnoreError();
+}
+
 TEST(DeadlockTest, TrainingWithSlowRanksIsNotMistakenForADeadlock) {
   TestCluster cluster;
   auto contexts = cluster.Join("training", 4);

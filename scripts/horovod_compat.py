@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Runs Horovod's own PyTorch test file against troika.torch and prints the per-test table.
+
+Horovod's tests are the specification of horovod.torch's behaviour; this runs them unchanged,
+with `import horovod.torch` resolved to troika.torch by a two-line alias package made in a
+temporary folder, on NP ranks started by troikarun, CPU only unless the machine has GPUs.
+Horovod's code is not part of Troika: give a checkout of horovod/horovod (tag v0.28.1 or master;
+the file is the same) with --horovod; nothing of it is copied into this repository. Its test
+helpers (test/utils/common.py) need cloudpickle and mock (Debian: python3-cloudpickle
+python3-mock) and horovod/runner/util/threads.py, taken from the checkout too.
+
+  scripts/horovod_compat.py --horovod ~/horovod --np 2 [--np 3] [--mode each|file|both]
+      [--python /usr/bin/python3] [--build build] [--tests test_a,test_b] [--markdown OUT.md]
+
+--mode each runs every test as its own job (one failure cannot spill into the next); --mode
+file runs the whole file as one job, as Horovod's CI does. Each rank writes a JUnit report; a
+test passed when it passed on every rank, was skipped when every rank skipped it, and failed
+otherwise (or when its job ended without a report, e.g. aborted by the coordinator). Prints one
+line per test and configuration, then `summary: P passed, F failed, S skipped` per
+configuration; with --markdown, writes the table (docs/horovod-compat.md holds the latest).
+"""
+
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+# The two-line alias package: `import horovod.torch` gives troika.torch.
+ALIAS = """import sys, troika.torch as torch  # noqa: E401
+sys.modules[__name__ + ".torch"] = torch
+"""
+TEST_FILE = "test/parallel/test_torch.py"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--horovod", required=True, help="a checkout of horovod/horovod")
+    p.add_argument("--np", type=int, action="append", help="ranks (repeatable; default 2)")
+    p.add_argument("--mode", choices=("each", "file", "both"), default="both")
+    p.add_argument("--python", default="/usr/bin/python3", help="the ranks' interpreter")
+    p.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"),
+                   help="Troika's build folder (troikarun in agent/, the package in python/)")
+    p.add_argument("--tests", default="", help="comma-separated test names (default: all)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per job")
+    p.add_argument("--markdown", help="write the per-test table here")
+    return p.parse_args()
+
+
+def make_tree(horovod):
+    """A temporary folder with test/parallel/test_torch.py, test/utils/ and the alias package."""
+    root = tempfile.mkdtemp(prefix="troika-horovod-compat-")
+    for sub in ("test/parallel", "test/utils"):
+        os.makedirs(os.path.join(root, sub))
+    shutil.copy(os.path.join(horovod, TEST_FILE), os.path.join(root, TEST_FILE))
+    utils = os.path.join(horovod, "test/utils")
+    for name in os.listdir(utils):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(utils, name), os.path.join(root, "test/utils", name))
+    os.makedirs(os.path.join(root, "alias/horovod"))
+    with open(os.path.join(root, "alias/horovod/__init__.py"), "w") as f:
+        f.write(ALIAS)
+    # test/utils/common.py imports horovod.runner.util.threads (pure Python, no Horovod build).
+    threads = os.path.join(root, "alias/horovod/runner/util")
+    os.makedirs(threads)
+    for d in ("alias/horovod/runner", "alias/horovod/runner/util"):
+        open(os.path.join(root, d, "__init__.py"), "w").close()
+    shutil.copy(os.path.join(horovod, "horovod/runner/util/threads.py"), threads)
+    return root
+
+
+def environment(args, root):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(root, "alias"), os.path.abspath(os.path.join(args.build, "python"))]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def collect(args, root, env):
+    out = subprocess.run([args.python, "-m", "pytest", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", TEST_FILE],
+                         cwd=root, env=env, capture_output=True, text=True)
+    names = [line.split("::")[-1] for line in out.stdout.splitlines() if "::" in line]
+    if not names:
+        sys.exit("horovod_compat: collected no tests:\n" + out.stdout + out.stderr)
+    return names
+
+
+def run_job(args, root, env, np, selector, reports):
+    """One troikarun job of pytest over `selector`; each rank writes reports/r<RANK>.xml."""
+    os.makedirs(reports, exist_ok=True)
+    troikarun = os.path.abspath(os.path.join(args.build, "agent", "troikarun"))
+    rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider "$1" '
+                '--junitxml="$2/r$TROIKA_RANK.xml"')
+    cmd = [troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, selector,
+           reports]
+    start = time.monotonic()
+    try:
+        job = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                             timeout=args.timeout)
+        log, status = job.stdout + job.stderr, job.returncode
+    except subprocess.TimeoutExpired as e:  # its output comes as bytes, whatever text= says
+        log = b"".join(x for x in (e.stdout, e.stderr) if x).decode(errors="replace")
+        log, status = log + "\n(timed out)", "timeout"
+    with open(os.path.join(reports, "job.log"), "w") as f:
+        f.write(log)
+    return status, time.monotonic() - start
+
+
+def outcomes(reports, np):
+    """test name -> (outcome, reason) over every rank's report."""
+    per_test = collections.defaultdict(list)
+    for r in range(np):
+        path = os.path.join(reports, "r%d.xml" % r)
+        if not os.path.exists(path):
+            continue
+        for case in ET.parse(path).getroot().iter("testcase"):
+            name = case.get("name")
+            failure = case.find("failure")
+            if failure is None:
+                failure = case.find("error")
+            skipped = case.find("skipped")
+            if failure is not None:
+                per_test[name].append(("failed", failure.get("message", "")))
+            elif skipped is not None:
+                per_test[name].append(("skipped", skipped.get("message", "")))
+            else:
+                per_test[name].append(("passed", ""))
+    result = {}
+    for name, ranks in per_test.items():
+        kinds = [k for k, _ in ranks]
+        if len(ranks) < np or "failed" in kinds:
+            reasons = [m for k, m in ranks if k == "failed"]
+            result[name] = ("failed", (reasons[0] if reasons else "no report from every rank"))
+        elif all(k == "skipped" for k in kinds):
+            result[name] = ("skipped", ranks[0][1])
+        elif all(k == "passed" for k in kinds):
+            result[name] = ("passed", "")
+        else:
+            result[name] = ("failed", "ranks disagree: %s" % kinds)
+    return result
+
+
+def one_line(text, width=110):
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def main():
+    args = parse_args()
+    nps = args.np or [2]
+    root = make_tree(os.path.expanduser(args.horovod))
+    env = environment(args, root)
+    torch_version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
+                                   env=env, capture_output=True, text=True).stdout.strip()
+    names = collect(args, root, env)
+    if args.tests:
+        wanted = args.tests.split(",")
+        names = [n for n in names if n in wanted]
+    modes = ["each", "file"] if args.mode == "both" else [args.mode]
+    columns, table = [], collections.OrderedDict((n, {}) for n in names)
+    for np in nps:
+        for mode in modes:
+            column = "np=%d %s" % (np, "per test" if mode == "each" else "whole file")
+            columns.append(column)
+            reports = os.path.join(root, "reports", "np%d-%s" % (np, mode))
+            if mode == "each":
+                for name in names:
+                    where = os.path.join(reports, name)
+                    status, secs = run_job(args, root, env, np,
+                                           "%s::TorchTests::%s" % (TEST_FILE, name), where)
+                    got = outcomes(where, np).get(name, ("failed", "job ended with %s, no "
+                                                         "report" % status))
+                    table[name][column] = got
+                    print("%-52s %-20s %-7s %5.1fs %s" % (name, column, got[0], secs,
+                                                          one_line(got[1], 60)), flush=True)
+            else:
+                status, secs = run_job(args, root, env, np, TEST_FILE, reports)
+                got = outcomes(reports, np)
+                for name in names:
+                    table[name][column] = got.get(name, ("failed", "not run: the job ended "
+                                                         "(%s) before it" % status))
+                print("whole file, np=%d: job exit %s in %.0f s" % (np, status, secs), flush=True)
+            counts = collections.Counter(table[n][column][0] for n in names)
+            print("%s (torch %s) summary: %d passed, %d failed, %d skipped"
+                  % (column, torch_version, counts["passed"], counts["failed"],
+                     counts["skipped"]), flush=True)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("torch %s, %s\n\n" % (torch_version, time.strftime("%Y-%m-%d")))
+            f.write("| test | " + " | ".join(columns) + " |\n")
+            f.write("|---|" + "---|" * len(columns) + "\n")
+            for name in names:
+                cells = []
+                for c in columns:
+                    kind, reason = table[name][c]
+                    cells.append(kind if kind == "passed" else
+                                 "%s: %s" % (kind, one_line(reason, 80).replace("|", "\\|")))
+                f.write("| %s | %s |\n" % (name, " | ".join(cells)))
+            for c in columns:
+                counts = collections.Counter(table[n][c][0] for n in names)
+                f.write("\n%s: %d passed, %d failed, %d skipped" % (
+                    c, counts["passed"], counts["failed"], counts["skipped"]))
+            f.write("\n")
+    print("reports and job logs: %s" % os.path.join(root, "reports"))
+
+
+if __name__ == "__main__":
+    main()
