@@ -93,6 +93,13 @@ namespace {
 const std::vector<int64_t> kEmpty;
 }  // namespace
 
+std::optional<absl::Status> Handle::Peek() const {
+  if (!state_) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->done) return std::nullopt;
+  return state_->status;
+}
+
 bool Handle::Poll() const {
   if (!state_) return true;
   internal::OpState& state = *state_;

@@ -176,9 +176,9 @@ struct PyHandle {
 
 // An op the core refused at submission (done, failed, when submission returns: a name in flight,
 // an invalid argument, a rank that joined, a closed context) raises here, as Horovod raises at
-// the call. (Poll is one atomic load.)
+// the call. Peek, not Poll: a poll would count as waiting and send the op's request early.
 void RaiseIfRefused(const troika::Handle& h) {
-  if (h.Poll()) CheckSubmitted(h.Wait());
+  if (std::optional<absl::Status> s = h.Peek()) CheckSubmitted(*s);
 }
 
 PyHandle Wrap(troika::Handle h, int device) {
@@ -360,7 +360,7 @@ PYBIND11_MODULE(_troika, m) {
               py::gil_scoped_release release;
               troika::Handle h =
                   c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape), options);
-              refused = h.Poll();
+              refused = h.Peek().has_value();
               s = h.Wait();
             }
             if (refused) CheckSubmitted(s);

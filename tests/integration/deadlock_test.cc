@@ -152,6 +152,40 @@ TEST(DeadlockTest, RanksSpinningOnPollForTensorsThatCanNeverCompleteAreAborted) 
   for (auto& c : contexts) c->Shutdown().IgnoreError();
 }
 
+// Handle::Peek (a front end's check that a submission was not refused) is no poll: rank 0
+// peeks at its op for 300 ms while rank 1 waits in a barrier rank 0 joins only afterwards;
+// with Poll that would be a deadlock (the test above), with Peek it is rank 0 computing.
+TEST(DeadlockTest, PeekingAtAnOpIsNotWaitingForIt) {
+  TestCluster cluster;
+  auto contexts = cluster.Join("peek", 2);
+  ASSERT_EQ(contexts.size(), 2u);
+  std::vector<absl::Status> statuses(2);
+  OnEveryRank(2, [&](int rank) {
+    float x = 1;
+    Handle h;
+    if (rank == 0) {
+      h = contexts[rank]->Allreduce("peeked", &x, &x, DataType::kFloat32, {1});
+      const absl::Time until = absl::Now() + absl::Milliseconds(300);
+      while (absl::Now() < until) {
+        if (h.Peek().has_value()) break;  // never: rank 1 submits it after the barrier
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    if (absl::Status s = contexts[rank]->Barrier().Wait(); !s.ok()) {
+      statuses[rank] = s;
+      return;
+    }
+    if (rank == 1) h = contexts[rank]->Allreduce("peeked", &x, &x, DataType::kFloat32, {1});
+    statuses[rank] = h.Wait();
+    if (statuses[rank].ok() && x != 2) statuses[rank] = absl::InternalError("wrong sum");
+    if (statuses[rank].ok() && h.Peek() != absl::OkStatus()) {
+      statuses[rank] = absl::InternalError("Peek of a finished op is not its outcome");
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  for (auto& c : contexts) c->Shutdown().IgnoreError();
+}
+
 TEST(DeadlockTest, ARankThatPolledOnceAndWentOffToComputeIsNotTakenForBlocked) {
   TestCluster cluster;
   auto contexts = cluster.Join("poll-compute", 4);

@@ -186,6 +186,10 @@ class Handle {
   // operation finishes or 500 ms pass without a poll of it. A single poll (then computing)
   // never counts.
   bool Poll() const;
+  // The outcome if the operation has finished, else nullopt. Never blocks and, unlike Poll,
+  // says nothing to the runtime (no waiting for deadlock detection, no early send): for a
+  // front end checking whether a submission was refused at once.
+  std::optional<absl::Status> Peek() const;
   // Blocks until the operation finished; returns its outcome.
   absl::Status Wait() const;
   // Like Wait(), but gives up after `timeout` with DEADLINE_EXCEEDED (the op continues).
