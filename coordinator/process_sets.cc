@@ -54,15 +54,16 @@ std::optional<std::string> ProcessSets::CheckAdd(
                         absl::StrJoin(parts, "; "));
   }
   if (by_list.empty()) return "AddProcessSet: no rank list";
+  // An empty set is valid, as in Horovod (its tests add the odd ranks of a 1-rank job): no
+  // rank is a member, so no operation runs on it.
   const std::vector<int>& list = by_list.begin()->first;
-  bool valid = !list.empty();
+  bool valid = true;
   for (size_t i = 0; valid && i < list.size(); ++i) {
     valid = list[i] >= 0 && list[i] < size_ && (i == 0 || list[i] > list[i - 1]);
   }
   if (!valid) {
     return absl::StrCat("AddProcessSet: ", show(list),
-                        " is not a non-empty, ascending list of distinct ranks in [0, ", size_,
-                        ")");
+                        " is not an ascending list of distinct ranks in [0, ", size_, ")");
   }
   return std::nullopt;
 }

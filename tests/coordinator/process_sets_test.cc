@@ -118,7 +118,7 @@ TEST_F(ProcessSetsTest, MismatchedListsFailNamingEachRanksList) {
   EXPECT_THAT(r.error, HasSubstr("ranks 0-2 passed [0, 1]; rank 3 passed [1, 2]"));
   r = ApplyControl(sets_, "troika/process_set/add/1", std::vector<std::vector<int>>(4, {2, 9}),
                    &out);
-  EXPECT_THAT(r.error, HasSubstr("not a non-empty, ascending list"));
+  EXPECT_THAT(r.error, HasSubstr("is not an ascending list"));
   EXPECT_EQ(sets_.count(), 0);
 }
 

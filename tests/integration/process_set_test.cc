@@ -112,7 +112,7 @@ TEST_F(ProcessSetTest, MismatchedRankListsFailOnEveryRank) {
   // An invalid list, the same everywhere, fails everywhere too; the job goes on.
   OnEveryRank(kRanks, [&](int rank) {
     absl::Status s = contexts_[rank]->AddProcessSet({1, 0}).status();
-    EXPECT_THAT(std::string(s.message()), HasSubstr("not a non-empty, ascending list")) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("is not an ascending list")) << s;
     float x = 1;
     Handle h = contexts_[rank]->Allreduce("after", &x, &x, DataType::kFloat32, {1});
     EXPECT_TRUE(h.Wait().ok()) << h.Wait();

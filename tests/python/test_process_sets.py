@@ -4,6 +4,7 @@ own operations concurrently (run on 3 ranks: sets of 2 and 1)."""
 import pytest
 import torch
 
+import troika
 import troika.torch as hvd
 from conftest import DTYPES, assert_equal, rank_input
 
@@ -85,3 +86,16 @@ def test_removed_set_is_refused():
     assert hvd.remove_process_set(ps)
     with pytest.raises(ValueError, match="has not been added"):
         hvd.allreduce(torch.ones(1), process_set=ps)
+
+
+def test_an_empty_set_can_be_added_and_removed():
+    # As Horovod (its tests add the odd ranks of a 1-rank job): a set with no member; an
+    # operation on it fails on every rank, which is none of its members, and the job goes on.
+    empty = hvd.add_process_set([])
+    try:
+        assert empty.size() == 0 and not empty.included() and empty.rank() == -1
+        with pytest.raises(troika.TroikaError):
+            hvd.allreduce(torch.ones(1), process_set=empty)
+    finally:
+        assert hvd.remove_process_set(empty)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()

@@ -295,7 +295,8 @@ class Context {
   // within a set, ordered per set) and their own data-plane communicator, so collectives in
   // different sets run concurrently. Set 0 is the whole job.
   //
-  // Adds a set of the job's `ranks` (ascending, distinct, in [0, size())) and returns its id
+  // Adds a set of the job's `ranks` (ascending, distinct, in [0, size()); empty is allowed,
+  // as in Horovod: a set with no member, on which nothing runs) and returns its id
   // (> 0). Every rank of the job must call it — members or not — with the same list, in the
   // same order relative to the other AddProcessSet / RemoveProcessSet calls; it is negotiated
   // in set 0 like a barrier and blocks until every rank called it (members connect the set's
