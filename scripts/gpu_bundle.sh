@@ -7,7 +7,9 @@
 # (dlopen: the process's own if loaded, else libnccl.so.2 on the library path, else the
 # build's path); only troika-bench's raw NCCL baseline links libnccl.so.2. With
 # TROIKA_BUNDLE_NCCL=1 the build's libnccl.so.2 is bundled in OUT_DIR/lib, which run.sh puts
-# on LD_LIBRARY_PATH (about 220 MB: more than a device session may carry).
+# on LD_LIBRARY_PATH (about 220 MB: more than a device session may carry). With
+# TROIKA_BUNDLE_HOROVOD=DIR (a checkout of horovod/horovod) run.sh also runs Horovod's
+# test_torch.py against troika.torch on 1 rank (docs/horovod-compat.md).
 #
 #   scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR] [PYTHON...]   (defaults: build, build/gpu-bundle)
 #   OUT_DIR/run.sh [LOG_DIR]                                   (on the GPU machine)
@@ -45,6 +47,24 @@ if [[ -n $module ]]; then
   cp "$root/examples/pytorch/pytorch_synthetic_benchmark.py" "$out/examples/pytorch/"
   cp "$root"/bench/{ddp_synthetic_benchmark.py,torch_bench.py,torch_allreduce_latency.py} \
     "$out/bench/"
+  # TROIKA_BUNDLE_HOROVOD=DIR, a checkout of horovod/horovod: its test_torch.py (GPU tests
+  # included) against troika.torch with scripts/horovod_compat.py, 1 rank; the test helpers'
+  # pure-Python dependencies (cloudpickle, mock) come from this machine. Horovod's files go
+  # into the bundle only, never into the repository.
+  if [[ -n ${TROIKA_BUNDLE_HOROVOD:-} ]]; then
+    hv=$TROIKA_BUNDLE_HOROVOD
+    mkdir -p "$out/horovod/test/parallel" "$out/horovod/test/utils" \
+      "$out/horovod/horovod/runner/util" "$out/horovod/site"
+    cp "$hv/test/parallel/test_torch.py" "$out/horovod/test/parallel/"
+    cp "$hv"/test/utils/*.py "$out/horovod/test/utils/"
+    cp "$hv/horovod/runner/util/threads.py" "$out/horovod/horovod/runner/util/"
+    cp "$root/scripts/horovod_compat.py" "$out/horovod/"
+    for pkg in cloudpickle mock; do
+      cp -r "$(/usr/bin/python3 -c "import os, $pkg; print(os.path.dirname($pkg.__file__))")" \
+        "$out/horovod/site/"
+    done
+    find "$out/horovod" -name __pycache__ -prune -exec rm -rf {} +
+  fi
   # The C++ side of the Python layer's latency benchmark (BUILD/bench as torch_bench.py
   # --build expects it).
   if [[ -f $build/bench/libtroika_bench_loop.so ]]; then
@@ -148,6 +168,15 @@ if [[ -d $here/python ]]; then
     step pytest_negotiated 180 "$here/troikarun" -np 1 --schedules off -- \
       python3 -m pytest -q -rfEs -p no:cacheprovider "$here/tests/test_cuda.py"
     tail -n 3 "$logs/pytest_negotiated.log"
+    # Horovod's own test file against troika.torch on this GPU, 1 rank, as one job
+    # (TROIKA_BUNDLE_HOROVOD; docs/horovod-compat.md).
+    if [[ -d $here/horovod ]]; then
+      step horovod 300 env PYTHONPATH="$here/horovod/site" python3 \
+        "$here/horovod/horovod_compat.py" --horovod "$here/horovod" --np 1 --mode file \
+        --python python3 --troikarun "$here/troikarun" --package "$here/python" \
+        --markdown "$logs/horovod-compat.md"
+      grep -E 'summary|failed' "$logs/horovod.log" | head -n 40
+    fi
     # Issue 15's Python-layer cost on this machine's CPU cores (ranks with cores of their
     # own, unlike the 2-core dev machine): a 4-byte allreduce through troika.torch vs the C++
     # API in the same ranks, 4 and 2 CPU ranks (about a minute).

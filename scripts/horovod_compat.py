@@ -45,7 +45,13 @@ def parse_args():
     p.add_argument("--python", default="/usr/bin/python3", help="the ranks' interpreter")
     p.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"),
                    help="Troika's build folder (troikarun in agent/, the package in python/)")
+    p.add_argument("--troikarun", help="troikarun to launch with (default BUILD/agent/troikarun)")
+    p.add_argument("--package", help="the folder holding the troika package (default "
+                                     "BUILD/python)")
     p.add_argument("--tests", default="", help="comma-separated test names (default: all)")
+    p.add_argument("--deselect", default="",
+                   help="comma-separated test names left out of the whole-file job, as np=N:name "
+                        "(only at N ranks) or name; reported as deselected")
     p.add_argument("--timeout", type=float, default=600, help="seconds per job")
     p.add_argument("--markdown", help="write the per-test table here")
     return p.parse_args()
@@ -76,7 +82,8 @@ def make_tree(horovod):
 def environment(args, root):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(root, "alias"), os.path.abspath(os.path.join(args.build, "python"))]
+        [os.path.join(root, "alias"),
+         os.path.abspath(args.package or os.path.join(args.build, "python"))]
         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -92,14 +99,24 @@ def collect(args, root, env):
     return names
 
 
-def run_job(args, root, env, np, selector, reports):
+def deselected(args, np):
+    """The test names --deselect leaves out of the whole-file job at `np` ranks."""
+    out = []
+    for item in filter(None, args.deselect.split(",")):
+        where, _, name = item.rpartition(":")
+        if not where or where == "np=%d" % np:
+            out.append(name)
+    return out
+
+
+def run_job(args, root, env, np, selector, reports, deselect=()):
     """One troikarun job of pytest over `selector`; each rank writes reports/r<RANK>.xml."""
     os.makedirs(reports, exist_ok=True)
-    troikarun = os.path.abspath(os.path.join(args.build, "agent", "troikarun"))
-    rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider "$1" '
-                '--junitxml="$2/r$TROIKA_RANK.xml"')
-    cmd = [troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, selector,
-           reports]
+    troikarun = os.path.abspath(args.troikarun or os.path.join(args.build, "agent", "troikarun"))
+    rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider --junitxml="$1/r$TROIKA_RANK.xml" '
+                '"$@"')
+    cmd = [troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, reports,
+           selector] + ["--deselect=%s::TorchTests::%s" % (TEST_FILE, d) for d in deselect]
     start = time.monotonic()
     try:
         job = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
@@ -181,16 +198,21 @@ def main():
                     print("%-52s %-20s %-7s %5.1fs %s" % (name, column, got[0], secs,
                                                           one_line(got[1], 60)), flush=True)
             else:
-                status, secs = run_job(args, root, env, np, TEST_FILE, reports)
+                left_out = deselected(args, np)
+                status, secs = run_job(args, root, env, np, TEST_FILE, reports, left_out)
                 got = outcomes(reports, np)
                 for name in names:
+                    if name in left_out:
+                        table[name][column] = ("deselected", "left out of this job (--deselect)")
+                        continue
                     table[name][column] = got.get(name, ("failed", "not run: the job ended "
                                                          "(%s) before it" % status))
                 print("whole file, np=%d: job exit %s in %.0f s" % (np, status, secs), flush=True)
             counts = collections.Counter(table[n][column][0] for n in names)
-            print("%s (torch %s) summary: %d passed, %d failed, %d skipped"
+            print("%s (torch %s) summary: %d passed, %d failed, %d skipped%s"
                   % (column, torch_version, counts["passed"], counts["failed"],
-                     counts["skipped"]), flush=True)
+                     counts["skipped"], ", %d deselected" % counts["deselected"]
+                     if counts["deselected"] else ""), flush=True)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("torch %s, %s\n\n" % (torch_version, time.strftime("%Y-%m-%d")))
@@ -205,8 +227,9 @@ def main():
                 f.write("| %s | %s |\n" % (name, " | ".join(cells)))
             for c in columns:
                 counts = collections.Counter(table[n][c][0] for n in names)
-                f.write("\n%s: %d passed, %d failed, %d skipped" % (
-                    c, counts["passed"], counts["failed"], counts["skipped"]))
+                f.write("\n%s: %d passed, %d failed, %d skipped%s  " % (
+                    c, counts["passed"], counts["failed"], counts["skipped"],
+                    ", %d deselected" % counts["deselected"] if counts["deselected"] else ""))
             f.write("\n")
     print("reports and job logs: %s" % os.path.join(root, "reports"))
 
