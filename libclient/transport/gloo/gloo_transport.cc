@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
@@ -45,6 +46,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectOrThrow(const CommunicatorS
   if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   ::gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
   context->connectFullMesh(prefixed, device);
+  // Every member is connected before any returns: connectFullMesh can return on one while
+  // another still completes its side of their connection, and a member that closed its
+  // communicator at once (a rank that shuts down right after init, then inits again, as
+  // Horovod's tests do) would break that connection under it.
+  if (spec.size > 1) {
+    const std::string connected = absl::StrCat(spec.store_prefix, "connected/");
+    std::vector<std::string> keys;
+    for (int r = 0; r < spec.size; ++r) keys.push_back(absl::StrCat(connected, r));
+    absl::Status s = store.Set(keys[spec.rank], "1");
+    if (s.ok()) s = store.Wait(keys, spec.timeout);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("waiting for every rank to connect: ", s.message()));
+    }
+  }
   return std::make_unique<GlooCommunicator>(std::move(context), timeout);
 }
 
