@@ -65,6 +65,10 @@ template <typename Traits>
 constexpr bool kIsInteger = false;
 template <typename T>
 constexpr bool kIsInteger<Integer<T>> = true;
+template <typename Traits>
+constexpr bool kIsFloating = false;
+template <typename T>
+constexpr bool kIsFloating<Floating<T>> = true;
 
 // One element: the divisor and the scale in `Domain` (each rounded to Domain's storage, as the
 // CPU's Divide then Scale do), converting from `In` and to `Out` around them. Domain is In or
@@ -86,6 +90,8 @@ __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divis
       using T = typename Domain::Storage;
       const T div = static_cast<T>(divisor);
       v = static_cast<int64_t>(div) == divisor ? static_cast<T>(v / div) : T{0};
+    } else if constexpr (kIsFloating<Domain>) {  // divided in T, as reduce.cc's DivideFloat
+      v = v / static_cast<typename Domain::Storage>(divisor);
     } else {
       v = Domain::Store(Domain::Load(v) * inverse);
     }

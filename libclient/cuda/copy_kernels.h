@@ -6,7 +6,8 @@
 // The arithmetic matches the CPU data planes (libclient/transport/reduce.h) value for value:
 // integers are scaled in double and truncated toward zero, saturating (NaN becomes 0), and
 // divided exactly; float32 and float64 are scaled in their own type (the factor rounded to it
-// first, as Horovod's scaling does); float16 and bfloat16 in float32, rounded to nearest even.
+// first, as Horovod's scaling does) and divided in it; float16 and bfloat16 in float32 (the
+// divisor as a product with its reciprocal), rounded to nearest even.
 
 #include <cuda_runtime.h>
 

@@ -267,6 +267,15 @@ void DivideInteger(void* data, size_t count, int64_t divisor) {
   for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(d[i] / div);
 }
 
+// data[i] / divisor in T, correctly rounded (an average is the division a user would write,
+// not a product with a rounded reciprocal).
+template <typename T>
+void DivideFloat(void* data, size_t count, int64_t divisor) {
+  T* d = static_cast<T*>(data);
+  const T div = static_cast<T>(divisor);
+  for (size_t i = 0; i < count; ++i) d[i] /= div;
+}
+
 // bool(x * factor), as a float product converted back to bool: false stays false (but for a
 // NaN factor), true stays true unless the factor is 0. Requests never scale bools
 // (CheckRequest); this only keeps the kernel total, and equal to the GPU's.
@@ -413,7 +422,11 @@ void Divide(void* data, size_t count, DataType dtype, int64_t divisor) {
       return DivideInteger<int16_t>(data, count, divisor);
     case DataType::kUint16:
       return DivideInteger<uint16_t>(data, count, divisor);
-    default:  // floating types; bool as Scale by 1/divisor (true stays true)
+    case DataType::kFloat32:
+      return DivideFloat<float>(data, count, divisor);
+    case DataType::kFloat64:
+      return DivideFloat<double>(data, count, divisor);
+    default:  // half types in float32, bool, as Scale by 1/divisor (true stays true)
       return Scale(data, count, dtype, 1.0 / static_cast<double>(divisor));
   }
 }

@@ -23,8 +23,9 @@ void Scale(void* data, size_t count, DataType dtype, double factor);
 
 // IEEE half and bfloat16 conversions (round to nearest even).
 // data[i] /= divisor (divisor > 0): exact integer division rounding toward zero for integer
-// dtypes (no detour through double, so int64 stays exact beyond 2^53); a multiplication by
-// 1/divisor for floating dtypes. Averaging is a sum followed by this.
+// dtypes (no detour through double, so int64 stays exact beyond 2^53); a division in the type
+// itself, correctly rounded, for float32 and float64; a multiplication by 1/divisor in float32
+// for the half types. Averaging is a sum followed by this.
 void Divide(void* data, size_t count, DataType dtype, int64_t divisor);
 
 float HalfToFloat(uint16_t h);
