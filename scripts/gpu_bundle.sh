@@ -8,8 +8,9 @@
 # build's path); only troika-bench's raw NCCL baseline links libnccl.so.2. With
 # TROIKA_BUNDLE_NCCL=1 the build's libnccl.so.2 is bundled in OUT_DIR/lib, which run.sh puts
 # on LD_LIBRARY_PATH (about 220 MB: more than a device session may carry). With
-# TROIKA_BUNDLE_HOROVOD=DIR (a checkout of horovod/horovod) run.sh also runs Horovod's
-# test_torch.py against troika.torch on 1 rank (docs/horovod-compat.md).
+# TROIKA_BUNDLE_HOROVOD=DIR (a checkout of horovod/horovod, or a git directory of it without a
+# work tree, whose tag v0.28.1 is taken) run.sh also runs Horovod's test_torch.py against
+# troika.torch on 1 rank (docs/horovod-compat.md).
 #
 #   scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR] [PYTHON...]   (defaults: build, build/gpu-bundle)
 #   OUT_DIR/run.sh [LOG_DIR]                                   (on the GPU machine)
@@ -53,6 +54,12 @@ if [[ -n $module ]]; then
   # into the bundle only, never into the repository.
   if [[ -n ${TROIKA_BUNDLE_HOROVOD:-} ]]; then
     hv=$TROIKA_BUNDLE_HOROVOD
+    if [[ ! -d $hv/test ]]; then  # a git directory without a work tree (e.g. a mirror): v0.28.1
+      git_dir=$hv
+      hv=$(mktemp -d)
+      git --git-dir="$git_dir" archive v0.28.1 test/parallel/test_torch.py test/utils \
+        horovod/runner/util/threads.py | tar -x -C "$hv"
+    fi
     mkdir -p "$out/horovod/test/parallel" "$out/horovod/test/utils" \
       "$out/horovod/horovod/runner/util" "$out/horovod/site"
     cp "$hv/test/parallel/test_torch.py" "$out/horovod/test/parallel/"
