@@ -238,20 +238,21 @@ PYBIND11_MODULE(_troika, m) {
       "`message`: Troika's message.",
       PyExc_RuntimeError, nullptr);
   m.add_object("TroikaError", py::handle(g_troika_error));
+  // Submissions refused at once: TroikaErrors that are also ValueErrors, as Horovod raises.
   py::tuple value_error_bases =
       py::make_tuple(py::handle(g_troika_error), py::handle(PyExc_ValueError));
-  g_duplicate_name_error = PyErr_NewExceptionWithDoc(
-      "troika.DuplicateNameError",
-      "An operation was submitted under a name already in flight on this rank (ALREADY_EXISTS); "
-      "raised at submission, as Horovod raises its ValueError.",
-      value_error_bases.ptr(), nullptr);
-  m.add_object("DuplicateNameError", py::handle(g_duplicate_name_error));
-  g_invalid_argument_error = PyErr_NewExceptionWithDoc(
-      "troika.InvalidArgumentError",
-      "An operation's arguments are invalid on this rank (INVALID_ARGUMENT); raised at "
-      "submission, as Horovod raises its ValueError.",
-      value_error_bases.ptr(), nullptr);
-  m.add_object("InvalidArgumentError", py::handle(g_invalid_argument_error));
+  auto add_value_error = [&](const char* name, const char* doc) {
+    PyObject* cls = PyErr_NewExceptionWithDoc((std::string("troika.") + name).c_str(), doc,
+                                              value_error_bases.ptr(), nullptr);
+    m.add_object(name, py::handle(cls));
+    return cls;
+  };
+  g_duplicate_name_error = add_value_error(
+      "DuplicateNameError",
+      "An operation was submitted under a name already in flight on this rank (ALREADY_EXISTS).");
+  g_invalid_argument_error =
+      add_value_error("InvalidArgumentError",
+                      "An operation's arguments are invalid on this rank (INVALID_ARGUMENT).");
 
   // Enum values as plain ints, so that the Python layers pass them back unchanged.
   py::dict dtypes;

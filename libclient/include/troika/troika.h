@@ -333,8 +333,9 @@ class Context {
   // kMax and kProduct too; see ReduceOp), and kAverage still divides by the set's size, as
   // Horovod's does — and barriers include it. Operations it submitted before joining run with
   // its data. Allgather, alltoall, reducescatter and broadcast fail on the other ranks while
-  // it is joined (Horovod's rule). The handle completes once every rank has joined; joined_last_rank() then names
-  // the last rank to join. Afterwards the job goes on as before (a next epoch may join again).
+  // it is joined (Horovod's rule). The handle completes once every rank has joined;
+  // joined_last_rank() then names the last rank to join. Afterwards the job goes on as before
+  // (a next epoch may join again).
   Handle Join();
 
   // Step timing. Marking the steps' boundaries lets each rank split every step's wall time

@@ -389,7 +389,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     if op not in (Average, Sum):
         raise NotImplementedError("sparse_allreduce_async reduces with Average or Sum only, "
                                   "not %r" % (op,))
-    t = tensor.coalesce() if not tensor.is_coalesced() else tensor
+    t = tensor.coalesce()  # itself if already coalesced
     indices = allgather_async(t._indices().t().contiguous(), name="%s.indices" % name,
                               process_set=process_set)
     values = allgather_async(t._values(), name="%s.values" % name, process_set=process_set)

@@ -50,8 +50,8 @@ class _DistributedMixin:
             raise ValueError("Parameter names in named_parameters must be unique. Found "
                              "duplicates: %s" % ", ".join(duplicates))
         # Parameter -> its name (Horovod's attribute, which scripts and tests read).
-        self._parameter_names = self._names = {p: n for n, p in named}
-        unnamed = [p for p in params if p not in self._names]
+        self._parameter_names = {p: n for n, p in named}
+        unnamed = [p for p in params if p not in self._parameter_names]
         if unnamed:
             raise ValueError("named_parameters was specified, but %d of the optimizer's "
                              "parameters were not named" % len(unnamed))
@@ -60,11 +60,12 @@ class _DistributedMixin:
         # Per parameter needing a gradient: its state (_Grad), in the optimizer's order. The
         # hooks and step() use these, never the parameters as dict keys (a tensor's __hash__ is
         # a Python call).
-        self._grads = [_Grad(p, self._names[p], self._passes) for p in self._requires_update]
+        self._grads = [_Grad(p, self._parameter_names[p], self._passes)
+                       for p in self._requires_update]
         self._grad_of = {g.param: g for g in self._grads}
         # Explicit groups (groups=/num_groups=): parameter -> its group (a tuple of parameters,
         # allreduced together once all of them have their gradient); empty without groups.
-        self._groups_of = _make_groups(groups, self._requires_update, self._names)
+        self._groups_of = _make_groups(groups, self._requires_update, self._parameter_names)
         for p, group in self._groups_of.items():
             self._grad_of[p].group = group
         self._group_ready = {g: 0 for g in set(self._groups_of.values())}
@@ -128,10 +129,11 @@ class _DistributedMixin:
             if g.is_sparse:
                 raise ValueError(
                     "the gradient of %s is sparse: a group of DistributedOptimizer(groups=...) "
-                    "allreduces dense gradients; pass sparse_as_dense=True" % self._names[p])
+                    "allreduces dense gradients; pass sparse_as_dense=True"
+                    % self._parameter_names[p])
         compressed = [self._compression.compress(g) for g in grads]
         handle = hvd.grouped_allreduce_async_(
-            [w for w, _ in compressed], name=self._names[group[0]],
+            [w for w, _ in compressed], name=self._parameter_names[group[0]],
             op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
         wait = functools.partial(hvd.synchronize, handle)
