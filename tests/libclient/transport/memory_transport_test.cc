@@ -83,20 +83,29 @@ TEST_F(MemoryTransportTest, ConnectTimesOutNamingTheMissingRanks) {
   EXPECT_NE(late_status.message().find("missing ranks: [0,1]"), std::string::npos) << late_status;
 }
 
+// Two ranks of one prefix that disagree on its size: whichever joins second is refused at
+// once, and the first waits for its group until it times out. Either may come first (the
+// test used to assume the thread it started first would, and failed under load).
 TEST_F(MemoryTransportTest, ConnectRejectsBadRanksAndSizeMismatch) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       transport_->Connect({.rank = 2, .size = 2, .store_prefix = "bad/"}, store_).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
       transport_->Connect({.rank = 0, .size = 0, .store_prefix = "bad/"}, store_).status()));
-  std::thread first([&] {
-    auto status = transport_->Connect(
-        {.rank = 0, .size = 2, .store_prefix = "mix/", .timeout = absl::Milliseconds(300)}, store_);
-    EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      transport_->Connect({.rank = 1, .size = 3, .store_prefix = "mix/"}, store_).status()));
+  auto connect = [&](int rank, int size) {
+    const CommunicatorSpec spec{
+        .rank = rank, .size = size, .store_prefix = "mix/", .timeout = absl::Milliseconds(300)};
+    return transport_->Connect(spec, store_).status();
+  };
+  absl::Status of_two;
+  std::thread first([&] { of_two = connect(0, 2); });
+  const absl::Status of_three = connect(1, 3);
   first.join();
+  const bool two_first = absl::IsInvalidArgument(of_three);
+  const absl::Status& refused = two_first ? of_three : of_two;
+  const absl::Status& waited = two_first ? of_two : of_three;
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_NE(refused.message().find("joins group 'mix/' with size"), std::string::npos) << refused;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
 }
 
 TEST_F(MemoryTransportTest, MismatchedArgumentsFailOnEveryRank) {
