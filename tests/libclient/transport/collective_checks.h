@@ -344,55 +344,6 @@ inline void CheckBarrier(Comms& comms) {
   });
 }
 
-// In a group of two: rank 0 blocks in Allreduce while rank 1 never calls; Abort() on rank 0
-// from another thread must end the call promptly, and every later call on rank 0 must fail
-// fast. Rank 1's next call must fail too, within `peer_bound`.
-inline void CheckAbortUnblocksBlockedCall(Comms& comms, absl::Duration peer_bound) {
-  ASSERT_EQ(comms.size(), 2u);
-  using Clock = std::chrono::steady_clock;
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    comms[0]->Abort();
-  });
-  float x = 1;
-  Clock::time_point start = Clock::now();
-  absl::Status status = comms[0]->Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
-  const auto blocked = Clock::now() - start;
-  aborter.join();
-  EXPECT_TRUE(absl::IsCancelled(status)) << status;
-  EXPECT_NE(status.message().find("rank 0 of 2"), std::string::npos) << status;
-  EXPECT_GE(blocked, std::chrono::milliseconds(90));
-  EXPECT_LT(blocked, std::chrono::seconds(5));
-
-  comms[0]->Abort();  // Idempotent.
-  start = Clock::now();
-  EXPECT_FALSE(comms[0]->Barrier().ok());
-  EXPECT_FALSE(comms[0]->Broadcast(&x, sizeof(x), 0).ok());
-  EXPECT_FALSE(comms[0]->Allreduce(&x, 0, DataType::kFloat32, ReduceOp::kSum).ok());
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
-
-  start = Clock::now();
-  status = comms[1]->Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
-  EXPECT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("rank 1 of 2"), std::string::npos) << status;
-  EXPECT_LT(Clock::now() - start, absl::ToChronoMilliseconds(peer_bound));
-  EXPECT_FALSE(comms[1]->Barrier().ok());
-}
-
-// In a group of two with a short timeout: rank 0 waits for a rank 1 that never comes.
-inline void CheckLonelyCallTimesOut(Comms& comms, absl::Duration timeout) {
-  ASSERT_EQ(comms.size(), 2u);
-  const auto start = std::chrono::steady_clock::now();
-  float x = 1;
-  const absl::Status status = comms[0]->Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
-  EXPECT_GE(elapsed, absl::ToChronoMilliseconds(timeout) * 9 / 10);
-  EXPECT_LT(elapsed, absl::ToChronoMilliseconds(timeout) * 3 + std::chrono::seconds(2));
-  EXPECT_FALSE(comms[0]->Barrier().ok());
-  EXPECT_FALSE(comms[1]->Barrier().ok());  // The peer learns of it too, without waiting.
-}
-
 // Different collectives back to back, many times: transfers of one must never be matched
 // with another's.
 inline void CheckInterleavedCollectivesOnRank(Communicator& comm) {

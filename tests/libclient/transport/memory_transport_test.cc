@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "libclient/transport/memory/in_memory_store.h"
-#include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
 
-// The collective matrix runs over every transport in collectives_test.cc.
+// What only the memory transport does. The collective matrix runs over every transport in
+// collectives_test.cc, and what every transport does in transport_conformance_test.cc.
 
 namespace troika::transport {
 namespace {
@@ -24,12 +24,6 @@ class MemoryTransportTest : public ::testing::Test {
   std::shared_ptr<MemoryTransport> transport_ = std::make_shared<MemoryTransport>();
   InMemoryStore store_;
 };
-
-TEST_F(MemoryTransportTest, AbortUnblocksBlockedCallAndFailsLaterCallsFast) {
-  Comms comms = ConnectGroup(*transport_, store_, 2, "abort/");
-  ASSERT_EQ(comms.size(), 2u);
-  conformance::CheckAbortUnblocksBlockedCall(comms, /*peer_bound=*/absl::Seconds(1));
-}
 
 // Under ASan or TSan: a rank whose call fails must not return (and let its caller free the
 // buffer) while a peer still copies from that buffer.
@@ -52,13 +46,6 @@ TEST_F(MemoryTransportTest, AbortMidCollectiveNeverLeavesPeersReadingFreedBuffer
     });
     aborter.join();
   }
-}
-
-TEST_F(MemoryTransportTest, LonelyCallTimesOutAndBreaksTheGroup) {
-  const absl::Duration timeout = absl::Milliseconds(300);
-  Comms comms = ConnectGroup(*transport_, store_, 2, "timeout/", timeout);
-  ASSERT_EQ(comms.size(), 2u);
-  conformance::CheckLonelyCallTimesOut(comms, timeout);
 }
 
 TEST_F(MemoryTransportTest, ConnectTimesOutNamingTheMissingRanks) {
@@ -84,13 +71,9 @@ TEST_F(MemoryTransportTest, ConnectTimesOutNamingTheMissingRanks) {
 }
 
 // Two ranks of one prefix that disagree on its size: whichever joins second is refused at
-// once, and the first waits for its group until it times out. Either may come first (the
-// test used to assume the thread it started first would, and failed under load).
-TEST_F(MemoryTransportTest, ConnectRejectsBadRanksAndSizeMismatch) {
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      transport_->Connect({.rank = 2, .size = 2, .store_prefix = "bad/"}, store_).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      transport_->Connect({.rank = 0, .size = 0, .store_prefix = "bad/"}, store_).status()));
+// once, and the first waits for its group until it times out. Either may come first. (Bad
+// ranks and sizes are refused by every transport: transport_conformance_test.cc.)
+TEST_F(MemoryTransportTest, ConnectRefusesARankThatDisagreesOnTheGroupSize) {
   auto connect = [&](int rank, int size) {
     const CommunicatorSpec spec{
         .rank = rank, .size = size, .store_prefix = "mix/", .timeout = absl::Milliseconds(300)};
@@ -121,18 +104,6 @@ TEST_F(MemoryTransportTest, MismatchedArgumentsFailOnEveryRank) {
   });
 }
 
-TEST_F(MemoryTransportTest, MismatchedAlltoallvSizesFailOnEveryRank) {
-  Comms comms = ConnectGroup(*transport_, store_, 2, "a2a/");
-  ASSERT_EQ(comms.size(), 2u);
-  conformance::OnEveryRank(comms, [&](int r) {
-    std::vector<char> in(8), out(8);
-    const std::vector<size_t> send = {1, 2};
-    const std::vector<size_t> recv = {1, r == 1 ? size_t{3} : size_t{2}};  // Rank 1: 3 from 1.
-    const absl::Status status = comms[r]->Alltoallv(in.data(), send, out.data(), recv);
-    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  });
-}
-
 TEST_F(MemoryTransportTest, GroupsWithDifferentPrefixesAreIndependent) {
   Comms a, b;
   std::thread connect_a([&] { a = ConnectGroup(*transport_, store_, 2, "group/a/"); });
@@ -152,16 +123,6 @@ TEST_F(MemoryTransportTest, PrefixCanBeReusedOnceItsGroupIsComplete) {
   ASSERT_EQ(second.size(), 2u);
   first[0]->Abort();  // Breaks the first group only.
   conformance::CheckInterleavedCollectives(second);
-}
-
-TEST(CreateTransportTest, KnowsGlooShmAndMemoryAndNamesTheChoicesOtherwise) {
-  EXPECT_TRUE(CreateTransport("gloo").ok());
-  EXPECT_TRUE(CreateTransport("shm").ok());
-  EXPECT_TRUE(CreateTransport("memory").ok());
-  const absl::Status status = CreateTransport("nccl").status();
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("gloo, shm, memory"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("'nccl'"), std::string::npos) << status;
 }
 
 }  // namespace
