@@ -395,11 +395,11 @@ void Agent::OpenSession(const std::optional<SessionResume>& resume) {
   }
   upstream_->OpenSession(
       options_.job, ranks, epoch, resume,
-      [this](std::shared_ptr<const coordinator::DownMessage> m) { OnDown(std::move(m)); },
+      [this](std::shared_ptr<const DownMessage> m) { OnDown(std::move(m)); },
       [this](const absl::Status& s) { OnClosed(s); });
 }
 
-void Agent::OnDown(std::shared_ptr<const coordinator::DownMessage> message) {
+void Agent::OnDown(std::shared_ptr<const DownMessage> message) {
   if (message->membership_change) return Reform(std::move(message));
   Relay()->Deliver(message);
   if (message->resumed) {
@@ -487,7 +487,7 @@ void Agent::GiveUp(const std::string& why) {
     lost_ = why;
   }
   // The ranks learn why at once, instead of waiting on a coordinator that is gone.
-  auto abort = std::make_shared<coordinator::DownMessage>();
+  auto abort = std::make_shared<DownMessage>();
   abort->abort_reason = why;
   Relay()->Deliver(std::move(abort));
   gate_.Complete(absl::UnavailableError(why));  // ranks waiting to attach again

@@ -39,7 +39,7 @@
 #include "agent/supervisor.h"
 #include "agent/upstream.h"
 #include "common/scheduler.h"
-#include "coordinator/session_sink.h"
+#include "common/session/session_sink.h"
 
 namespace grpc {
 class Server;
@@ -89,7 +89,7 @@ class Agent {
   // An elastic job's generation ended (`message` carries the membership change): the ranks
   // are told, the ended generation's session closes, and OnClosed attaches this node's
   // survivors as the next generation, renumbered.
-  void Reform(std::shared_ptr<const coordinator::DownMessage> message);
+  void Reform(std::shared_ptr<const DownMessage> message);
   // An attach answered with a membership change (`changed`: MembershipChangeOf): the
   // generation it attached for ended before every rank attached (the job went on without
   // ranks that did not attach in time; also after a coordinator restart). With some of this
@@ -142,7 +142,7 @@ class Agent {
   void OpenNextIncarnation(const absl::Status& closed);
   // The node's upstream session: a new one, or (`resume`) one resuming the job.
   void OpenSession(const std::optional<SessionResume>& resume);
-  void OnDown(std::shared_ptr<const coordinator::DownMessage> message);
+  void OnDown(std::shared_ptr<const DownMessage> message);
   void OnClosed(const absl::Status& status);
   // Coordinator restart: register, put back the key-value store, attach and resume the
   // session again; retried until reconnect_deadline_.
@@ -228,7 +228,7 @@ class Agent {
   bool session_open_ = false;
   bool session_closed_ = false;
   bool close_requested_ = false;
-  std::shared_ptr<const coordinator::DownMessage> abort_;  // the coordinator aborted the job
+  std::shared_ptr<const DownMessage> abort_;  // the coordinator aborted the job
   std::string lost_;    // non-empty: the upstream session ended unexpectedly: why (GiveUp)
   int node_rank_ = -1;  // from the first RegisterNode
   int64_t epoch_ = 0;   // the generation this node attaches for or runs (RegisterNode, changes)

@@ -93,7 +93,7 @@ void Agent::RestartRanks(const MembershipChange& change, const NextGeneration& n
   for (const auto& [local, join_id] : next.to_register) RegisterRestart(local, join_id);
 }
 
-void Agent::Reform(std::shared_ptr<const coordinator::DownMessage> message) {
+void Agent::Reform(std::shared_ptr<const DownMessage> message) {
   const MembershipChange& change = *message->membership_change;
   std::shared_ptr<NodeRelay> old;
   NextGeneration next;
@@ -133,7 +133,7 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   // No session to close. Ranks still waiting in the gate were answered ABORTED and ask again
   // (AgentService::CreateJob answers them with the change); ranks with a session (the node
   // was taking the job back from a restarted coordinator) learn it as from a session.
-  auto message = std::make_shared<coordinator::DownMessage>();
+  auto message = std::make_shared<DownMessage>();
   message->abort_reason = std::string(changed.message());
   message->membership_change = *change;
   old->Deliver(std::move(message));

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/session/session_reactor.h"
 #include "common/wire.h"
-#include "coordinator/session_reactor.h"
 
 namespace troika::agent {
 namespace {
@@ -138,12 +138,11 @@ grpc::ServerUnaryReactor* AgentService::RegisterNode(grpc::CallbackServerContext
 }
 
 grpc::ServerBidiReactor<v1::Up, v1::Down>* AgentService::Session(grpc::CallbackServerContext*) {
-  return new coordinator::SessionReactor(
-      [this](
-          const std::string& job) -> absl::StatusOr<std::shared_ptr<coordinator::SessionHandler>> {
+  return new session::SessionReactor(
+      [this](const std::string& job) -> absl::StatusOr<std::shared_ptr<session::SessionHandler>> {
         if (absl::Status s = CheckJob(job); !s.ok()) return s;
         std::lock_guard<std::mutex> lock(mu_);
-        return std::shared_ptr<coordinator::SessionHandler>(relay_);
+        return std::shared_ptr<session::SessionHandler>(relay_);
       },
       "this node's troika-agent");
 }

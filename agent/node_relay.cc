@@ -12,8 +12,7 @@
 
 namespace troika::agent {
 
-using coordinator::DownMessage;
-using coordinator::SessionSink;
+using session::SessionSink;
 
 NodeRelay::NodeRelay(NodeRelayOptions options, RelayUpstream& upstream, Scheduler& scheduler,
                      Clock& clock)

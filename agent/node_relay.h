@@ -47,8 +47,8 @@
 #include "common/clock.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
-#include "coordinator/session_handler.h"
-#include "coordinator/session_sink.h"
+#include "common/session/session_handler.h"
+#include "common/session/session_sink.h"
 #include "troika/v1/troika.pb.h"
 
 namespace troika::agent {
@@ -90,8 +90,7 @@ struct NodeRelayOptions {
   int replay_log_responses = 65536;
 };
 
-class NodeRelay : public coordinator::SessionHandler,
-                  public std::enable_shared_from_this<NodeRelay> {
+class NodeRelay : public session::SessionHandler, public std::enable_shared_from_this<NodeRelay> {
  public:
   // `upstream`, `scheduler` and `clock` must outlive the relay's last timer (stop the
   // scheduler first).
@@ -106,7 +105,7 @@ class NodeRelay : public coordinator::SessionHandler,
   void Attached(int64_t epoch);
   // What came down the upstream session: for every local session, the same message. After
   // an abort, sessions that open later get the abort at once and submissions are dropped.
-  void Deliver(std::shared_ptr<const coordinator::DownMessage> message);
+  void Deliver(std::shared_ptr<const DownMessage> message);
   // The process of `rank` ended; `exit_code`/`signal` as in RankExit.
   void ProcessExited(int rank, int exit_code, int signal);
   // Forwards the tensors whose aggregation window ended. Run by a timer; tests may call it.
@@ -130,21 +129,21 @@ class NodeRelay : public coordinator::SessionHandler,
   // node's or not the session's, ALREADY_EXISTS for a rank with a session (or gone) or a
   // name submitted twice, INVALID_ARGUMENT for a malformed request.
   absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
-                           coordinator::SessionSink* sink) override;
-  absl::Status Submit(coordinator::SessionSink* sink, std::vector<TensorRequest> requests) override;
-  absl::Status Goodbye(coordinator::SessionSink* sink, const std::vector<int>& ranks) override;
-  absl::Status ReportExit(coordinator::SessionSink* sink, const RankExit& exit) override;
-  absl::Status ReportWaitState(coordinator::SessionSink* sink, const WaitState& state) override;
-  absl::Status ReportExec(coordinator::SessionSink* sink, const ExecReport& report) override;
-  absl::Status EndSchedule(coordinator::SessionSink* sink, int64_t id,
+                           session::SessionSink* sink) override;
+  absl::Status Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) override;
+  absl::Status Goodbye(session::SessionSink* sink, const std::vector<int>& ranks) override;
+  absl::Status ReportExit(session::SessionSink* sink, const RankExit& exit) override;
+  absl::Status ReportWaitState(session::SessionSink* sink, const WaitState& state) override;
+  absl::Status ReportExec(session::SessionSink* sink, const ExecReport& report) override;
+  absl::Status EndSchedule(session::SessionSink* sink, int64_t id,
                            const std::vector<int>& ranks) override;
-  absl::Status DeviateSchedule(coordinator::SessionSink* sink, int64_t id,
+  absl::Status DeviateSchedule(session::SessionSink* sink, int64_t id,
                                const std::vector<int>& ranks) override;
-  void CloseSession(coordinator::SessionSink* sink, const absl::Status& ended) override;
+  void CloseSession(session::SessionSink* sink, const absl::Status& ended) override;
 
  private:
   struct RankState {
-    coordinator::SessionSink* sink = nullptr;
+    session::SessionSink* sink = nullptr;
     bool had_session = false;
     bool departed = false;  // its goodbye went upstream
     bool exited = false;    // its process ended
@@ -152,7 +151,7 @@ class NodeRelay : public coordinator::SessionHandler,
     Scheduler::TaskId lost_timer = 0;
   };
 
-  absl::Status CheckOwnedLocked(coordinator::SessionSink* sink, int rank) const;
+  absl::Status CheckOwnedLocked(session::SessionSink* sink, int rank) const;
   // CheckRequest against the request's process set as far as the relay knows it; remembers
   // what an AddProcessSet / RemoveProcessSet barrier proposes.
   absl::Status CheckInSetLocked(const TensorRequest& request);
@@ -192,9 +191,9 @@ class NodeRelay : public coordinator::SessionHandler,
   int64_t epoch_ = -1;  // -1 until Attached()
   RelayCounts counts_;
   std::map<int, RankState> ranks_;
-  std::map<coordinator::SessionSink*, std::vector<int>> sessions_;
+  std::map<session::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;
-  std::shared_ptr<const coordinator::DownMessage> abort_;  // set once aborted
+  std::shared_ptr<const DownMessage> abort_;  // set once aborted
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;

@@ -32,7 +32,7 @@
 #include "common/signals.h"
 #include "common/tls.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/secret.h"
+#include "coordinator/state/secret.h"
 
 namespace troika::agent {
 namespace {

@@ -31,8 +31,8 @@
 #include "absl/time/time.h"
 #include "agent/node_relay.h"
 #include "common/address.h"
+#include "common/session/session_sink.h"
 #include "common/tls.h"
-#include "coordinator/session_sink.h"
 #include "troika/types.h"
 #include "troika/v1/troika.grpc.pb.h"
 
@@ -69,7 +69,7 @@ struct NodeBlock {
 class Upstream final : public RelayUpstream {
  public:
   using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
-  using DownCallback = std::function<void(std::shared_ptr<const coordinator::DownMessage>)>;
+  using DownCallback = std::function<void(std::shared_ptr<const DownMessage>)>;
   // How the session ended: OK after CloseSession() was answered; otherwise why.
   using ClosedCallback = std::function<void(const absl::Status&)>;
   template <typename Response>

@@ -11,7 +11,7 @@
 #include "absl/flags/usage.h"
 #include "bench/synthetic_workload.h"
 #include "common/flags_usage.h"
-#include "coordinator/autotuner.h"
+#include "coordinator/tuning/autotuner.h"
 
 ABSL_FLAG(int, seeds, 50, "tuner runs, one per seed");
 ABSL_FLAG(int, budget, 15, "configurations the tuner evaluates (--autotune_max_samples)");

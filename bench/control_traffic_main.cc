@@ -78,7 +78,7 @@ struct Traffic {
   }
 };
 
-Traffic Seen(const coordinator::ControlStats& s) {
+Traffic Seen(const session::ControlStats& s) {
   return {s.up_messages.load(), s.up_bytes.load(), s.down_bytes.load()};
 }
 

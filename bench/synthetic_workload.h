@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "coordinator/autotuner.h"
+#include "coordinator/tuning/autotuner.h"
 
 namespace troika::bench {
 

@@ -12,9 +12,9 @@
 #include "common/clock.h"
 #include "common/scheduler.h"
 #include "common/tls.h"
-#include "coordinator/coordinator_metrics.h"
-#include "coordinator/coordinator_service.h"
-#include "coordinator/job_registry.h"
+#include "coordinator/job/job_registry.h"
+#include "coordinator/service/coordinator_metrics.h"
+#include "coordinator/service/coordinator_service.h"
 
 namespace grpc {
 class Server;
@@ -60,7 +60,7 @@ class Coordinator {
   JobRegistry& registry() { return *registry_; }
   // The timers of the coordinator and its jobs.
   const Scheduler& scheduler() const { return *scheduler_; }
-  const ControlStats& control_stats() const { return service_->stats(); }
+  const session::ControlStats& control_stats() const { return service_->stats(); }
 
   // Aborts every live job ("coordinator shutting down") — or, with a state store, keeps them
   // for a restarted coordinator: their sessions end with UNAVAILABLE and their agents

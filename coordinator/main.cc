@@ -11,8 +11,8 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/secret.h"
-#include "coordinator/state_store.h"
+#include "coordinator/state/secret.h"
+#include "coordinator/state/state_store.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port for the gRPC service (port 0: any)");
 ABSL_FLAG(int64_t, fusion_threshold_bytes, int64_t{64} << 20,

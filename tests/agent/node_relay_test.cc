@@ -14,8 +14,7 @@
 namespace troika::agent {
 namespace {
 
-using coordinator::DownMessage;
-using coordinator::SessionSink;
+using session::SessionSink;
 using ::testing::ElementsAre;
 
 // Records what the relay sends upstream, in order, as short strings:
@@ -102,7 +101,7 @@ class FakeUpstream : public RelayUpstream {
   bool waiting_ = false;
 };
 
-class FakeSink : public SessionSink {
+class FakeSink : public session::SessionSink {
  public:
   void Send(std::shared_ptr<const DownMessage> message) override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -16,8 +16,8 @@
 
 #include "absl/time/time.h"
 #include "common/wire.h"
-#include "coordinator/negotiator.h"
-#include "coordinator/process_sets.h"
+#include "coordinator/negotiation/negotiator.h"
+#include "coordinator/negotiation/process_sets.h"
 #include "troika/v1/troika.pb.h"
 
 namespace troika::coordinator {

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/autotuner.h"
+#include "coordinator/tuning/autotuner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/launcher_helpers.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
-#include "coordinator/secret.h"
+#include "coordinator/state/secret.h"
 #include "gtest/gtest.h"
 #include "troika/troika.h"
 

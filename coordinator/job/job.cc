@@ -1,0 +1,618 @@
+// Job: sessions, negotiation and its flushes, aborts and the job's end. Attaching is in
+// job_attach.cc, self-inspection in job_inspection.cc, Describe() in job_info.cc.
+
+#include "coordinator/job/job.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace troika::coordinator {
+
+const char* AbortCauseName(AbortCause cause) {
+  switch (cause) {
+    case AbortCause::kRankExit:
+      return "rank_exit";
+    case AbortCause::kConnectionLost:
+      return "connection_lost";
+    case AbortCause::kDeadlock:
+      return "deadlock";
+    case AbortCause::kStall:
+      return "stall";
+    case AbortCause::kCancelled:
+      return "cancelled";
+    case AbortCause::kShutdown:
+      return "shutdown";
+    case AbortCause::kProtocolError:
+      return "protocol_error";
+    case AbortCause::kAttachTimeout:
+      return "attach_timeout";
+  }
+  return "unknown";
+}
+
+const char* JobStateName(Job::State state) {
+  switch (state) {
+    case Job::State::kAttaching:
+      return "attaching";
+    case Job::State::kRunning:
+      return "running";
+    case Job::State::kFinished:
+      return "finished";
+    case Job::State::kAborted:
+      return "aborted";
+  }
+  return "unknown";
+}
+
+Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
+         std::function<void()> on_done)
+    : name_(std::move(name)),
+      token_(options.token),
+      size_(size),
+      epoch_(options.epoch),
+      generation_cause_(std::move(options.generation_cause)),
+      min_size_(options.min_size),
+      max_size_(options.max_size > 0 ? options.max_size : size),
+      next_generation_(std::move(options.next_generation)),
+      next_incarnation_(std::move(options.next_incarnation)),
+      scheduler_(scheduler),
+      clock_(clock),
+      on_done_(std::move(on_done)),
+      created_at_(clock.Now()),
+      straggler_margin_(options.straggler_margin),
+      deadlock_detection_(options.deadlock_detection),
+      schedule_buckets_(options.schedule_buckets),
+      on_abort_(std::move(options.on_abort)),
+      on_record_(std::move(options.on_record)),
+      on_recovered_(std::move(options.on_recovered)),
+      kv_(scheduler),
+      session_of_rank_(size, nullptr),
+      negotiator_(size, options.negotiator),
+      process_sets_(size, options.negotiator),
+      stall_inspector_(options.stall),
+      straggler_stats_(size),
+      telemetry_(name_, size, std::move(options.autotune), options.negotiator),
+      schedule_detector_(options.schedules ? std::make_unique<ScheduleDetector>() : nullptr),
+      settings_(CurrentSettings()) {}
+
+Job::~Job() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (flush_timer_) scheduler_.Cancel(flush_timer_);
+  if (stall_timer_) scheduler_.Cancel(stall_timer_);
+  const absl::Status removed = absl::CancelledError(absl::StrCat("job '", name_, "' was removed"));
+  FailAttachWaitersLocked(removed);
+  FailJoinersLocked(removed);
+}
+
+absl::Status Job::BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
+                                    session::SessionSink* sink) {
+  if (detached_) return absl::UnavailableError("the coordinator is restarting");
+  if (state_ != State::kRunning) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; no session can open"));
+  }
+  if (epoch != epoch_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is at epoch ", epoch_, ", the session asked for ", epoch));
+  }
+  if (ranks.empty()) return absl::InvalidArgumentError("a session needs at least one rank");
+  for (int r : ranks) {
+    if (r < 0 || r >= size_) return absl::InvalidArgumentError(absl::StrCat("bad rank ", r));
+    if (session_of_rank_[r] != nullptr || departed_.count(r)) {
+      return absl::AlreadyExistsError(absl::StrCat("rank ", r, " already has a session"));
+    }
+  }
+  for (int r : ranks) session_of_rank_[r] = sink;
+  sessions_[sink] = ranks;
+  if (!(settings_ == ClientSettings{})) {
+    auto down = std::make_shared<DownMessage>();
+    down->settings = settings_;
+    sink->Send(std::move(down));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
+                              session::SessionSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (resync_ || resumed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' is resuming after a coordinator restart; a new session cannot join it"));
+  }
+  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
+  fresh_sessions_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Job::ResumeSession(const std::vector<int>& ranks, int64_t epoch,
+                                const SessionResume& resume, session::SessionSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fresh_sessions_ || resumed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' cannot resume a session: ",
+        fresh_sessions_ ? "its sessions are new (the coordinator did not restart under it)"
+                        : "it has resumed already"));
+  }
+  if (resume.received < 0) return absl::InvalidArgumentError("resume: negative received");
+  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
+  if (!resync_) resync_.emplace();
+  resync_->received[sink] = resume.received;
+  resync_->max_cache_id = std::max(resync_->max_cache_id, resume.max_cache_id);
+  resync_->max_schedule_id = std::max(resync_->max_schedule_id, resume.max_schedule_id);
+  MaybeResyncLocked();
+  return absl::OkStatus();
+}
+
+void Job::MaybeResyncLocked() {
+  if (!resync_ || resync_->leader != nullptr) return;
+  for (int r = 0; r < size_; ++r) {
+    if (session_of_rank_[r] == nullptr) return;  // not every session is back yet
+  }
+  int64_t from = std::numeric_limits<int64_t>::max(), to = 0;
+  for (const auto& [sink, received] : resync_->received) {
+    from = std::min(from, received + 1);
+    if (received > to) {
+      to = received;
+      resync_->leader = sink;
+    }
+  }
+  if (from > to) return FinishResyncLocked(to);
+  // Some sessions received responses others did not: the most advanced one sends them up.
+  resync_->from = from;
+  resync_->to = to;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': asking for responses " << from << " to " << to
+                   << " to resume every session";
+  auto ask = std::make_shared<DownMessage>();
+  ask->replay_from = from;
+  ask->replay_to = to;
+  resync_->leader->Send(std::move(ask));
+}
+
+absl::Status Job::Replay(session::SessionSink* sink, int64_t first_seq,
+                         std::vector<Response> responses) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!resync_ || resync_->leader != sink) {
+    return absl::InvalidArgumentError("a session sent a replay no one asked it for");
+  }
+  if (state_ != State::kRunning) return absl::OkStatus();
+  const int64_t from = resync_->from, to = resync_->to;
+  if (first_seq != from || static_cast<int64_t>(responses.size()) != to - from + 1) {
+    AbortLocked(AbortCause::kConnectionLost,
+                absl::StrCat("cannot resume after a coordinator restart: responses ", from, " to ",
+                             to, " are no longer held by the agent that received them"));
+    return absl::OkStatus();
+  }
+  for (const auto& [session, received] : resync_->received) {
+    if (received >= to) continue;
+    auto down = std::make_shared<DownMessage>();
+    down->responses.assign(responses.begin() + (received + 1 - from), responses.end());
+    down->seq = received + 1;
+    session->Send(std::move(down));
+  }
+  FinishResyncLocked(to);
+  return absl::OkStatus();
+}
+
+void Job::FinishResyncLocked(int64_t through) {
+  next_seq_ = through + 1;
+  // Ranks keep the ids the old coordinator gave them; they end up as misses, never as
+  // another tensor's id.
+  negotiator_.ReserveCacheIdsThrough(resync_->max_cache_id);
+  // Likewise schedule ids: ranks may still run the old coordinator's schedule, and what they
+  // say of it (ended, progress) must not be taken for a new schedule's.
+  next_schedule_id_ = std::max(next_schedule_id_, resync_->max_schedule_id + 1);
+  resync_.reset();
+  resumed_ = true;
+  TROIKA_LOG(INFO) << "job '" << name_ << "' resumed after a coordinator restart (" << through
+                   << " responses before it)";
+  auto resumed = std::make_shared<DownMessage>();
+  resumed->resumed = true;
+  BroadcastLocked(std::move(resumed));
+}
+
+absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kAborted) return absl::OkStatus();  // the session was told why
+  if (resync_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
+  }
+  absl::Time now = clock_.Now();
+  auto misses = std::make_shared<DownMessage>();
+  std::vector<int> ranks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    TensorRequest& request = requests[i];
+    if (request.rank < 0 || request.rank >= size_ || session_of_rank_[request.rank] != sink) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
+    }
+    if (DroppedForScheduleLocked(request)) continue;
+    if (request.process_set != 0) {
+      std::optional<Response> rejected;
+      if (absl::Status s = process_sets_.Submit(std::move(request), now, &rejected); !s.ok()) {
+        return s;
+      }
+      // Only the submitting rank has this tensor; the others ignore a failed name they lack.
+      if (rejected) misses->responses.push_back(*std::move(rejected));
+      continue;
+    }
+    if (request.cache_id != 0) {
+      // Ranks sending one id in a row (an agent's compacted request) go in together.
+      ranks.assign(1, request.rank);
+      while (i + 1 < requests.size() && requests[i + 1].cache_id == request.cache_id &&
+             requests[i + 1].process_set == 0 && requests[i + 1].rank >= 0 &&
+             requests[i + 1].rank < size_ && session_of_rank_[requests[i + 1].rank] == sink &&
+             !ScheduledLocked(requests[i + 1])) {
+        ranks.push_back(requests[++i].rank);
+      }
+      absl::StatusOr<bool> known = negotiator_.SubmitCached(ranks, request.cache_id, now);
+      if (!known.ok()) return known.status();
+      if (!*known) {
+        for (int rank : ranks) misses->misses.push_back({rank, request.cache_id});
+      }
+      continue;
+    }
+    if (ProcessSets::IsControl(request)) process_sets_.Record(request);
+    if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
+  }
+  if (!misses->misses.empty() || !misses->responses.empty()) sink->Send(std::move(misses));
+  RecordReadyLocked();
+  FlushLocked();
+  CheckDeadlockLocked();
+  if (state_ == State::kAborted) return absl::OkStatus();
+  // A tensor that became pending now can be reported no sooner than this; the timer re-arms
+  // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
+  if (stall_timer_ == 0 && (negotiator_.has_pending() || process_sets_.has_pending())) {
+    const absl::Duration first = stall_inspector_.FirstDeadline();
+    if (first != absl::InfiniteDuration()) ArmStallTimerLocked(now + first);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::Goodbye(session::SessionSink* sink, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+      return absl::PermissionDeniedError(absl::StrCat("goodbye for rank ", r, " not owned"));
+    }
+  }
+  for (int r : ranks) DepartLocked(r, "has shut down");
+  FlushLocked();
+  CheckDeadlockLocked();
+  return absl::OkStatus();
+}
+
+void Job::DepartLocked(int rank, const std::string& why) {
+  if (!departed_.insert(rank).second) return;
+  LeaveScheduleLocked(rank);
+  negotiator_.RemoveRank(rank, why);
+  process_sets_.RemoveRank(rank, why);
+  deadlock_detector_.Forget(rank);
+  // A rank connecting a data plane (Init, AddProcessSet) waits for every member's address:
+  // whatever is not set yet never will be.
+  kv_.Close(absl::FailedPreconditionError(
+      absl::StrCat("rank ", rank, " ", why, "; it will not connect to the other ranks")));
+  if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
+    state_ = State::kFinished;
+    TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
+    FailJoinersLocked(absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' finished before this node was admitted")));
+  }
+}
+
+absl::Status Job::ReportExit(session::SessionSink* sink, const RankExit& exit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (exit.rank < 0 || exit.rank >= size_ || session_of_rank_[exit.rank] != sink) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
+  }
+  ReportExitLocked(exit);
+  return absl::OkStatus();
+}
+
+void Job::ReportExitLocked(const RankExit& exit) {
+  if (departed_.count(exit.rank)) {
+    // It had left cleanly. Whether it can still attach again matters to a job that is not
+    // elastic (job_incarnation.cc).
+    if (next_incarnation_) LeftRankExitedLocked(exit);
+    return;
+  }
+  if (exit.exit_code == 0 && exit.signal == 0) {
+    // Its agent saw it exit cleanly without ever joining: it leaves, and the ranks waiting
+    // for it to connect fail at once, naming it (a job of processes that never use Troika
+    // just finishes).
+    DepartLocked(exit.rank, absl::StrCat(exit.host.empty() ? "" : "on ", exit.host,
+                                         exit.host.empty() ? "" : " ",
+                                         "exited with code 0 before joining the job"));
+    FlushLocked();
+    CheckDeadlockLocked();
+    return;
+  }
+  LoseRanksLocked({exit.rank}, AbortCause::kRankExit, DescribeRankExit(exit), exit);
+}
+
+absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state.rank < 0 || state.rank >= size_ || session_of_rank_[state.rank] != sink) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("wait state for rank ", state.rank, ", which the session does not own"));
+  }
+  if (state_ != State::kRunning || departed_.count(state.rank)) return absl::OkStatus();
+  deadlock_detector_.Update(state.rank, state.waiting_for);
+  CheckDeadlockLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report.rank < 0 || report.rank >= size_ || session_of_rank_[report.rank] != sink) {
+    return absl::PermissionDeniedError(absl::StrCat("execution report for rank ", report.rank,
+                                                    ", which the session does not own"));
+  }
+  if (absl::Status s = metrics_.OnSteps(report.steps); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
+  }
+  telemetry_.OnReport(report, clock_.Now());
+  if (!report.schedule) return absl::OkStatus();
+  absl::Status s = ScheduleProgressLocked(report.rank, *report.schedule,
+                                          report.sent_at + telemetry_.ClockOffset(report.rank));
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::StartTimeline(const std::string& path, int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kFinished || state_ == State::kAborted) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is ", JobStateName(state_)));
+  }
+  if (absl::Status s = telemetry_.StartTimeline(path, max_bytes, clock_.Now()); !s.ok()) return s;
+  TROIKA_LOG(INFO) << "job '" << name_ << "': writing a timeline to " << path;
+  SyncSettingsLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TimelineInfo> Job::StopTimeline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<TimelineInfo> info = telemetry_.StopTimeline();
+  SyncSettingsLocked();
+  return info;
+}
+
+ClientSettings Job::CurrentSettings() const {
+  ClientSettings settings = telemetry_.settings();
+  const int64_t cycle_us = absl::ToInt64Microseconds(negotiator_.options().cycle_time);
+  settings.send_cycle_us = static_cast<int>(std::clamp<int64_t>(cycle_us, 0, 60'000'000));
+  return settings;
+}
+
+void Job::SyncSettingsLocked() {
+  const ClientSettings settings = CurrentSettings();
+  if (settings == settings_) return;
+  settings_ = settings;
+  auto down = std::make_shared<DownMessage>();
+  down->settings = settings;
+  BroadcastLocked(std::move(down));
+}
+
+std::vector<PendingTensor> Job::NegotiatedPendingLocked() const {
+  std::vector<PendingTensor> pending = negotiator_.Pending();
+  for (PendingTensor& tensor : process_sets_.Pending()) pending.push_back(std::move(tensor));
+  return pending;
+}
+
+std::vector<PendingTensor> Job::PendingLocked() const {
+  std::vector<PendingTensor> pending = NegotiatedPendingLocked();
+  for (PendingTensor& tensor : ScheduledPendingLocked()) pending.push_back(std::move(tensor));
+  return pending;
+}
+
+void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(sink);
+  if (it == sessions_.end()) return;
+  std::vector<int> lost;
+  for (int r : it->second) {
+    session_of_rank_[r] = nullptr;
+    if (!departed_.count(r)) lost.push_back(r);
+  }
+  sessions_.erase(it);
+  if (!lost.empty() && state_ == State::kRunning && !detached_) {
+    if (ended.ok()) {
+      LoseRanksLocked(lost, AbortCause::kConnectionLost,
+                      absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
+    } else {
+      AbortLocked(AbortCause::kProtocolError,
+                  absl::StrCat("the coordinator ended the session of ", FormatRanks(lost), ": ",
+                               ended.message()));
+    }
+  }
+  MaybeDoneLocked();
+}
+
+void Job::Abort(AbortCause cause, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(cause, reason);
+  MaybeDoneLocked();
+}
+
+void Job::Detach(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kAborted || state_ == State::kFinished) return;
+  detached_ = true;
+  const absl::Status status = absl::UnavailableError(reason);
+  for (auto& [sink, ranks] : sessions_) sink->End(status);
+  FailAttachWaitersLocked(status);
+  FailJoinersLocked(status);
+  kv_.Close(status);
+}
+
+void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit,
+                      bool finished_too) {
+  if (state_ == State::kAborted || (state_ == State::kFinished && !finished_too)) return;
+  state_ = State::kAborted;
+  // A next incarnation forming (ranks attaching again) ends with this one. (An elastic job's
+  // successor begins as its generation ends, never by an abort.)
+  if (next_incarnation_ && successor_) successor_->Abort(cause, reason);
+  resync_.reset();
+  if (on_abort_) on_abort_(cause);
+  abort_reason_ = reason;
+  std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
+  TROIKA_LOG(WARNING) << message;
+  auto down = std::make_shared<DownMessage>();
+  down->abort_reason = message;
+  down->abort_cause = std::move(exit);
+  BroadcastLocked(std::move(down));
+  FailAttachWaitersLocked(absl::AbortedError(message));
+  FailJoinersLocked(absl::AbortedError(message));
+  kv_.Close(absl::AbortedError(message));
+}
+
+v1::JobRecord Job::Record() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RecordLocked();
+}
+
+v1::JobRecord Job::RecordLocked() const {
+  v1::JobRecord record;
+  record.set_name(name_);
+  record.set_size(size_);
+  record.set_token_sha256(token_.digest());
+  for (const auto& [node, host] : nodes_) (*record.mutable_nodes())[node] = host;
+  for (const auto& [id, ranks] : process_sets_.Definitions()) {
+    (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
+  }
+  record.set_next_process_set(process_sets_.next_id());
+  if (min_size_ > 0) {
+    record.set_min_size(min_size_);
+    record.set_max_size(max_size_);
+    record.set_epoch(epoch_);
+    record.set_generation_cause(generation_cause_);
+  } else if (epoch_ > 1) {
+    record.set_epoch(epoch_);  // a job formed anew: its sessions are at this epoch
+  }
+  return record;
+}
+
+absl::Status Job::Restore(const v1::JobRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, std::vector<int>> sets;
+  for (const auto& [id, set] : record.process_sets()) {
+    std::vector<int> ranks(set.ranks().begin(), set.ranks().end());
+    const bool valid = id > 0 && !ranks.empty() && ranks.front() >= 0 && ranks.back() < size_ &&
+                       std::is_sorted(ranks.begin(), ranks.end()) &&
+                       std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
+    if (!valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", name_, "': process set ", id, " of the record is not valid"));
+    }
+    sets[id] = std::move(ranks);
+  }
+  for (const auto& [node, host] : record.nodes()) {
+    if (node < 0 || node >= size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", name_, "': node rank ", node, " of the record is not valid"));
+    }
+  }
+  nodes_.insert(record.nodes().begin(), record.nodes().end());
+  process_sets_.Restore(sets, record.next_process_set());
+  return absl::OkStatus();
+}
+
+void Job::FlushLocked() {
+  const absl::Time now = clock_.Now();
+  const int sets_before = process_sets_.next_id(), sets_count = process_sets_.count();
+  absl::Time next, sets_next;
+  // Other sets first: a set removed by a set-0 response below has had its last responses.
+  std::vector<ReadyRecord> set_records;
+  std::vector<int64_t> allreduce_bytes;
+  std::vector<Response> responses =
+      process_sets_.Poll(now, &sets_next, &set_records, &allreduce_bytes);
+  for (Response& response : negotiator_.Poll(now, &next)) {
+    if (response.names.size() == 1) process_sets_.Apply(&response, departed_, &responses);
+    responses.push_back(std::move(response));
+  }
+  metrics_.OnReady(set_records);
+  for (int64_t bytes : negotiator_.TakeAllreduceResponseBytes()) allreduce_bytes.push_back(bytes);
+  metrics_.OnAllreduceResponses(allreduce_bytes, negotiator_.options().fusion_threshold_bytes);
+  next = std::min(next, sets_next);
+  if (on_record_ &&
+      (process_sets_.next_id() != sets_before || process_sets_.count() != sets_count)) {
+    on_record_(RecordLocked());
+  }
+  const bool admit = CutAtCommitLocked(responses);
+  if (!responses.empty()) {
+    ObserveForScheduleLocked(responses);
+    auto down = std::make_shared<DownMessage>();
+    down->seq = next_seq_;
+    next_seq_ += static_cast<int64_t>(responses.size());
+    down->responses = std::move(responses);
+    // Every id ends while making some tensor ready, so it goes with that tensor's response.
+    down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
+    BroadcastLocked(std::move(down));
+    if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
+    if (!admit) MaybePublishScheduleLocked();
+  }
+  if (admit) return AdmitJoinersLocked();
+  if (next != absl::InfiniteFuture()) ArmTimerLocked(next);
+}
+
+void Job::ArmTimerLocked(absl::Time due) {
+  if (flush_timer_ != 0 && flush_due_ <= due) return;
+  if (flush_timer_ != 0) scheduler_.Cancel(flush_timer_);
+  flush_due_ = due;
+  std::weak_ptr<Job> weak = weak_from_this();
+  // The scheduler runs on real time; the clock may be a fake one in tests, which then call
+  // the flush by hand, so only the offset from now matters here.
+  flush_timer_ = scheduler_.RunAfter(due - clock_.Now(), [weak] {
+    auto job = weak.lock();
+    if (!job) return;
+    std::lock_guard<std::mutex> lock(job->mu_);
+    job->flush_timer_ = 0;
+    job->flush_due_ = absl::InfiniteFuture();
+    job->FlushLocked();
+  });
+}
+
+void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {
+  for (auto& [sink, ranks] : sessions_) sink->Send(message);
+}
+
+Job::State Job::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+std::string Job::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_reason_;
+}
+
+bool Job::DoneLocked() const {
+  if (detached_) return false;  // kept for a restarted coordinator
+  bool over = state_ == State::kFinished || state_ == State::kAborted ||
+              (state_ == State::kAttaching && hosts_.empty());
+  return over && sessions_.empty() && attach_waiters_.empty();
+}
+
+bool Job::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DoneLocked();
+}
+
+void Job::MaybeDoneLocked() {
+  if (done_reported_ || !DoneLocked()) return;
+  done_reported_ = true;
+  // Not under our lock: the owner may drop the job, and with it this lock.
+  scheduler_.RunAfter(absl::ZeroDuration(), on_done_);
+}
+
+}  // namespace troika::coordinator

@@ -1,0 +1,525 @@
+#pragma once
+// Job: one training job on the coordinator — its membership (attach), its sessions, its
+// negotiators (set 0, the whole job, and its process sets) and its key-value store. Isolated
+// from every other job. Responses of every process set go down one stream, in one order.
+//
+// Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
+// said goodbye; kAborted when a session is lost or Abort() is called (every session is sent
+// the reason). A job is done — and its owner may drop it — once it is finished or aborted and
+// no session or attach is open, or when every attach timed out.
+//
+// Successors: an elastic job's next generation (job_elastic.cc), or, for a job that is not
+// elastic, its next incarnation: ranks that shut down (goodbye) and attach again form the
+// job anew, a fresh Job of the same name, size, token and node blocks, one epoch on
+// (job_incarnation.cc; init → shutdown → init, as with Horovod's Gloo controller).
+//
+// Thread-safe: every public method locks the job. Created with std::make_shared (timers hold
+// weak references).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/messages.h"
+#include "common/scheduler.h"
+#include "common/session/session_handler.h"
+#include "common/session/session_sink.h"
+#include "coordinator/inspection/deadlock_detector.h"
+#include "coordinator/inspection/job_metrics.h"
+#include "coordinator/inspection/job_telemetry.h"
+#include "coordinator/inspection/stall_inspector.h"
+#include "coordinator/inspection/straggler_stats.h"
+#include "coordinator/job/job_info.h"
+#include "coordinator/negotiation/negotiator.h"
+#include "coordinator/negotiation/process_sets.h"
+#include "coordinator/negotiation/schedule_detector.h"
+#include "coordinator/state/kv_store.h"
+#include "coordinator/state/secret.h"
+#include "troika/v1/troika.pb.h"
+
+namespace troika::coordinator {
+
+// Why a job was aborted, for metrics (the reason text says more).
+enum class AbortCause {
+  kRankExit,
+  kConnectionLost,
+  kDeadlock,
+  kStall,
+  kCancelled,
+  kShutdown,
+  kProtocolError,  // a session was ended for what it sent (by the coordinator or an agent)
+  kAttachTimeout,  // an elastic generation's ranks did not all attach in time
+};
+inline constexpr int kNumAbortCauses = 8;
+// "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown",
+// "protocol_error", "attach_timeout".
+const char* AbortCauseName(AbortCause cause);
+
+class Job;
+
+// Where a job's generations (elastic) or incarnations (formed anew) lead, for one who holds
+// on to the job (troikarun reads how its job ended): JobRegistry::Latest(anchor()) is the job
+// in force. Made by its holder, given to the first job (Job::Track), and moved on by each job
+// as it makes its successor (to the maker), so that it keeps the job in force alive but not
+// every one before; the jobs hold it weakly. Thread-safe; its lock is taken last.
+class JobLineage {
+ public:
+  explicit JobLineage(std::shared_ptr<Job> first) : anchor_(std::move(first)) {}
+  std::shared_ptr<Job> anchor() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return anchor_;
+  }
+
+ private:
+  friend class Job;
+  void Set(std::shared_ptr<Job> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    anchor_ = std::move(job);
+  }
+  mutable std::mutex mu_;
+  std::shared_ptr<Job> anchor_;  // guarded by mu_
+};
+
+struct JobOptions {
+  NegotiatorOptions negotiator;
+  // When a tensor stalls (some ranks submitted it, others not) is warned about or aborts the
+  // job. Defaults: warn after 60 s, never abort.
+  StallOptions stall;
+  // A rank last to submit most tensors is logged as a straggler once its mean lateness
+  // reaches this. Default 10 ms.
+  absl::Duration straggler_margin = absl::Milliseconds(10);
+  // Abort the job at once when every live rank reports being blocked on tensors that are
+  // pending (see DeadlockDetector). Default true.
+  bool deadlock_detection = true;
+  // Steady-state schedules (docs/protocol.md, Schedules): once the job's responses repeat,
+  // its ranks are sent the period to execute without requests. Default: off.
+  bool schedules = false;
+  // Schedules fuse neighbouring entries into collectives of up to the fusion threshold once
+  // the ranks' reports show that no rank needs one's result before it submits the next
+  // (docs/protocol.md, Schedules). Default: on.
+  bool schedule_buckets = true;
+  // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
+  std::optional<AutotuneConfig> autotune;
+  // Called (under the job's lock: must be quick and take no lock the job may wait for) when
+  // the job is aborted. Default: none.
+  std::function<void(AbortCause)> on_abort;
+  // The job's token: every job-scoped call must carry it (docs/security.md).
+  Secret token;
+  // Called (under the job's lock: must be quick) with the job's state record whenever it
+  // changes: a node registered, a process set was added or removed (--state_dir).
+  std::function<void(const v1::JobRecord&)> on_record;
+  // Elastic job (docs/elastic.md): while at least this many ranks remain, losing ranks (a
+  // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
+  // survivors go on as the next one. 0 (default): not elastic.
+  int min_size = 0;
+  // An elastic job's maximum: nodes registering while it runs are admitted at a commit up to
+  // this many ranks. 0 (default): the size.
+  int max_size = 0;
+  // This generation's number (Membership.epoch), and why it began (empty: the first).
+  int64_t epoch = 1;
+  std::string generation_cause;
+  // Makes the next generation of an elastic job: the same name, token and options, `size`
+  // ranks, epoch `epoch`, begun because ranks were lost (`cause`, `why`) or nodes were
+  // admitted (no cause). Called under the job's lock: must take no lock the job may wait for.
+  std::function<std::shared_ptr<Job>(int size, int64_t epoch, std::optional<AbortCause> cause,
+                                     const std::string& why)>
+      next_generation;
+  // Called once (under the job's lock: must be quick) by a generation after the first when it
+  // sends its first responses: how long after the generation before ended.
+  std::function<void(absl::Duration)> on_recovered;
+  // A job that is not elastic: makes its next incarnation, epoch `epoch` (the same name,
+  // token, size and options), when ranks that shut down attach again. Called under the job's
+  // lock: must take no lock the job may wait for. Null: ranks cannot attach again.
+  std::function<std::shared_ptr<Job>(int64_t epoch)> next_incarnation;
+};
+
+// A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
+// std::optional sees it complete.
+struct JobResync {
+  std::map<session::SessionSink*, int64_t> received;  // per resumed session
+  int32_t max_cache_id = 0;
+  int64_t max_schedule_id = 0;
+  session::SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
+  int64_t from = 0, to = 0;
+};
+
+class Job : public session::SessionHandler, public std::enable_shared_from_this<Job> {
+ public:
+  enum class State { kAttaching, kRunning, kFinished, kAborted };
+  using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
+  // A node's ranks: first_rank .. first_rank + nproc - 1 of a generation of `size` ranks.
+  struct NodeBlock {
+    int first_rank = 0;
+    int node_rank = 0;  // -1: a node admitted to a running elastic job
+    int size = 0;
+    int64_t epoch = 0;  // the generation of `size` ranks
+  };
+  using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
+
+  // `on_done` runs (on the scheduler's thread) once the job becomes done.
+  Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
+      std::function<void()> on_done);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const std::string& name() const { return name_; }
+  // True iff `token` is this job's token. Thread-safe (immutable).
+  bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
+  int size() const { return size_; }
+  int64_t epoch() const { return epoch_; }
+  int min_size() const { return min_size_; }
+  int max_size() const { return max_size_; }
+  KvStore& kv() { return kv_; }
+  // The generation that replaced this one once an elastic job lost ranks, or the incarnation
+  // formed by ranks attaching again (JobOptions); null before, and while that incarnation
+  // still attaches and this one runs (this one's ranks still use the job's key-value store).
+  // The job's owner serves the successor under the job's name.
+  std::shared_ptr<Job> successor() const;
+  // From now on this job, and the successors it makes, move `lineage` on (JobLineage).
+  void Track(const std::shared_ptr<JobLineage>& lineage);
+
+  // Calls `done` with the memberships of `ranks` (all on `host`) once every rank of the job
+  // attached; or, when the first waiting attach times out, fails every waiting attach with
+  // DEADLINE_EXCEEDED naming the missing ranks. Never blocks. In a job that runs or finished
+  // and is not elastic, ranks that said goodbye (or any, with `again`) attach to the job's
+  // next incarnation instead, made by the first of them (job_incarnation.cc).
+  void Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
+              AttachCallback done, bool again = false);
+
+  // Reserves `nproc` consecutive ranks for an agent's node: block `node_rank`, or the lowest
+  // free block if -1. The same host asking again for its block gets it again (a restarted
+  // agent). An elastic job that has no block left, or runs, holds the node as joining
+  // instead, up to its maximum: `done` comes when the job's next commit admits it (its block
+  // in the next generation; docs/elastic.md), or with the error that ended the job first. A
+  // joining node whose `cancelled` (may be null) turns true is not admitted; one with a
+  // `join_id` is named in the MembershipChange that admits it. `done` may run under the job's
+  // lock (it must only finish an RPC), exactly once.
+  void RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
+                    std::function<bool()> cancelled = nullptr, std::string join_id = {});
+
+  // The job's state record (StateStore), and a restarted coordinator's job made as it was:
+  // its node blocks and process sets. Restore before anything else happens to the job;
+  // INVALID_ARGUMENT if the record does not fit the job.
+  v1::JobRecord Record() const;
+  absl::Status Restore(const v1::JobRecord& record);
+
+  // SessionHandler. Submit's errors are protocol violations by the peer. CloseSession: the
+  // stream's ranks that did not say goodbye were lost, which aborts the job.
+  absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
+                           session::SessionSink* sink) override;
+  // Coordinator restart (docs/protocol.md): every session of a restarted job resumes. Once
+  // every rank's session did, the sessions that missed responses another one received get
+  // them (asked of that one with a replay request), then every session is told `resumed` and
+  // sends again what got no response. Until then nothing is negotiated. A job whose sessions
+  // are new takes no resumed one, and the other way round (FAILED_PRECONDITION).
+  absl::Status ResumeSession(const std::vector<int>& ranks, int64_t epoch,
+                             const SessionResume& resume, session::SessionSink* sink) override;
+  absl::Status Replay(session::SessionSink* sink, int64_t first_seq,
+                      std::vector<Response> responses) override;
+  absl::Status Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) override;
+  absl::Status Goodbye(session::SessionSink* sink, const std::vector<int>& ranks) override;
+  absl::Status ReportExit(session::SessionSink* sink, const RankExit& exit) override;
+  // Records what the rank waits for and aborts the job if that completes a deadlock.
+  absl::Status ReportWaitState(session::SessionSink* sink, const WaitState& state) override;
+  // Feeds the timeline and the autotuner.
+  absl::Status ReportExec(session::SessionSink* sink, const ExecReport& report) override;
+  // The session's `ranks` stopped executing schedule `id`; their requests are negotiated again.
+  absl::Status EndSchedule(session::SessionSink* sink, int64_t id,
+                           const std::vector<int>& ranks) override;
+  // The session's `ranks` deviated from schedule `id`: tells every session (once per schedule).
+  absl::Status DeviateSchedule(session::SessionSink* sink, int64_t id,
+                               const std::vector<int>& ranks) override;
+  void CloseSession(session::SessionSink* sink, const absl::Status& ended) override;
+
+  // Sends `reason` to every session; pending and later work fails. Idempotent.
+  void Abort(AbortCause cause, const std::string& reason);
+  // The coordinator stops but keeps its jobs for a restarted one (--state_dir): every session
+  // ends with UNAVAILABLE `reason` (agents reconnect and resume), waiting attaches and
+  // key-value waits fail with it, and the job is never done (its record stays).
+  void Detach(const std::string& reason);
+
+  // Inspects pending tensors for stalls at the clock's now: logs newly stalled tensors, and
+  // aborts the job when one is past the stall shutdown time. A scheduler timer calls this
+  // while tensors are pending; tests with a fake clock call it by hand.
+  void InspectStalls();
+
+  // Writes a Chrome-trace timeline of the job to `path` (JobTelemetry) until StopTimeline.
+  // The ranks are told to report their execution phases meanwhile.
+  absl::Status StartTimeline(const std::string& path, int64_t max_bytes);
+  absl::StatusOr<TimelineInfo> StopTimeline();
+
+  // The job's accumulated metrics (steps, tensors by collective, fusion fill). Thread-safe.
+  JobMetricsSnapshot MetricsSnapshot() const { return metrics_.Snapshot(); }
+
+  // Per-rank lateness of the tensors negotiated so far, for display.
+  coordinator::StragglerSnapshot StragglerSnapshot() const;
+
+  // A consistent snapshot of the job for operators (troikactl), taken under the job lock at
+  // the clock's now. Defined in job_info.cc.
+  JobInfo Describe() const;
+
+  State state() const;
+  bool done() const;
+  // Why the job was aborted (without the "job 'x' aborted: " prefix); empty unless aborted.
+  std::string abort_reason() const;
+
+ private:
+  struct AttachWaiter {
+    std::vector<int> ranks;
+    AttachCallback done;
+    Scheduler::TaskId timer = 0;
+  };
+  // A node waiting to join an elastic job (RegisterNode).
+  struct Joiner {
+    std::string host;
+    int nproc = 0;
+    RegisterCallback done;
+    std::function<bool()> cancelled;
+    std::string join_id;
+  };
+
+  // Checks and binds a session's ranks (OpenSession, ResumeSession).
+  // ReportExit without the session's check: a rank's process ended (`exit`).
+  void ReportExitLocked(const RankExit& exit);
+  // Next incarnations (job_incarnation.cc). Whether an attach of `ranks` goes to the next
+  // incarnation: the job is not elastic, runs or finished, and the ranks left it (or say
+  // `again`).
+  bool AttachesAgainLocked(const std::vector<int>& ranks, bool again) const;
+  // The next incarnation, made on first use with this one's node blocks, timeline and the
+  // exits of ranks that left.
+  std::shared_ptr<Job> NextIncarnationLocked();
+  void AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Timeline> timeline,
+                        const std::map<int, RankExit>& left_exits);
+  // The process of `exit.rank`, which had left this incarnation, ended: a next incarnation
+  // (now or later) cannot form without it; a failure aborts this one too.
+  void LeftRankExitedLocked(const RankExit& exit);
+  // Told by the incarnation before: `exit.rank`'s process ended after it left that one.
+  void RankGoneLocked(const RankExit& exit);
+  // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
+  // for what is not set yet fail, and the job finishes once every rank left.
+  void DepartLocked(int rank, const std::string& why);
+  absl::Status BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
+                                 session::SessionSink* sink);
+  // Once every rank's session resumed: asks for a replay, or finishes the resync.
+  void MaybeResyncLocked();
+  // Every session has responses 1 .. `through`: numbering goes on from there.
+  void FinishResyncLocked(int64_t through);
+  void CompleteAttachLocked();
+  // The attach of `waiter` timed out: every attach fails, or, in an elastic job with enough
+  // ranks attached, the generation ends without the missing ones.
+  void ExpireAttach(uint64_t waiter, absl::Duration timeout);
+  void FailAttachWaitersLocked(const absl::Status& status);
+  // `finished_too`: a finished job is aborted too (the ranks that left it failed while it
+  // formed again), its sessions told.
+  void AbortLocked(AbortCause cause, const std::string& reason,
+                   std::optional<RankExit> exit = std::nullopt, bool finished_too = false);
+  // `lost` ranks are gone (`reason` says how): an elastic job with at least min_size_ ranks
+  // left ends this generation (successor_; every session is told the renumbering), any other
+  // job aborts.
+  void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
+                       std::optional<RankExit> exit = std::nullopt);
+  // The next generation's ranks without `lost` and the departed (survivors keep their order).
+  MembershipChange SurvivorsLocked(const std::vector<int>& lost) const;
+  // Ends this generation of an elastic job for `change`: every session is told, attaches are
+  // answered ABORTED with the change (MembershipChanged), key-value waits fail, the joining
+  // nodes wait on in the successor.
+  void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
+                           const std::string& reason, std::optional<RankExit> exit);
+  // RegisterNode's block of the job's first ranks (not joining).
+  absl::StatusOr<NodeBlock> ReserveBlockLocked(const std::string& host, int nproc, int node_rank);
+  // Joining nodes that still wait: their ranks; cancelled ones are let go.
+  int JoiningRanksLocked();
+  // Nodes wait to join and `responses` (about to be sent) hold the commit barrier: cuts them
+  // before it and returns true — the generation is to end there (AdmitJoinersLocked).
+  bool CutAtCommitLocked(std::vector<Response>& responses);
+  // Ends the generation at a commit, with the joining nodes' ranks after every other rank.
+  void AdmitJoinersLocked();
+  // Takes over joining nodes, and the timeline being written, from the generation before.
+  void AdoptJoiners(std::vector<Joiner> joiners);
+  void AdoptTimeline(std::unique_ptr<Timeline> timeline);
+  void FailJoinersLocked(const absl::Status& status);
+  void FlushLocked();
+  void ArmTimerLocked(absl::Time due);
+  void InspectStallsLocked();
+  void ArmStallTimerLocked(absl::Time due);
+  // Feeds the tensors that became ready (the negotiator's, or `records`) to the straggler
+  // statistics and the telemetry, and applies parameters the autotuner chose.
+  void RecordReadyLocked();
+  void RecordReadyLocked(const std::vector<ReadyRecord>& records);
+  // What ranks are told to do (ClientSettings): the telemetry's reports and the negotiator's
+  // cycle time as the send cycle.
+  ClientSettings CurrentSettings() const;
+  // Sends CurrentSettings() to every session if they changed.
+  void SyncSettingsLocked();
+  // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
+  // rank is blocked.
+  void CheckDeadlockLocked();
+  // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending),
+  // and the active schedule's tensors some ranks report waiting for (ScheduledPendingLocked).
+  std::vector<PendingTensor> PendingLocked() const;
+  // The same without the schedule's: what requests alone say is pending.
+  std::vector<PendingTensor> NegotiatedPendingLocked() const;
+  void BroadcastLocked(std::shared_ptr<const DownMessage> message);
+  // Steady-state schedules: feeds `responses` (about to be sent) to the detector; publishes
+  // the schedule it found if the job can take one now (after those responses).
+  void ObserveForScheduleLocked(const std::vector<Response>& responses);
+  void MaybePublishScheduleLocked();
+  // Whether `request` (of set 0) is one of the active schedule's tensors from a rank that
+  // still executes it: the rank sent it before it had the schedule, and executes it as the
+  // schedule's; it is not negotiated.
+  bool ScheduledLocked(const TensorRequest& request) const;
+  // Whether `request` is dropped: ScheduledLocked, or a join that rank sent after such a
+  // request (common/schedule_drops.h).
+  bool DroppedForScheduleLocked(const TensorRequest& request);
+  // `rank` no longer executes the active schedule.
+  void LeaveScheduleLocked(int rank);
+  // A report of `rank`'s progress in a schedule, sent at `sent_at` (the coordinator's clock):
+  // rounds every rank has reported become ready records; what it waits for is pending.
+  absl::Status ScheduleProgressLocked(int rank, const ScheduleProgress& progress,
+                                      absl::Time sent_at);
+  // The active schedule's tensors that ranks report waiting for, with the ranks that do not.
+  std::vector<PendingTensor> ScheduledPendingLocked() const;
+  // Once the active schedule ran kLearnRounds rounds: records which of its neighbouring
+  // tensors may share a collective (joinable_, separable_); ends the schedule if it can run
+  // in fewer collectives (the next one is published bucketed).
+  void LearnFromScheduleLocked();
+  static constexpr int64_t kLearnRounds = 3;
+  // Tells every session to deviate from the active schedule (once per schedule).
+  void RevokeScheduleLocked();
+  // `period`, neighbouring fusible entries fused up to the fusion threshold where every pair
+  // of neighbouring tensors in the result is joinable_.
+  std::vector<Response> BucketLocked(std::vector<Response> period) const;
+  // Whether `period` (cyclic) starts right after a pair of tensors that must not share a
+  // collective, or has no such pair: buckets then end where steps do. A schedule the period
+  // would bucket waits for such a start (the period shifts by a response with each one), for
+  // at most kMaxUnalignedPublications attempts.
+  bool StartsAfterACutLocked(const std::vector<Response>& period) const;
+  static constexpr int kMaxUnalignedPublications = 64;
+  void MaybeDoneLocked();
+  bool DoneLocked() const;
+  v1::JobRecord RecordLocked() const;
+
+  // Constant after construction.
+  const std::string name_;
+  const Secret token_;
+  const int size_;
+  const int64_t epoch_;
+  const std::string generation_cause_;
+  const int min_size_;
+  const int max_size_;
+  const std::function<std::shared_ptr<Job>(int, int64_t, std::optional<AbortCause>,
+                                           const std::string&)>
+      next_generation_;
+  const std::function<std::shared_ptr<Job>(int64_t)> next_incarnation_;
+  Scheduler& scheduler_;
+  Clock& clock_;
+  const std::function<void()> on_done_;
+  const absl::Time created_at_;
+  const absl::Duration straggler_margin_;
+  const bool deadlock_detection_;
+  const bool schedule_buckets_;
+  const std::function<void(AbortCause)> on_abort_;
+  const std::function<void(const v1::JobRecord&)> on_record_;
+  std::function<void(absl::Duration)> on_recovered_;  // cleared once called; under mu_
+  KvStore kv_;                                        // thread-safe on its own
+  JobMetrics metrics_;                                // thread-safe on its own
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  State state_ = State::kAttaching;
+  std::string abort_reason_;            // once kAborted
+  std::shared_ptr<Job> successor_;      // an elastic job's next generation, or next incarnation
+  std::map<int, RankExit> left_exits_;  // ranks that left, then their process ended (by rank)
+  std::weak_ptr<JobLineage> lineage_;   // Track(); its holder keeps it
+  // The successor was just made: the lineage moves on to this job, and the successor follows it.
+  void PassLineageLocked();
+  std::map<int, std::string> hosts_;                 // attached rank -> host
+  std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
+  uint64_t next_waiter_ = 1;
+  std::map<int, std::string> nodes_;     // node rank -> host, from RegisterNode
+  std::vector<Joiner> joining_;          // an elastic job's nodes waiting for a commit
+  std::vector<Membership> memberships_;  // by rank, once kRunning
+  std::map<session::SessionSink*, std::vector<int>> sessions_;
+  std::vector<session::SessionSink*> session_of_rank_;
+  std::set<int> departed_;           // said goodbye, or exited 0 before joining
+  int64_t next_seq_ = 1;             // the number of the next response broadcast
+  bool fresh_sessions_ = false;      // a session opened without resuming
+  bool resumed_ = false;             // the job resumed after a coordinator restart
+  bool detached_ = false;            // Detach(): sessions end without aborting the job
+  std::optional<JobResync> resync_;  // while the job's sessions resume
+  Negotiator negotiator_;            // process set 0: the whole job
+  ProcessSets process_sets_;         // every other process set
+  Scheduler::TaskId flush_timer_ = 0;
+  absl::Time flush_due_ = absl::InfiniteFuture();
+  bool done_reported_ = false;
+  StallInspector stall_inspector_;
+  DeadlockDetector deadlock_detector_;
+  Scheduler::TaskId stall_timer_ = 0;
+  StragglerStats straggler_stats_;
+  std::vector<int> logged_stragglers_;  // the set last logged
+  absl::Time straggler_logged_at_ = absl::InfinitePast();
+  int64_t straggler_checked_at_ = 0;  // straggler_stats_.tensors() when last checked
+  JobTelemetry telemetry_;
+  // Steady-state schedules (null: off).
+  std::unique_ptr<ScheduleDetector> schedule_detector_;
+  struct ActiveSchedule {
+    int64_t id = 0;
+    ScheduleTensors tensors;
+    std::set<int> executing;  // ranks that have not said ScheduleEnded
+    std::set<int> dropped;    // ranks whose requests were dropped (DropsForSchedule)
+    bool revoked = false;     // every session was told to deviate
+    // The period's tensors in ScheduleProgress's order.
+    struct Tensor {
+      std::string name;
+      int entry = 0;
+      int64_t bytes = 0;
+    };
+    std::vector<Tensor> period;
+    std::vector<int64_t> entry_bytes;  // by entry
+    // Rounds some ranks reported completed: how long each rank's tensors waited for their
+    // entry to complete (by rank, then tensor; empty: not reported yet) and when each entry
+    // completed (the earliest a rank reported).
+    struct Round {
+      std::vector<std::vector<absl::Duration>> waited;
+      std::vector<absl::Time> completed;
+      int reported = 0;
+    };
+    std::map<int64_t, Round> rounds;
+    std::vector<int64_t> reported_through;  // by rank: the last round it reported
+    // By rank: what its last report said it waits for, (tensor, round) -> submitted at.
+    std::vector<std::map<std::pair<int, int64_t>, absl::Time>> waiting;
+    std::vector<Response> responses;  // the schedule's entries, as published
+    // Tensors n after which some rank saw a completion before it submitted tensor n + 1
+    // (ScheduleProgress::cut_after), over `full_rounds` rounds every rank reported.
+    std::set<int> cut_after;
+    int64_t full_rounds = 0;
+    bool learned = false;   // LearnFromScheduleLocked ran
+    bool bucketed = false;  // entries fused beyond negotiation's (BucketLocked)
+  };
+  std::optional<ActiveSchedule> schedule_;
+  // Above every id the ranks may know (a restarted coordinator: above the old one's).
+  int64_t next_schedule_id_ = 1;
+  int schedules_published_ = 0;
+  int schedules_ended_ = 0;  // schedules that ended: each asks one more repeat of the next
+  // Pairs of neighbouring tensors (by name, in a period's order) that ran in a schedule for
+  // kLearnRounds rounds without a rank seeing a completion between their submissions (they
+  // may share a collective), and pairs some rank did see one between (they may not).
+  std::set<std::pair<std::string, std::string>> joinable_, separable_;
+  int unaligned_publications_ = 0;  // attempts put off by StartsAfterACutLocked
+  int young_bucketed_ends_ = 0;     // see LeaveScheduleLocked
+  static constexpr int kMaxYoungBucketedEnds = 2;
+  ClientSettings settings_;  // what the sessions were last sent
+};
+
+const char* JobStateName(Job::State state);
+
+}  // namespace troika::coordinator

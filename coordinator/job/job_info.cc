@@ -1,0 +1,56 @@
+// Job::Describe(): the operator's snapshot of one job (see JobInfo in job.h).
+
+#include "coordinator/job/job.h"
+
+namespace troika::coordinator {
+
+JobInfo Job::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = clock_.Now();
+  JobInfo info;
+  info.name = name_;
+  info.size = size_;
+  info.state = JobStateName(state_);
+  info.epoch = epoch_;
+  info.min_size = min_size_;
+  info.max_size = max_size_;
+  info.generation_cause = generation_cause_;
+  info.abort_reason = abort_reason_;
+  info.age = now - created_at_;
+  info.ranks.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    RankInfo& rank = info.ranks[r];
+    rank.rank = r;
+    if (auto it = hosts_.find(r); it != hosts_.end()) {
+      rank.host = it->second;
+      rank.attached = true;
+    }
+    if (r < static_cast<int>(memberships_.size())) {
+      rank.local_rank = memberships_[r].local_rank;
+      rank.cross_rank = memberships_[r].cross_rank;
+    }
+    rank.connected = session_of_rank_[r] != nullptr;
+    rank.departed = departed_.count(r) > 0;
+  }
+  for (const PendingTensor& tensor : PendingLocked()) {
+    info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
+  }
+  info.stragglers = straggler_stats_.Snapshot();
+  info.stragglers.straggling = straggler_stats_.Stragglers(straggler_margin_);
+  info.negotiation = negotiator_.options();
+  info.cache = negotiator_.cache_stats();
+  info.autotune = telemetry_.autotune_info();
+  info.timeline = telemetry_.timeline_info();
+  info.schedules.enabled = schedule_detector_ != nullptr;
+  info.schedules.published = schedules_published_;
+  info.schedules.ended = schedules_ended_;
+  if (schedule_) {
+    info.schedules.active = schedule_->id;
+    info.schedules.entries = static_cast<int>(schedule_->responses.size());
+    info.schedules.tensors = static_cast<int>(schedule_->tensors.names.size());
+    info.schedules.executing_ranks = static_cast<int>(schedule_->executing.size());
+  }
+  return info;
+}
+
+}  // namespace troika::coordinator

@@ -1,0 +1,387 @@
+// Elastic jobs on the coordinator (docs/elastic.md): losing ranks ends a generation, the
+// survivors attach again as the next one under the job's name, renumbered; below the
+// minimum, and for jobs that are not elastic, the job aborts as before. Nodes registering
+// while it runs wait, up to its maximum, and are admitted at its next commit.
+
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <iterator>
+
+#include "common/wire.h"
+#include "coordinator/job/job.h"
+#include "coordinator/job/job_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/job/job_test_util.h"
+
+namespace troika::coordinator {
+namespace {
+
+using test_util::AttachAll;
+using test_util::FakeSink;
+using test_util::Register;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class JobElasticTest : public ::testing::Test {
+ protected:
+  static JobRegistryOptions Options() {
+    JobRegistryOptions options;
+    options.negotiator.cycle_time = absl::ZeroDuration();
+    return options;
+  }
+
+  std::shared_ptr<Job> Create(int size, int min_size, int max_size = 0) {
+    bool created = false;
+    auto job = registry_.CreateJob("train", size, &created, {}, min_size, max_size);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+
+  std::shared_ptr<Job> Find() {
+    auto job = registry_.Find("train");
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+
+  // Attaches nodes[i].second on host nodes[i].first, each node in one call (as agents do);
+  // the memberships of every node, in order.
+  static std::vector<std::vector<Membership>> AttachNodes(
+      Job& job, const std::vector<std::pair<std::string, std::vector<int>>>& nodes) {
+    std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> done(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      job.Attach(nodes[i].second, nodes[i].first, absl::Seconds(30),
+                 [&done, i](auto m) { done[i].set_value(std::move(m)); });
+    }
+    std::vector<std::vector<Membership>> out;
+    for (auto& d : done) {
+      absl::StatusOr<std::vector<Membership>> m = d.get_future().get();
+      EXPECT_TRUE(m.ok()) << m.status();
+      out.push_back(m.ok() ? *m : std::vector<Membership>{});
+    }
+    return out;
+  }
+
+  static TensorRequest Barrier(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.type = CollectiveType::kBarrier;
+    r.dtype = DataType::kUint8;
+    r.shape = {0};
+    return r;
+  }
+  static TensorRequest Allreduce(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.shape = {2};
+    return r;
+  }
+  static constexpr char kCommit[] = "troika/elastic/commit/0";
+
+  // The registry goes first: nothing may run on its scheduler then (a job ending calls
+  // back into it there).
+  void TearDown() override { scheduler_.Stop(); }
+
+  Scheduler scheduler_;
+  FakeClock clock_;
+  JobRegistry registry_{Options(), scheduler_, clock_};
+};
+
+TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) {
+  std::shared_ptr<Job> job = Create(4, 2);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}});
+  FakeSink a, b;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+
+  ASSERT_TRUE(job->ReportExit(&a, {1, "a", 0, 9}).ok());
+  for (FakeSink* sink : {&a, &b}) {
+    ASSERT_EQ(sink->messages().size(), 1u);
+    const DownMessage down = sink->messages()[0];
+    EXPECT_THAT(down.abort_reason,
+                HasSubstr("membership of job 'train' changed: rank 1 on a was killed by signal 9 "
+                          "(Killed); the job goes on with 3 ranks as generation 2"));
+    ASSERT_TRUE(down.membership_change.has_value());
+    EXPECT_EQ(down.membership_change->epoch, 2);
+    EXPECT_EQ(down.membership_change->size, 3);
+    EXPECT_THAT(down.membership_change->next_rank, ElementsAre(0, -1, 1, 2));
+  }
+
+  // The job's name now serves generation 2: 3 ranks, the old ones ended by their agents.
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 3);
+  EXPECT_EQ(next->min_size(), 2);
+  job->CloseSession(&a, absl::OkStatus());
+  job->CloseSession(&b, absl::OkStatus());
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0}}, {"b", {1, 2}}});
+  ASSERT_EQ(m[0].size(), 1u);
+  ASSERT_EQ(m[1].size(), 2u);
+  EXPECT_EQ(m[0][0].epoch, 2);
+  EXPECT_EQ(m[0][0].size, 3);
+  EXPECT_EQ(m[0][0].local_size, 1);
+  EXPECT_EQ(m[1][1].rank, 2);
+  EXPECT_EQ(m[1][1].local_rank, 1);
+  FakeSink a2, b2;
+  ASSERT_TRUE(next->OpenSession({0}, 2, &a2).ok());
+  EXPECT_EQ(next->OpenSession({1, 2}, 1, &b2).code(), absl::StatusCode::kFailedPrecondition)
+      << "a session of the ended generation";
+  ASSERT_TRUE(next->OpenSession({1, 2}, 2, &b2).ok());
+  EXPECT_EQ(next->state(), Job::State::kRunning);
+  bool created = true;
+  auto again = registry_.CreateJob("train", 3, &created, {}, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(*again, next);
+  EXPECT_EQ(registry_.Jobs().size(), 1u);
+  EXPECT_EQ(registry_.counts().aborted, 0);
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kRankExit)], 1);
+  const JobInfo info = next->Describe();
+  EXPECT_EQ(info.epoch, 2);
+  EXPECT_EQ(info.min_size, 2);
+  EXPECT_EQ(info.generation_cause, "rank 1 on a was killed by signal 9 (Killed)");
+}
+
+TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
+  std::shared_ptr<Job> job = Create(3, 1);
+  AttachAll(*job, {"a", "b", "c"});
+  FakeSink s0, s1, s2;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());  // rank 0 finished and left
+  job->CloseSession(&s1, absl::OkStatus());  // rank 1 vanished
+  ASSERT_EQ(s2.messages().size(), 1u);
+  EXPECT_THAT(s2.messages()[0].abort_reason,
+              HasSubstr("rank 1 lost the connection to the coordinator; the job goes on with 1 "
+                        "rank as generation 2"));
+  ASSERT_TRUE(s2.messages()[0].membership_change.has_value());
+  EXPECT_THAT(s2.messages()[0].membership_change->next_rank, ElementsAre(-1, -1, 0));
+  EXPECT_EQ(Find()->size(), 1);
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kConnectionLost)],
+            1);
+}
+
+TEST_F(JobElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
+  std::shared_ptr<Job> job = Create(2, 2);
+  AttachAll(*job, {"a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &node).ok());
+  ASSERT_TRUE(job->ReportExit(&node, {1, "a", 0, 9}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(node.messages().size(), 1u);
+  EXPECT_FALSE(node.messages()[0].membership_change.has_value());
+  EXPECT_THAT(node.messages()[0].abort_reason,
+              HasSubstr("job 'train' aborted: rank 1 on a was killed by signal 9 (Killed); 1 "
+                        "rank remains, below the job's minimum of 2"));
+  EXPECT_EQ(Find(), job);
+}
+
+TEST_F(JobElasticTest, AJobThatIsNotElasticAbortsAsBefore) {
+  std::shared_ptr<Job> job = Create(3, 0);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &node).ok());
+  ASSERT_TRUE(job->ReportExit(&node, {2, "a", 1, 0}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  ASSERT_EQ(node.messages().size(), 1u);
+  EXPECT_FALSE(node.messages()[0].membership_change.has_value());
+  EXPECT_THAT(node.messages()[0].abort_reason,
+              HasSubstr("job 'train' aborted: rank 2 on a exited with code 1"));
+}
+
+TEST_F(JobElasticTest, TheMinimumMustFitAndMatch) {
+  bool created = false;
+  EXPECT_EQ(registry_.CreateJob("train", 2, &created, {}, 3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Create(4, 2));
+  auto other = registry_.CreateJob("train", 4, &created, {}, 3);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(),
+              HasSubstr("already exists with 4 ranks (at least 2, at most 4)"));
+  EXPECT_EQ(registry_.CreateJob("other", 4, &created, {}, 0, 6).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a maximum above the size needs a minimum";
+  EXPECT_EQ(registry_.CreateJob("other", 4, &created, {}, 2, 3).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a maximum below the size";
+}
+
+TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit) {
+  std::shared_ptr<Job> job = Create(2, 2, 4);
+  ASSERT_TRUE(Register(*job, "a", 2, -1).ok());
+  AttachNodes(*job, {{"a", {0, 1}}});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  EXPECT_EQ(Register(*job, "b", 2, -1, held, nullptr, "b-restart-1").status().message(), "waiting");
+  EXPECT_EQ(Register(*job, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
+      << "2 ranks and 2 joining: one more would exceed the maximum of 4";
+
+  // A barrier that is no commit admits nobody; the commit does, after what came before it.
+  ASSERT_TRUE(
+      job->Submit(&a, {Barrier(0, "troika/barrier/0"), Barrier(1, "troika/barrier/0")}).ok());
+  ASSERT_EQ(a.messages().size(), 1u);
+  EXPECT_FALSE(held->has_value());
+  ASSERT_TRUE(job->Submit(&a, {Allreduce(0, "x"), Allreduce(1, "x"), Barrier(0, kCommit),
+                               Barrier(1, kCommit)})
+                  .ok());
+  ASSERT_EQ(a.messages().size(), 3u);
+  ASSERT_EQ(a.messages()[1].responses.size(), 1u);
+  EXPECT_EQ(a.messages()[1].responses[0].names, std::vector<std::string>{"x"});
+  const DownMessage change = a.messages()[2];
+  EXPECT_THAT(change.abort_reason,
+              HasSubstr("membership of job 'train' changed: 2 ranks on b joined at a commit; the "
+                        "job goes on with 4 ranks as generation 2"));
+  ASSERT_TRUE(change.membership_change.has_value());
+  EXPECT_TRUE(change.membership_change->at_commit);
+  EXPECT_EQ(change.membership_change->joined, 2);
+  EXPECT_EQ(change.membership_change->size, 4);
+  EXPECT_THAT(change.membership_change->next_rank, ElementsAre(0, 1));
+  ASSERT_EQ(change.membership_change->admitted.size(), 1u) << "b named itself";
+  EXPECT_EQ(change.membership_change->admitted[0].join_id, "b-restart-1");
+  EXPECT_EQ(change.membership_change->admitted[0].first_rank, 2);
+  ASSERT_TRUE(held->has_value() && (*held)->ok())
+      << (held->has_value() ? (*held)->status() : absl::OkStatus());
+  EXPECT_EQ((**held)->first_rank, 2);
+  EXPECT_EQ((**held)->size, 4);
+  EXPECT_EQ((**held)->epoch, 2) << "its ranks attach for generation 2";
+
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 4);
+  EXPECT_EQ(next->max_size(), 4);
+  job->CloseSession(&a, absl::OkStatus());
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0, 1}}, {"b", {2, 3}}});
+  EXPECT_EQ(m[1][1].rank, 3);
+  EXPECT_EQ(m[1][1].epoch, 2);
+  EXPECT_EQ(m[1][1].local_rank, 1);
+  EXPECT_EQ(m[1][1].cross_rank, 1);
+  EXPECT_EQ(registry_.counts().admissions, 1);
+  EXPECT_EQ(next->Describe().generation_cause, "2 ranks on b joined at a commit");
+  EXPECT_EQ(Register(*next, "c", 1, -1).status().code(), absl::StatusCode::kResourceExhausted)
+      << "at its maximum";
+}
+
+// An admitted node whose agent died before it attached (or whose command could not start):
+// at the attach timeout the generation ends without its ranks, and the attached nodes are
+// answered with the renumbering instead of memberships. Below the minimum, the attach fails
+// as in any job.
+TEST_F(JobElasticTest, RanksThatNeverAttachAreLeftOutAtTheAttachTimeout) {
+  std::shared_ptr<Job> job = Create(6, 2);
+  EXPECT_EQ(Register(*job, "a", 2, 0)->epoch, 1);
+  std::promise<absl::StatusOr<std::vector<Membership>>> a, c;
+  job->Attach({0, 1}, "a", absl::Milliseconds(50), [&](auto m) { a.set_value(std::move(m)); });
+  job->Attach({4, 5}, "c", absl::Seconds(30), [&](auto m) { c.set_value(std::move(m)); });
+  for (auto* attach : {&a, &c}) {
+    absl::StatusOr<std::vector<Membership>> m = attach->get_future().get();
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kAborted) << m.status();
+    EXPECT_THAT(std::string(m.status().message()),
+                HasSubstr("membership of job 'train' changed: ranks 2-3 did not attach within "
+                          "50ms; the job goes on with 4 ranks as generation 2"));
+    std::optional<MembershipChange> change = MembershipChangeOf(m.status());
+    ASSERT_TRUE(change.has_value()) << "the attach's answer carries the renumbering";
+    EXPECT_EQ(change->epoch, 2);
+    EXPECT_EQ(change->size, 4);
+    EXPECT_FALSE(change->at_commit);
+    EXPECT_THAT(change->next_rank, ElementsAre(0, 1, -1, -1, 2, 3));
+  }
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->size(), 4);
+  EXPECT_EQ(next->epoch(), 2);
+  EXPECT_EQ(next->Describe().generation_cause, "ranks 2-3 did not attach within 50ms");
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kAttachTimeout)], 1);
+  std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0, 1}}, {"c", {2, 3}}});
+  EXPECT_EQ(m[1][0].rank, 2);
+  EXPECT_EQ(m[1][0].epoch, 2);
+
+  // A job of 4 ranks with a minimum of 3: ranks 2-3 never attaching would leave 2.
+  bool created = false;
+  std::shared_ptr<Job> small = registry_.CreateJob("small", 4, &created, {}, 3, 0).value();
+  std::promise<absl::StatusOr<std::vector<Membership>>> alone;
+  small->Attach({0, 1}, "a", absl::Milliseconds(20),
+                [&](auto m) { alone.set_value(std::move(m)); });
+  absl::StatusOr<std::vector<Membership>> failed = alone.get_future().get();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDeadlineExceeded) << failed.status();
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("job 'small': ranks 2-3 did not attach within 20ms (attached: ranks 0-1)"));
+  EXPECT_FALSE(MembershipChangeOf(failed.status()).has_value());
+}
+
+TEST_F(JobElasticTest, AJoiningNodeWaitsThroughALossAndIsLetGoWhenItStopsWaiting) {
+  std::shared_ptr<Job> job = Create(3, 1, 5);
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &a).ok());
+  auto held_b = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  auto held_c = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  bool c_gave_up = false;
+  ASSERT_FALSE(Register(*job, "b", 1, -1, held_b).ok());
+  ASSERT_FALSE(Register(*job, "c", 1, -1, held_c, [&] { return c_gave_up; }).ok());
+  ASSERT_TRUE(job->ReportExit(&a, {2, "a", 0, 9}).ok());  // generation 2: ranks 0 and 1
+  EXPECT_FALSE(held_b->has_value()) << "still waiting, in the next generation";
+  std::shared_ptr<Job> next = Find();
+  ASSERT_EQ(next->size(), 2);
+  job->CloseSession(&a, absl::OkStatus());
+  AttachAll(*next, {"a", "a"});
+  FakeSink a2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &a2).ok());
+  c_gave_up = true;
+  ASSERT_TRUE(next->Submit(&a2, {Barrier(0, kCommit), Barrier(1, kCommit)}).ok());
+  ASSERT_TRUE(held_b->has_value() && (*held_b)->ok());
+  EXPECT_EQ((**held_b)->first_rank, 2);
+  EXPECT_EQ((**held_b)->size, 3) << "without c, which stopped waiting";
+  ASSERT_TRUE(held_c->has_value());
+  EXPECT_EQ((*held_c)->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(Find()->size(), 3);
+}
+
+TEST_F(JobElasticTest, TheTimelineGoesOnInTheNextGenerationWithTheChangeMarked) {
+  const std::string path = ::testing::TempDir() + "/job-elastic-timeline.json";
+  std::shared_ptr<Job> job = Create(3, 1);
+  ASSERT_TRUE(job->StartTimeline(path, 1 << 20).ok());
+  AttachAll(*job, {"a", "a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1, 2}, 1, &a).ok());
+  ASSERT_TRUE(job->ReportExit(&a, {2, "a", 0, 9}).ok());
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_TRUE(next->Describe().timeline.active);
+  EXPECT_EQ(next->Describe().timeline.path, path);
+  job->CloseSession(&a, absl::OkStatus());
+  AttachAll(*next, {"a", "a"});
+  FakeSink a2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &a2).ok());
+  ASSERT_FALSE(a2.messages().empty());
+  ASSERT_TRUE(a2.messages()[0].settings.has_value());
+  EXPECT_TRUE(a2.messages()[0].settings->report_phases) << "the ranks report for the timeline";
+  absl::StatusOr<TimelineInfo> info = next->StopTimeline();
+  ASSERT_TRUE(info.ok()) << info.status();
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("\"name\":\"membership change\""));
+  EXPECT_THAT(text, HasSubstr("rank 2 on a was killed by signal 9 (Killed); the job goes on with 2 "
+                              "ranks as generation 2"));
+  EXPECT_THAT(text, ::testing::EndsWith("]}\n"));
+  std::remove(path.c_str());
+}
+
+TEST_F(JobElasticTest, AJoiningNodeLearnsThatTheJobEnded) {
+  std::shared_ptr<Job> job = Create(2, 1, 3);
+  AttachAll(*job, {"a", "a"});
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  ASSERT_FALSE(Register(*job, "b", 1, -1, held).ok());
+  ASSERT_TRUE(job->Goodbye(&a, {0, 1}).ok());
+  ASSERT_TRUE(held->has_value());
+  EXPECT_EQ((*held)->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT((*held)->status().message(), HasSubstr("finished before this node was admitted"));
+}
+
+}  // namespace
+}  // namespace troika::coordinator

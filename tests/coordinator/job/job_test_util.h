@@ -1,0 +1,86 @@
+#pragma once
+// Helpers for tests that drive a Job directly: a session sink that keeps what the job sends
+// it, attaching every rank, and reading a metrics scrape.
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/session/session_sink.h"
+#include "coordinator/job/job.h"
+#include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
+
+namespace troika::coordinator::test_util {
+
+class FakeSink : public session::SessionSink {
+ public:
+  void Send(std::shared_ptr<const DownMessage> message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(*message);
+  }
+  std::vector<DownMessage> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<DownMessage> messages_;
+};
+
+// Attaches rank r on hosts[r], every rank, and returns their memberships.
+inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
+  std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    job.Attach(
+        {static_cast<int>(r)}, hosts[r], absl::Seconds(30),
+        [&promises, r](absl::StatusOr<std::vector<Membership>> m) { promises[r].set_value(m); });
+  }
+  std::vector<Membership> out;
+  for (auto& p : promises) {
+    absl::StatusOr<std::vector<Membership>> m = p.get_future().get();
+    EXPECT_TRUE(m.ok()) << m.status();
+    out.push_back(m.ok() ? m->front() : Membership{});
+  }
+  return out;
+}
+
+// RegisterNode's answer; UNKNOWN "waiting" while the node waits to join (an elastic job):
+// `*held` then gets the answer when it comes.
+inline absl::StatusOr<Job::NodeBlock> Register(
+    Job& job, const std::string& host, int nproc, int node_rank,
+    std::shared_ptr<std::optional<absl::StatusOr<Job::NodeBlock>>> held = nullptr,
+    std::function<bool()> cancelled = nullptr, std::string join_id = {}) {
+  if (!held) held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  job.RegisterNode(
+      host, nproc, node_rank, [held](absl::StatusOr<Job::NodeBlock> block) { *held = block; },
+      std::move(cancelled), std::move(join_id));
+  if (!held->has_value()) return absl::UnknownError("waiting");
+  return **held;
+}
+
+// Sample values of one family in a scrape, keyed by their labels rendered "k=v,k=v".
+inline std::map<std::string, double> Samples(const std::vector<prometheus::MetricFamily>& families,
+                                             const std::string& name) {
+  std::map<std::string, double> out;
+  for (const auto& family : families) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      std::string key;
+      for (const auto& label : m.label) {
+        key += (key.empty() ? "" : ",") + label.name + "=" + label.value;
+      }
+      out[key] = family.type == prometheus::MetricType::Counter     ? m.counter.value
+                 : family.type == prometheus::MetricType::Histogram ? m.histogram.sample_count
+                                                                    : m.gauge.value;
+    }
+  }
+  return out;
+}
+
+}  // namespace troika::coordinator::test_util
