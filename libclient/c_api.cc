@@ -1,17 +1,23 @@
 // The C ABI over troika::Context. No exception or C++ type crosses it: every entry point
-// checks what C++ cannot (NULL contexts, handles, names, shapes and out-parameters) and runs
-// its body under Guard, which turns any exception into INTERNAL with a message. Buffers are
-// checked by the C++ layer (an operation's handle fails with INVALID_ARGUMENT).
+// runs its body in Call, which records a failure for troika_last_error() and turns it (and
+// any exception, as INTERNAL) into the entry point's error value; operations run in Submit,
+// which also checks ctx, the handle out-parameter and the name, and hands out the handle.
+// Bodies check what C++ cannot (NULL contexts, handles, names, shapes and out-parameters);
+// buffers are checked by the C++ layer (an operation's handle fails with INVALID_ARGUMENT).
 
 #include "troika/c_api.h"
 
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "troika/troika.h"
 
 struct troika_context {
@@ -25,7 +31,8 @@ namespace {
 
 thread_local std::string last_error;
 
-// Records `status`'s message for troika_last_error(); returns its code. Never throws.
+// Records `status`'s message for troika_last_error() ("" if OK); returns its code. Never
+// throws.
 int Report(const absl::Status& status) noexcept {
   try {
     last_error.assign(status.message().data(), status.message().size());
@@ -35,30 +42,48 @@ int Report(const absl::Status& status) noexcept {
   return static_cast<int>(status.code());
 }
 
-int Invalid(const std::string& what) { return Report(absl::InvalidArgumentError(what)); }
+// The error value of entry points that return a status code: the failure's code.
+struct StatusCodeOnError {};
+constexpr StatusCodeOnError kCode{};
 
-// Runs `body`; an exception escaping it is reported as INTERNAL naming `fn`, and
-// `error_value` returned.
-template <typename T, typename F>
-T GuardOr(const char* fn, T error_value, F&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    try {
-      Report(absl::InternalError(absl::StrCat(fn, ": unexpected exception: ", e.what())));
-    } catch (...) {
-      Report(absl::InternalError("unexpected exception"));
-    }
-  } catch (...) {
-    Report(absl::InternalError("unexpected exception"));
-  }
+template <typename T>
+T ErrorValue(T error_value, const absl::Status& /*failure*/) {
   return error_value;
 }
+int ErrorValue(StatusCodeOnError, const absl::Status& failure) {
+  return static_cast<int>(failure.code());
+}
 
-// For entry points that return a status code.
-template <typename F>
-int Guard(const char* fn, F&& body) noexcept {
-  return GuardOr<int>(fn, static_cast<int>(absl::StatusCode::kInternal), std::forward<F>(body));
+// The frame of every entry point. Runs `body`, which returns absl::StatusOr<T>, T being
+// what the entry point returns: its value on success. A failure (a refused argument, a
+// failed call) is recorded for troika_last_error() and the entry point returns
+// `error_value` (-1, NULL), or with kCode the failure's code. An exception escaping `body`
+// is such a failure, INTERNAL naming `fn`: nothing crosses the ABI.
+template <typename E, typename F>
+auto Call(const char* fn, E error_value, F&& body) noexcept ->
+    typename std::invoke_result_t<F&>::value_type {
+  absl::Status failure;
+  try {
+    auto result = body();
+    if (result.ok()) return *std::move(result);
+    failure = std::move(result).status();
+  } catch (const std::exception& e) {
+    try {
+      failure = absl::InternalError(absl::StrCat(fn, ": unexpected exception: ", e.what()));
+    } catch (...) {
+      failure = absl::InternalError("unexpected exception");
+    }
+  } catch (...) {
+    failure = absl::InternalError("unexpected exception");
+  }
+  Report(failure);
+  return ErrorValue(error_value, failure);
+}
+
+// INVALID_ARGUMENT "<prefix>: <what> is NULL" if `pointer` is NULL.
+absl::Status Required(absl::string_view prefix, const void* pointer, absl::string_view what) {
+  if (pointer != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(prefix, ": ", what, " is NULL"));
 }
 
 // `fn` and, if known, the tensor: the prefix of a message.
@@ -81,29 +106,37 @@ absl::StatusOr<std::vector<int64_t>> Dims(const std::string& prefix, const char*
   return std::vector<int64_t>(shape, shape + ndim);
 }
 
-// The checks every operation shares: ctx, the handle out-parameter (*handle is set to NULL
-// first, so a failed call leaves no stale pointer) and, if `named`, the name.
-int CheckOp(const char* fn, const troika_context* ctx, const char* name, troika_handle** handle,
-            bool named = true) {
-  if (handle != nullptr) *handle = nullptr;
-  if (ctx == nullptr) return Invalid(absl::StrCat(What(fn, name), ": ctx is NULL"));
-  if (handle == nullptr) {
-    return Invalid(absl::StrCat(What(fn, name), ": handle (the out-parameter) is NULL"));
-  }
-  if (named && name == nullptr) return Invalid(absl::StrCat(fn, ": name is NULL"));
-  return 0;
+// The frame of every operation: checks ctx, the handle out-parameter (*handle is set to NULL
+// first, so a failed call leaves no stale pointer), if `named` the name, and the shape; then
+// runs `submit(context, dims)`, which returns the operation's handle (or an argument it
+// refused), and hands that handle out.
+template <typename F>
+int Submit(const char* fn, troika_context* ctx, const char* name, const int64_t* shape, int ndim,
+           troika_handle** handle, F&& submit, bool named = true) noexcept {
+  return Call(fn, kCode, [&]() -> absl::StatusOr<int> {
+    if (handle != nullptr) *handle = nullptr;
+    const std::string what = What(fn, name);
+    RETURN_IF_ERROR(Required(what, ctx, "ctx"));
+    RETURN_IF_ERROR(Required(what, handle, "handle (the out-parameter)"));
+    if (named) RETURN_IF_ERROR(Required(fn, name, "name"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> dims, Dims(what, "shape", "ndim", shape, ndim));
+    absl::StatusOr<troika::Handle> submitted = submit(*ctx->context, std::move(dims));
+    RETURN_IF_ERROR(submitted.status());
+    *handle = new troika_handle{*std::move(submitted)};
+    return 0;
+  });
 }
 
-int Wrap(troika::Handle handle, troika_handle** out) {
-  *out = new troika_handle{std::move(handle)};
-  return 0;
+// Alltoall's splits.
+absl::StatusOr<std::vector<int64_t>> Splits(const char* fn, const char* name, const int64_t* splits,
+                                            int nsplits) {
+  return Dims(What(fn, name), "splits", "nsplits", splits, nsplits);
 }
 
-int Init(const absl::StatusOr<troika::Options>& options, troika_context** out) {
-  if (!options.ok()) return Report(options.status());
-  auto context = troika::Context::Init(*options);
-  if (!context.ok()) return Report(context.status());
-  *out = new troika_context{*std::move(context)};
+absl::StatusOr<int> Init(const absl::StatusOr<troika::Options>& options, troika_context** out) {
+  RETURN_IF_ERROR(options.status());
+  ASSIGN_OR_RETURN(std::unique_ptr<troika::Context> context, troika::Context::Init(*options));
+  *out = new troika_context{std::move(context)};
   return 0;
 }
 
@@ -115,15 +148,22 @@ troika::AllreduceOptions ReduceOptions(int op, double prescale, double postscale
   return options;
 }
 
+troika::DataType Type(int dtype) { return static_cast<troika::DataType>(dtype); }
+
 // The value of a context query, or -1 (INVALID_ARGUMENT) for a NULL ctx.
-template <typename F>
-int Query(const char* fn, const troika_context* ctx, F&& get) noexcept {
-  return GuardOr<int>(fn, -1, [&] {
-    if (ctx == nullptr) {
-      Invalid(absl::StrCat(fn, ": ctx is NULL"));
-      return -1;
-    }
-    return get(*ctx->context);
+int Query(const char* fn, const troika_context* ctx, int (troika::Context::*get)() const) noexcept {
+  return Call(fn, -1, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(fn, ctx, "ctx"));
+    return (ctx->context.get()->*get)();
+  });
+}
+
+// The value of a handle query, or `error_value` (INVALID_ARGUMENT) for a NULL handle.
+template <typename T, typename F>
+T HandleQuery(const char* fn, const troika_handle* handle, T error_value, F&& get) noexcept {
+  return Call(fn, error_value, [&]() -> absl::StatusOr<T> {
+    RETURN_IF_ERROR(Required(fn, handle, "handle"));
+    return get(handle->handle);
   });
 }
 
@@ -132,13 +172,15 @@ int Query(const char* fn, const troika_context* ctx, F&& get) noexcept {
 int CopyOut(const char* fn, const troika_handle* handle,
             const std::vector<int64_t>& (*get)(const troika::Handle&), int64_t* out,
             int max) noexcept {
-  return GuardOr<int>(fn, -1, [&] {
-    if (handle == nullptr) return Invalid(absl::StrCat(fn, ": handle is NULL")), -1;
-    if (max < 0) return Invalid(absl::StrCat(fn, ": max is ", max, "; it must be >= 0")), -1;
-    if (max > 0 && out == nullptr) {
-      return Invalid(absl::StrCat(fn, ": the output array is NULL but max is ", max)), -1;
+  return HandleQuery(fn, handle, -1, [&](const troika::Handle& h) -> absl::StatusOr<int> {
+    if (max < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(fn, ": max is ", max, "; it must be >= 0"));
     }
-    const std::vector<int64_t>& values = get(handle->handle);
+    if (max > 0 && out == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(fn, ": the output array is NULL but max is ", max));
+    }
+    const std::vector<int64_t>& values = get(h);
     for (int i = 0; i < max && i < static_cast<int>(values.size()); ++i) out[i] = values[i];
     return static_cast<int>(values.size());
   });
@@ -151,8 +193,9 @@ extern "C" {
 const char* troika_last_error(void) { return last_error.c_str(); }
 
 int troika_init_from_env(troika_context** out) {
-  return Guard("troika_init_from_env", [&] {
-    if (out == nullptr) return Invalid("troika_init_from_env: out is NULL");
+  constexpr char kFn[] = "troika_init_from_env";
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(kFn, out, "out"));
     *out = nullptr;
     return Init(troika::Options::FromEnvironment(), out);
   });
@@ -160,172 +203,134 @@ int troika_init_from_env(troika_context** out) {
 
 int troika_init(const char* coordinator, const char* job, int rank, int size,
                 troika_context** out) {
-  return Guard("troika_init", [&] {
-    if (out == nullptr) return Invalid("troika_init: out is NULL");
+  constexpr char kFn[] = "troika_init";
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(kFn, out, "out"));
     *out = nullptr;
-    if (coordinator == nullptr) return Invalid("troika_init: coordinator is NULL");
-    if (job == nullptr) return Invalid("troika_init: job is NULL");
+    RETURN_IF_ERROR(Required(kFn, coordinator, "coordinator"));
+    RETURN_IF_ERROR(Required(kFn, job, "job"));
     troika::Options options;
     options.coordinator = coordinator;
     options.job = job;
     options.rank = rank;
     options.size = size;
-    if (absl::Status s = troika::Options::SecurityFromEnvironment(options); !s.ok()) {
-      return Report(s);
-    }
+    RETURN_IF_ERROR(troika::Options::SecurityFromEnvironment(options));
     return Init(options, out);
   });
 }
 
 int troika_shutdown(troika_context* ctx) {
-  return Guard("troika_shutdown", [&] {
-    if (ctx == nullptr) return Invalid("troika_shutdown: ctx is NULL");
+  constexpr char kFn[] = "troika_shutdown";
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(kFn, ctx, "ctx"));
     return Report(ctx->context->Shutdown());
   });
 }
 void troika_free(troika_context* ctx) { delete ctx; }
 
 int troika_rank(const troika_context* ctx) {
-  return Query("troika_rank", ctx, [](const troika::Context& c) { return c.rank(); });
+  return Query("troika_rank", ctx, &troika::Context::rank);
 }
 int troika_size(const troika_context* ctx) {
-  return Query("troika_size", ctx, [](const troika::Context& c) { return c.size(); });
+  return Query("troika_size", ctx, &troika::Context::size);
 }
 int troika_local_rank(const troika_context* ctx) {
-  return Query("troika_local_rank", ctx, [](const troika::Context& c) { return c.local_rank(); });
+  return Query("troika_local_rank", ctx, &troika::Context::local_rank);
 }
 int troika_local_size(const troika_context* ctx) {
-  return Query("troika_local_size", ctx, [](const troika::Context& c) { return c.local_size(); });
+  return Query("troika_local_size", ctx, &troika::Context::local_size);
 }
 int troika_cross_rank(const troika_context* ctx) {
-  return Query("troika_cross_rank", ctx, [](const troika::Context& c) { return c.cross_rank(); });
+  return Query("troika_cross_rank", ctx, &troika::Context::cross_rank);
 }
 int troika_cross_size(const troika_context* ctx) {
-  return Query("troika_cross_size", ctx, [](const troika::Context& c) { return c.cross_size(); });
+  return Query("troika_cross_size", ctx, &troika::Context::cross_size);
 }
 
 int troika_allreduce(troika_context* ctx, const char* name, const void* in, void* out, int dtype,
                      const int64_t* shape, int ndim, int op, double prescale, double postscale,
                      troika_handle** handle) {
-  constexpr char kFn[] = "troika_allreduce";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->Allreduce(name, in, out, static_cast<troika::DataType>(dtype),
-                                        *std::move(dims), ReduceOptions(op, prescale, postscale)),
-                handle);
-  });
+  return Submit("troika_allreduce", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.Allreduce(name, in, out, Type(dtype), std::move(dims),
+                                     ReduceOptions(op, prescale, postscale));
+                });
 }
 
 int troika_allgather(troika_context* ctx, const char* name, const void* in, int dtype,
                      const int64_t* shape, int ndim, troika_handle** handle) {
-  constexpr char kFn[] = "troika_allgather";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(
-        ctx->context->Allgather(name, in, static_cast<troika::DataType>(dtype), *std::move(dims)),
-        handle);
-  });
+  return Submit("troika_allgather", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.Allgather(name, in, Type(dtype), std::move(dims));
+                });
 }
 
 int troika_broadcast(troika_context* ctx, const char* name, const void* in, void* out, int dtype,
                      const int64_t* shape, int ndim, int root, troika_handle** handle) {
-  constexpr char kFn[] = "troika_broadcast";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->Broadcast(name, in, out, static_cast<troika::DataType>(dtype),
-                                        *std::move(dims), root),
-                handle);
-  });
+  return Submit("troika_broadcast", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.Broadcast(name, in, out, Type(dtype), std::move(dims), root);
+                });
 }
 
 int troika_alltoall(troika_context* ctx, const char* name, const void* in, int dtype,
                     const int64_t* shape, int ndim, const int64_t* splits, int nsplits,
                     troika_handle** handle) {
   constexpr char kFn[] = "troika_alltoall";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    auto split_list = Dims(What(kFn, name), "splits", "nsplits", splits, nsplits);
-    if (!split_list.ok()) return Report(split_list.status());
-    return Wrap(ctx->context->Alltoall(name, in, static_cast<troika::DataType>(dtype),
-                                       *std::move(dims), *std::move(split_list)),
-                handle);
-  });
+  return Submit(
+      kFn, ctx, name, shape, ndim, handle,
+      [&](troika::Context& c, std::vector<int64_t> dims) -> absl::StatusOr<troika::Handle> {
+        ASSIGN_OR_RETURN(std::vector<int64_t> split_list, Splits(kFn, name, splits, nsplits));
+        return c.Alltoall(name, in, Type(dtype), std::move(dims), std::move(split_list));
+      });
 }
 
 int troika_reducescatter(troika_context* ctx, const char* name, const void* in, int dtype,
                          const int64_t* shape, int ndim, int op, double prescale, double postscale,
                          troika_handle** handle) {
-  constexpr char kFn[] = "troika_reducescatter";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(
-        ctx->context->Reducescatter(name, in, static_cast<troika::DataType>(dtype),
-                                    *std::move(dims), ReduceOptions(op, prescale, postscale)),
-        handle);
-  });
+  return Submit("troika_reducescatter", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.Reducescatter(name, in, Type(dtype), std::move(dims),
+                                         ReduceOptions(op, prescale, postscale));
+                });
 }
 
 int troika_allgather_into(troika_context* ctx, const char* name, const void* in, void* out,
                           size_t out_bytes, int dtype, const int64_t* shape, int ndim,
                           troika_handle** handle) {
-  constexpr char kFn[] = "troika_allgather_into";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->AllgatherInto(name, in, out, out_bytes,
-                                            static_cast<troika::DataType>(dtype), *std::move(dims)),
-                handle);
-  });
+  return Submit("troika_allgather_into", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.AllgatherInto(name, in, out, out_bytes, Type(dtype), std::move(dims));
+                });
 }
 
 int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, void* out,
                          size_t out_bytes, int dtype, const int64_t* shape, int ndim,
                          const int64_t* splits, int nsplits, troika_handle** handle) {
   constexpr char kFn[] = "troika_alltoall_into";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    auto split_list = Dims(What(kFn, name), "splits", "nsplits", splits, nsplits);
-    if (!split_list.ok()) return Report(split_list.status());
-    return Wrap(
-        ctx->context->AlltoallInto(name, in, out, out_bytes, static_cast<troika::DataType>(dtype),
-                                   *std::move(dims), *std::move(split_list)),
-        handle);
-  });
+  return Submit(
+      kFn, ctx, name, shape, ndim, handle,
+      [&](troika::Context& c, std::vector<int64_t> dims) -> absl::StatusOr<troika::Handle> {
+        ASSIGN_OR_RETURN(std::vector<int64_t> split_list, Splits(kFn, name, splits, nsplits));
+        return c.AlltoallInto(name, in, out, out_bytes, Type(dtype), std::move(dims),
+                              std::move(split_list));
+      });
 }
 
 int troika_reducescatter_into(troika_context* ctx, const char* name, const void* in, void* out,
                               size_t out_bytes, int dtype, const int64_t* shape, int ndim, int op,
                               double prescale, double postscale, troika_handle** handle) {
-  constexpr char kFn[] = "troika_reducescatter_into";
-  return Guard(kFn, [&] {
-    if (int code = CheckOp(kFn, ctx, name, handle); code != 0) return code;
-    auto dims = Dims(What(kFn, name), "shape", "ndim", shape, ndim);
-    if (!dims.ok()) return Report(dims.status());
-    return Wrap(ctx->context->ReducescatterInto(
-                    name, in, out, out_bytes, static_cast<troika::DataType>(dtype),
-                    *std::move(dims), ReduceOptions(op, prescale, postscale)),
-                handle);
-  });
+  return Submit("troika_reducescatter_into", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.ReducescatterInto(name, in, out, out_bytes, Type(dtype), std::move(dims),
+                                             ReduceOptions(op, prescale, postscale));
+                });
 }
 
 int troika_barrier(troika_context* ctx, troika_handle** handle) {
-  return Guard("troika_barrier", [&] {
-    if (int code = CheckOp("troika_barrier", ctx, nullptr, handle, false); code != 0) return code;
-    return Wrap(ctx->context->Barrier(), handle);
-  });
+  return Submit(
+      "troika_barrier", ctx, /*name=*/nullptr, /*shape=*/nullptr, /*ndim=*/0, handle,
+      [](troika::Context& c, std::vector<int64_t>) { return c.Barrier(); }, /*named=*/false);
 }
 
 int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, const char** names,
@@ -333,57 +338,59 @@ int troika_grouped_allreduce(troika_context* ctx, const char* group, int n, cons
                              const int64_t** shapes, const int* ndims, int op, double prescale,
                              double postscale, troika_handle** handles) {
   constexpr char kFn[] = "troika_grouped_allreduce";
-  return Guard(kFn, [&] {
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
     if (handles != nullptr) {
       for (int i = 0; i < n; ++i) handles[i] = nullptr;
     }
     const std::string prefix = What(kFn, group);
-    if (ctx == nullptr) return Invalid(absl::StrCat(prefix, ": ctx is NULL"));
-    if (group == nullptr) return Invalid(absl::StrCat(kFn, ": group is NULL"));
-    if (n < 0) return Invalid(absl::StrCat(prefix, ": n is ", n, "; it must be >= 0"));
+    RETURN_IF_ERROR(Required(prefix, ctx, "ctx"));
+    RETURN_IF_ERROR(Required(kFn, group, "group"));
+    if (n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ": n is ", n, "; it must be >= 0"));
+    }
     if (n > 0) {
       const std::pair<const void*, const char*> arrays[] = {
           {names, "names"},   {ins, "ins"},     {outs, "outs"},      {dtypes, "dtypes"},
           {shapes, "shapes"}, {ndims, "ndims"}, {handles, "handles"}};
       for (const auto& [array, what] : arrays) {
         if (array == nullptr) {
-          return Invalid(absl::StrCat(prefix, ": ", what, " is NULL but n is ", n));
+          return absl::InvalidArgumentError(
+              absl::StrCat(prefix, ": ", what, " is NULL but n is ", n));
         }
       }
     }
     std::vector<troika::GroupTensor> tensors;
     for (int i = 0; i < n; ++i) {
-      if (names[i] == nullptr) return Invalid(absl::StrCat(prefix, ": names[", i, "] is NULL"));
-      auto dims = Dims(absl::StrCat(prefix, ", tensor '", names[i], "'"), "shape", "ndim",
-                       shapes[i], ndims[i]);
-      if (!dims.ok()) return Report(dims.status());
-      tensors.push_back(
-          {names[i], ins[i], outs[i], static_cast<troika::DataType>(dtypes[i]), *std::move(dims)});
+      if (names[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(prefix, ": names[", i, "] is NULL"));
+      }
+      ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                       Dims(absl::StrCat(prefix, ", tensor '", names[i], "'"), "shape", "ndim",
+                            shapes[i], ndims[i]));
+      tensors.push_back({names[i], ins[i], outs[i], Type(dtypes[i]), std::move(dims)});
     }
     std::vector<troika::Handle> out =
         ctx->context->GroupedAllreduce(group, tensors, ReduceOptions(op, prescale, postscale));
-    for (int i = 0; i < n; ++i) Wrap(std::move(out[i]), &handles[i]);
+    for (int i = 0; i < n; ++i) handles[i] = new troika_handle{std::move(out[i])};
     return 0;
   });
 }
 
 int troika_join(troika_context* ctx, troika_handle** handle) {
-  return Guard("troika_join", [&] {
-    if (int code = CheckOp("troika_join", ctx, nullptr, handle, false); code != 0) return code;
-    return Wrap(ctx->context->Join(), handle);
-  });
+  return Submit(
+      "troika_join", ctx, /*name=*/nullptr, /*shape=*/nullptr, /*ndim=*/0, handle,
+      [](troika::Context& c, std::vector<int64_t>) { return c.Join(); }, /*named=*/false);
 }
 
 int troika_handle_joined_last_rank(const troika_handle* handle) {
-  return GuardOr<int>("troika_handle_joined_last_rank", -1, [&] {
-    if (handle == nullptr) return Invalid("troika_handle_joined_last_rank: handle is NULL"), -1;
-    return handle->handle.joined_last_rank();
-  });
+  return HandleQuery("troika_handle_joined_last_rank", handle, -1,
+                     [](const troika::Handle& h) { return h.joined_last_rank(); });
 }
 
 int troika_mark_step(troika_context* ctx, troika_step_timing* timing) {
-  return Guard("troika_mark_step", [&] {
-    if (ctx == nullptr) return Invalid("troika_mark_step: ctx is NULL");
+  constexpr char kFn[] = "troika_mark_step";
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(kFn, ctx, "ctx"));
     const troika::StepTiming step = ctx->context->MarkStep();
     if (timing != nullptr) {
       timing->total_seconds = absl::ToDoubleSeconds(step.total);
@@ -396,29 +403,27 @@ int troika_mark_step(troika_context* ctx, troika_step_timing* timing) {
 }
 
 int troika_handle_poll(const troika_handle* handle) {
-  return GuardOr<int>("troika_handle_poll", -1, [&] {
-    if (handle == nullptr) return Invalid("troika_handle_poll: handle is NULL"), -1;
-    return handle->handle.Poll() ? 1 : 0;
-  });
+  return HandleQuery("troika_handle_poll", handle, -1,
+                     [](const troika::Handle& h) { return h.Poll() ? 1 : 0; });
 }
 
+// Records the operation's status even when OK (troika_last_error() is then ""), as
+// troika_shutdown does.
 int troika_handle_wait(troika_handle* handle) {
-  return Guard("troika_handle_wait", [&] {
-    if (handle == nullptr) return Invalid("troika_handle_wait: handle is NULL");
+  constexpr char kFn[] = "troika_handle_wait";
+  return Call(kFn, kCode, [&]() -> absl::StatusOr<int> {
+    RETURN_IF_ERROR(Required(kFn, handle, "handle"));
     return Report(handle->handle.Wait());
   });
 }
 
 const void* troika_handle_output(const troika_handle* handle, size_t* bytes) {
   if (bytes != nullptr) *bytes = 0;
-  return GuardOr<const void*>("troika_handle_output", nullptr, [&]() -> const void* {
-    if (handle == nullptr) {
-      Invalid("troika_handle_output: handle is NULL");
-      return nullptr;
-    }
-    if (bytes != nullptr) *bytes = handle->handle.output_bytes();
-    return handle->handle.output();
-  });
+  return HandleQuery("troika_handle_output", handle, static_cast<const void*>(nullptr),
+                     [&](const troika::Handle& h) {
+                       if (bytes != nullptr) *bytes = h.output_bytes();
+                       return h.output();
+                     });
 }
 
 int troika_handle_output_shape(const troika_handle* handle, int64_t* dims, int max_dims) {
