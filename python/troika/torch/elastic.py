@@ -34,9 +34,10 @@ import random
 
 import torch
 
-import troika as _troika_pkg
+import troika
 from troika import TroikaError
-import troika.torch as _hvd
+from troika.torch.functions import (broadcast_object, broadcast_optimizer_state,
+                                    broadcast_parameters)
 
 __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
            "HostsUpdatedInterrupt"]
@@ -62,8 +63,8 @@ def run(func):
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
-        if not _troika_pkg.is_initialized():
-            _hvd.init()
+        if not troika.is_initialized():
+            troika.init()
         skip_sync = False
         while True:
             try:
@@ -72,17 +73,17 @@ def run(func):
                 return func(state, *args, **kwargs)
             except TroikaError as e:
                 change = getattr(e, "membership_change", None)
-                if change is None or not _troika_pkg.enter_next_generation(change):
+                if change is None or not troika.enter_next_generation(change):
                     raise
                 state.restore()
-                _hvd.init()  # the next generation, renumbered
+                troika.init()  # the next generation, renumbered
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
                 # Nodes joined at the commit just made: nothing to go back to.
                 if e.membership_change is not None:
-                    if not _troika_pkg.enter_next_generation(e.membership_change):
+                    if not troika.enter_next_generation(e.membership_change):
                         raise
-                    _hvd.init()
+                    troika.init()
                 skip_sync = e.skip_sync
             state.on_reset()
 
@@ -115,10 +116,10 @@ class State:
     def check_host_updates(self):
         """The job's commit point (every rank's): raises HostsUpdatedInterrupt when the job
         admitted nodes here."""
-        if not _troika_pkg.is_initialized():
+        if not troika.is_initialized():
             return
         try:
-            _troika_pkg.context().elastic_commit().wait()
+            troika.context().elastic_commit().wait()
         except TroikaError as e:
             change = getattr(e, "membership_change", None)
             if change is not None and change.get("at_commit"):
@@ -141,8 +142,8 @@ class ObjectState(State):
 
     def __init__(self, bcast_object=None, get_rank=None, **kwargs):
         super().__init__()
-        self._bcast_object = bcast_object or _hvd.broadcast_object
-        self._get_rank = get_rank or _hvd.rank
+        self._bcast_object = bcast_object or broadcast_object
+        self._get_rank = get_rank or troika.rank
         self._saved_state = kwargs
         self._set_attrs()
 
@@ -208,11 +209,11 @@ class TorchState(ObjectState):
 
     def sync(self):
         if self.model is not None:
-            _hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
+            broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
-            _hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
+            broadcast_optimizer_state(self.optimizer, root_rank=0)
         if self._samplers:
-            states = _hvd.broadcast_object(
+            states = broadcast_object(
                 {name: sampler.state_dict() for name, sampler in self._samplers.items()}, 0,
                 name="troika.elastic.samplers")
             for name, sampler in self._samplers.items():
@@ -266,8 +267,8 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def reset(self):
         """Shards what is left of the epoch over the ranks now in the job."""
-        self.num_replicas = _hvd.size() if _troika_pkg.is_initialized() else 1
-        self.rank = _hvd.rank() if _troika_pkg.is_initialized() else 0
+        self.num_replicas = troika.size() if troika.is_initialized() else 1
+        self.rank = troika.rank() if troika.is_initialized() else 0
         order = list(range(len(self.dataset)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)

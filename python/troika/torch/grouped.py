@@ -20,64 +20,39 @@ generated ``grouped_<op>.noname.<N>``, deterministic across ranks); its i-th ten
 ``<that>.<i>``.
 """
 
-import torch
-
-import troika as _troika_pkg
+import troika
 from troika import global_process_set
-import troika.torch as _hvd
-from troika.torch import autograd as _autograd
-
-
-class _GroupNative:
-    """The core's handles of one group, waited as one."""
-
-    __slots__ = ("natives",)
-
-    def __init__(self, natives):
-        self.natives = natives
-
-    def poll(self):
-        return all(n.poll() for n in self.natives)
-
-    def wait(self):
-        self._each(lambda n: n.wait())
-
-    def wait_on_stream(self, stream):
-        self._each(lambda n: n.wait_on_stream(stream))
-
-    def _each(self, wait):
-        first = None
-        for n in self.natives:
-            try:
-                wait(n)
-            except Exception as e:  # wait for the rest; they use our buffers
-                if first is None:
-                    first = e
-        if first is not None:
-            raise first
+from troika._handles import NativeGroup, operation_name, register, synchronize
+from troika._ops import Average, check_op, process_set_id, reduce_op
+from troika.torch import autograd
+from troika.torch.collectives import (_allgather_gradient, _reducescatter_gradient,
+                                      _reducescatter_output)
+from troika.torch.compression import Compression
+from troika.torch.tensors import (device_of, dtype_of, nbytes, pending, result_from,
+                                  result_target, shape)
 
 
 def _start_group(kind, tensors, name, process_set):
     """Validates a group before any of it is submitted (every tensor's dtype, one device) and
     names it: (the tensors as a list, process set id, group name, its key for the handle,
     device, ready stream)."""
-    ps_id = _hvd._ps_id(process_set)
+    ps_id = process_set_id(process_set)
     tensors = _check_group(tensors)
-    group, key = _hvd._name(kind, name, ps_id)
-    device, stream = _hvd._device(tensors[0]) if tensors else (-1, 0)
+    group, key = operation_name(kind, name, ps_id)
+    device, stream = device_of(tensors[0]) if tensors else (-1, 0)
     return tensors, ps_id, group, key, device, stream
 
 
 def _empty_group():
-    return _hvd._register(_GroupNative([]), (), lambda: [])
+    return register(pending(NativeGroup([]), (), lambda: []))
 
 
 def _check_group(tensors):
     tensors = list(tensors)
     device = None
     for t in tensors:
-        _hvd._dtype(t)
-        _hvd._device(t)
+        dtype_of(t)
+        device_of(t)
         if device is None:
             device = t.device
         elif t.device != device:
@@ -98,50 +73,50 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     entries, keep, finishers = [], [], []
     for i, tensor in enumerate(tensors):
         source = tensor.contiguous()
-        if not in_place:
-            target = torch.empty_like(source, memory_format=torch.contiguous_format)
-            finishers.append(lambda target=target: target)
-        elif tensor.is_contiguous():
-            target = tensor
-            finishers.append(lambda tensor=tensor: tensor)
-        else:  # in place on a non-contiguous tensor: through a contiguous copy
-            target = source
-            finishers.append(lambda tensor=tensor, target=target: tensor.copy_(target))
+        target, finish = result_target(source, tensor if in_place else None)
+        finishers.append(finish)
         entries.append(("%s.%d" % (group, i), source.data_ptr(), target.data_ptr(), 0,
-                        _hvd._dtype(source), _hvd._shape(source)))
+                        dtype_of(source), shape(source)))
         keep.append((tensor, source, target))
-    natives = _troika_pkg.context().grouped_allreduce(
+    natives = troika.context().grouped_allreduce(
         group, entries, op=op, prescale=prescale_factor, postscale=postscale_factor,
         process_set=ps_id, device=device, ready_stream=stream)
     finish = lambda: [f() for f in finishers]  # noqa: E731
     if not in_place:  # out of place: differentiable (autograd.py)
-        finish = _autograd.attach_group(finish, tensors, op, prescale_factor, postscale_factor,
-                                        process_set)
-    return _hvd._register(_GroupNative(natives), keep, finish, device, key)
+        finish = autograd.attach_group(finish, tensors, _grouped_allreduce_gradient, op,
+                                       prescale_factor, postscale_factor, process_set)
+    return register(pending(NativeGroup(natives), keep, finish, device, key))
+
+
+def _grouped_allreduce_gradient(grads, op, prescale_factor, postscale_factor, process_set):
+    """A grouped allreduce of the gradients with the same op and scales (Horovod's)."""
+    return grouped_allreduce([g.contiguous() for g in grads], op=op,
+                             prescale_factor=prescale_factor,
+                             postscale_factor=postscale_factor, process_set=process_set)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """Reduces each tensor of the list across the ranks into new tensors, as one group;
     returns one handle whose synchronize() gives the list of results."""
-    return _grouped_allreduce_async(tensors, False, name, _hvd._op(op, average),
+    return _grouped_allreduce_async(tensors, False, name, reduce_op(op, average),
                                     prescale_factor, postscale_factor, process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """grouped_allreduce_async in place: each tensor receives its result."""
-    return _grouped_allreduce_async(tensors, True, name, _hvd._op(op, average),
+    return _grouped_allreduce_async(tensors, True, name, reduce_op(op, average),
                                     prescale_factor, postscale_factor, process_set)
 
 
-def grouped_allreduce(tensors, average=None, name=None, compression=_hvd.Compression.none,
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none,
                       op=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """The list of `tensors` each reduced across the ranks (Average by default), as one
     group; the inputs are unchanged."""
     compressed = [compression.compress(t) for t in tensors]
-    reduced = _hvd.synchronize(grouped_allreduce_async(
+    reduced = synchronize(grouped_allreduce_async(
         [c for c, _ in compressed], average, name, op, prescale_factor, postscale_factor,
         process_set))
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
@@ -150,9 +125,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=_hvd.Compres
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
     """Reduces each tensor of the list in place, as one group; returns the list."""
-    return _hvd.synchronize(grouped_allreduce_async_(tensors, average, name, op,
-                                                     prescale_factor, postscale_factor,
-                                                     process_set))
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
 
 
 # ----------------------------------------------------------------------------- allgather
@@ -166,55 +140,55 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     if not tensors:
         return _empty_group()
     sources = [t.contiguous() for t in tensors]
-    natives = _troika_pkg.context().grouped_allgather(
-        group, [("%s.%d" % (group, i), s.data_ptr(), 0, 0, _hvd._dtype(s), _hvd._shape(s))
+    natives = troika.context().grouped_allgather(
+        group, [("%s.%d" % (group, i), s.data_ptr(), 0, 0, dtype_of(s), shape(s))
                 for i, s in enumerate(sources)],
         process_set=ps_id, device=device, ready_stream=stream)
     # Each result differentiable as allgather's (autograd.py), decided now (at submission).
-    finishers = [_autograd.attach(
-        lambda n=n, t=t: _hvd._result_from(n, t.dtype, t.device), t, _autograd.Allgather,
+    finishers = [autograd.attach(
+        lambda n=n, t=t: result_from(n, t.dtype, t.device), t, _allgather_gradient, t.shape,
         process_set) for n, t in zip(natives, tensors)]
-    return _hvd._register(_GroupNative(natives), (tensors, sources),
-                          lambda: [f() for f in finishers], key=key)
+    return register(pending(NativeGroup(natives), (tensors, sources),
+                            lambda: [f() for f in finishers], key=key))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """The list of every rank's tensors concatenated along dim 0, tensor by tensor."""
-    return _hvd.synchronize(grouped_allgather_async(tensors, name, process_set))
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
 # ----------------------------------------------------------------------------- reducescatter
 
 
-def grouped_reducescatter_async(tensors, name=None, op=_hvd.Average,
+def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
     """Reducescatters each tensor of the list (Average or Sum) as one group; one handle whose
     synchronize() gives the list of this rank's blocks."""
-    _hvd._check_op(op)
+    check_op(op)
     tensors, ps_id, group, key, device, stream = _start_group(
         "grouped_reducescatter", tensors, name, process_set)
-    outs = [_hvd._reducescatter_output(t, process_set) for t in tensors]
+    outs = [_reducescatter_output(t, process_set) for t in tensors]
     if not tensors:
         return _empty_group()
     sources = [t.contiguous() for t in tensors]
-    natives = _troika_pkg.context().grouped_reducescatter(
-        group, [("%s.%d" % (group, i), s.data_ptr(), o.data_ptr(), _hvd._nbytes(o),
-                 _hvd._dtype(s), _hvd._shape(s)) for i, (s, o) in enumerate(zip(sources, outs))],
+    natives = troika.context().grouped_reducescatter(
+        group, [("%s.%d" % (group, i), s.data_ptr(), o.data_ptr(), nbytes(o),
+                 dtype_of(s), shape(s)) for i, (s, o) in enumerate(zip(sources, outs))],
         op=op, prescale=prescale_factor, postscale=postscale_factor, process_set=ps_id,
         device=device, ready_stream=stream)
-    finishers = [_autograd.attach(lambda o=o: o, t, _autograd.Reducescatter, op,
-                                  prescale_factor, postscale_factor, process_set)
+    finishers = [autograd.attach(lambda o=o: o, t, _reducescatter_gradient, op,
+                                 prescale_factor, postscale_factor, process_set)
                  for t, o in zip(tensors, outs)]
-    return _hvd._register(_GroupNative(natives), (tensors, sources, outs),
-                          lambda: [f() for f in finishers], device, key)
+    return register(pending(NativeGroup(natives), (tensors, sources, outs),
+                            lambda: [f() for f in finishers], device, key))
 
 
-def grouped_reducescatter(tensors, name=None, compression=_hvd.Compression.none,
-                          op=_hvd.Average, process_set=global_process_set, prescale_factor=1.0,
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """The list of this rank's blocks of each tensor reduced across the set."""
     compressed = [compression.compress(t) for t in tensors]
-    out = _hvd.synchronize(grouped_reducescatter_async(
+    out = synchronize(grouped_reducescatter_async(
         [c for c, _ in compressed], name, op, process_set, prescale_factor, postscale_factor))
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(out, compressed)]

@@ -13,6 +13,13 @@ import warnings
 
 import torch
 
+from troika import global_process_set
+from troika._handles import synchronize
+from troika._ops import Average
+from troika.torch.collectives import _allreduce, sparse_allreduce_async
+from troika.torch.compression import Compression
+from troika.torch.grouped import grouped_allreduce_async_
+
 
 class _DistributedMixin:
     """Mixed in before the wrapped optimizer's class (see DistributedOptimizer)."""
@@ -20,15 +27,13 @@ class _DistributedMixin:
     def _troika_setup(self, named_parameters, compression, backward_passes_per_step, op,
                       gradient_predivide_factor, process_set, groups=None,
                       sparse_as_dense=False):
-        from troika import torch as hvd
-        self._hvd = hvd
         self._compression = compression
         self._op = op
         self._process_set = process_set
         self._passes = int(backward_passes_per_step)
         if self._passes < 1:
             raise ValueError("backward_passes_per_step must be >= 1")
-        if op != hvd.Average and gradient_predivide_factor != 1.0:
+        if op != Average and gradient_predivide_factor != 1.0:
             raise ValueError("gradient_predivide_factor needs op=Average")
         # Average = Sum / n: split as (x / f) summed, then * f / n.
         self._prescale = 1.0 / gradient_predivide_factor
@@ -123,7 +128,6 @@ class _DistributedMixin:
 
     def _submit_group(self, group):
         """One grouped allreduce for the gradients of `group` (hvd.grouped_allreduce_async_)."""
-        hvd = self._hvd
         grads = [self._dense_grad(p) for p in group]
         for p, g in zip(group, grads):
             if g.is_sparse:
@@ -132,11 +136,11 @@ class _DistributedMixin:
                     "allreduces dense gradients; pass sparse_as_dense=True"
                     % self._parameter_names[p])
         compressed = [self._compression.compress(g) for g in grads]
-        handle = hvd.grouped_allreduce_async_(
+        handle = grouped_allreduce_async_(
             [w for w, _ in compressed], name=self._parameter_names[group[0]],
             op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
-        wait = functools.partial(hvd.synchronize, handle)
+        wait = functools.partial(synchronize, handle)
         for i, (p, g, (wire, ctx)) in enumerate(zip(group, grads, compressed)):
             self._submitted(self._grad_of[p], wait, self._group_finish(p, i, g, wire, ctx))
 
@@ -151,7 +155,7 @@ class _DistributedMixin:
         """A sparse gradient (sparse_as_dense=False): hvd.sparse_allreduce_async, every rank's
         indices and values allgathered, as Horovod does."""
         p = g.param
-        wait = self._hvd.sparse_allreduce_async(p.grad, g.name, self._op, self._process_set)
+        wait = sparse_allreduce_async(p.grad, g.name, self._op, self._process_set)
 
         def finish(result):
             p.grad = result
@@ -164,9 +168,9 @@ class _DistributedMixin:
         grad = g.param.grad
         wire, ctx = self._compression.compress(grad)
         # Straight to the submission, without hvd.allreduce_async_'s handle registry.
-        pending = self._hvd._allreduce(wire, wire, g.name, self._op, self._prescale,
-                                       self._postscale, self._process_set)
-        wait = functools.partial(self._hvd._complete, pending)
+        pending = _allreduce(wire, wire, g.name, self._op, self._prescale, self._postscale,
+                             self._process_set)
+        wait = pending.complete
         self._submitted(g, wait, _nothing if wire is grad else self._decompress_into(g.param, ctx))
 
     def _decompress_into(self, p, ctx):
@@ -342,7 +346,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     allreduced; otherwise their indices and values are allgathered (Average or Sum only;
     in a group they must be dense). process_set: the ranks to average over (default: all).
     """
-    from troika import torch as hvd
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups`",
                       DeprecationWarning)
@@ -353,9 +356,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     dist = cls.__new__(cls)
     dist.__dict__.update(optimizer.__dict__)  # the same param_groups, state and defaults
     dist._troika_setup(named_parameters,
-                       hvd.Compression.none if compression is None else compression,
-                       backward_passes_per_step, hvd.Average if op is None else op,
+                       Compression.none if compression is None else compression,
+                       backward_passes_per_step, Average if op is None else op,
                        gradient_predivide_factor,
-                       hvd.global_process_set if process_set is None else process_set,
+                       global_process_set if process_set is None else process_set,
                        groups=groups, sparse_as_dense=sparse_as_dense)
     return dist

@@ -17,10 +17,9 @@ job must call forward (and backward) together.
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
-
-def _hvd():
-    import troika.torch as hvd  # at call time: troika.torch imports this module
-    return hvd
+from troika import size
+from troika._ops import Sum
+from troika.torch.collectives import allgather, allreduce
 
 
 class SyncBatchNorm(_BatchNorm):
@@ -45,7 +44,7 @@ class SyncBatchNorm(_BatchNorm):
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
-        if not self.training or _hvd().size() == 1:  # as torch.nn.BatchNorm*d
+        if not self.training or size() == 1:  # as torch.nn.BatchNorm*d
             use_batch_stats = self.training or (self.running_mean is None
                                                 and self.running_var is None)
             keep = not self.training or self.track_running_stats
@@ -70,7 +69,6 @@ def _broadcastable(v, dim):
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum):
-        hvd = _hvd()
         compute = torch.float64 if input.dtype == torch.float64 else torch.float32
         x = input.detach().to(compute)
         flat = _per_channel(x)
@@ -82,7 +80,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             mean = torch.zeros(flat.shape[0], dtype=compute, device=x.device)
             m2 = torch.zeros_like(mean)
         counts = torch.full_like(mean, float(count))
-        stats = hvd.allgather(torch.stack([counts, mean, m2])[None])  # (ranks, 3, C)
+        stats = allgather(torch.stack([counts, mean, m2])[None])  # (ranks, 3, C)
         counts, means, m2s = stats[:, 0], stats[:, 1], stats[:, 2]
         total = counts.sum(0)
         if bool((total <= 0).any()):
@@ -112,14 +110,13 @@ class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_output):
-        hvd = _hvd()
         xhat, invstd, weight = ctx.saved_tensors
         dim = xhat.dim()
         dy = grad_output.to(xhat.dtype)
         sum_dy = _per_channel(dy).sum(1)
         sum_dy_xhat = _per_channel(dy * xhat).sum(1)
         # Every rank takes part in the allreduce (the same sequence on every rank).
-        sums = hvd.allreduce(torch.stack([sum_dy, sum_dy_xhat]), op=hvd.Sum)
+        sums = allreduce(torch.stack([sum_dy, sum_dy_xhat]), op=Sum)
         mean_dy = sums[0] / ctx.total
         mean_dy_xhat = sums[1] / ctx.total
         scale = invstd if weight is None else invstd * weight.detach().to(xhat.dtype)

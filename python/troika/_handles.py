@@ -1,0 +1,142 @@
+"""Operations in flight, for every front end: the handle (a number, as Horovod's) of each
+submission, poll() and synchronize() on it, and the names of named operations, held until their
+handle is synchronized.
+
+Framework-neutral: a Pending holds the core's handle (a troika._troika.Handle, or a NativeGroup
+of them), what must stay alive while the core reads and writes it, and `finish`, which makes the
+result once the operation finished. A front end whose results need another wait subclasses
+Pending (troika.torch's CUDA results: the caller's stream waits, not the CPU). Thread-safe: any
+thread may submit, poll and synchronize.
+"""
+
+import threading
+
+import troika
+from troika import DuplicateNameError
+
+
+class Pending:
+    """One submitted operation, until it is waited for."""
+
+    __slots__ = ("native", "keep", "finish", "key")
+
+    def __init__(self, native, keep, finish, key=None):
+        self.native = native  # the core's handle: poll(), wait()
+        self.keep = keep  # the buffers the operation reads and writes, alive until it finished
+        self.finish = finish  # () -> the operation's result, after a successful wait
+        self.key = key  # (process set id, name) of a named operation, held until synchronize
+
+    def wait(self):
+        """Blocks until the operation finished; raises its error (a TroikaError) if it failed."""
+        self.native.wait()
+
+    def complete(self):
+        """Waits for the operation and returns its result."""
+        self.wait()
+        return self.finish()
+
+
+class NativeGroup:
+    """The core's handles of a grouped operation, polled and waited for as one. A failure of
+    one is raised only after every handle was waited for (they all use the group's buffers)."""
+
+    __slots__ = ("natives",)
+
+    def __init__(self, natives):
+        self.natives = natives
+
+    def poll(self):
+        return all(n.poll() for n in self.natives)
+
+    def wait(self):
+        self._each(lambda n: n.wait())
+
+    def wait_on_stream(self, stream):
+        self._each(lambda n: n.wait_on_stream(stream))
+
+    def _each(self, wait):
+        first = None
+        for n in self.natives:
+            try:
+                wait(n)
+            except Exception as e:  # wait for the rest; they use our buffers
+                if first is None:
+                    first = e
+        if first is not None:
+            raise first
+
+
+# Operations in flight: handle number -> Pending. Keeps the buffers the core reads and writes
+# alive until synchronize().
+_pending = {}
+# The (process set id, name) of every named operation with a handle not yet synchronized: a
+# second submission of one raises at once, however soon the first completed (Horovod's window,
+# its cycle, is wide enough that its users and tests count on this; the core alone frees a name
+# when the operation completes).
+_names = set()
+_lock = threading.Lock()
+_last_handle = 0
+
+
+def operation_name(kind, name, process_set_id):
+    """(negotiated name, key): the name an operation is negotiated under, as Horovod's,
+    "<kind>.<name>", or a generated "<kind>.noname.<N>" for an unnamed one; the key, for a named
+    one, holds the name until synchronize() (Pending.key). DuplicateNameError if an operation
+    of that name is still unsynchronized here."""
+    if name is None:
+        return troika._generated_name(kind, process_set_id), None
+    full = kind + "." + name
+    key = (process_set_id, full)
+    if key in _names:
+        message = ("'%s' is already in flight on this rank (its handle is not synchronized); "
+                   "synchronize it first" % full)
+        err = DuplicateNameError("ALREADY_EXISTS: " + message)
+        err.code, err.message, err.membership_change = "ALREADY_EXISTS", message, None
+        raise err
+    return full, key
+
+
+def register(pending):
+    """A handle (for poll and synchronize) to the Pending operation; its name, if it has one,
+    is taken until then."""
+    global _last_handle
+    with _lock:
+        _last_handle += 1
+        handle = _last_handle
+        _pending[handle] = pending
+        if pending.key is not None:
+            _names.add(pending.key)
+    return handle
+
+
+def poll(handle):
+    """True once the operation of `handle` finished; synchronize() then returns at once.
+    ValueError for a handle never returned or already synchronized, as Horovod's."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        raise ValueError("poll: handle %r was not created or has been cleared" % (handle,))
+    return pending.native.poll()
+
+
+def synchronize(handle):
+    """Waits for the operation of `handle` and returns its result (a tensor; for alltoall a
+    tuple (output, received_splits)). Raises HorovodInternalError (TroikaError) if it failed."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        return None
+    try:
+        return pending.complete()
+    finally:
+        with _lock:
+            _pending.pop(handle, None)
+            _names.discard(pending.key)
+
+
+def shutdown():
+    """Leaves the job; pending operations fail."""
+    with _lock:
+        _pending.clear()
+        _names.clear()
+    troika.shutdown()
