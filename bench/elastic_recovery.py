@@ -22,70 +22,35 @@ import os
 import re
 import signal
 import statistics
-import subprocess
+import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise RuntimeError("timed out waiting for " + what)
-
-
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
-
-
-def parent_of(pid):
-    stat = read("/proc/%d/stat" % pid)
-    return int(stat[stat.rfind(")") + 1:].split()[1])
-
-
-def stop(process):
-    """SIGTERM to the process's group, SIGKILL after 30 s."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from process_helpers import agent_command, parent_of, read, start, stop, wait_for  # noqa: E402
 
 
 def join_run(args, run_dir):
     out_path, err_path = os.path.join(run_dir, "stdout"), os.path.join(run_dir, "stderr")
     example = [os.path.join(args.build, "examples", "troika-example-elastic"),
                "--pid_dir=" + run_dir, "--steps=1000000", "--step_ms=10", "--commit_every=10"]
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        job = subprocess.Popen(
-            [os.path.join(args.build, "agent", "troikarun"), "-np", "2", "--min-np", "2",
-             "--max-np", "4", "--"] + example, stdout=out, stderr=err, start_new_session=True)
+    job = start([os.path.join(args.build, "agent", "troikarun"), "-np", "2", "--min-np", "2",
+                 "--max-np", "4", "--"] + example, out_path, err_path)
     agent = None
     try:
-        wait_for(lambda: read(os.path.join(run_dir, "pid.1")).strip(), 60, "rank 1's pid")
-        lines = read(err_path).splitlines()
-        hint = [i for i, line in enumerate(lines) if "more on this machine" in line]
-        if not hint:
+        wait_for(lambda: read(os.path.join(run_dir, "pid.1")).strip(), 60, "rank 1's pid",
+                 interval=0.01)
+        command = agent_command(read(err_path))
+        if command is None:
             raise RuntimeError("troikarun printed no command to add ranks:\n" + read(err_path))
         time.sleep(1.0)  # training
         agent_out = os.path.join(run_dir, "agent.out")
-        with open(agent_out, "w") as out, open(os.path.join(run_dir, "agent.err"), "w") as err:
-            started_at = time.time() * 1000
-            agent = subprocess.Popen(lines[hint[0] + 1].strip(), shell=True, stdout=out,
-                                     stderr=err, start_new_session=True)
+        started_at = time.time() * 1000
+        agent = start(command, agent_out, os.path.join(run_dir, "agent.err"), shell=True)
         pattern = re.compile(r"\[[23]\] generation 2 first step at (\d+)")
         times = wait_for(lambda: (lambda found: found if len(found) == 2 else None)(
-            pattern.findall(read(agent_out))), 60, "the new ranks' first step")
+            pattern.findall(read(agent_out))), 60, "the new ranks' first step", interval=0.01)
         return max(int(t) for t in times) - started_at
     finally:
         for p in (job, agent):
@@ -95,15 +60,14 @@ def join_run(args, run_dir):
 
 def one_run(args, run_dir):
     out_path = os.path.join(run_dir, "stdout")
-    with open(out_path, "w") as out, open(os.path.join(run_dir, "stderr"), "w") as err:
-        job = subprocess.Popen(
-            [os.path.join(args.build, "agent", "troikarun"), "-np", "4", "--nproc-per-node", "2",
-             "--min-np", "2", "--", os.path.join(args.build, "examples", "troika-example-elastic"),
-             "--pid_dir=" + run_dir, "--steps=1000000", "--step_ms=10", "--commit_every=10"],
-            stdout=out, stderr=err, start_new_session=True)
+    job = start([os.path.join(args.build, "agent", "troikarun"), "-np", "4", "--nproc-per-node",
+                 "2", "--min-np", "2", "--",
+                 os.path.join(args.build, "examples", "troika-example-elastic"),
+                 "--pid_dir=" + run_dir, "--steps=1000000", "--step_ms=10", "--commit_every=10"],
+                out_path, os.path.join(run_dir, "stderr"))
     try:
         pid = int(wait_for(lambda: read(os.path.join(run_dir, "pid.3")).strip(), 60,
-                           "rank 3's pid"))
+                           "rank 3's pid", interval=0.01))
         survivors = 3
         victim = int(read(os.path.join(run_dir, "pid.2")).strip())
         if args.what == "agent":
@@ -113,7 +77,8 @@ def one_run(args, run_dir):
         os.kill(victim, signal.SIGKILL)
         pattern = re.compile(r"\[\d\] generation 2 first step at (\d+)")
         times = wait_for(lambda: (lambda found: found if len(found) == survivors else None)(
-            pattern.findall(read(out_path))), 60, "the survivors' first step of generation 2")
+            pattern.findall(read(out_path))), 60, "the survivors' first step of generation 2",
+            interval=0.01)
         return max(int(t) for t in times) - killed_at
     finally:
         stop(job)

@@ -36,49 +36,37 @@ import sys
 import tempfile
 import time
 
+from process_helpers import (WaitFailed, agent_command, kill, parent_of, read, start, wait_for,
+                             wait_or_kill)
+
 COMMIT_EVERY = 5
 
 
-def read(path):
+def wait_until_training(job, d, ranks, err_path):
+    """Waits until each of `ranks` wrote its pid file in `d` (it trains); AssertionError with
+    troikarun's log (the job killed) if the job exits first or 120 s pass."""
     try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+        wait_for(lambda: all(read(os.path.join(d, "pid.%d" % r)).strip() for r in ranks), 120,
+                 "the ranks' pid files", job)
+    except WaitFailed:
+        kill(job)
+        raise AssertionError("the ranks did not start training:\n" + read(err_path)) from None
 
 
-def parent_of(pid):
-    stat = read("/proc/%d/stat" % pid)
-    return int(stat[stat.rfind(")") + 1:].split()[1])
-
-
-def run_job(troikarun, python, script, np, kill, epochs=3, extra=(), script_args=()):
+def run_job(troikarun, python, script, np, victim, epochs=3, extra=(), script_args=()):
     """Runs the job (`extra`: troikarun's options, `script_args`: the script's), SIGKILLs what
-    `kill(dir)` returns once rank 3 (or the last rank) has trained a few batches; returns
+    `victim(dir)` returns once rank 3 (or the last rank) has trained a few batches; returns
     (exit code, stdout, stderr, kill time in unix ms)."""
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            job = subprocess.Popen(
-                [troikarun, "-np", str(np), "--nproc-per-node", "2", "--min-np", "2", *extra,
-                 "--", python, script, "--pid-dir", d, "--epochs", str(epochs),
-                 "--commit-every", str(COMMIT_EVERY), *script_args],
-                stdout=out, stderr=err, start_new_session=True)
-        deadline = time.time() + 120
-        while not read(os.path.join(d, "pid.%d" % (np - 1))).strip():
-            if time.time() > deadline or job.poll() is not None:
-                job.kill()
-                raise AssertionError("the ranks did not start training:\n" + read(err_path))
-            time.sleep(0.02)
+        job = start([troikarun, "-np", str(np), "--nproc-per-node", "2", "--min-np", "2", *extra,
+                     "--", python, script, "--pid-dir", d, "--epochs", str(epochs),
+                     "--commit-every", str(COMMIT_EVERY), *script_args], out_path, err_path)
+        wait_until_training(job, d, [np - 1], err_path)
         time.sleep(0.5)  # mid-training
         killed_at = time.time() * 1000
-        os.kill(kill(d), signal.SIGKILL)
-        try:
-            code = job.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-            code = None
+        os.kill(victim(d), signal.SIGKILL)
+        code = wait_or_kill(job, 180)
         return code, read(out_path), read(err_path), killed_at
 
 
@@ -88,39 +76,19 @@ def grow_job(troikarun, python, script, epochs=4, extra=(), broken_agent=False):
     (troikarun's exit code, the agent's, all ranks' stdout, troikarun's stderr)."""
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            job = subprocess.Popen(
-                [troikarun, "-np", "2", "--min-np", "2", "--max-np", "4", *extra, "--",
-                 python, script, "--pid-dir", d, "--epochs", str(epochs),
-                 "--commit-every", str(COMMIT_EVERY)],
-                stdout=out, stderr=err, start_new_session=True)
-        deadline = time.time() + 120
-        while not read(os.path.join(d, "pid.1")).strip():
-            if time.time() > deadline or job.poll() is not None:
-                job.kill()
-                raise AssertionError("the ranks did not start training:\n" + read(err_path))
-            time.sleep(0.02)
-        lines = read(err_path).splitlines()
-        hint = [i for i, line in enumerate(lines) if "to add 2 more on this machine" in line]
-        if not hint:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+        job = start([troikarun, "-np", "2", "--min-np", "2", "--max-np", "4", *extra, "--",
+                     python, script, "--pid-dir", d, "--epochs", str(epochs),
+                     "--commit-every", str(COMMIT_EVERY)], out_path, err_path)
+        wait_until_training(job, d, [1], err_path)
+        command = agent_command(read(err_path), 2)
+        if command is None:
+            kill(job)
             return None, None, "", read(err_path)
-        command = lines[hint[0] + 1].strip()
         if broken_agent:
             command = command.split(" -- ", 1)[0] + " -- " + os.path.join(d, "no-such-command")
-        with open(os.path.join(d, "agent.out"), "w") as out, \
-                open(os.path.join(d, "agent.err"), "w") as err:
-            agent = subprocess.Popen(command, shell=True, stdout=out, stderr=err,
-                                     start_new_session=True)
-        codes = []
-        for p in (job, agent):
-            try:
-                codes.append(p.wait(timeout=180))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-                codes.append(None)
+        agent = start(command, os.path.join(d, "agent.out"), os.path.join(d, "agent.err"),
+                      shell=True)
+        codes = [wait_or_kill(p, 180) for p in (job, agent)]
         return (codes[0], codes[1], read(out_path) + read(os.path.join(d, "agent.out")),
                 read(err_path) + read(os.path.join(d, "agent.err")))
 
@@ -149,50 +117,46 @@ def holdings(pid):
     return int(threads.group(1)), len(os.listdir("/proc/%d/fd" % pid)), int(rss.group(1))
 
 
+def within(predicate, timeout, job):
+    """True once `predicate` is; False if `timeout` seconds pass or the job exits first."""
+    try:
+        wait_for(predicate, timeout, "", job)
+        return True
+    except WaitFailed:
+        return False
+
+
 def joins_and_losses(troikarun, python, script, rounds=5):
     """troikarun -np 2 --nproc-per-node 1 --min-np 1 --max-np 3; `rounds` times: the printed
     agent command (1 rank joins), then SIGKILL of that rank. Returns failures."""
     failures = []
     with tempfile.TemporaryDirectory(prefix="troika-elastic-py-") as d:
         out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            job = subprocess.Popen(
-                [troikarun, "-np", "2", "--nproc-per-node", "1", "--min-np", "1", "--max-np",
-                 "3", "--", python, script, "--pid-dir", d, "--epochs", "1",
-                 "--num-samples", "2048", "--commit-every", "2",
-                 "--min-generation", str(2 * rounds + 1)],
-                stdout=out, stderr=err, start_new_session=True)
+        job = start([troikarun, "-np", "2", "--nproc-per-node", "1", "--min-np", "1",
+                     "--max-np", "3", "--", python, script, "--pid-dir", d, "--epochs", "1",
+                     "--num-samples", "2048", "--commit-every", "2",
+                     "--min-generation", str(2 * rounds + 1)], out_path, err_path)
         try:
-            deadline = time.time() + 120
-            while not read(os.path.join(d, "pid.1")).strip() or \
-                    not read(os.path.join(d, "pid.0")).strip():
-                if time.time() > deadline or job.poll() is not None:
-                    return ["the ranks did not start training:\n" + read(err_path)]
-                time.sleep(0.02)
+            if not within(lambda: read(os.path.join(d, "pid.1")).strip() and
+                          read(os.path.join(d, "pid.0")).strip(), 120, job):
+                return ["the ranks did not start training:\n" + read(err_path)]
             rank0 = int(read(os.path.join(d, "pid.0")))
             watched = {"troikarun": job.pid, "agent of rank 0": parent_of(rank0), "rank 0": rank0}
-            lines = read(err_path).splitlines()
-            hint = [i for i, line in enumerate(lines) if "to add 1 more on this machine" in line]
-            if not hint:
+            command = agent_command(read(err_path), 1)
+            if command is None:
                 return ["troikarun printed no command to add ranks:\n" + read(err_path)]
-            command = lines[hint[0] + 1].strip()
             first = last = None
             generation = 1
             for r in range(1, rounds + 1):
                 pid_file = os.path.join(d, "pid.2")
                 if os.path.exists(pid_file):
                     os.unlink(pid_file)
-                with open(os.path.join(d, "agent-%d.out" % r), "w") as out, \
-                        open(os.path.join(d, "agent-%d.err" % r), "w") as err:
-                    agent = subprocess.Popen(command, shell=True, stdout=out, stderr=err,
-                                             start_new_session=True)
+                agent = start(command, os.path.join(d, "agent-%d.out" % r),
+                              os.path.join(d, "agent-%d.err" % r), shell=True)
                 generation += 1
-                deadline = time.time() + 120
-                while not read(pid_file).strip():  # the new rank trains
-                    if time.time() > deadline or job.poll() is not None:
-                        return ["round %d: the joining rank did not train:\n%s%s" % (
-                            r, read(err_path), read(os.path.join(d, "agent-%d.err" % r)))]
-                    time.sleep(0.02)
+                if not within(lambda: read(pid_file).strip(), 120, job):  # the new rank trains
+                    return ["round %d: the joining rank did not train:\n%s%s" % (
+                        r, read(err_path), read(os.path.join(d, "agent-%d.err" % r)))]
                 # What the job holds with 3 ranks, each round (the last round's generation ends
                 # the training).
                 now = {who: holdings(pid) for who, pid in watched.items()}
@@ -204,23 +168,16 @@ def joins_and_losses(troikarun, python, script, rounds=5):
                 last = now
                 os.kill(int(read(pid_file)), signal.SIGKILL)
                 generation += 1
-                try:
-                    agent.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(agent.pid, signal.SIGKILL)
+                if wait_or_kill(agent, 60) is None:
                     return ["round %d: the agent of the killed rank did not exit" % r]
                 marker = "the job goes on with 2 ranks as generation %d" % generation
-                deadline = time.time() + 60
-                while marker not in read(err_path):
-                    if time.time() > deadline or job.poll() is not None:
-                        return ["round %d: no generation %d:\n%s" % (r, generation,
-                                                                     read(err_path))]
-                    time.sleep(0.02)
+                if not within(lambda: marker in read(err_path), 60, job):
+                    return ["round %d: no generation %d:\n%s" % (r, generation,
+                                                                 read(err_path))]
             code = job.wait(timeout=180)
         finally:
             if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+                kill(job)
         out = read(out_path)
         if code != 0:
             failures.append("troikarun exited %s:\n%s" % (code, read(err_path)))
