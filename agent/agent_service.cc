@@ -13,13 +13,6 @@
 namespace troika::agent {
 namespace {
 
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
-                                     const absl::Status& status) {
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpc(status));
-  return reactor;
-}
-
 absl::Time Deadline(grpc::CallbackServerContext* context) {
   const auto deadline = context->deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();

@@ -12,14 +12,6 @@
 namespace troika::coordinator {
 namespace {
 
-// A unary call answered at once with `status`.
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
-                                     const absl::Status& status) {
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpc(status));
-  return reactor;
-}
-
 int64_t ToMillis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
 // The credential in `header`, or "" if the call carries none.
