@@ -232,33 +232,18 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
 
 absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args) {
   AgentOptions options;
-  absl::StatusOr<CommandLine> line =
-      ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
-        return SetFlag(name, v, options);
-      });
-  if (!line.ok()) return line.status();
-  if (line->help) {
-    options.help = true;
-    return options;
-  }
-  options.command = std::move(line->command);
+  if (absl::Status s = ParseCommandLineInto(args, kProgram, SetFlag, options); !s.ok()) return s;
+  if (options.help) return options;
   if (options.coordinator.empty()) return UsageError(kProgram, "--coordinator is required");
   if (options.job.empty()) return UsageError(kProgram, "--job is required");
   if (options.nnodes == 0) return UsageError(kProgram, "--nnodes is required");
   if (options.nproc_per_node == 0) return UsageError(kProgram, "--nproc-per-node is required");
-  if (options.min_np > options.nnodes * options.nproc_per_node) {
-    return UsageError(kProgram, absl::StrCat("--min_np ", options.min_np, " is above the job's ",
-                                             options.nnodes * options.nproc_per_node, " ranks"));
-  }
-  if (options.max_np > 0 && options.min_np == 0) {
-    return UsageError(kProgram, "--max_np needs --min_np (an elastic job)");
-  }
-  if (options.max_restarts > 0 && options.min_np == 0) {
-    return UsageError(kProgram, "--max_restarts needs --min_np (an elastic job)");
-  }
-  if (options.max_np > 0 && options.max_np < options.nnodes * options.nproc_per_node) {
-    return UsageError(kProgram, absl::StrCat("--max_np ", options.max_np, " is below the job's ",
-                                             options.nnodes * options.nproc_per_node, " ranks"));
+  const int ranks = options.nnodes * options.nproc_per_node;
+  if (absl::Status s = CheckElasticFlags(kProgram, {"--min_np", "--max_np", "--max_restarts"},
+                                         options.min_np, options.max_np, options.max_restarts,
+                                         ranks, absl::StrCat("the job's ", ranks, " ranks"));
+      !s.ok()) {
+    return s;
   }
   if (options.node_rank >= options.nnodes) {
     return UsageError(kProgram, absl::StrCat("--node_rank ", options.node_rank,

@@ -56,6 +56,26 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   return line;
 }
 
+absl::Status CheckElasticFlags(const std::string& program, const ElasticFlagNames& names,
+                               int min_np, int max_np, int max_restarts, int ranks,
+                               const std::string& ranks_named) {
+  if (min_np > ranks) {
+    return UsageError(program, absl::StrCat(names.min_np, " ", min_np, " is above ", ranks_named));
+  }
+  if (max_np > 0 && min_np == 0) {
+    return UsageError(program,
+                      absl::StrCat(names.max_np, " needs ", names.min_np, " (an elastic job)"));
+  }
+  if (max_restarts > 0 && min_np == 0) {
+    return UsageError(
+        program, absl::StrCat(names.max_restarts, " needs ", names.min_np, " (an elastic job)"));
+  }
+  if (max_np > 0 && max_np < ranks) {
+    return UsageError(program, absl::StrCat(names.max_np, " ", max_np, " is below ", ranks_named));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& program,
                                                  const std::string& flag, const std::string& text,
                                                  bool positive) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,6 +31,39 @@ struct CommandLine {
 // " (see PROGRAM --help)"; so should the errors `set` returns (use UsageError).
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const std::string& program, const FlagSetter& set);
+
+// ParseCommandLine into `options`, a program's options struct with `bool help` and
+// `std::vector<std::string> command`, which it sets from the CommandLine; `set` applies each
+// option to `options`. With `help` set, nothing else was parsed: callers return at once.
+template <typename Options>
+absl::Status ParseCommandLineInto(const std::vector<std::string>& args, const std::string& program,
+                                  absl::Status (*set)(const std::string& name,
+                                                      const std::string& value, Options& options),
+                                  Options& options) {
+  absl::StatusOr<CommandLine> line = ParseCommandLine(
+      args, program, [set, &options](const std::string& name, const std::string& value) {
+        return set(name, value, options);
+      });
+  if (!line.ok()) return line.status();
+  options.help = line->help;
+  options.command = std::move(line->command);
+  return absl::OkStatus();
+}
+
+// How a program spells its elastic-job flags in its messages: "--min_np" or "--min-np", ...
+struct ElasticFlagNames {
+  std::string min_np;
+  std::string max_np;
+  std::string max_restarts;
+};
+
+// An elastic job's flags checked against each other and the job's `ranks` (a value of 0: the
+// flag was not given): min_np at most `ranks`; max_np and max_restarts only with min_np;
+// max_np at least `ranks`. Usage errors name the flags as `names` spells them and the ranks as
+// `ranks_named` says ("the job's 8 ranks", "-np 8").
+absl::Status CheckElasticFlags(const std::string& program, const ElasticFlagNames& names,
+                               int min_np, int max_np, int max_restarts, int ranks,
+                               const std::string& ranks_named);
 
 // INVALID_ARGUMENT: `message` + " (see PROGRAM --help)".
 absl::Status UsageError(const std::string& program, const std::string& message);

@@ -231,16 +231,8 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
     absl::Status s = ParseCycleTime("$HOROVOD_CYCLE_TIME", horovod.cycle_time, options);
     if (!s.ok()) return s;
   }
-  absl::StatusOr<CommandLine> line =
-      ParseCommandLine(args, kProgram, [&options](const std::string& name, const std::string& v) {
-        return SetFlag(name, v, options);
-      });
-  if (!line.ok()) return line.status();
-  if (line->help) {
-    options.help = true;
-    return options;
-  }
-  options.command = std::move(line->command);
+  if (absl::Status s = ParseCommandLineInto(args, kProgram, SetFlag, options); !s.ok()) return s;
+  if (options.help) return options;
   if (options.np == 0) return UsageError(kProgram, "-np N is required");
   if (!options.coordinator.empty() &&
       (options.fusion_threshold_bytes.has_value() || options.cycle_time.has_value())) {
@@ -261,19 +253,11 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                       "coordinator; with --coordinator, start one with `troikactl timeline "
                       "start JOB FILE`");
   }
-  if (options.min_np > options.np) {
-    return UsageError(kProgram,
-                      absl::StrCat("--min-np ", options.min_np, " is above -np ", options.np));
-  }
-  if (options.max_np > 0 && options.min_np == 0) {
-    return UsageError(kProgram, "--max-np needs --min-np (an elastic job)");
-  }
-  if (options.max_restarts > 0 && options.min_np == 0) {
-    return UsageError(kProgram, "--max-restarts needs --min-np (an elastic job)");
-  }
-  if (options.max_np > 0 && options.max_np < options.np) {
-    return UsageError(kProgram,
-                      absl::StrCat("--max-np ", options.max_np, " is below -np ", options.np));
+  if (absl::Status s = CheckElasticFlags(kProgram, {"--min-np", "--max-np", "--max-restarts"},
+                                         options.min_np, options.max_np, options.max_restarts,
+                                         options.np, absl::StrCat("-np ", options.np));
+      !s.ok()) {
+    return s;
   }
   if (options.np % options.RanksPerAgent() != 0) {
     return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",
