@@ -143,11 +143,11 @@ int Run(const TroikarunOptions& options) {
     coordinator::CoordinatorOptions coordinator_options;
     coordinator_options.listen_address = "127.0.0.1:0";
     coordinator_options.tls.plaintext = true;  // loopback only
-    coordinator::NegotiatorOptions& negotiation = coordinator_options.registry.negotiator;
+    coordinator::NegotiatorOptions& negotiation = coordinator_options.registry.job.negotiator;
     if (options.fusion_threshold_bytes)
       negotiation.fusion_threshold_bytes = *options.fusion_threshold_bytes;
     if (options.cycle_time) negotiation.cycle_time = *options.cycle_time;
-    coordinator_options.registry.schedules = options.schedules.value_or(true);
+    coordinator_options.registry.job.schedules = options.schedules.value_or(true);
     auto started = coordinator::Coordinator::Start(coordinator_options);
     if (!started.ok()) {
       std::fprintf(stderr, "troikarun: cannot start the embedded coordinator: %s\n",

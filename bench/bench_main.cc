@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
   troika::coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.listen_address = "127.0.0.1:0";
   coordinator_options.tls.plaintext = true;  // loopback only
-  coordinator_options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
-  coordinator_options.registry.schedules = absl::GetFlag(FLAGS_schedules);
+  coordinator_options.registry.job.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  coordinator_options.registry.job.schedules = absl::GetFlag(FLAGS_schedules);
   auto coordinator = troika::coordinator::Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "troika-bench: cannot start the coordinator: %s\n",

@@ -152,9 +152,9 @@ int main(int argc, char** argv) {
     troika::coordinator::CoordinatorOptions options;
     options.listen_address = "127.0.0.1:0";
     options.tls.plaintext = true;  // loopback
-    options.registry.negotiator.cache_capacity = capacity;
-    options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
-    options.registry.schedules = absl::GetFlag(FLAGS_schedules);
+    options.registry.job.negotiator.cache_capacity = capacity;
+    options.registry.job.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+    options.registry.job.schedules = absl::GetFlag(FLAGS_schedules);
     auto c = troika::coordinator::Coordinator::Start(options);
     if (!c.ok()) return 1;
     for (bool agents : {false, true}) {

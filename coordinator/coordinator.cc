@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   if (!options.metrics_listen.empty()) {
     c->metrics_ = std::make_unique<ServiceMetrics>(std::make_shared<CoordinatorMetrics>(
         *c->registry_, CoordinatorMetricsOptions{options.metrics_max_rank_series,
-                                                 options.registry.stall.warning_time}));
+                                                 options.registry.job.stall.warning_time}));
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
     factories.push_back(c->metrics_->MakeInterceptorFactory());
     builder.experimental().SetInterceptorCreators(std::move(factories));

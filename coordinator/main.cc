@@ -108,9 +108,11 @@ int main(int argc, char** argv) {
   troika::SetMinLogSeverity(severity);
 
   troika::coordinator::CoordinatorOptions options;
+  // What every job the coordinator serves is given.
+  troika::coordinator::JobOptions& job = options.registry.job;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.registry.negotiator.max_pending_tensors = absl::GetFlag(FLAGS_max_pending_tensors);
+  job.negotiator.max_pending_tensors = absl::GetFlag(FLAGS_max_pending_tensors);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -128,19 +130,19 @@ int main(int argc, char** argv) {
   options.registry.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_rank_series = absl::GetFlag(FLAGS_metrics_max_rank_series);
-  options.registry.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
-  options.registry.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
-  options.registry.negotiator.cache_capacity = absl::GetFlag(FLAGS_cache_capacity);
-  options.registry.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
-  options.registry.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
-  options.registry.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
-  options.registry.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
-  options.registry.schedules = absl::GetFlag(FLAGS_schedules);
-  options.registry.schedule_buckets = absl::GetFlag(FLAGS_schedule_buckets);
+  job.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
+  job.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
+  job.negotiator.cache_capacity = absl::GetFlag(FLAGS_cache_capacity);
+  job.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
+  job.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
+  job.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
+  job.deadlock_detection = absl::GetFlag(FLAGS_deadlock_detection);
+  job.schedules = absl::GetFlag(FLAGS_schedules);
+  job.schedule_buckets = absl::GetFlag(FLAGS_schedule_buckets);
   options.service.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.service.timeline_dir = absl::GetFlag(FLAGS_timeline_dir);
   if (absl::GetFlag(FLAGS_cache_capacity) < 0 || options.registry.max_jobs < 1 ||
-      options.metrics_max_rank_series < 0 || options.registry.negotiator.max_pending_tensors < 1 ||
+      options.metrics_max_rank_series < 0 || job.negotiator.max_pending_tensors < 1 ||
       options.max_message_bytes < 1024) {
     std::fprintf(stderr,
                  "--cache_capacity and --metrics_max_rank_series must be >= 0; --max_jobs and "
@@ -156,11 +158,11 @@ int main(int argc, char** argv) {
                    std::string(params.status().message()).c_str());
       return 2;
     }
-    options.registry.negotiator.fusion_threshold_bytes = params->fusion_threshold_bytes;
-    options.registry.negotiator.cycle_time = params->cycle_time;
+    job.negotiator.fusion_threshold_bytes = params->fusion_threshold_bytes;
+    job.negotiator.cycle_time = params->cycle_time;
   }
   if (absl::GetFlag(FLAGS_autotune)) {
-    troika::coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
+    troika::coordinator::AutotuneOptions& autotune = job.autotune.emplace().options;
     autotune.warmup_samples = absl::GetFlag(FLAGS_autotune_warmup_samples);
     autotune.steps_per_sample = absl::GetFlag(FLAGS_autotune_steps_per_sample);
     autotune.max_samples = absl::GetFlag(FLAGS_autotune_max_samples);

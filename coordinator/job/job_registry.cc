@@ -1,6 +1,7 @@
 #include "coordinator/job/job_registry.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -78,23 +79,18 @@ std::string JobRegistry::AutotuneBase(const std::string& name) const {
   return absl::StrCat(options_.autotune_dir, "/", file, "-autotune");
 }
 
-std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secret token,
-                                         const v1::JobRecord* restored, int min_size, int max_size,
-                                         int64_t epoch, std::string generation_cause) {
-  // The callbacks hold weak references: a job may outlive neither the registry nor itself.
-  auto holder = std::make_shared<std::weak_ptr<Job>>();
-  JobOptions job_options;
-  job_options.negotiator = options_.negotiator;
-  job_options.stall = options_.stall;
-  job_options.straggler_margin = options_.straggler_margin;
-  job_options.deadlock_detection = options_.deadlock_detection;
-  job_options.schedules = options_.schedules;
-  job_options.schedule_buckets = options_.schedule_buckets;
+JobOptions JobRegistry::OptionsFor(const std::string& name, int size, Secret token, int min_size,
+                                   int max_size, int64_t epoch, std::string generation_cause) {
+  JobOptions job_options = options_.job;
   job_options.token = token;
   job_options.min_size = min_size;
   job_options.max_size = max_size;
   job_options.epoch = epoch;
   job_options.generation_cause = std::move(generation_cause);
+  job_options.next_generation = nullptr;
+  job_options.next_incarnation = nullptr;
+  job_options.on_recovered = nullptr;
+  job_options.on_record = nullptr;
   if (min_size > 0) {
     max_size = std::max(max_size, size);
     job_options.next_generation = [this, name, token, min_size, max_size](
@@ -109,8 +105,7 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
       if (options_.state_store) options_.state_store->Save(next->Record());
       return next;
     };
-  }
-  if (min_size == 0) {
+  } else {
     // Ranks that shut down and attach again form the job anew (job_incarnation.cc).
     // (It saves its state record as it adopts the node blocks.)
     job_options.next_incarnation = [this, name, size, token](int64_t epoch) {
@@ -130,26 +125,42 @@ std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secr
       store->Save(record);
     };
   }
-  std::optional<TuningParams> tuned;
+  return job_options;
+}
+
+void JobRegistry::ApplyTuning(const std::string& name, const v1::JobRecord* restored,
+                              JobOptions& job_options) const {
   if (restored != nullptr && !options_.autotune_dir.empty()) {
     // A job tuned before the restart keeps what its tuning found.
     const std::string path = AutotuneBase(name) + ".params";
     if (absl::StatusOr<TuningParams> params = LoadTuningParams(path); params.ok()) {
-      tuned = *params;
       job_options.negotiator.fusion_threshold_bytes = params->fusion_threshold_bytes;
       job_options.negotiator.cycle_time = params->cycle_time;
+      job_options.autotune.reset();
       TROIKA_LOG(INFO) << "job '" << name << "': tuned parameters from " << path;
+      return;
     }
   }
-  if (options_.autotune && !tuned) {
-    AutotuneConfig& autotune = job_options.autotune.emplace();
-    autotune.options = *options_.autotune;
+  if (job_options.autotune) {
+    AutotuneConfig& autotune = *job_options.autotune;
+    autotune.csv_path.clear();
+    autotune.params_path.clear();
     if (!options_.autotune_dir.empty()) {
       const std::string base = AutotuneBase(name);
       autotune.csv_path = base + ".csv";
       autotune.params_path = base + ".params";
     }
   }
+}
+
+std::shared_ptr<Job> JobRegistry::NewJob(const std::string& name, int size, Secret token,
+                                         const v1::JobRecord* restored, int min_size, int max_size,
+                                         int64_t epoch, std::string generation_cause) {
+  JobOptions job_options =
+      OptionsFor(name, size, token, min_size, max_size, epoch, std::move(generation_cause));
+  ApplyTuning(name, restored, job_options);
+  // The callbacks hold weak references: a job may outlive neither the registry nor itself.
+  auto holder = std::make_shared<std::weak_ptr<Job>>();
   auto job = std::make_shared<Job>(name, size, job_options, scheduler_, clock_,
                                    [this, name, holder] { RemoveIfDone(name, *holder); });
   *holder = job;

@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,6 @@
 #include "common/clock.h"
 #include "common/scheduler.h"
 #include "coordinator/job/job.h"
-#include "coordinator/negotiation/negotiator.h"
 #include "coordinator/state/state_store.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/histogram.h"
@@ -26,19 +24,11 @@
 namespace troika::coordinator {
 
 struct JobRegistryOptions {
-  NegotiatorOptions negotiator;
-  // Stall warning and shutdown times for every job; see JobOptions.
-  StallOptions stall;
-  // See JobOptions. Default 10 ms.
-  absl::Duration straggler_margin = absl::Milliseconds(10);
-  // See JobOptions. Default true.
-  bool deadlock_detection = true;
-  // See JobOptions. Default false.
-  bool schedules = false;
-  // See JobOptions. Default true.
-  bool schedule_buckets = true;
-  // Autotune every job (see JobOptions). Default: off.
-  std::optional<AutotuneOptions> autotune;
+  // Every job's options (JobOptions, whose defaults hold): negotiation, stall times, straggler
+  // margin, deadlock detection, schedules and autotuning. The registry gives each job its own
+  // token, sizes, epoch, generation cause, callbacks and autotune files: whatever `job` holds
+  // for those is replaced.
+  JobOptions job;
   // Where each tuned job writes <job>-autotune.csv and <job>-autotune.params (the job name
   // with anything but [A-Za-z0-9._-] replaced by '_'). Empty: no files. Default: empty.
   std::string autotune_dir;
@@ -110,6 +100,14 @@ class JobRegistry {
   std::shared_ptr<Job> NewJob(const std::string& name, int size, Secret token,
                               const v1::JobRecord* restored, int min_size, int max_size,
                               int64_t epoch, std::string generation_cause = {});
+  // options_.job with what makes job `name` its own: its token, sizes, epoch, generation
+  // cause and callbacks.
+  JobOptions OptionsFor(const std::string& name, int size, Secret token, int min_size, int max_size,
+                        int64_t epoch, std::string generation_cause);
+  // The tuning job `name` starts with: the parameters autotune_dir holds for a `restored`
+  // job, else options_.job's autotuning, its files in autotune_dir.
+  void ApplyTuning(const std::string& name, const v1::JobRecord* restored,
+                   JobOptions& job_options) const;
   struct Entry;
   // Moves the entry on to its job's latest generation, which is then dropped like a new job
   // if nobody attaches to it.

@@ -114,7 +114,7 @@ TEST_F(AgentProcessTest, AutotuningThroughAgentsFinishesAndSavesTheBest) {
   coordinator::CoordinatorOptions options;
   options.listen_address = "127.0.0.1:0";
   options.tls.plaintext = true;
-  coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
+  coordinator::AutotuneOptions& autotune = options.registry.job.autotune.emplace().options;
   autotune.warmup_samples = 1;
   autotune.steps_per_sample = 3;
   autotune.max_samples = 3;

@@ -398,7 +398,7 @@ TEST(GpuJobTest, DeviceClassMismatchAcrossRanksIsAnErrorOnEveryRank) {
 TEST(GpuJobTest, RepeatedStepsRunAScheduleOfGpuAndHostAllreduces) {
   if (const std::string why = NoGpu(); !why.empty()) GTEST_SKIP() << why;
   coordinator::CoordinatorOptions options;
-  options.registry.schedules = true;
+  options.registry.job.schedules = true;
   TestCluster cluster(options);
   auto contexts = cluster.Join("scheduled", 1);
   ASSERT_EQ(contexts.size(), 1u);

@@ -26,7 +26,7 @@ class HostileInputTest : public ::testing::Test {
     options.max_message_bytes = 1 << 20;
     options.registry.max_job_size = 64;
     options.registry.max_jobs = 4;
-    options.registry.negotiator.max_pending_tensors = 8;
+    options.registry.job.negotiator.max_pending_tensors = 8;
     cluster_ = std::make_unique<TestCluster>(options);
     stub_ = v1::Coordinator::NewStub(
         grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()));

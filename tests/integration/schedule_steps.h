@@ -20,9 +20,9 @@ inline constexpr int kRanks = 4;
 inline coordinator::CoordinatorOptions Schedules(bool on, int64_t fusion_threshold_bytes = 64 << 20,
                                                  bool buckets = true) {
   coordinator::CoordinatorOptions options;
-  options.registry.schedules = on;
-  options.registry.schedule_buckets = buckets;
-  options.registry.negotiator.fusion_threshold_bytes = fusion_threshold_bytes;
+  options.registry.job.schedules = on;
+  options.registry.job.schedule_buckets = buckets;
+  options.registry.job.negotiator.fusion_threshold_bytes = fusion_threshold_bytes;
   return options;
 }
 

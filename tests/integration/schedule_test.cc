@@ -417,8 +417,8 @@ TEST(ScheduleTest, ProgressReportsFeedStragglerStatisticsAndMetrics) {
 // releasing the ranks blocked in the scheduled collective.
 TEST(ScheduleTest, ARankStoppingInAScheduledStepIsPendingAndTheStallShutdownAbortsTheJob) {
   coordinator::CoordinatorOptions options = Schedules(true);
-  options.registry.stall.warning_time = absl::Seconds(2);
-  options.registry.stall.shutdown_time = absl::Seconds(4);
+  options.registry.job.stall.warning_time = absl::Seconds(2);
+  options.registry.job.stall.shutdown_time = absl::Seconds(4);
   TestCluster cluster(options);
   auto contexts = cluster.Join("job", kRanks);
   const std::vector<int64_t> sizes = {6, 6};

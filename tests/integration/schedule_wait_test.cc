@@ -154,7 +154,7 @@ class ScheduleHoldingChannel : public ForwardingChannel {
 TEST(ScheduleTest, AWaitBegunBeforeTheScheduleCameEndsItInsteadOfWaitingForever) {
   coordinator::CoordinatorOptions options = Schedules(true);
   // Ranks send each step's two requests together and they fuse: one entry of "t0" and "t1".
-  options.registry.negotiator.cycle_time = absl::Milliseconds(100);
+  options.registry.job.negotiator.cycle_time = absl::Milliseconds(100);
   TestCluster cluster(options);
   ScheduleHoldingChannel* held = nullptr;
   auto contexts =

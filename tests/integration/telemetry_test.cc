@@ -217,7 +217,7 @@ TEST(TelemetryTest, RankSleeping50MsBeforeEachAllreduceIsTheStragglerInTroikactl
 
 TEST(TelemetryTest, AutotunerRunsItsBudgetOnALiveJobAndSavesTheBest) {
   coordinator::CoordinatorOptions options;
-  coordinator::AutotuneOptions& autotune = options.registry.autotune.emplace();
+  coordinator::AutotuneOptions& autotune = options.registry.job.autotune.emplace().options;
   autotune.warmup_samples = 1;
   autotune.steps_per_sample = 3;
   autotune.max_samples = 4;

@@ -54,7 +54,7 @@ class TestCluster {
   // tests/integration/CMakeLists.txt).
   explicit TestCluster(coordinator::CoordinatorOptions options) {
     if (const char* on = std::getenv("TROIKA_TEST_SCHEDULES"); on != nullptr && *on == '1') {
-      options.registry.schedules = true;
+      options.registry.job.schedules = true;
     }
     options.listen_address = "127.0.0.1:0";
     options.tls = {};
@@ -105,7 +105,7 @@ class TestCluster {
  private:
   static coordinator::CoordinatorOptions WithNegotiator(coordinator::NegotiatorOptions n) {
     coordinator::CoordinatorOptions options;
-    options.registry.negotiator = n;
+    options.registry.job.negotiator = n;
     return options;
   }
 

@@ -28,7 +28,7 @@ class JobElasticTest : public ::testing::Test {
  protected:
   static JobRegistryOptions Options() {
     JobRegistryOptions options;
-    options.negotiator.cycle_time = absl::ZeroDuration();
+    options.job.negotiator.cycle_time = absl::ZeroDuration();
     return options;
   }
 

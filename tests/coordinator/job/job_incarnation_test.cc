@@ -35,7 +35,7 @@ class JobIncarnationTest : public ::testing::Test {
  protected:
   static JobRegistryOptions Options() {
     JobRegistryOptions options;
-    options.negotiator.cycle_time = absl::ZeroDuration();
+    options.job.negotiator.cycle_time = absl::ZeroDuration();
     return options;
   }
 

@@ -20,8 +20,8 @@ class JobScheduleTest : public ::testing::Test {
  protected:
   static JobRegistryOptions Options() {
     JobRegistryOptions options;
-    options.negotiator.cycle_time = absl::ZeroDuration();
-    options.schedules = true;
+    options.job.negotiator.cycle_time = absl::ZeroDuration();
+    options.job.schedules = true;
     return options;
   }
 

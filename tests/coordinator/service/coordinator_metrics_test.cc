@@ -87,7 +87,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
  protected:
   JobRegistryOptions Options() {
     JobRegistryOptions o;
-    o.negotiator.cycle_time = absl::ZeroDuration();
+    o.job.negotiator.cycle_time = absl::ZeroDuration();
     o.max_jobs = 2;
     return o;
   }
