@@ -1,7 +1,11 @@
 #include "coordinator/job/job.h"
 
+#include <deque>
 #include <future>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,6 +28,19 @@ class JobTest : public ::testing::Test {
                                  [this] { done_count_++; });
   }
 
+  // A running job of `size` ranks on host "a", each rank in a session of its own: session(r)
+  // is rank r's.
+  std::shared_ptr<Job> MakeRunningJob(int size, JobOptions options = {}) {
+    std::shared_ptr<Job> job = MakeJob(size, std::move(options));
+    AttachAll(*job, std::vector<std::string>(size, "a"));
+    for (int rank = 0; rank < size; ++rank) {
+      absl::Status opened = job->OpenSession({rank}, 1, &sessions_.emplace_back());
+      EXPECT_TRUE(opened.ok()) << "rank " << rank << ": " << opened;
+    }
+    return job;
+  }
+  FakeSink& session(int rank) { return sessions_.at(rank); }
+
   TensorRequest Request(int rank, std::string name) {
     TensorRequest r;
     r.rank = rank;
@@ -35,6 +52,8 @@ class JobTest : public ::testing::Test {
   Scheduler scheduler_;
   FakeClock clock_;
   std::atomic<int> done_count_{0};
+  // MakeRunningJob's sessions; they outlive the jobs of the tests.
+  std::deque<FakeSink> sessions_;
 };
 
 TEST_F(JobTest, AttachGivesLocalAndCrossRanks) {
@@ -52,11 +71,8 @@ TEST_F(JobTest, AttachGivesLocalAndCrossRanks) {
 }
 
 TEST_F(JobTest, ResponsesAreNumberedInTheJobsOneOrder) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   for (const char* name : {"x", "y"}) {
     ASSERT_TRUE(job->Submit(&s0, {Request(0, name)}).ok());
     ASSERT_TRUE(job->Submit(&s1, {Request(1, name)}).ok());
@@ -157,11 +173,8 @@ TEST_F(JobTest, AttachTimeoutNamesMissingRanks) {
 }
 
 TEST_F(JobTest, ResponsesReachEverySessionInTheSameOrder) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
   ASSERT_EQ(s0.messages().size(), 1u);
@@ -179,11 +192,8 @@ TEST_F(JobTest, SessionMaySubmitOnlyForItsOwnRanks) {
 }
 
 TEST_F(JobTest, LostSessionAbortsJobOnEverySession) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   job->CloseSession(&s1, absl::OkStatus());
   EXPECT_EQ(job->state(), Job::State::kAborted);
   ASSERT_EQ(s0.messages().size(), 1u);
@@ -194,11 +204,8 @@ TEST_F(JobTest, LostSessionAbortsJobOnEverySession) {
 }
 
 TEST_F(JobTest, SessionEndedForWhatItSentAbortsTheJobSayingSo) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   job->CloseSession(&s1, absl::InvalidArgumentError("allreduce 'x' on rank 1: unknown dtype"));
   EXPECT_EQ(job->state(), Job::State::kAborted);
   ASSERT_EQ(s0.messages().size(), 1u);
@@ -208,11 +215,8 @@ TEST_F(JobTest, SessionEndedForWhatItSentAbortsTheJobSayingSo) {
 }
 
 TEST_F(JobTest, RankEndedByItsAgentAbortsTheJobNamingTheAgentsVerdict) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->ReportExit(&s1, {1, "a", -1, 0, "negative dimension"}).ok());
   EXPECT_EQ(job->state(), Job::State::kAborted);
   ASSERT_EQ(s0.messages().size(), 1u);
@@ -221,11 +225,8 @@ TEST_F(JobTest, RankEndedByItsAgentAbortsTheJobNamingTheAgentsVerdict) {
 }
 
 TEST_F(JobTest, GoodbyeFromEveryRankFinishesJob) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "late")}).ok());
   ASSERT_EQ(s1.messages().size(), 1u);
@@ -279,12 +280,8 @@ TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
   JobOptions options;
   options.stall.warning_time = absl::Seconds(60);
   options.stall.shutdown_time = absl::Seconds(300);
-  auto job = MakeJob(3, options);
-  AttachAll(*job, {"a", "a", "a"});
-  FakeSink s0, s1, s2;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
-  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  auto job = MakeRunningJob(3, options);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "grad/a")}).ok());
 
   clock_.Advance(absl::Seconds(100));
@@ -303,12 +300,8 @@ TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
 }
 
 TEST_F(JobTest, EveryRankBlockedOnPendingTensorsAbortsJobAtOnce) {
-  auto job = MakeJob(3);
-  AttachAll(*job, {"a", "a", "a"});
-  FakeSink s0, s1, s2;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
-  ASSERT_TRUE(job->OpenSession({2}, 1, &s2).ok());
+  auto job = MakeRunningJob(3);
+  FakeSink &s0 = session(0), &s1 = session(1), &s2 = session(2);
   EXPECT_EQ(job->ReportWaitState(&s0, {1, {"a"}}).code(), absl::StatusCode::kPermissionDenied);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "a")}).ok());
@@ -326,11 +319,8 @@ TEST_F(JobTest, EveryRankBlockedOnPendingTensorsAbortsJobAtOnce) {
 TEST_F(JobTest, BlockedRanksAreNoDeadlockWhenDetectionIsOff) {
   JobOptions options;
   options.deadlock_detection = false;
-  auto job = MakeJob(2, options);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2, options);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "b")}).ok());
   ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
@@ -339,11 +329,8 @@ TEST_F(JobTest, BlockedRanksAreNoDeadlockWhenDetectionIsOff) {
 }
 
 TEST_F(JobTest, RankThatReportsItIsNoLongerBlockedPreventsTheAbort) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "a")}).ok());
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "b")}).ok());
   ASSERT_TRUE(job->ReportWaitState(&s0, {0, {"a"}}).ok());
@@ -357,11 +344,8 @@ TEST_F(JobTest, RankThatReportsItIsNoLongerBlockedPreventsTheAbort) {
 TEST_F(JobTest, CompletedTensorNeverCountsAsStalled) {
   JobOptions options;
   options.stall.shutdown_time = absl::Seconds(1);
-  auto job = MakeJob(2, options);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2, options);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
   clock_.Advance(absl::Milliseconds(30));
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
@@ -371,11 +355,8 @@ TEST_F(JobTest, CompletedTensorNeverCountsAsStalled) {
 }
 
 TEST_F(JobTest, StragglerSnapshotRecordsLatenessOfReadyTensors) {
-  auto job = MakeJob(2);
-  AttachAll(*job, {"a", "a"});
-  FakeSink s0, s1;
-  ASSERT_TRUE(job->OpenSession({0}, 1, &s0).ok());
-  ASSERT_TRUE(job->OpenSession({1}, 1, &s1).ok());
+  auto job = MakeRunningJob(2);
+  FakeSink &s0 = session(0), &s1 = session(1);
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
   clock_.Advance(absl::Milliseconds(30));
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
