@@ -116,7 +116,10 @@ CoordinatorProcess StartCoordinator(const std::string& binary, bool cache) {
                                    "--port_file=" + port_file,
                                    "--log_level=error",
                                    absl::StrCat("--cache_capacity=", cache ? 1024 : 0),
-                                   "--max_pending_tensors=1000000"};
+                                   "--max_pending_tensors=1000000",
+                                   // Negotiation is what is measured: the simulated endpoints
+                                   // do not execute steady-state schedules (on by default).
+                                   "--schedules=false"};
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -233,7 +236,11 @@ class Endpoint {
         }
       }
       if (!error.empty() || answered < shared_.tensors) {
-        if (error.empty()) error = "the session ended";
+        if (error.empty()) {
+          const grpc::Status status = stream->Finish();
+          error = absl::StrCat("the session ended: ", status.error_message());
+          return;
+        }
         break;
       }
       if (measured) ++measured_steps;
