@@ -5,6 +5,8 @@
 // (ranks alive, pending tensors, cache, autotune) are read from Job::Describe() at scrape time
 // instead (coordinator/coordinator_metrics.h).
 //
+// It observes the job's negotiation (NegotiationObserver): the tensors of every process set.
+//
 // Thread contract: the owning Job calls the On* methods under its lock; Snapshot() is
 // thread-safe (prometheus-cpp histograms are), counters are atomics.
 
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "common/messages.h"
+#include "coordinator/negotiation/negotiation_observer.h"
 #include "coordinator/negotiation/negotiator.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/histogram.h"
@@ -35,7 +38,7 @@ struct JobMetricsSnapshot {
   prometheus::ClientMetric fusion_fill;           // histogram
 };
 
-class JobMetrics {
+class JobMetrics : public NegotiationObserver {
  public:
   JobMetrics();
   JobMetrics(const JobMetrics&) = delete;
@@ -46,9 +49,13 @@ class JobMetrics {
   absl::Status OnSteps(const std::vector<StepSample>& steps);
   // Tensors that became ready (every process set).
   void OnReady(const std::vector<ReadyRecord>& records);
+  void OnReady(int set, const std::vector<ReadyRecord>& records, absl::Time now) override {
+    OnReady(records);
+  }
   // Bytes of each allreduce response emitted, against the fusion threshold then in force
   // (ignored when fusion is off).
-  void OnAllreduceResponses(const std::vector<int64_t>& bytes, int64_t fusion_threshold_bytes);
+  void OnAllreduceResponses(const std::vector<int64_t>& bytes,
+                            int64_t fusion_threshold_bytes) override;
 
   JobMetricsSnapshot Snapshot() const;
 

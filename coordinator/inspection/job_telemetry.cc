@@ -9,8 +9,13 @@
 namespace troika::coordinator {
 
 JobTelemetry::JobTelemetry(std::string job, int size, std::optional<AutotuneConfig> autotune,
-                           const NegotiatorOptions& start)
-    : job_(std::move(job)), size_(size), config_(std::move(autotune)), ranks_(size) {
+                           const NegotiatorOptions& start,
+                           std::function<void(const TuningParams&)> on_tuned)
+    : job_(std::move(job)),
+      size_(size),
+      on_tuned_(std::move(on_tuned)),
+      config_(std::move(autotune)),
+      ranks_(size) {
   if (config_) {
     autotuner_ = std::make_unique<Autotuner>(
         config_->options, TuningParams{start.fusion_threshold_bytes, start.cycle_time});
@@ -56,6 +61,12 @@ std::optional<TuningParams> JobTelemetry::OnReady(const std::vector<ReadyRecord>
     return autotuner_->current();
   }
   return changed ? std::optional<TuningParams>(autotuner_->current()) : std::nullopt;
+}
+
+void JobTelemetry::OnReady(int set, const std::vector<ReadyRecord>& records, absl::Time now) {
+  if (set != 0) return;
+  std::optional<TuningParams> tuned = OnReady(records, now);
+  if (tuned && on_tuned_) on_tuned_(*tuned);
 }
 
 void JobTelemetry::CountSteps(const std::vector<ReadyRecord>& records) {

@@ -11,10 +11,14 @@
 // clock, between the reports that bracket the sample; a sample ends after `steps_per_sample`
 // steps once every rank has reported within it.
 //
+// It observes the job's negotiation (NegotiationObserver) for set 0's tensors, and hands the
+// parameters the autotuner chose to `on_tuned`.
+//
 // Thread contract: not thread-safe; the owning Job calls under its lock. Files are written
 // there (timeline events are buffered; the CSV is a few hundred bytes per sample).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/messages.h"
 #include "coordinator/inspection/timeline.h"
+#include "coordinator/negotiation/negotiation_observer.h"
 #include "coordinator/negotiation/negotiator.h"
 #include "coordinator/tuning/autotuner.h"
 
@@ -57,13 +62,16 @@ struct TimelineInfo {
   bool truncated = false;
 };
 
-class JobTelemetry {
+class JobTelemetry : public NegotiationObserver {
  public:
   // How often ranks report while tuning or writing a timeline.
   static constexpr int kReportIntervalMs = 50;
 
+  // `on_tuned` (may be null) is called from OnReady(set, ...) with new negotiation
+  // parameters, as OnReady(records, now) returns them.
   JobTelemetry(std::string job, int size, std::optional<AutotuneConfig> autotune,
-               const NegotiatorOptions& start);
+               const NegotiatorOptions& start,
+               std::function<void(const TuningParams&)> on_tuned = nullptr);
   ~JobTelemetry();
   JobTelemetry(const JobTelemetry&) = delete;
   JobTelemetry& operator=(const JobTelemetry&) = delete;
@@ -74,6 +82,9 @@ class JobTelemetry {
   // Tensors that became ready at `now`. Returns new negotiation parameters when the autotuner
   // moved on to another configuration (or settled on the best).
   std::optional<TuningParams> OnReady(const std::vector<ReadyRecord>& records, absl::Time now);
+  // NegotiationObserver: set 0's tensors go to OnReady(records, now); other sets' are not
+  // part of the timeline or the autotuner's steps.
+  void OnReady(int set, const std::vector<ReadyRecord>& records, absl::Time now) override;
   // A rank's report, received at `now`.
   void OnReport(const ExecReport& report, absl::Time now);
   // The coordinator's clock minus `rank`'s, as far as its reports tell (the smallest
@@ -110,6 +121,7 @@ class JobTelemetry {
 
   const std::string job_;
   const int size_;
+  const std::function<void(const TuningParams&)> on_tuned_;
   std::optional<AutotuneConfig> config_;
   std::unique_ptr<Autotuner> autotuner_;  // set while enabled
   std::unique_ptr<Timeline> timeline_;    // set while a timeline is written

@@ -63,21 +63,29 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       clock_(clock),
       on_done_(std::move(on_done)),
       created_at_(clock.Now()),
-      straggler_margin_(options.straggler_margin),
-      deadlock_detection_(options.deadlock_detection),
-      schedule_buckets_(options.schedule_buckets),
       on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
       on_recovered_(std::move(options.on_recovered)),
       kv_(scheduler),
       session_of_rank_(size, nullptr),
-      negotiator_(size, options.negotiator),
-      process_sets_(size, options.negotiator),
-      stall_inspector_(options.stall),
-      straggler_stats_(size),
-      telemetry_(name_, size, std::move(options.autotune), options.negotiator),
-      schedule_detector_(options.schedules ? std::make_unique<ScheduleDetector>() : nullptr),
-      settings_(CurrentSettings()) {}
+      negotiation_(name_, size, options.negotiator,
+                   {.enabled = options.schedules, .buckets = options.schedule_buckets},
+                   [this](std::shared_ptr<const DownMessage> m) { BroadcastLocked(std::move(m)); }),
+      hangs_(negotiation_, options.stall, options.deadlock_detection),
+      stragglers_(name_, size, options.straggler_margin),
+      telemetry_(name_, size, std::move(options.autotune), options.negotiator,
+                 [this](const TuningParams& tuned) {
+                   NegotiatorOptions options = negotiation_.options();
+                   options.fusion_threshold_bytes = tuned.fusion_threshold_bytes;
+                   options.cycle_time = tuned.cycle_time;
+                   negotiation_.set_options(options);
+                   SyncSettingsLocked();  // tuning may have ended
+                 }),
+      settings_(CurrentSettings()) {
+  negotiation_.AddObserver(stragglers_);  // set 0's tensors
+  negotiation_.AddObserver(metrics_);     // every set's
+  negotiation_.AddObserver(telemetry_);   // set 0's; tunes negotiation_
+}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -200,11 +208,9 @@ absl::Status Job::Replay(session::SessionSink* sink, int64_t first_seq,
 void Job::FinishResyncLocked(int64_t through) {
   next_seq_ = through + 1;
   // Ranks keep the ids the old coordinator gave them; they end up as misses, never as
-  // another tensor's id.
-  negotiator_.ReserveCacheIdsThrough(resync_->max_cache_id);
-  // Likewise schedule ids: ranks may still run the old coordinator's schedule, and what they
-  // say of it (ended, progress) must not be taken for a new schedule's.
-  next_schedule_id_ = std::max(next_schedule_id_, resync_->max_schedule_id + 1);
+  // another tensor's id. Likewise schedule ids: ranks may still run the old coordinator's
+  // schedule, and what they say of it (ended, progress) must not be taken for a new one's.
+  negotiation_.ReserveIdsThrough(resync_->max_cache_id, resync_->max_schedule_id);
   resync_.reset();
   resumed_ = true;
   TROIKA_LOG(INFO) << "job '" << name_ << "' resumed after a coordinator restart (" << through
@@ -222,52 +228,26 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
         "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
   }
   absl::Time now = clock_.Now();
-  auto misses = std::make_shared<DownMessage>();
-  std::vector<int> ranks;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    TensorRequest& request = requests[i];
-    if (request.rank < 0 || request.rank >= size_ || session_of_rank_[request.rank] != sink) {
+  auto owned = [&](int rank) {
+    if (rank < 0 || rank >= size_ || session_of_rank_[rank] != sink) {
       return absl::PermissionDeniedError(
-          absl::StrCat("a session submitted for rank ", request.rank, ", which it does not own"));
+          absl::StrCat("a session submitted for rank ", rank, ", which it does not own"));
     }
-    if (DroppedForScheduleLocked(request)) continue;
-    if (request.process_set != 0) {
-      std::optional<Response> rejected;
-      if (absl::Status s = process_sets_.Submit(std::move(request), now, &rejected); !s.ok()) {
-        return s;
-      }
-      // Only the submitting rank has this tensor; the others ignore a failed name they lack.
-      if (rejected) misses->responses.push_back(*std::move(rejected));
-      continue;
-    }
-    if (request.cache_id != 0) {
-      // Ranks sending one id in a row (an agent's compacted request) go in together.
-      ranks.assign(1, request.rank);
-      while (i + 1 < requests.size() && requests[i + 1].cache_id == request.cache_id &&
-             requests[i + 1].process_set == 0 && requests[i + 1].rank >= 0 &&
-             requests[i + 1].rank < size_ && session_of_rank_[requests[i + 1].rank] == sink &&
-             !ScheduledLocked(requests[i + 1])) {
-        ranks.push_back(requests[++i].rank);
-      }
-      absl::StatusOr<bool> known = negotiator_.SubmitCached(ranks, request.cache_id, now);
-      if (!known.ok()) return known.status();
-      if (!*known) {
-        for (int rank : ranks) misses->misses.push_back({rank, request.cache_id});
-      }
-      continue;
-    }
-    if (ProcessSets::IsControl(request)) process_sets_.Record(request);
-    if (absl::Status s = negotiator_.Submit(std::move(request), now); !s.ok()) return s;
+    return absl::OkStatus();
+  };
+  auto misses = std::make_shared<DownMessage>();
+  if (absl::Status s = negotiation_.Submit(std::move(requests), now, owned, *misses); !s.ok()) {
+    return s;
   }
   if (!misses->misses.empty() || !misses->responses.empty()) sink->Send(std::move(misses));
-  RecordReadyLocked();
+  negotiation_.ReportReady(clock_.Now());
   FlushLocked();
   CheckDeadlockLocked();
   if (state_ == State::kAborted) return absl::OkStatus();
   // A tensor that became pending now can be reported no sooner than this; the timer re-arms
   // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
-  if (stall_timer_ == 0 && (negotiator_.has_pending() || process_sets_.has_pending())) {
-    const absl::Duration first = stall_inspector_.FirstDeadline();
+  if (stall_timer_ == 0 && negotiation_.has_pending()) {
+    const absl::Duration first = hangs_.FirstDeadline();
     if (first != absl::InfiniteDuration()) ArmStallTimerLocked(now + first);
   }
   return absl::OkStatus();
@@ -288,10 +268,8 @@ absl::Status Job::Goodbye(session::SessionSink* sink, const std::vector<int>& ra
 
 void Job::DepartLocked(int rank, const std::string& why) {
   if (!departed_.insert(rank).second) return;
-  LeaveScheduleLocked(rank);
-  negotiator_.RemoveRank(rank, why);
-  process_sets_.RemoveRank(rank, why);
-  deadlock_detector_.Forget(rank);
+  negotiation_.RemoveRank(rank, why);
+  hangs_.Forget(rank);
   // A rank connecting a data plane (Init, AddProcessSet) waits for every member's address:
   // whatever is not set yet never will be.
   kv_.Close(absl::FailedPreconditionError(
@@ -342,7 +320,7 @@ absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& s
         absl::StrCat("wait state for rank ", state.rank, ", which the session does not own"));
   }
   if (state_ != State::kRunning || departed_.count(state.rank)) return absl::OkStatus();
-  deadlock_detector_.Update(state.rank, state.waiting_for);
+  hangs_.UpdateWaits(state.rank, state.waiting_for);
   CheckDeadlockLocked();
   return absl::OkStatus();
 }
@@ -359,12 +337,44 @@ absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& repor
   }
   telemetry_.OnReport(report, clock_.Now());
   if (!report.schedule) return absl::OkStatus();
-  absl::Status s = ScheduleProgressLocked(report.rank, *report.schedule,
-                                          report.sent_at + telemetry_.ClockOffset(report.rank));
+  bool waiting = false;
+  absl::Status s = negotiation_.RecordScheduleProgress(
+      report.rank, *report.schedule, report.sent_at + telemetry_.ClockOffset(report.rank),
+      clock_.Now(), &waiting);
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("execution report of rank ", report.rank, ": ", s.message()));
   }
+  if (stall_timer_ == 0 && waiting) {
+    const absl::Time next = hangs_.NextCheck();
+    if (next != absl::InfiniteFuture()) ArmStallTimerLocked(next);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::EndSchedule(session::SessionSink* sink, int64_t id,
+                              const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("a session ended a schedule for rank ", r, ", which it does not own"));
+    }
+  }
+  negotiation_.schedules().End(id, ranks);
+  return absl::OkStatus();
+}
+
+absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
+                                  const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a session deviated from a schedule for rank ", r, ", which it does not own"));
+    }
+  }
+  negotiation_.schedules().Deviate(id, ranks);
   return absl::OkStatus();
 }
 
@@ -389,7 +399,7 @@ absl::StatusOr<TimelineInfo> Job::StopTimeline() {
 
 ClientSettings Job::CurrentSettings() const {
   ClientSettings settings = telemetry_.settings();
-  const int64_t cycle_us = absl::ToInt64Microseconds(negotiator_.options().cycle_time);
+  const int64_t cycle_us = absl::ToInt64Microseconds(negotiation_.options().cycle_time);
   settings.send_cycle_us = static_cast<int>(std::clamp<int64_t>(cycle_us, 0, 60'000'000));
   return settings;
 }
@@ -401,18 +411,6 @@ void Job::SyncSettingsLocked() {
   auto down = std::make_shared<DownMessage>();
   down->settings = settings;
   BroadcastLocked(std::move(down));
-}
-
-std::vector<PendingTensor> Job::NegotiatedPendingLocked() const {
-  std::vector<PendingTensor> pending = negotiator_.Pending();
-  for (PendingTensor& tensor : process_sets_.Pending()) pending.push_back(std::move(tensor));
-  return pending;
-}
-
-std::vector<PendingTensor> Job::PendingLocked() const {
-  std::vector<PendingTensor> pending = NegotiatedPendingLocked();
-  for (PendingTensor& tensor : ScheduledPendingLocked()) pending.push_back(std::move(tensor));
-  return pending;
 }
 
 void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
@@ -487,10 +485,10 @@ v1::JobRecord Job::RecordLocked() const {
   record.set_size(size_);
   record.set_token_sha256(token_.digest());
   for (const auto& [node, host] : nodes_) (*record.mutable_nodes())[node] = host;
-  for (const auto& [id, ranks] : process_sets_.Definitions()) {
+  for (const auto& [id, ranks] : negotiation_.sets().Definitions()) {
     (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
   }
-  record.set_next_process_set(process_sets_.next_id());
+  record.set_next_process_set(negotiation_.sets().next_id());
   if (min_size_ > 0) {
     record.set_min_size(min_size_);
     record.set_max_size(max_size_);
@@ -523,46 +521,45 @@ absl::Status Job::Restore(const v1::JobRecord& record) {
     }
   }
   nodes_.insert(record.nodes().begin(), record.nodes().end());
-  process_sets_.Restore(sets, record.next_process_set());
+  negotiation_.sets().Restore(sets, record.next_process_set());
   return absl::OkStatus();
 }
 
 void Job::FlushLocked() {
   const absl::Time now = clock_.Now();
-  const int sets_before = process_sets_.next_id(), sets_count = process_sets_.count();
-  absl::Time next, sets_next;
-  // Other sets first: a set removed by a set-0 response below has had its last responses.
-  std::vector<ReadyRecord> set_records;
-  std::vector<int64_t> allreduce_bytes;
-  std::vector<Response> responses =
-      process_sets_.Poll(now, &sets_next, &set_records, &allreduce_bytes);
-  for (Response& response : negotiator_.Poll(now, &next)) {
-    if (response.names.size() == 1) process_sets_.Apply(&response, departed_, &responses);
-    responses.push_back(std::move(response));
-  }
-  metrics_.OnReady(set_records);
-  for (int64_t bytes : negotiator_.TakeAllreduceResponseBytes()) allreduce_bytes.push_back(bytes);
-  metrics_.OnAllreduceResponses(allreduce_bytes, negotiator_.options().fusion_threshold_bytes);
-  next = std::min(next, sets_next);
-  if (on_record_ &&
-      (process_sets_.next_id() != sets_before || process_sets_.count() != sets_count)) {
+  const ProcessSets& sets = negotiation_.sets();
+  const int sets_before = sets.next_id(), sets_count = sets.count();
+  absl::Time next;
+  std::vector<Response> responses = negotiation_.Poll(now, departed_, &next);
+  if (on_record_ && (sets.next_id() != sets_before || sets.count() != sets_count)) {
     on_record_(RecordLocked());
   }
   const bool admit = CutAtCommitLocked(responses);
   if (!responses.empty()) {
-    ObserveForScheduleLocked(responses);
+    negotiation_.Sending(responses);
     auto down = std::make_shared<DownMessage>();
     down->seq = next_seq_;
     next_seq_ += static_cast<int64_t>(responses.size());
     down->responses = std::move(responses);
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
-    down->evicted_cache_ids = negotiator_.TakeEndedCacheIds();
+    down->evicted_cache_ids = negotiation_.TakeEndedCacheIds();
     BroadcastLocked(std::move(down));
     if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
-    if (!admit) MaybePublishScheduleLocked();
+    if (!admit) negotiation_.MaybePublishSchedule([this] { return CanTakeScheduleLocked(); });
   }
   if (admit) return AdmitJoinersLocked();
   if (next != absl::InfiniteFuture()) ArmTimerLocked(next);
+}
+
+bool Job::CanTakeScheduleLocked() const {
+  if (state_ != State::kRunning || resync_ || !departed_.empty()) return false;
+  // The autotuner changes fusion while it samples: schedule what it settled on.
+  const AutotuneInfo tuning = telemetry_.autotune_info();
+  if (tuning.enabled && !tuning.done) return false;
+  for (session::SessionSink* sink : session_of_rank_) {
+    if (sink == nullptr) return false;
+  }
+  return true;
 }
 
 void Job::ArmTimerLocked(absl::Time due) {

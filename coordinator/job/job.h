@@ -1,6 +1,6 @@
 #pragma once
 // Job: one training job on the coordinator — its membership (attach), its sessions, its
-// negotiators (set 0, the whole job, and its process sets) and its key-value store. Isolated
+// negotiation (every process set's, and schedules) and its key-value store. Isolated
 // from every other job. Responses of every process set go down one stream, in one order.
 //
 // Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
@@ -32,15 +32,14 @@
 #include "common/scheduler.h"
 #include "common/session/session_handler.h"
 #include "common/session/session_sink.h"
-#include "coordinator/inspection/deadlock_detector.h"
+#include "coordinator/inspection/hang_detector.h"
 #include "coordinator/inspection/job_metrics.h"
 #include "coordinator/inspection/job_telemetry.h"
 #include "coordinator/inspection/stall_inspector.h"
-#include "coordinator/inspection/straggler_stats.h"
+#include "coordinator/inspection/straggler_monitor.h"
 #include "coordinator/job/job_info.h"
+#include "coordinator/negotiation/job_negotiation.h"
 #include "coordinator/negotiation/negotiator.h"
-#include "coordinator/negotiation/process_sets.h"
-#include "coordinator/negotiation/schedule_detector.h"
 #include "coordinator/state/kv_store.h"
 #include "coordinator/state/secret.h"
 #include "troika/v1/troika.pb.h"
@@ -351,10 +350,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
   void ArmStallTimerLocked(absl::Time due);
-  // Feeds the tensors that became ready (the negotiator's, or `records`) to the straggler
-  // statistics and the telemetry, and applies parameters the autotuner chose.
-  void RecordReadyLocked();
-  void RecordReadyLocked(const std::vector<ReadyRecord>& records);
   // What ranks are told to do (ClientSettings): the telemetry's reports and the negotiator's
   // cycle time as the send cycle.
   ClientSettings CurrentSettings() const;
@@ -363,47 +358,11 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.
   void CheckDeadlockLocked();
-  // Pending tensors of every process set, named and ranked globally (ProcessSets::Pending),
-  // and the active schedule's tensors some ranks report waiting for (ScheduledPendingLocked).
-  std::vector<PendingTensor> PendingLocked() const;
-  // The same without the schedule's: what requests alone say is pending.
-  std::vector<PendingTensor> NegotiatedPendingLocked() const;
   void BroadcastLocked(std::shared_ptr<const DownMessage> message);
-  // Steady-state schedules: feeds `responses` (about to be sent) to the detector; publishes
-  // the schedule it found if the job can take one now (after those responses).
-  void ObserveForScheduleLocked(const std::vector<Response>& responses);
-  void MaybePublishScheduleLocked();
-  // Whether `request` (of set 0) is one of the active schedule's tensors from a rank that
-  // still executes it: the rank sent it before it had the schedule, and executes it as the
-  // schedule's; it is not negotiated.
-  bool ScheduledLocked(const TensorRequest& request) const;
-  // Whether `request` is dropped: ScheduledLocked, or a join that rank sent after such a
-  // request (common/schedule_drops.h).
-  bool DroppedForScheduleLocked(const TensorRequest& request);
-  // `rank` no longer executes the active schedule.
-  void LeaveScheduleLocked(int rank);
-  // A report of `rank`'s progress in a schedule, sent at `sent_at` (the coordinator's clock):
-  // rounds every rank has reported become ready records; what it waits for is pending.
-  absl::Status ScheduleProgressLocked(int rank, const ScheduleProgress& progress,
-                                      absl::Time sent_at);
-  // The active schedule's tensors that ranks report waiting for, with the ranks that do not.
-  std::vector<PendingTensor> ScheduledPendingLocked() const;
-  // Once the active schedule ran kLearnRounds rounds: records which of its neighbouring
-  // tensors may share a collective (joinable_, separable_); ends the schedule if it can run
-  // in fewer collectives (the next one is published bucketed).
-  void LearnFromScheduleLocked();
-  static constexpr int64_t kLearnRounds = 3;
-  // Tells every session to deviate from the active schedule (once per schedule).
-  void RevokeScheduleLocked();
-  // `period`, neighbouring fusible entries fused up to the fusion threshold where every pair
-  // of neighbouring tensors in the result is joinable_.
-  std::vector<Response> BucketLocked(std::vector<Response> period) const;
-  // Whether `period` (cyclic) starts right after a pair of tensors that must not share a
-  // collective, or has no such pair: buckets then end where steps do. A schedule the period
-  // would bucket waits for such a start (the period shifts by a response with each one), for
-  // at most kMaxUnalignedPublications attempts.
-  bool StartsAfterACutLocked(const std::vector<Response>& period) const;
-  static constexpr int kMaxUnalignedPublications = 64;
+  // Whether the job can take a steady-state schedule now (JobNegotiation::
+  // MaybePublishSchedule): it runs, every rank is in session and none left, no resync, and
+  // the autotuner (if any) settled.
+  bool CanTakeScheduleLocked() const;
   void MaybeDoneLocked();
   bool DoneLocked() const;
   v1::JobRecord RecordLocked() const;
@@ -424,9 +383,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   Clock& clock_;
   const std::function<void()> on_done_;
   const absl::Time created_at_;
-  const absl::Duration straggler_margin_;
-  const bool deadlock_detection_;
-  const bool schedule_buckets_;
   const std::function<void(AbortCause)> on_abort_;
   const std::function<void(const v1::JobRecord&)> on_record_;
   std::function<void(absl::Duration)> on_recovered_;  // cleared once called; under mu_
@@ -456,67 +412,16 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   bool resumed_ = false;             // the job resumed after a coordinator restart
   bool detached_ = false;            // Detach(): sessions end without aborting the job
   std::optional<JobResync> resync_;  // while the job's sessions resume
-  Negotiator negotiator_;            // process set 0: the whole job
-  ProcessSets process_sets_;         // every other process set
+  // Every process set's negotiation and the schedules; it tells the stragglers, the metrics
+  // and the telemetry what became ready (NegotiationObserver).
+  JobNegotiation negotiation_;
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
   bool done_reported_ = false;
-  StallInspector stall_inspector_;
-  DeadlockDetector deadlock_detector_;
+  HangDetector hangs_;  // stalls and deadlocks, over what negotiation_ has pending
   Scheduler::TaskId stall_timer_ = 0;
-  StragglerStats straggler_stats_;
-  std::vector<int> logged_stragglers_;  // the set last logged
-  absl::Time straggler_logged_at_ = absl::InfinitePast();
-  int64_t straggler_checked_at_ = 0;  // straggler_stats_.tensors() when last checked
+  StragglerMonitor stragglers_;
   JobTelemetry telemetry_;
-  // Steady-state schedules (null: off).
-  std::unique_ptr<ScheduleDetector> schedule_detector_;
-  struct ActiveSchedule {
-    int64_t id = 0;
-    ScheduleTensors tensors;
-    std::set<int> executing;  // ranks that have not said ScheduleEnded
-    std::set<int> dropped;    // ranks whose requests were dropped (DropsForSchedule)
-    bool revoked = false;     // every session was told to deviate
-    // The period's tensors in ScheduleProgress's order.
-    struct Tensor {
-      std::string name;
-      int entry = 0;
-      int64_t bytes = 0;
-    };
-    std::vector<Tensor> period;
-    std::vector<int64_t> entry_bytes;  // by entry
-    // Rounds some ranks reported completed: how long each rank's tensors waited for their
-    // entry to complete (by rank, then tensor; empty: not reported yet) and when each entry
-    // completed (the earliest a rank reported).
-    struct Round {
-      std::vector<std::vector<absl::Duration>> waited;
-      std::vector<absl::Time> completed;
-      int reported = 0;
-    };
-    std::map<int64_t, Round> rounds;
-    std::vector<int64_t> reported_through;  // by rank: the last round it reported
-    // By rank: what its last report said it waits for, (tensor, round) -> submitted at.
-    std::vector<std::map<std::pair<int, int64_t>, absl::Time>> waiting;
-    std::vector<Response> responses;  // the schedule's entries, as published
-    // Tensors n after which some rank saw a completion before it submitted tensor n + 1
-    // (ScheduleProgress::cut_after), over `full_rounds` rounds every rank reported.
-    std::set<int> cut_after;
-    int64_t full_rounds = 0;
-    bool learned = false;   // LearnFromScheduleLocked ran
-    bool bucketed = false;  // entries fused beyond negotiation's (BucketLocked)
-  };
-  std::optional<ActiveSchedule> schedule_;
-  // Above every id the ranks may know (a restarted coordinator: above the old one's).
-  int64_t next_schedule_id_ = 1;
-  int schedules_published_ = 0;
-  int schedules_ended_ = 0;  // schedules that ended: each asks one more repeat of the next
-  // Pairs of neighbouring tensors (by name, in a period's order) that ran in a schedule for
-  // kLearnRounds rounds without a rank seeing a completion between their submissions (they
-  // may share a collective), and pairs some rank did see one between (they may not).
-  std::set<std::pair<std::string, std::string>> joinable_, separable_;
-  int unaligned_publications_ = 0;  // attempts put off by StartsAfterACutLocked
-  int young_bucketed_ends_ = 0;     // see LeaveScheduleLocked
-  static constexpr int kMaxYoungBucketedEnds = 2;
   ClientSettings settings_;  // what the sessions were last sent
 };
 

@@ -32,24 +32,16 @@ JobInfo Job::Describe() const {
     rank.connected = session_of_rank_[r] != nullptr;
     rank.departed = departed_.count(r) > 0;
   }
-  for (const PendingTensor& tensor : PendingLocked()) {
+  for (const PendingTensor& tensor : negotiation_.Pending()) {
     info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
   }
-  info.stragglers = straggler_stats_.Snapshot();
-  info.stragglers.straggling = straggler_stats_.Stragglers(straggler_margin_);
-  info.negotiation = negotiator_.options();
-  info.cache = negotiator_.cache_stats();
+  info.stragglers = stragglers_.Snapshot();
+  info.stragglers.straggling = stragglers_.Stragglers();
+  info.negotiation = negotiation_.options();
+  info.cache = negotiation_.cache_stats();
   info.autotune = telemetry_.autotune_info();
   info.timeline = telemetry_.timeline_info();
-  info.schedules.enabled = schedule_detector_ != nullptr;
-  info.schedules.published = schedules_published_;
-  info.schedules.ended = schedules_ended_;
-  if (schedule_) {
-    info.schedules.active = schedule_->id;
-    info.schedules.entries = static_cast<int>(schedule_->responses.size());
-    info.schedules.tensors = static_cast<int>(schedule_->tensors.names.size());
-    info.schedules.executing_ranks = static_cast<int>(schedule_->executing.size());
-  }
+  info.schedules = negotiation_.schedules().Info();
   return info;
 }
 

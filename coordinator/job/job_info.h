@@ -14,6 +14,7 @@
 #include "coordinator/inspection/job_telemetry.h"
 #include "coordinator/inspection/straggler_stats.h"
 #include "coordinator/negotiation/negotiator.h"
+#include "coordinator/negotiation/schedules.h"
 
 namespace troika::coordinator {
 
@@ -33,17 +34,6 @@ struct PendingTensorInfo {
   std::vector<int> missing_ranks;  // ascending
 };
 
-// Steady-state schedules of a job (docs/protocol.md, Schedules).
-struct ScheduleInfo {
-  bool enabled = false;
-  int64_t active = 0;  // the schedule in force; 0: none
-  int entries = 0;
-  int tensors = 0;
-  int executing_ranks = 0;
-  int64_t published = 0;
-  int64_t ended = 0;
-};
-
 struct JobInfo {
   std::string name;
   int size = 0;
@@ -61,7 +51,7 @@ struct JobInfo {
   CacheStats cache;
   AutotuneInfo autotune;
   TimelineInfo timeline;
-  ScheduleInfo schedules;
+  ScheduleInfo schedules;  // Schedules::Info
 
   int attached_ranks() const {
     return static_cast<int>(

@@ -21,7 +21,11 @@ bool IsAdd(const std::string& name) { return absl::StartsWith(name, kAddProcessS
 }  // namespace
 
 ProcessSets::ProcessSets(int size, NegotiatorOptions options)
-    : size_(size), options_(WithoutCache(options)) {}
+    : size_(size), options_(WithoutCache(options)) {
+  Set& whole = sets_[0];
+  for (int r = 0; r < size; ++r) whole.ranks.push_back(r);
+  whole.negotiator = std::make_unique<Negotiator>(size, options);
+}
 
 bool ProcessSets::IsControl(const TensorRequest& request) {
   return request.process_set == 0 && request.type == CollectiveType::kBarrier &&
@@ -96,12 +100,15 @@ void ProcessSets::Apply(Response* response, const std::set<int>& departed,
 
 std::map<int, std::vector<int>> ProcessSets::Definitions() const {
   std::map<int, std::vector<int>> out;
-  for (const auto& [id, set] : sets_) out[id] = set.ranks;
+  for (const auto& [id, set] : sets_) {
+    if (id != 0) out[id] = set.ranks;
+  }
   return out;
 }
 
 void ProcessSets::Restore(const std::map<int, std::vector<int>>& sets, int next_id) {
   for (const auto& [id, ranks] : sets) {
+    if (id == 0) continue;  // the whole job: always there
     Set& set = sets_[id];
     set.ranks = ranks;
     set.negotiator = std::make_unique<Negotiator>(static_cast<int>(ranks.size()), options_);
@@ -149,12 +156,16 @@ void ProcessSets::Remove(Response* response, int id, std::vector<Response>* out)
 
 absl::Status ProcessSets::Submit(TensorRequest request, absl::Time now,
                                  std::optional<Response>* rejected) {
+  const int id = request.process_set;
+  if (id == 0) {
+    if (IsControl(request)) Record(request);
+    return whole_job().Submit(std::move(request), now);
+  }
   if (request.cache_id != 0 || !request.process_set_ranks.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("a request for process set ", request.process_set,
                      " carries a cache id or process set ranks; only set 0 has either"));
   }
-  const int id = request.process_set;
   auto reject = [&](std::string why) {
     Response r;
     r.type = request.type;
@@ -185,29 +196,46 @@ void ProcessSets::RemoveRank(int rank, const std::string& why) {
   for (auto& [id, set] : sets_) {
     auto pos = std::lower_bound(set.ranks.begin(), set.ranks.end(), rank);
     if (pos == set.ranks.end() || *pos != rank) continue;
+    // Set 0's positions are the global ranks.
     set.negotiator->RemoveRank(static_cast<int>(pos - set.ranks.begin()),
-                               absl::StrCat("(global rank ", rank, ") ", why));
+                               id == 0 ? why : absl::StrCat("(global rank ", rank, ") ", why));
   }
 }
 
-std::vector<Response> ProcessSets::Poll(absl::Time now, absl::Time* next_poll,
-                                        std::vector<ReadyRecord>* records,
+std::vector<Response> ProcessSets::Poll(absl::Time now, const std::set<int>& departed,
+                                        absl::Time* next_poll,
                                         std::vector<int64_t>* allreduce_bytes) {
   std::vector<Response> out;
   *next_poll = absl::InfiniteFuture();
+  // Other sets first: a set removed by a set-0 response below has had its last responses.
   for (auto& [id, set] : sets_) {
+    if (id == 0) continue;
     absl::Time next;
     for (Response& r : set.negotiator->Poll(now, &next)) {
       r.process_set = id;
       out.push_back(std::move(r));
     }
     *next_poll = std::min(*next_poll, next);
-    for (ReadyRecord& record : set.negotiator->TakeReadyRecords()) {
-      records->push_back(std::move(record));
-    }
     for (int64_t bytes : set.negotiator->TakeAllreduceResponseBytes()) {
       allreduce_bytes->push_back(bytes);
     }
+  }
+  Negotiator& whole = whole_job();
+  absl::Time next;
+  for (Response& response : whole.Poll(now, &next)) {
+    if (response.names.size() == 1) Apply(&response, departed, &out);
+    out.push_back(std::move(response));
+  }
+  *next_poll = std::min(*next_poll, next);
+  for (int64_t bytes : whole.TakeAllreduceResponseBytes()) allreduce_bytes->push_back(bytes);
+  return out;
+}
+
+std::map<int, std::vector<ReadyRecord>> ProcessSets::TakeReadyRecords() {
+  std::map<int, std::vector<ReadyRecord>> out;
+  for (auto& [id, set] : sets_) {
+    std::vector<ReadyRecord> records = set.negotiator->TakeReadyRecords();
+    if (!records.empty()) out[id] = std::move(records);
   }
   return out;
 }
@@ -216,8 +244,10 @@ std::vector<PendingTensor> ProcessSets::Pending() const {
   std::vector<PendingTensor> out;
   for (const auto& [id, set] : sets_) {
     for (PendingTensor tensor : set.negotiator->Pending()) {
-      tensor.name = ProcessSetTensorName(id, tensor.name);
-      for (int& r : tensor.missing_ranks) r = set.ranks[r];
+      if (id != 0) {
+        tensor.name = ProcessSetTensorName(id, tensor.name);
+        for (int& r : tensor.missing_ranks) r = set.ranks[r];
+      }
       out.push_back(std::move(tensor));
     }
   }

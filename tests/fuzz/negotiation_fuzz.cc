@@ -1,8 +1,8 @@
 // libFuzzer target: the coordinator's input handling — session messages decoded from the wire
 // (v1::Up as a rank or an agent sends them, compacted requests included), checked and fed to
-// a job's negotiators (set 0 and process sets, response cache on) in a bounded, adversarial
-// order — and the client's decoding of what comes back (v1::Down). Any crash, sanitizer
-// report, or a response that does not survive the wire, is a finding.
+// a job's negotiation (JobNegotiation: set 0 and process sets, response cache on, schedules)
+// in a bounded, adversarial order — and the client's decoding of what comes back (v1::Down). Any
+// crash, sanitizer report, or a response that does not survive the wire, is a finding.
 //
 // Built with clang by scripts/fuzz.sh (not by the main build); run there for a bounded time.
 
@@ -10,14 +10,15 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/wire.h"
-#include "coordinator/negotiation/negotiator.h"
-#include "coordinator/negotiation/process_sets.h"
+#include "coordinator/negotiation/job_negotiation.h"
 #include "troika/v1/troika.pb.h"
 
 namespace troika::coordinator {
@@ -44,14 +45,16 @@ void Run(FuzzedDataProvider& in) {
   options.fusion_threshold_bytes = in.ConsumeIntegralInRange<int64_t>(0, 1 << 20);
   options.cycle_time = absl::Microseconds(in.ConsumeIntegralInRange<int>(0, 2000));
   options.max_pending_tensors = 32;
-  Negotiator negotiator(size, options);
-  ProcessSets sets(size, options);
+  JobNegotiation negotiation("fuzz", size, options, {.enabled = true},
+                             [](std::shared_ptr<const DownMessage>) {});
+  std::set<int> departed;
   absl::Time now = absl::UnixEpoch();
   while (in.remaining_bytes() > 0) {
     now += absl::Microseconds(in.ConsumeIntegralInRange<int>(0, 5000));
     const int action = in.ConsumeIntegralInRange<int>(0, 9);
     if (action == 0) {
-      negotiator.RemoveRank(in.ConsumeIntegralInRange<int>(-1, size), "fuzz");
+      const int rank = in.ConsumeIntegralInRange<int>(0, size - 1);
+      if (departed.insert(rank).second) negotiation.RemoveRank(rank, "fuzz");
       continue;
     }
     if (action == 1) {  // what a client receives: any bytes
@@ -65,30 +68,19 @@ void Run(FuzzedDataProvider& in) {
     for (const v1::Request& wire : up.requests().requests()) {
       if (!AppendFromWire(wire, &requests).ok()) continue;
     }
-    for (TensorRequest& r : requests) {
-      if (r.rank < 0 || r.rank >= size) continue;  // the job drops these (session ownership)
-      if (r.process_set != 0) {
-        std::optional<Response> rejected;
-        sets.Submit(std::move(r), now, &rejected).IgnoreError();
-        continue;
-      }
-      if (r.cache_id != 0) {  // as Job::Submit does
-        negotiator.SubmitCached(r.rank, r.cache_id, now).IgnoreError();
-        continue;
-      }
-      if (ProcessSets::IsControl(r)) sets.Record(r);  // as Job::Submit does
-      negotiator.Submit(std::move(r), now).IgnoreError();
-    }
+    // The job checks that the session owns each rank; a session here owns every rank.
+    auto owned = [size](int rank) {
+      return rank >= 0 && rank < size ? absl::OkStatus() : absl::PermissionDeniedError("rank");
+    };
+    DownMessage misses;
+    negotiation.Submit(std::move(requests), now, owned, misses).IgnoreError();
+    negotiation.ReportReady(now);
     absl::Time next;
-    std::vector<Response> responses = negotiator.Poll(now, &next);
-    std::vector<ReadyRecord> records;
-    std::vector<int64_t> bytes;
-    std::vector<Response> set_responses = sets.Poll(now, &next, &records, &bytes);
-    responses.insert(responses.end(), set_responses.begin(), set_responses.end());
-    negotiator.TakeReadyRecords();
-    negotiator.TakeAllreduceResponseBytes();
-    negotiator.TakeEndedCacheIds();
-    negotiator.Pending();
+    std::vector<Response> responses = negotiation.Poll(now, departed, &next);
+    negotiation.Sending(responses);
+    negotiation.TakeEndedCacheIds();
+    negotiation.MaybePublishSchedule([] { return true; });
+    negotiation.Pending();
     CheckRoundTrip(responses);
   }
 }

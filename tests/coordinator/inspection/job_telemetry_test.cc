@@ -78,6 +78,25 @@ TEST(JobTelemetryTest, SampleEndsAfterItsStepsOnceEveryRankReportedAndScoresTheM
   EXPECT_EQ(t.settings(), ClientSettings{});  // done: no more reports needed
 }
 
+TEST(JobTelemetryTest, AsANegotiationObserverItTunesOnSetZeroAloneAndHandsTheParametersOn) {
+  std::vector<TuningParams> handed;
+  JobTelemetry t("job", 2, Tune(1), {}, [&](const TuningParams& p) { handed.push_back(p); });
+  NegotiationObserver& observer = t;
+  t.OnReport(Report(0, kT0, 0), kT0);
+  t.OnReport(Report(1, kT0, 0), kT0);
+  // Another process set's tensors are no steps of the job.
+  for (int i = 0; i < 4; ++i) observer.OnReady(1, Ready({"a", "b"}, kT0), kT0);
+  t.OnReport(Report(0, kT0 + absl::Seconds(1), 1000), kT0 + absl::Seconds(1));
+  t.OnReport(Report(1, kT0 + absl::Seconds(1), 3000), kT0 + absl::Seconds(1));
+  observer.OnReady(1, Ready({"a", "b"}, kT0), kT0);
+  EXPECT_TRUE(handed.empty());
+  observer.OnReady(0, Ready({"a", "b"}, kT0), kT0);
+  observer.OnReady(0, Ready({"a", "b"}, kT0), kT0);
+  observer.OnReady(0, Ready({"a"}, kT0), kT0);  // the second step of set 0's tensors
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0], t.autotune_info().best);
+}
+
 TEST(JobTelemetryTest, TimelineMapsRankPhasesOntoTheCoordinatorClock) {
   const std::string path = ::testing::TempDir() + "/telemetry_phases.json";
   {

@@ -1,5 +1,6 @@
 // ProcessSets: adding sets through control barriers, routing by set with ranks translated
-// to positions in the set, and global ranks in what the sets report.
+// to positions in the set, and global ranks in what the sets report; set 0 as the set of
+// every rank, with the cache, polled after the others with its control barriers applied.
 
 #include "coordinator/negotiation/process_sets.h"
 
@@ -10,34 +11,18 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/negotiation/negotiator_test_util.h"
 
 namespace troika::coordinator {
 namespace {
 
+using test_util::Allreduce;
+using test_util::Control;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kSize = 4;
 const absl::Time kNow = absl::FromUnixSeconds(1000);
-
-TensorRequest Control(const std::string& name, int rank, std::vector<int> ranks) {
-  TensorRequest r;
-  r.rank = rank;
-  r.name = name;
-  r.type = CollectiveType::kBarrier;
-  r.dtype = DataType::kUint8;
-  r.shape = {0};
-  r.process_set_ranks = std::move(ranks);
-  return r;
-}
-
-TensorRequest Allreduce(const std::string& name, int rank, int set) {
-  TensorRequest r;
-  r.rank = rank;
-  r.name = name;
-  r.shape = {4};
-  r.process_set = set;
-  return r;
-}
 
 // Records the control request `name` from every rank with `lists[rank]` and applies it.
 Response ApplyControl(ProcessSets& sets, const std::string& name,
@@ -64,8 +49,7 @@ class ProcessSetsTest : public ::testing::Test {
     return r.root;
   }
   ProcessSets sets_{kSize, NegotiatorOptions{.cycle_time = absl::ZeroDuration()}};
-  std::vector<ReadyRecord> records_;      // what Poll reports for metrics
-  std::vector<int64_t> allreduce_bytes_;  // ditto
+  std::vector<int64_t> allreduce_bytes_;  // what Poll reports for metrics
   int n_ = 0;
 };
 
@@ -85,7 +69,7 @@ TEST_F(ProcessSetsTest, SameNameInTwoSetsIsNegotiatedPerSetWithSetPositions) {
   EXPECT_EQ(pending[1].missing_ranks, std::vector<int>{3});
   ASSERT_TRUE(sets_.Submit(Allreduce("g", 3, b), kNow, &rejected).ok());
   absl::Time next;
-  std::vector<Response> responses = sets_.Poll(kNow, &next, &records_, &allreduce_bytes_);
+  std::vector<Response> responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
   ASSERT_EQ(responses.size(), 1u);
   EXPECT_EQ(responses[0].process_set, b);
   EXPECT_EQ(responses[0].names, std::vector<std::string>{"g"});
@@ -128,7 +112,7 @@ TEST_F(ProcessSetsTest, RemoveFailsPendingTensorsAndDepartedRanksAreNamedGloball
   ASSERT_TRUE(sets_.Submit(Allreduce("g", 3, a), kNow, &rejected).ok());
   sets_.RemoveRank(1, "has shut down");
   absl::Time next;
-  std::vector<Response> responses = sets_.Poll(kNow, &next, &records_, &allreduce_bytes_);
+  std::vector<Response> responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
   ASSERT_EQ(responses.size(), 1u);
   EXPECT_THAT(responses[0].error, HasSubstr("rank 0 (global rank 1) has shut down"));
   ASSERT_TRUE(sets_.Submit(Allreduce("h", 3, a), kNow, &rejected).ok());
@@ -140,6 +124,101 @@ TEST_F(ProcessSetsTest, RemoveFailsPendingTensorsAndDepartedRanksAreNamedGloball
   removed = ApplyControl(sets_, "troika/process_set/remove/2",
                          std::vector<std::vector<int>>(kSize, {a}), &out);
   EXPECT_THAT(removed.error, HasSubstr("there is no process set"));
+}
+
+TEST_F(ProcessSetsTest, SetZeroIsEveryRankWithTheResponseCache) {
+  EXPECT_EQ(*sets_.ranks(0), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(sets_.count(), 0) << "set 0 is not an added set";
+  EXPECT_TRUE(sets_.Definitions().empty()) << "nor part of the state record";
+  std::optional<Response> rejected;
+  for (int r = 0; r < kSize; ++r)
+    ASSERT_TRUE(sets_.Submit(Allreduce("g", r, 0), kNow, &rejected).ok());
+  EXPECT_FALSE(rejected);
+  absl::Time next;
+  std::vector<Response> responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_EQ(responses[0].process_set, 0);
+  ASSERT_EQ(responses[0].cache_ids.size(), 1u);
+  EXPECT_EQ(allreduce_bytes_, std::vector<int64_t>{16});
+  EXPECT_EQ(sets_.TakeReadyRecords().at(0).size(), 1u);
+  // The id alone stands for the request from now on.
+  absl::StatusOr<bool> known = sets_.SubmitCached({0, 1, 2, 3}, responses[0].cache_ids[0], kNow);
+  ASSERT_TRUE(known.ok() && *known);
+  responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_TRUE(responses[0].ids_known);
+}
+
+TEST_F(ProcessSetsTest, OtherSetsComeFirstAndARemovedSetsLastResponsesPrecedeItsBarrier) {
+  const int a = Add({0, 1});
+  std::optional<Response> rejected;
+  // Set 0's tensor is ready before set a's, yet goes after it in the one order.
+  for (int r = 0; r < kSize; ++r)
+    ASSERT_TRUE(sets_.Submit(Allreduce("g", r, 0), kNow, &rejected).ok());
+  ASSERT_TRUE(sets_.Submit(Allreduce("h", 0, a), kNow, &rejected).ok());
+  ASSERT_TRUE(sets_.Submit(Allreduce("h", 1, a), kNow, &rejected).ok());
+  absl::Time next;
+  std::vector<Response> responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_EQ(responses[0].process_set, a);
+  EXPECT_EQ(responses[1].names, std::vector<std::string>{"g"});
+  // Set a waits for rank 1's "p" when every rank removes it through set 0.
+  ASSERT_TRUE(sets_.Submit(Allreduce("p", 0, a), kNow, &rejected).ok());
+  for (int r = 0; r < kSize; ++r) {
+    ASSERT_TRUE(sets_.Submit(Control("troika/process_set/remove/0", r, {a}), kNow, &rejected).ok());
+  }
+  responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_EQ(responses[0].process_set, a);
+  EXPECT_THAT(responses[0].error, HasSubstr("process set " + std::to_string(a) + " was removed"));
+  EXPECT_EQ(responses[1].names, std::vector<std::string>{"troika/process_set/remove/0"});
+  EXPECT_FALSE(responses[1].is_error()) << responses[1].error;
+  EXPECT_EQ(responses[1].root, a);
+  EXPECT_EQ(sets_.count(), 0);
+}
+
+TEST_F(ProcessSetsTest, AnAddThroughSetZeroLeavesOutRanksThatLeft) {
+  std::optional<Response> rejected;
+  for (int r = 0; r < kSize; ++r) {
+    ASSERT_TRUE(sets_.Submit(Control("troika/process_set/add/0", r, {1, 2}), kNow, &rejected).ok());
+  }
+  absl::Time next;
+  std::vector<Response> responses = sets_.Poll(kNow, {2}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 1u);
+  const int a = responses[0].root;
+  ASSERT_GT(a, 0) << responses[0].error;
+  ASSERT_TRUE(sets_.Submit(Allreduce("h", 1, a), kNow, &rejected).ok());
+  responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_THAT(responses[0].error, HasSubstr("(global rank 2) has shut down"));
+}
+
+TEST_F(ProcessSetsTest, ARankLeavingSetZeroIsNamedAsItself) {
+  std::optional<Response> rejected;
+  ASSERT_TRUE(sets_.Submit(Allreduce("g", 0, 0), kNow, &rejected).ok());
+  EXPECT_TRUE(sets_.has_pending());
+  ASSERT_EQ(sets_.Pending().size(), 1u);
+  EXPECT_EQ(sets_.Pending()[0].name, "g") << "set 0's names are the tensors' own";
+  EXPECT_EQ(sets_.Pending()[0].missing_ranks, (std::vector<int>{1, 2, 3}));
+  sets_.RemoveRank(3, "has shut down");
+  absl::Time next;
+  std::vector<Response> responses = sets_.Poll(kNow, {}, &next, &allreduce_bytes_);
+  ASSERT_EQ(responses.size(), 1u);
+  EXPECT_THAT(responses[0].error, HasSubstr("rank 3 has shut down"));
+  EXPECT_THAT(responses[0].error, Not(HasSubstr("global")));
+  EXPECT_FALSE(sets_.has_pending());
+}
+
+TEST_F(ProcessSetsTest, CacheIdsAndRankListsOutsideSetZeroAreProtocolErrors) {
+  const int a = Add({0, 1});
+  std::optional<Response> rejected;
+  TensorRequest cached = Allreduce("h", 0, a);
+  cached.cache_id = 3;
+  EXPECT_EQ(sets_.Submit(cached, kNow, &rejected).code(), absl::StatusCode::kInvalidArgument);
+  TensorRequest listed = Allreduce("h", 0, a);
+  listed.process_set_ranks = {0};
+  EXPECT_EQ(sets_.Submit(listed, kNow, &rejected).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(rejected);
 }
 
 }  // namespace

@@ -1,43 +1,42 @@
-// Job: steady-state schedules (docs/protocol.md, Schedules) — detecting the period, publishing
-// it, and the ranks that still execute it.
+#include "coordinator/negotiation/schedules.h"
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/schedule_drops.h"
-#include "coordinator/job/job.h"
 
 namespace troika::coordinator {
 
-void Job::ObserveForScheduleLocked(const std::vector<Response>& responses) {
-  if (!schedule_detector_ || schedule_) return;
-  for (const Response& response : responses) schedule_detector_->Observe(response);
+Schedules::Schedules(std::string job, int size, ScheduleOptions options,
+                     const Negotiator& whole_job, Broadcast broadcast)
+    : job_(std::move(job)),
+      size_(size),
+      buckets_(options.buckets),
+      whole_job_(whole_job),
+      broadcast_(std::move(broadcast)),
+      detector_(options.enabled ? std::make_unique<ScheduleDetector>() : nullptr) {}
+
+void Schedules::OnSending(const std::vector<Response>& responses) {
+  if (!seeking()) return;
+  for (const Response& response : responses) detector_->Observe(response);
 }
 
-void Job::MaybePublishScheduleLocked() {
-  if (!schedule_detector_ || schedule_ || state_ != State::kRunning || resync_ ||
-      !departed_.empty() || !negotiator_.idle() || process_sets_.has_pending()) {
-    return;
-  }
-  // The autotuner changes fusion while it samples: schedule what it settled on.
-  const AutotuneInfo tuning = telemetry_.autotune_info();
-  if (tuning.enabled && !tuning.done) return;
-  for (session::SessionSink* sink : session_of_rank_) {
-    if (sink == nullptr) return;
-  }
-  std::optional<std::vector<Response>> period = schedule_detector_->Period();
+void Schedules::MaybePublish() {
+  if (!seeking()) return;
+  std::optional<std::vector<Response>> period = detector_->Period();
   if (!period) return;
   const size_t negotiated = period->size();
-  std::vector<Response> entries = BucketLocked(*period);
-  if (entries.size() < negotiated && !StartsAfterACutLocked(*period) &&
+  std::vector<Response> entries = Bucket(*period);
+  if (entries.size() < negotiated && !StartsAfterACut(*period) &&
       ++unaligned_publications_ <= kMaxUnalignedPublications) {
     return;  // a later response may end the period where a step ends
   }
   unaligned_publications_ = 0;
-  Schedule schedule{next_schedule_id_++, std::move(entries)};
-  ++schedules_published_;
+  Schedule schedule{next_id_++, std::move(entries)};
+  ++published_;
   // Names travel: a rank needs them before it submits.
   for (Response& entry : schedule.entries) entry.ids_known = false;
   ActiveSchedule active{
@@ -61,60 +60,69 @@ void Job::MaybePublishScheduleLocked() {
     int64_t& entry_bytes = active.entry_bytes.emplace_back(0);
     for (size_t i = 0; i < entry.names.size(); ++i) {
       const int64_t bytes =
-          i < entry.cache_ids.size() ? negotiator_.CachedBytes(entry.cache_ids[i]) : 0;
+          i < entry.cache_ids.size() ? whole_job_.CachedBytes(entry.cache_ids[i]) : 0;
       active.period.push_back({entry.names[i], static_cast<int>(e), bytes});
       entry_bytes += bytes;
     }
   }
-  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << active.id << " of "
+  TROIKA_LOG(INFO) << "job '" << job_ << "': schedule " << active.id << " of "
                    << active.responses.size() << " responses (" << active.tensors.names.size()
                    << " tensors) runs without negotiation"
                    << (active.bucketed
                            ? absl::StrCat(" (fused from ", negotiated, " negotiated responses)")
                            : "");
-  schedule_ = std::move(active);
+  active_ = std::move(active);
   auto down = std::make_shared<DownMessage>();
   down->schedule = std::move(schedule);
-  BroadcastLocked(std::move(down));
+  broadcast_(std::move(down));
 }
 
-bool Job::ScheduledLocked(const TensorRequest& request) const {
-  return schedule_ && schedule_->executing.count(request.rank) > 0 &&
-         schedule_->tensors.Names(request);
+bool Schedules::Scheduled(const TensorRequest& request) const {
+  return active_ && active_->executing.count(request.rank) > 0 && active_->tensors.Names(request);
 }
 
-bool Job::DroppedForScheduleLocked(const TensorRequest& request) {
-  return schedule_ && schedule_->executing.count(request.rank) > 0 &&
-         DropsForSchedule(schedule_->tensors, schedule_->dropped, request);
+bool Schedules::Dropped(const TensorRequest& request) {
+  return active_ && active_->executing.count(request.rank) > 0 &&
+         DropsForSchedule(active_->tensors, active_->dropped, request);
 }
 
-void Job::LeaveScheduleLocked(int rank) {
-  if (!schedule_ || schedule_->executing.erase(rank) == 0) return;
-  schedule_->waiting[rank].clear();
-  if (!schedule_->executing.empty()) return;
-  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule_->id << " ended";
+void Schedules::Leave(int rank) {
+  if (!active_ || active_->executing.erase(rank) == 0) return;
+  active_->waiting[rank].clear();
+  if (!active_->executing.empty()) return;
+  TROIKA_LOG(INFO) << "job '" << job_ << "': schedule " << active_->id << " ended";
   // A bucketed schedule that ended before every rank completed one round of it most likely
   // fused a tensor with one it depends on through something the ranks cannot see (not a Wait
   // or a Poll): after kMaxYoungBucketedEnds, this job's schedules keep negotiation's fusion.
-  if (schedule_->bucketed && schedule_->full_rounds == 0 &&
+  if (active_->bucketed && active_->full_rounds == 0 &&
       ++young_bucketed_ends_ == kMaxYoungBucketedEnds) {
-    TROIKA_LOG(WARNING) << "job '" << name_ << "': " << kMaxYoungBucketedEnds
+    TROIKA_LOG(WARNING) << "job '" << job_ << "': " << kMaxYoungBucketedEnds
                         << " fused schedules ended in their first "
                         << "step; schedules keep negotiation's fusion from now on";
   }
-  schedule_.reset();
+  active_.reset();
   // A schedule that ended asks the next one to be seen repeating once more (up to 8 times):
   // a job whose steps keep changing settles on negotiation.
-  schedule_detector_->Reset(2 + std::min(++schedules_ended_, 6));
+  detector_->Reset(2 + std::min(++ended_, 6));
 }
 
-absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progress,
-                                         absl::Time sent_at) {
-  // A report about a schedule that ended (or of a rank that left it) is history.
-  if (!schedule_ || schedule_->id != progress.schedule || !schedule_->executing.count(rank)) {
-    return absl::OkStatus();
-  }
-  ActiveSchedule& schedule = *schedule_;
+void Schedules::End(int64_t id, const std::vector<int>& ranks) {
+  if (!active_ || active_->id != id) return;  // it ended before a restart
+  for (int r : ranks) Leave(r);
+}
+
+void Schedules::Deviate(int64_t id, const std::vector<int>& ranks) {
+  if (!active_ || active_->id != id || active_->revoked) return;
+  // Ranks waiting for their own next submission (or not submitting at all: shutting down,
+  // busy elsewhere) would leave the deviating ranks blocked in their void entry: every rank
+  // deviates at once instead. Ranks already in that entry complete it with the void vote.
+  TROIKA_LOG(INFO) << "job '" << job_ << "': " << FormatRanks(ranks) << " deviated from schedule "
+                   << id << "; ending it on every rank";
+  Revoke();
+}
+
+absl::Status Schedules::CheckProgress(const ActiveSchedule& schedule,
+                                      const ScheduleProgress& progress) {
   const size_t tensors = schedule.period.size();
   const size_t entries = schedule.responses.size();
   const size_t rounds = progress.submitted_ago.size() / tensors;
@@ -139,10 +147,44 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
                                                      " tensors: no tensor after ", n));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Schedules::Progress(int rank, const ScheduleProgress& progress, absl::Time sent_at,
+                                 Rounds* rounds) {
+  // A report about a schedule that ended (or of a rank that left it) is history.
+  if (!active_ || active_->id != progress.schedule || !active_->executing.count(rank)) {
+    return absl::OkStatus();
+  }
+  ActiveSchedule& schedule = *active_;
+  if (absl::Status s = CheckProgress(schedule, progress); !s.ok()) return s;
   schedule.cut_after.insert(progress.cut_after.begin(), progress.cut_after.end());
-  std::vector<ReadyRecord> records;
-  std::vector<int64_t> entry_bytes;
-  for (size_t i = 0; i < rounds; ++i) {
+  RecordRounds(rank, progress, sent_at, rounds);
+
+  std::map<std::pair<int, int64_t>, absl::Time> waiting;
+  for (const ScheduleProgress::Waiting& w : progress.waiting) {
+    const std::pair<int, int64_t> key{w.tensor, w.round};
+    auto before = schedule.waiting[rank].find(key);
+    // A tensor waiting in report after report keeps its first arrival: the stall inspector
+    // reports a tensor once per arrival.
+    waiting[key] =
+        before != schedule.waiting[rank].end() ? before->second : sent_at - w.submitted_ago;
+  }
+  schedule.waiting[rank] = std::move(waiting);
+
+  if (!schedule.learned && schedule.full_rounds >= kLearnRounds) Learn();
+  // Learn may have revoked the schedule, never ended it: it is still active_.
+  rounds->waiting = !active_->waiting[rank].empty();
+  return absl::OkStatus();
+}
+
+void Schedules::RecordRounds(int rank, const ScheduleProgress& progress, absl::Time sent_at,
+                             Rounds* rounds) {
+  ActiveSchedule& schedule = *active_;
+  const size_t tensors = schedule.period.size();
+  const size_t entries = schedule.responses.size();
+  const size_t reported = progress.submitted_ago.size() / tensors;
+  for (size_t i = 0; i < reported; ++i) {
     const int64_t number = progress.first_round + static_cast<int64_t>(i);
     if (number <= schedule.reported_through[rank]) continue;  // reported before
     schedule.reported_through[rank] = number;
@@ -163,61 +205,45 @@ absl::Status Job::ScheduleProgressLocked(int rank, const ScheduleProgress& progr
     }
     if (++round.reported < size_) continue;
     ++schedule.full_rounds;
-    // Every rank's tensors waited until their entry completed (at about the same moment on
-    // every rank): who waited least arrived last. Free of clock differences between ranks.
-    for (size_t n = 0; n < tensors; ++n) {
-      const ActiveSchedule::Tensor& tensor = schedule.period[n];
-      ReadyRecord& record = records.emplace_back();
-      record.name = tensor.name;
-      record.cached = true;
-      record.bytes = tensor.bytes;
-      record.ready_at = absl::InfinitePast();
-      const absl::Time done = round.completed[static_cast<size_t>(tensor.entry)];
-      for (int r = 0; r < size_; ++r) {
-        record.arrivals.push_back(done - round.waited[r][n]);
-        record.ready_at = std::max(record.ready_at, record.arrivals.back());
-      }
-    }
-    entry_bytes.insert(entry_bytes.end(), schedule.entry_bytes.begin(), schedule.entry_bytes.end());
+    CompleteRound(round, rounds);
     schedule.rounds.erase(number);
   }
   // A round below what every rank reported lacks a rank that skipped it (its report was
   // full): it never completes.
   const int64_t through = *std::ranges::min_element(schedule.reported_through);
   schedule.rounds.erase(schedule.rounds.begin(), schedule.rounds.upper_bound(through));
-
-  std::map<std::pair<int, int64_t>, absl::Time> waiting;
-  for (const ScheduleProgress::Waiting& w : progress.waiting) {
-    const std::pair<int, int64_t> key{w.tensor, w.round};
-    auto before = schedule.waiting[rank].find(key);
-    // A tensor waiting in report after report keeps its first arrival: the stall inspector
-    // reports a tensor once per arrival.
-    waiting[key] =
-        before != schedule.waiting[rank].end() ? before->second : sent_at - w.submitted_ago;
-  }
-  schedule.waiting[rank] = std::move(waiting);
-
-  if (!schedule.learned && schedule.full_rounds >= kLearnRounds) LearnFromScheduleLocked();
-  if (!records.empty()) {
-    metrics_.OnAllreduceResponses(entry_bytes, negotiator_.options().fusion_threshold_bytes);
-    RecordReadyLocked(records);
-  }
-  if (stall_timer_ == 0 && !schedule.waiting[rank].empty()) {
-    const absl::Time next = stall_inspector_.NextCheck(PendingLocked());
-    if (next != absl::InfiniteFuture()) ArmStallTimerLocked(next);
-  }
-  return absl::OkStatus();
 }
 
-void Job::RevokeScheduleLocked() {
-  schedule_->revoked = true;
+void Schedules::CompleteRound(const ActiveSchedule::Round& round, Rounds* rounds) const {
+  const ActiveSchedule& schedule = *active_;
+  // Every rank's tensors waited until their entry completed (at about the same moment on
+  // every rank): who waited least arrived last. Free of clock differences between ranks.
+  for (size_t n = 0; n < schedule.period.size(); ++n) {
+    const ActiveSchedule::Tensor& tensor = schedule.period[n];
+    ReadyRecord& record = rounds->records.emplace_back();
+    record.name = tensor.name;
+    record.cached = true;
+    record.bytes = tensor.bytes;
+    record.ready_at = absl::InfinitePast();
+    const absl::Time done = round.completed[static_cast<size_t>(tensor.entry)];
+    for (int r = 0; r < size_; ++r) {
+      record.arrivals.push_back(done - round.waited[r][n]);
+      record.ready_at = std::max(record.ready_at, record.arrivals.back());
+    }
+  }
+  rounds->entry_bytes.insert(rounds->entry_bytes.end(), schedule.entry_bytes.begin(),
+                             schedule.entry_bytes.end());
+}
+
+void Schedules::Revoke() {
+  active_->revoked = true;
   auto down = std::make_shared<DownMessage>();
-  down->end_schedule = schedule_->id;
-  BroadcastLocked(std::move(down));
+  down->end_schedule = active_->id;
+  broadcast_(std::move(down));
 }
 
-void Job::LearnFromScheduleLocked() {
-  ActiveSchedule& schedule = *schedule_;
+void Schedules::Learn() {
+  ActiveSchedule& schedule = *active_;
   schedule.learned = true;
   const size_t tensors = schedule.period.size();
   for (size_t n = 0; n < tensors; ++n) {  // the last: with the next round's first
@@ -231,17 +257,17 @@ void Job::LearnFromScheduleLocked() {
     }
   }
   if (schedule.bucketed || schedule.revoked) return;
-  const size_t collectives = BucketLocked(schedule.responses).size();
+  const size_t collectives = Bucket(schedule.responses).size();
   if (collectives >= schedule.responses.size()) return;
   // Ranks deviate at the next entry none has entered; negotiation then sees the steps repeat
   // again, and the next schedule is published bucketed.
-  TROIKA_LOG(INFO) << "job '" << name_ << "': schedule " << schedule.id << " ends: its "
+  TROIKA_LOG(INFO) << "job '" << job_ << "': schedule " << schedule.id << " ends: its "
                    << schedule.responses.size() << " responses can run as " << collectives
                    << " collectives";
-  RevokeScheduleLocked();
+  Revoke();
 }
 
-bool Job::StartsAfterACutLocked(const std::vector<Response>& period) const {
+bool Schedules::StartsAfterACut(const std::vector<Response>& period) const {
   std::vector<const std::string*> names;
   for (const Response& entry : period) {
     for (const std::string& name : entry.names) names.push_back(&name);
@@ -256,9 +282,9 @@ bool Job::StartsAfterACutLocked(const std::vector<Response>& period) const {
   return true;  // no step boundary known: any rotation is as good
 }
 
-std::vector<Response> Job::BucketLocked(std::vector<Response> period) const {
-  if (!schedule_buckets_ || young_bucketed_ends_ >= kMaxYoungBucketedEnds) return period;
-  const int64_t limit = negotiator_.options().fusion_threshold_bytes;
+std::vector<Response> Schedules::Bucket(std::vector<Response> period) const {
+  if (!buckets_ || young_bucketed_ends_ >= kMaxYoungBucketedEnds) return period;
+  const int64_t limit = whole_job_.options().fusion_threshold_bytes;
   auto joinable = [&](const std::string& a, const std::string& b) {
     return joinable_.count({a, b}) > 0;
   };
@@ -270,7 +296,7 @@ std::vector<Response> Job::BucketLocked(std::vector<Response> period) const {
   };
   auto bytes_of = [&](const Response& r) {
     int64_t bytes = 0;
-    for (int32_t id : r.cache_ids) bytes += negotiator_.CachedBytes(id);
+    for (int32_t id : r.cache_ids) bytes += whole_job_.CachedBytes(id);
     return bytes;
   };
   std::vector<Response> buckets;
@@ -295,13 +321,13 @@ std::vector<Response> Job::BucketLocked(std::vector<Response> period) const {
   return buckets;
 }
 
-std::vector<PendingTensor> Job::ScheduledPendingLocked() const {
+std::vector<PendingTensor> Schedules::Pending() const {
   std::vector<PendingTensor> pending;
-  if (!schedule_) return pending;
+  if (!active_) return pending;
   // (tensor, round) -> the earliest arrival and the ranks waiting for it.
   std::map<std::pair<int, int64_t>, std::pair<absl::Time, std::set<int>>> waiting;
   for (int r = 0; r < size_; ++r) {
-    for (const auto& [key, since] : schedule_->waiting[r]) {
+    for (const auto& [key, since] : active_->waiting[r]) {
       auto [it, fresh] = waiting.try_emplace(key, since, std::set<int>{});
       it->second.first = std::min(it->second.first, since);
       it->second.second.insert(r);
@@ -311,7 +337,7 @@ std::vector<PendingTensor> Job::ScheduledPendingLocked() const {
     // Every rank is in (or about to enter) its entry: nobody is missing.
     if (static_cast<int>(tensor.second.size()) == size_) continue;
     PendingTensor& p = pending.emplace_back();
-    p.name = schedule_->period[static_cast<size_t>(key.first)].name;
+    p.name = active_->period[static_cast<size_t>(key.first)].name;
     p.first_arrival = tensor.first;
     for (int r = 0; r < size_; ++r) {
       if (!tensor.second.count(r)) p.missing_ranks.push_back(r);
@@ -320,37 +346,18 @@ std::vector<PendingTensor> Job::ScheduledPendingLocked() const {
   return pending;
 }
 
-absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
-                                  const std::vector<int>& ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (int r : ranks) {
-    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "a session deviated from a schedule for rank ", r, ", which it does not own"));
-    }
+ScheduleInfo Schedules::Info() const {
+  ScheduleInfo info;
+  info.enabled = detector_ != nullptr;
+  info.published = published_;
+  info.ended = ended_;
+  if (active_) {
+    info.active = active_->id;
+    info.entries = static_cast<int>(active_->responses.size());
+    info.tensors = static_cast<int>(active_->tensors.names.size());
+    info.executing_ranks = static_cast<int>(active_->executing.size());
   }
-  if (!schedule_ || schedule_->id != id || schedule_->revoked) return absl::OkStatus();
-  // Ranks waiting for their own next submission (or not submitting at all: shutting down,
-  // busy elsewhere) would leave the deviating ranks blocked in their void entry: every rank
-  // deviates at once instead. Ranks already in that entry complete it with the void vote.
-  TROIKA_LOG(INFO) << "job '" << name_ << "': " << FormatRanks(ranks) << " deviated from schedule "
-                   << id << "; ending it on every rank";
-  RevokeScheduleLocked();
-  return absl::OkStatus();
-}
-
-absl::Status Job::EndSchedule(session::SessionSink* sink, int64_t id,
-                              const std::vector<int>& ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (int r : ranks) {
-    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("a session ended a schedule for rank ", r, ", which it does not own"));
-    }
-  }
-  if (!schedule_ || schedule_->id != id) return absl::OkStatus();  // it ended before a restart
-  for (int r : ranks) LeaveScheduleLocked(r);
-  return absl::OkStatus();
+  return info;
 }
 
 }  // namespace troika::coordinator
