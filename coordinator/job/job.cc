@@ -55,10 +55,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       size_(size),
       epoch_(options.epoch),
       generation_cause_(std::move(options.generation_cause)),
-      min_size_(options.min_size),
       max_size_(options.max_size > 0 ? options.max_size : size),
-      next_generation_(std::move(options.next_generation)),
-      next_incarnation_(std::move(options.next_incarnation)),
       scheduler_(scheduler),
       clock_(clock),
       on_done_(std::move(on_done)),
@@ -67,7 +64,6 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       on_record_(std::move(options.on_record)),
       on_recovered_(std::move(options.on_recovered)),
       kv_(scheduler),
-      session_of_rank_(size, nullptr),
       negotiation_(name_, size, options.negotiator,
                    {.enabled = options.schedules, .buckets = options.schedule_buckets},
                    [this](std::shared_ptr<const DownMessage> m) { BroadcastLocked(std::move(m)); }),
@@ -81,7 +77,10 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                    negotiation_.set_options(options);
                    SyncSettingsLocked();  // tuning may have ended
                  }),
-      settings_(CurrentSettings()) {
+      roster_(name_, size, epoch_, scheduler),
+      sessions_(name_, size, CurrentSettings()),
+      generations_(size, epoch_, options.min_size, std::move(options.next_generation),
+                   std::move(options.next_incarnation)) {
   negotiation_.AddObserver(stragglers_);  // set 0's tensors
   negotiation_.AddObserver(metrics_);     // every set's
   negotiation_.AddObserver(telemetry_);   // set 0's; tunes negotiation_
@@ -92,12 +91,10 @@ Job::~Job() {
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
   if (stall_timer_) scheduler_.Cancel(stall_timer_);
   const absl::Status removed = absl::CancelledError(absl::StrCat("job '", name_, "' was removed"));
-  FailAttachWaitersLocked(removed);
-  FailJoinersLocked(removed);
+  FailWaitingLocked(removed);
 }
 
-absl::Status Job::BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
-                                    session::SessionSink* sink) {
+absl::Status Job::AcceptsSessionLocked(int64_t epoch) const {
   if (detached_) return absl::UnavailableError("the coordinator is restarting");
   if (state_ != State::kRunning) {
     return absl::FailedPreconditionError(
@@ -107,129 +104,62 @@ absl::Status Job::BindSessionLocked(const std::vector<int>& ranks, int64_t epoch
     return absl::FailedPreconditionError(
         absl::StrCat("job '", name_, "' is at epoch ", epoch_, ", the session asked for ", epoch));
   }
-  if (ranks.empty()) return absl::InvalidArgumentError("a session needs at least one rank");
-  for (int r : ranks) {
-    if (r < 0 || r >= size_) return absl::InvalidArgumentError(absl::StrCat("bad rank ", r));
-    if (session_of_rank_[r] != nullptr || departed_.count(r)) {
-      return absl::AlreadyExistsError(absl::StrCat("rank ", r, " already has a session"));
-    }
-  }
-  for (int r : ranks) session_of_rank_[r] = sink;
-  sessions_[sink] = ranks;
-  if (!(settings_ == ClientSettings{})) {
-    auto down = std::make_shared<DownMessage>();
-    down->settings = settings_;
-    sink->Send(std::move(down));
-  }
   return absl::OkStatus();
 }
 
 absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
                               session::SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (resync_ || resumed_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job '", name_, "' is resuming after a coordinator restart; a new session cannot join it"));
-  }
-  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
-  fresh_sessions_ = true;
-  return absl::OkStatus();
+  if (absl::Status s = sessions_.CanOpen(); !s.ok()) return s;
+  if (absl::Status s = AcceptsSessionLocked(epoch); !s.ok()) return s;
+  return sessions_.Open(ranks, sink, roster_.departed());
 }
 
 absl::Status Job::ResumeSession(const std::vector<int>& ranks, int64_t epoch,
                                 const SessionResume& resume, session::SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (fresh_sessions_ || resumed_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job '", name_, "' cannot resume a session: ",
-        fresh_sessions_ ? "its sessions are new (the coordinator did not restart under it)"
-                        : "it has resumed already"));
+  if (absl::Status s = sessions_.CanResume(resume); !s.ok()) return s;
+  if (absl::Status s = AcceptsSessionLocked(epoch); !s.ok()) return s;
+  if (absl::Status s = sessions_.Resume(ranks, resume, sink, roster_.departed()); !s.ok()) {
+    return s;
   }
-  if (resume.received < 0) return absl::InvalidArgumentError("resume: negative received");
-  if (absl::Status s = BindSessionLocked(ranks, epoch, sink); !s.ok()) return s;
-  if (!resync_) resync_.emplace();
-  resync_->received[sink] = resume.received;
-  resync_->max_cache_id = std::max(resync_->max_cache_id, resume.max_cache_id);
-  resync_->max_schedule_id = std::max(resync_->max_schedule_id, resume.max_schedule_id);
-  MaybeResyncLocked();
+  if (std::optional<Sessions::Resumed> resumed = sessions_.Resync()) ResumedLocked(*resumed);
   return absl::OkStatus();
-}
-
-void Job::MaybeResyncLocked() {
-  if (!resync_ || resync_->leader != nullptr) return;
-  for (int r = 0; r < size_; ++r) {
-    if (session_of_rank_[r] == nullptr) return;  // not every session is back yet
-  }
-  int64_t from = std::numeric_limits<int64_t>::max(), to = 0;
-  for (const auto& [sink, received] : resync_->received) {
-    from = std::min(from, received + 1);
-    if (received > to) {
-      to = received;
-      resync_->leader = sink;
-    }
-  }
-  if (from > to) return FinishResyncLocked(to);
-  // Some sessions received responses others did not: the most advanced one sends them up.
-  resync_->from = from;
-  resync_->to = to;
-  TROIKA_LOG(INFO) << "job '" << name_ << "': asking for responses " << from << " to " << to
-                   << " to resume every session";
-  auto ask = std::make_shared<DownMessage>();
-  ask->replay_from = from;
-  ask->replay_to = to;
-  resync_->leader->Send(std::move(ask));
 }
 
 absl::Status Job::Replay(session::SessionSink* sink, int64_t first_seq,
                          std::vector<Response> responses) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!resync_ || resync_->leader != sink) {
+  if (!sessions_.AwaitsReplay(sink)) {
     return absl::InvalidArgumentError("a session sent a replay no one asked it for");
   }
   if (state_ != State::kRunning) return absl::OkStatus();
-  const int64_t from = resync_->from, to = resync_->to;
-  if (first_seq != from || static_cast<int64_t>(responses.size()) != to - from + 1) {
-    AbortLocked(AbortCause::kConnectionLost,
-                absl::StrCat("cannot resume after a coordinator restart: responses ", from, " to ",
-                             to, " are no longer held by the agent that received them"));
+  absl::StatusOr<Sessions::Resumed> resumed = sessions_.Replay(first_seq, responses);
+  if (!resumed.ok()) {
+    AbortLocked(AbortCause::kConnectionLost, std::string(resumed.status().message()));
     return absl::OkStatus();
   }
-  for (const auto& [session, received] : resync_->received) {
-    if (received >= to) continue;
-    auto down = std::make_shared<DownMessage>();
-    down->responses.assign(responses.begin() + (received + 1 - from), responses.end());
-    down->seq = received + 1;
-    session->Send(std::move(down));
-  }
-  FinishResyncLocked(to);
+  ResumedLocked(*resumed);
   return absl::OkStatus();
 }
 
-void Job::FinishResyncLocked(int64_t through) {
-  next_seq_ = through + 1;
+void Job::ResumedLocked(const Sessions::Resumed& resumed) {
   // Ranks keep the ids the old coordinator gave them; they end up as misses, never as
   // another tensor's id. Likewise schedule ids: ranks may still run the old coordinator's
   // schedule, and what they say of it (ended, progress) must not be taken for a new one's.
-  negotiation_.ReserveIdsThrough(resync_->max_cache_id, resync_->max_schedule_id);
-  resync_.reset();
-  resumed_ = true;
-  TROIKA_LOG(INFO) << "job '" << name_ << "' resumed after a coordinator restart (" << through
-                   << " responses before it)";
-  auto resumed = std::make_shared<DownMessage>();
-  resumed->resumed = true;
-  BroadcastLocked(std::move(resumed));
+  negotiation_.ReserveIdsThrough(resumed.max_cache_id, resumed.max_schedule_id);
 }
 
 absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kAborted) return absl::OkStatus();  // the session was told why
-  if (resync_) {
+  if (sessions_.resyncing()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
   }
   absl::Time now = clock_.Now();
   auto owned = [&](int rank) {
-    if (rank < 0 || rank >= size_ || session_of_rank_[rank] != sink) {
+    if (!sessions_.Owns(sink, rank)) {
       return absl::PermissionDeniedError(
           absl::StrCat("a session submitted for rank ", rank, ", which it does not own"));
     }
@@ -256,7 +186,7 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
 absl::Status Job::Goodbye(session::SessionSink* sink, const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r : ranks) {
-    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+    if (!sessions_.Owns(sink, r)) {
       return absl::PermissionDeniedError(absl::StrCat("goodbye for rank ", r, " not owned"));
     }
   }
@@ -267,24 +197,24 @@ absl::Status Job::Goodbye(session::SessionSink* sink, const std::vector<int>& ra
 }
 
 void Job::DepartLocked(int rank, const std::string& why) {
-  if (!departed_.insert(rank).second) return;
+  if (!roster_.Depart(rank)) return;
   negotiation_.RemoveRank(rank, why);
   hangs_.Forget(rank);
   // A rank connecting a data plane (Init, AddProcessSet) waits for every member's address:
   // whatever is not set yet never will be.
   kv_.Close(absl::FailedPreconditionError(
       absl::StrCat("rank ", rank, " ", why, "; it will not connect to the other ranks")));
-  if (state_ == State::kRunning && static_cast<int>(departed_.size()) == size_) {
+  if (state_ == State::kRunning && roster_.all_departed()) {
     state_ = State::kFinished;
     TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
-    FailJoinersLocked(absl::FailedPreconditionError(
+    generations_.FailJoiners(absl::FailedPreconditionError(
         absl::StrCat("job '", name_, "' finished before this node was admitted")));
   }
 }
 
 absl::Status Job::ReportExit(session::SessionSink* sink, const RankExit& exit) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (exit.rank < 0 || exit.rank >= size_ || session_of_rank_[exit.rank] != sink) {
+  if (!sessions_.Owns(sink, exit.rank)) {
     return absl::PermissionDeniedError(
         absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
   }
@@ -293,10 +223,10 @@ absl::Status Job::ReportExit(session::SessionSink* sink, const RankExit& exit) {
 }
 
 void Job::ReportExitLocked(const RankExit& exit) {
-  if (departed_.count(exit.rank)) {
+  if (roster_.departed(exit.rank)) {
     // It had left cleanly. Whether it can still attach again matters to a job that is not
     // elastic (job_incarnation.cc).
-    if (next_incarnation_) LeftRankExitedLocked(exit);
+    if (generations_.forms_again()) LeftRankExitedLocked(exit);
     return;
   }
   if (exit.exit_code == 0 && exit.signal == 0) {
@@ -315,11 +245,11 @@ void Job::ReportExitLocked(const RankExit& exit) {
 
 absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& state) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state.rank < 0 || state.rank >= size_ || session_of_rank_[state.rank] != sink) {
+  if (!sessions_.Owns(sink, state.rank)) {
     return absl::PermissionDeniedError(
         absl::StrCat("wait state for rank ", state.rank, ", which the session does not own"));
   }
-  if (state_ != State::kRunning || departed_.count(state.rank)) return absl::OkStatus();
+  if (state_ != State::kRunning || roster_.departed(state.rank)) return absl::OkStatus();
   hangs_.UpdateWaits(state.rank, state.waiting_for);
   CheckDeadlockLocked();
   return absl::OkStatus();
@@ -327,7 +257,7 @@ absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& s
 
 absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& report) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (report.rank < 0 || report.rank >= size_ || session_of_rank_[report.rank] != sink) {
+  if (!sessions_.Owns(sink, report.rank)) {
     return absl::PermissionDeniedError(absl::StrCat("execution report for rank ", report.rank,
                                                     ", which the session does not own"));
   }
@@ -356,7 +286,7 @@ absl::Status Job::EndSchedule(session::SessionSink* sink, int64_t id,
                               const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r : ranks) {
-    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+    if (!sessions_.Owns(sink, r)) {
       return absl::PermissionDeniedError(
           absl::StrCat("a session ended a schedule for rank ", r, ", which it does not own"));
     }
@@ -369,7 +299,7 @@ absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
                                   const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r : ranks) {
-    if (r < 0 || r >= size_ || session_of_rank_[r] != sink) {
+    if (!sessions_.Owns(sink, r)) {
       return absl::PermissionDeniedError(absl::StrCat(
           "a session deviated from a schedule for rank ", r, ", which it does not own"));
     }
@@ -404,25 +334,14 @@ ClientSettings Job::CurrentSettings() const {
   return settings;
 }
 
-void Job::SyncSettingsLocked() {
-  const ClientSettings settings = CurrentSettings();
-  if (settings == settings_) return;
-  settings_ = settings;
-  auto down = std::make_shared<DownMessage>();
-  down->settings = settings;
-  BroadcastLocked(std::move(down));
-}
+void Job::SyncSettingsLocked() { sessions_.UpdateSettings(CurrentSettings()); }
 
 void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(sink);
-  if (it == sessions_.end()) return;
   std::vector<int> lost;
-  for (int r : it->second) {
-    session_of_rank_[r] = nullptr;
-    if (!departed_.count(r)) lost.push_back(r);
+  for (int r : sessions_.Close(sink)) {
+    if (!roster_.departed(r)) lost.push_back(r);
   }
-  sessions_.erase(it);
   if (!lost.empty() && state_ == State::kRunning && !detached_) {
     if (ended.ok()) {
       LoseRanksLocked(lost, AbortCause::kConnectionLost,
@@ -447,9 +366,8 @@ void Job::Detach(const std::string& reason) {
   if (state_ == State::kAborted || state_ == State::kFinished) return;
   detached_ = true;
   const absl::Status status = absl::UnavailableError(reason);
-  for (auto& [sink, ranks] : sessions_) sink->End(status);
-  FailAttachWaitersLocked(status);
-  FailJoinersLocked(status);
+  sessions_.EndAll(status);
+  FailWaitingLocked(status);
   kv_.Close(status);
 }
 
@@ -459,8 +377,10 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   state_ = State::kAborted;
   // A next incarnation forming (ranks attaching again) ends with this one. (An elastic job's
   // successor begins as its generation ends, never by an abort.)
-  if (next_incarnation_ && successor_) successor_->Abort(cause, reason);
-  resync_.reset();
+  if (generations_.forms_again() && generations_.successor()) {
+    generations_.successor()->Abort(cause, reason);
+  }
+  sessions_.CancelResync();
   if (on_abort_) on_abort_(cause);
   abort_reason_ = reason;
   std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
@@ -469,9 +389,13 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
   BroadcastLocked(std::move(down));
-  FailAttachWaitersLocked(absl::AbortedError(message));
-  FailJoinersLocked(absl::AbortedError(message));
+  FailWaitingLocked(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
+}
+
+void Job::FailWaitingLocked(const absl::Status& status) {
+  roster_.FailWaiters(status);
+  generations_.FailJoiners(status);
 }
 
 v1::JobRecord Job::Record() const {
@@ -484,13 +408,13 @@ v1::JobRecord Job::RecordLocked() const {
   record.set_name(name_);
   record.set_size(size_);
   record.set_token_sha256(token_.digest());
-  for (const auto& [node, host] : nodes_) (*record.mutable_nodes())[node] = host;
+  for (const auto& [node, host] : roster_.nodes()) (*record.mutable_nodes())[node] = host;
   for (const auto& [id, ranks] : negotiation_.sets().Definitions()) {
     (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
   }
   record.set_next_process_set(negotiation_.sets().next_id());
-  if (min_size_ > 0) {
-    record.set_min_size(min_size_);
+  if (generations_.min_size() > 0) {
+    record.set_min_size(generations_.min_size());
     record.set_max_size(max_size_);
     record.set_epoch(epoch_);
     record.set_generation_cause(generation_cause_);
@@ -520,7 +444,7 @@ absl::Status Job::Restore(const v1::JobRecord& record) {
           absl::StrCat("job '", name_, "': node rank ", node, " of the record is not valid"));
     }
   }
-  nodes_.insert(record.nodes().begin(), record.nodes().end());
+  roster_.AddNodes({record.nodes().begin(), record.nodes().end()});
   negotiation_.sets().Restore(sets, record.next_process_set());
   return absl::OkStatus();
 }
@@ -530,20 +454,18 @@ void Job::FlushLocked() {
   const ProcessSets& sets = negotiation_.sets();
   const int sets_before = sets.next_id(), sets_count = sets.count();
   absl::Time next;
-  std::vector<Response> responses = negotiation_.Poll(now, departed_, &next);
+  std::vector<Response> responses = negotiation_.Poll(now, roster_.departed(), &next);
   if (on_record_ && (sets.next_id() != sets_before || sets.count() != sets_count)) {
     on_record_(RecordLocked());
   }
-  const bool admit = CutAtCommitLocked(responses);
+  const bool admit = AdmitsAtCommitLocked() && generations_.CutAtCommit(responses);
   if (!responses.empty()) {
     negotiation_.Sending(responses);
     auto down = std::make_shared<DownMessage>();
-    down->seq = next_seq_;
-    next_seq_ += static_cast<int64_t>(responses.size());
     down->responses = std::move(responses);
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiation_.TakeEndedCacheIds();
-    BroadcastLocked(std::move(down));
+    sessions_.BroadcastResponses(std::move(down));
     if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
     if (!admit) negotiation_.MaybePublishSchedule([this] { return CanTakeScheduleLocked(); });
   }
@@ -552,14 +474,12 @@ void Job::FlushLocked() {
 }
 
 bool Job::CanTakeScheduleLocked() const {
-  if (state_ != State::kRunning || resync_ || !departed_.empty()) return false;
+  if (state_ != State::kRunning || sessions_.resyncing() || !roster_.departed().empty()) {
+    return false;
+  }
   // The autotuner changes fusion while it samples: schedule what it settled on.
   const AutotuneInfo tuning = telemetry_.autotune_info();
-  if (tuning.enabled && !tuning.done) return false;
-  for (session::SessionSink* sink : session_of_rank_) {
-    if (sink == nullptr) return false;
-  }
-  return true;
+  return (!tuning.enabled || tuning.done) && sessions_.all_connected();
 }
 
 void Job::ArmTimerLocked(absl::Time due) {
@@ -580,7 +500,7 @@ void Job::ArmTimerLocked(absl::Time due) {
 }
 
 void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {
-  for (auto& [sink, ranks] : sessions_) sink->Send(message);
+  sessions_.Broadcast(std::move(message));
 }
 
 Job::State Job::state() const {
@@ -596,8 +516,8 @@ std::string Job::abort_reason() const {
 bool Job::DoneLocked() const {
   if (detached_) return false;  // kept for a restarted coordinator
   bool over = state_ == State::kFinished || state_ == State::kAborted ||
-              (state_ == State::kAttaching && hosts_.empty());
-  return over && sessions_.empty() && attach_waiters_.empty();
+              (state_ == State::kAttaching && !roster_.has_hosts());
+  return over && sessions_.empty() && !roster_.has_waiters();
 }
 
 bool Job::done() const {

@@ -37,7 +37,10 @@
 #include "coordinator/inspection/job_telemetry.h"
 #include "coordinator/inspection/stall_inspector.h"
 #include "coordinator/inspection/straggler_monitor.h"
+#include "coordinator/job/generations.h"
 #include "coordinator/job/job_info.h"
+#include "coordinator/job/roster.h"
+#include "coordinator/job/sessions.h"
 #include "coordinator/negotiation/job_negotiation.h"
 #include "coordinator/negotiation/negotiator.h"
 #include "coordinator/state/kv_store.h"
@@ -78,7 +81,7 @@ class JobLineage {
   }
 
  private:
-  friend class Job;
+  friend class Generations;  // moves it on as it makes a successor
   void Set(std::shared_ptr<Job> job) {
     std::lock_guard<std::mutex> lock(mu_);
     anchor_ = std::move(job);
@@ -140,28 +143,12 @@ struct JobOptions {
   std::function<std::shared_ptr<Job>(int64_t epoch)> next_incarnation;
 };
 
-// A restarted job's sessions resuming (Job::ResumeSession). Outside Job so that
-// std::optional sees it complete.
-struct JobResync {
-  std::map<session::SessionSink*, int64_t> received;  // per resumed session
-  int32_t max_cache_id = 0;
-  int64_t max_schedule_id = 0;
-  session::SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
-  int64_t from = 0, to = 0;
-};
-
 class Job : public session::SessionHandler, public std::enable_shared_from_this<Job> {
  public:
   enum class State { kAttaching, kRunning, kFinished, kAborted };
-  using AttachCallback = std::function<void(absl::StatusOr<std::vector<Membership>>)>;
-  // A node's ranks: first_rank .. first_rank + nproc - 1 of a generation of `size` ranks.
-  struct NodeBlock {
-    int first_rank = 0;
-    int node_rank = 0;  // -1: a node admitted to a running elastic job
-    int size = 0;
-    int64_t epoch = 0;  // the generation of `size` ranks
-  };
-  using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
+  using AttachCallback = Roster::AttachCallback;
+  using NodeBlock = coordinator::NodeBlock;
+  using RegisterCallback = Generations::RegisterCallback;
 
   // `on_done` runs (on the scheduler's thread) once the job becomes done.
   Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
@@ -175,7 +162,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
   int64_t epoch() const { return epoch_; }
-  int min_size() const { return min_size_; }
+  int min_size() const { return generations_.min_size(); }
   int max_size() const { return max_size_; }
   KvStore& kv() { return kv_; }
   // The generation that replaced this one once an elastic job lost ranks, or the incarnation
@@ -272,21 +259,11 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   std::string abort_reason() const;
 
  private:
-  struct AttachWaiter {
-    std::vector<int> ranks;
-    AttachCallback done;
-    Scheduler::TaskId timer = 0;
-  };
-  // A node waiting to join an elastic job (RegisterNode).
-  struct Joiner {
-    std::string host;
-    int nproc = 0;
-    RegisterCallback done;
-    std::function<bool()> cancelled;
-    std::string join_id;
-  };
-
-  // Checks and binds a session's ranks (OpenSession, ResumeSession).
+  friend class Generations;  // hands a successor the joining nodes (AdoptJoiners)
+  // Whether a session may bind at `epoch` (the job runs, at that epoch, not detached).
+  absl::Status AcceptsSessionLocked(int64_t epoch) const;
+  // Sessions::Resync and Replay's outcome: every session resumed through `resumed.through`.
+  void ResumedLocked(const Sessions::Resumed& resumed);
   // ReportExit without the session's check: a rank's process ended (`exit`).
   void ReportExitLocked(const RankExit& exit);
   // Next incarnations (job_incarnation.cc). Whether an attach of `ranks` goes to the next
@@ -306,46 +283,32 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
   // for what is not set yet fail, and the job finishes once every rank left.
   void DepartLocked(int rank, const std::string& why);
-  absl::Status BindSessionLocked(const std::vector<int>& ranks, int64_t epoch,
-                                 session::SessionSink* sink);
-  // Once every rank's session resumed: asks for a replay, or finishes the resync.
-  void MaybeResyncLocked();
-  // Every session has responses 1 .. `through`: numbering goes on from there.
-  void FinishResyncLocked(int64_t through);
-  void CompleteAttachLocked();
   // The attach of `waiter` timed out: every attach fails, or, in an elastic job with enough
   // ranks attached, the generation ends without the missing ones.
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
-  void FailAttachWaitersLocked(const absl::Status& status);
   // `finished_too`: a finished job is aborted too (the ranks that left it failed while it
   // formed again), its sessions told.
   void AbortLocked(AbortCause cause, const std::string& reason,
                    std::optional<RankExit> exit = std::nullopt, bool finished_too = false);
-  // `lost` ranks are gone (`reason` says how): an elastic job with at least min_size_ ranks
-  // left ends this generation (successor_; every session is told the renumbering), any other
-  // job aborts.
+  // `lost` ranks are gone (`reason` says how): an elastic job with at least its minimum of
+  // ranks left ends this generation (every session is told the renumbering), any other job
+  // aborts.
   void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
                        std::optional<RankExit> exit = std::nullopt);
-  // The next generation's ranks without `lost` and the departed (survivors keep their order).
-  MembershipChange SurvivorsLocked(const std::vector<int>& lost) const;
   // Ends this generation of an elastic job for `change`: every session is told, attaches are
   // answered ABORTED with the change (MembershipChanged), key-value waits fail, the joining
   // nodes wait on in the successor.
   void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
                            const std::string& reason, std::optional<RankExit> exit);
-  // RegisterNode's block of the job's first ranks (not joining).
-  absl::StatusOr<NodeBlock> ReserveBlockLocked(const std::string& host, int nproc, int node_rank);
-  // Joining nodes that still wait: their ranks; cancelled ones are let go.
-  int JoiningRanksLocked();
-  // Nodes wait to join and `responses` (about to be sent) hold the commit barrier: cuts them
-  // before it and returns true — the generation is to end there (AdmitJoinersLocked).
-  bool CutAtCommitLocked(std::vector<Response>& responses);
+  // Whether joining nodes can be admitted at a commit now (Generations::CutAtCommit).
+  bool AdmitsAtCommitLocked() const;
   // Ends the generation at a commit, with the joining nodes' ranks after every other rank.
   void AdmitJoinersLocked();
   // Takes over joining nodes, and the timeline being written, from the generation before.
-  void AdoptJoiners(std::vector<Joiner> joiners);
+  void AdoptJoiners(std::vector<Generations::Joiner> joiners);
   void AdoptTimeline(std::unique_ptr<Timeline> timeline);
-  void FailJoinersLocked(const absl::Status& status);
+  // Fails the attaches and the joining nodes waiting.
+  void FailWaitingLocked(const absl::Status& status);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
@@ -373,12 +336,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   const int size_;
   const int64_t epoch_;
   const std::string generation_cause_;
-  const int min_size_;
   const int max_size_;
-  const std::function<std::shared_ptr<Job>(int, int64_t, std::optional<AbortCause>,
-                                           const std::string&)>
-      next_generation_;
-  const std::function<std::shared_ptr<Job>(int64_t)> next_incarnation_;
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
@@ -392,26 +350,8 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   mutable std::mutex mu_;
   // Guarded by mu_.
   State state_ = State::kAttaching;
-  std::string abort_reason_;            // once kAborted
-  std::shared_ptr<Job> successor_;      // an elastic job's next generation, or next incarnation
-  std::map<int, RankExit> left_exits_;  // ranks that left, then their process ended (by rank)
-  std::weak_ptr<JobLineage> lineage_;   // Track(); its holder keeps it
-  // The successor was just made: the lineage moves on to this job, and the successor follows it.
-  void PassLineageLocked();
-  std::map<int, std::string> hosts_;                 // attached rank -> host
-  std::map<uint64_t, AttachWaiter> attach_waiters_;  // by id
-  uint64_t next_waiter_ = 1;
-  std::map<int, std::string> nodes_;     // node rank -> host, from RegisterNode
-  std::vector<Joiner> joining_;          // an elastic job's nodes waiting for a commit
-  std::vector<Membership> memberships_;  // by rank, once kRunning
-  std::map<session::SessionSink*, std::vector<int>> sessions_;
-  std::vector<session::SessionSink*> session_of_rank_;
-  std::set<int> departed_;           // said goodbye, or exited 0 before joining
-  int64_t next_seq_ = 1;             // the number of the next response broadcast
-  bool fresh_sessions_ = false;      // a session opened without resuming
-  bool resumed_ = false;             // the job resumed after a coordinator restart
-  bool detached_ = false;            // Detach(): sessions end without aborting the job
-  std::optional<JobResync> resync_;  // while the job's sessions resume
+  std::string abort_reason_;  // once kAborted
+  bool detached_ = false;     // Detach(): sessions end without aborting the job
   // Every process set's negotiation and the schedules; it tells the stragglers, the metrics
   // and the telemetry what became ready (NegotiationObserver).
   JobNegotiation negotiation_;
@@ -422,7 +362,11 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   Scheduler::TaskId stall_timer_ = 0;
   StragglerMonitor stragglers_;
   JobTelemetry telemetry_;
-  ClientSettings settings_;  // what the sessions were last sent
+  // The job's parts (after the negotiator and the telemetry: the sessions start with the
+  // settings those give).
+  Roster roster_;
+  Sessions sessions_;
+  Generations generations_;
 };
 
 const char* JobStateName(Job::State state);

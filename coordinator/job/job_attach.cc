@@ -9,31 +9,6 @@
 
 namespace troika::coordinator {
 
-namespace {
-
-// Local ranks: position among the ranks of the same host. Cross ranks: position among the
-// ranks with the same local rank (one per host when hosts are uniform), as in Horovod.
-std::vector<Membership> ComputeMemberships(const std::map<int, std::string>& hosts, int64_t epoch) {
-  const int size = static_cast<int>(hosts.size());
-  std::vector<Membership> out(size);
-  std::map<std::string, int> per_host;
-  for (const auto& [rank, host] : hosts) {
-    out[rank].rank = rank;
-    out[rank].size = size;
-    out[rank].local_rank = per_host[host]++;
-    out[rank].epoch = epoch;
-  }
-  std::map<int, int> per_local_rank;
-  for (const auto& [rank, host] : hosts) {
-    out[rank].local_size = per_host[host];
-    out[rank].cross_rank = per_local_rank[out[rank].local_rank]++;
-  }
-  for (Membership& m : out) m.cross_size = per_local_rank[m.local_rank];
-  return out;
-}
-
-}  // namespace
-
 void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
                  AttachCallback done, bool again) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -58,8 +33,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   if (invalid.ok() && state_ != State::kAttaching) {
     if (state_ == State::kRunning) {
       // Already complete: a repeated attach learns its memberships again.
-      std::vector<Membership> out;
-      for (int rank : ranks) out.push_back(memberships_[rank]);
+      std::vector<Membership> out = roster_.Of(ranks);
       lock.unlock();
       done(std::move(out));
       return;
@@ -74,33 +48,19 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
     done(invalid);
     return;
   }
-  // A rank attaching again voids the attach that was waiting for it.
-  for (auto it = attach_waiters_.begin(); it != attach_waiters_.end();) {
-    const std::vector<int>& old = it->second.ranks;
-    bool overlaps = std::any_of(old.begin(), old.end(), [&](int r) {
-      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
-    });
-    if (!overlaps) {
-      ++it;
-      continue;
-    }
-    scheduler_.Cancel(it->second.timer);
-    // Runs under the lock: callbacks only finish RPCs and never call back into the job.
-    it->second.done(
-        absl::AbortedError(absl::StrCat(FormatRanks(old), " attached again; this attach is void")));
-    it = attach_waiters_.erase(it);
-  }
-  for (int rank : ranks) hosts_[rank] = host;
   done_reported_ = false;  // a job that looked abandoned has ranks again
-  const uint64_t id = next_waiter_++;
   std::weak_ptr<Job> weak = weak_from_this();
-  AttachWaiter& waiter = attach_waiters_[id];
-  waiter.ranks = ranks;
-  waiter.done = std::move(done);
-  waiter.timer = scheduler_.RunAfter(timeout, [weak, id, timeout] {
+  // Callbacks run under the lock: they only finish RPCs and never call back into the job.
+  roster_.Wait(ranks, host, timeout, std::move(done), [weak, timeout](uint64_t id) {
     if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
   });
-  if (static_cast<int>(hosts_.size()) == size_) CompleteAttachLocked();
+  if (!roster_.complete()) return;
+  state_ = State::kRunning;
+  // A job formed anew takes over its record (--state_dir) once it runs: a restarted
+  // coordinator resumes the incarnation in force.
+  if (on_record_ && epoch_ > 1 && min_size() == 0) on_record_(RecordLocked());
+  TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
+  roster_.Complete();
 }
 
 void Job::RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
@@ -113,17 +73,19 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   }
   // An elastic job takes nodes into its first generation's blocks until it runs; later ones
   // join at a commit.
-  const bool elastic = min_size_ > 0;
+  const bool elastic = min_size() > 0;
   if (!elastic || (epoch_ == 1 && state_ == State::kAttaching)) {
-    absl::StatusOr<NodeBlock> block = ReserveBlockLocked(host, nproc, node_rank);
+    bool added = false;
+    absl::StatusOr<NodeBlock> block = roster_.Reserve(host, nproc, node_rank, &added);
+    if (added && on_record_) on_record_(RecordLocked());
     if (!elastic || !absl::IsResourceExhausted(block.status())) return done(std::move(block));
   }
   if (state_ == State::kFinished || state_ == State::kAborted) {
     return done(absl::FailedPreconditionError(
         absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it admits no nodes")));
   }
-  const int ranks = size_ - static_cast<int>(departed_.size());
-  const int joining = JoiningRanksLocked();
+  const int ranks = size_ - static_cast<int>(roster_.departed().size());
+  const int joining = generations_.JoiningRanks();
   if (ranks + joining + nproc > max_size_) {
     return done(absl::ResourceExhaustedError(
         absl::StrCat("job '", name_, "' has ", ranks, " ranks",
@@ -132,90 +94,37 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   }
   TROIKA_LOG(INFO) << "job '" << name_ << "': " << nproc << (nproc == 1 ? " rank" : " ranks")
                    << " on " << host << " wait to join at the next commit";
-  joining_.push_back({host, nproc, std::move(done), std::move(cancelled), std::move(join_id)});
-}
-
-absl::StatusOr<Job::NodeBlock> Job::ReserveBlockLocked(const std::string& host, int nproc,
-                                                       int node_rank) {
-  if (size_ % nproc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("job '", name_, "' has ", size_,
-                                                   " ranks, which is not a multiple of ", nproc,
-                                                   " processes per node"));
-  }
-  const int nodes = size_ / nproc;
-  if (node_rank < 0) {
-    for (const auto& [n, h] : nodes_) {
-      if (h == host) return NodeBlock{n * nproc, n, size_, epoch_};  // a restarted agent
-    }
-    node_rank = 0;
-    while (nodes_.count(node_rank)) ++node_rank;
-  }
-  if (node_rank >= nodes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job '", name_, "' has room for ", nodes, " nodes of ", nproc, " ranks; no block left",
-        node_rank < nodes ? "" : absl::StrCat(" for node rank ", node_rank)));
-  }
-  auto [it, inserted] = nodes_.try_emplace(node_rank, host);
-  if (!inserted && it->second != host) {
-    return absl::AlreadyExistsError(absl::StrCat("node rank ", node_rank, " of job '", name_,
-                                                 "' is taken by host '", it->second, "'"));
-  }
-  if (inserted && on_record_) on_record_(RecordLocked());
-  return NodeBlock{node_rank * nproc, node_rank, size_, epoch_};
-}
-
-void Job::CompleteAttachLocked() {
-  memberships_ = ComputeMemberships(hosts_, epoch_);
-  state_ = State::kRunning;
-  // A job formed anew takes over its record (--state_dir) once it runs: a restarted
-  // coordinator resumes the incarnation in force.
-  if (on_record_ && epoch_ > 1 && min_size_ == 0) on_record_(RecordLocked());
-  TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
-  for (auto& [id, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    std::vector<Membership> out;
-    for (int rank : waiter.ranks) out.push_back(memberships_[rank]);
-    waiter.done(std::move(out));
-  }
-  attach_waiters_.clear();
+  generations_.Join({host, nproc, std::move(done), std::move(cancelled), std::move(join_id)});
 }
 
 void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!attach_waiters_.count(id) || state_ != State::kAttaching) return;
+  if (!roster_.waiting(id) || state_ != State::kAttaching) return;
   // The first attach to time out ends the attach phase for every rank, with one message.
   std::vector<int> missing, attached;
-  for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing).push_back(r);
+  roster_.Split(&missing, &attached);
   const std::string missed =
       absl::StrCat(FormatRanks(missing), " did not attach within ", absl::FormatDuration(timeout));
   // An elastic job goes on without them, if enough attached: the generation ends and the
   // attached ranks' attach is answered with the renumbering (docs/elastic.md).
-  if (min_size_ > 0 && next_generation_ && !detached_) {
-    MembershipChange change = SurvivorsLocked(missing);
-    if (change.size >= min_size_) {
-      hosts_.clear();
+  if (generations_.elastic() && !detached_) {
+    MembershipChange change = generations_.Survivors(missing, roster_.departed());
+    if (change.size >= min_size()) {
+      roster_.ClearHosts();
       EndGenerationLocked(std::move(change), AbortCause::kAttachTimeout, missed, std::nullopt);
       return MaybeDoneLocked();
     }
   }
   std::string message =
       absl::StrCat("job '", name_, "': ", missed, " (attached: ", FormatRanks(attached), ")");
-  if (next_incarnation_ && epoch_ > 1) {
+  if (generations_.forms_again() && epoch_ > 1) {
     absl::StrAppend(&message, "; after a shutdown the job forms again only once every rank ",
                     "attached again (init)");
   }
   TROIKA_LOG(WARNING) << message;
-  FailAttachWaitersLocked(absl::DeadlineExceededError(message));
-  hosts_.clear();
+  roster_.FailWaiters(absl::DeadlineExceededError(message));
+  roster_.ClearHosts();
   MaybeDoneLocked();
-}
-
-void Job::FailAttachWaitersLocked(const absl::Status& status) {
-  for (auto& [id, waiter] : attach_waiters_) {
-    scheduler_.Cancel(waiter.timer);
-    waiter.done(status);
-  }
-  attach_waiters_.clear();
 }
 
 }  // namespace troika::coordinator

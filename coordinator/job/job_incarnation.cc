@@ -36,26 +36,29 @@ bool Failed(const RankExit& exit) { return exit.exit_code != 0 || exit.signal !=
 }  // namespace
 
 bool Job::AttachesAgainLocked(const std::vector<int>& ranks, bool again) const {
-  if (!next_incarnation_ || detached_ || state_ == State::kAttaching || resync_) return false;
+  if (!generations_.forms_again() || detached_ || state_ == State::kAttaching ||
+      sessions_.resyncing()) {
+    return false;
+  }
   return again || std::all_of(ranks.begin(), ranks.end(),
-                              [this](int rank) { return departed_.count(rank) > 0; });
+                              [this](int rank) { return roster_.departed(rank); });
 }
 
 std::shared_ptr<Job> Job::NextIncarnationLocked() {
-  if (successor_) return successor_;
-  successor_ = next_incarnation_(epoch_ + 1);
-  PassLineageLocked();
+  bool made = false;
+  std::shared_ptr<Job> next = generations_.NextIncarnationOf(shared_from_this(), &made);
+  if (!made) return next;
   TROIKA_LOG(INFO) << "job '" << name_ << "': ranks attach again; it forms anew (epoch "
                    << epoch_ + 1 << ")";
   // Lock order: an incarnation, then its successor (which never calls back).
-  successor_->AdoptIncarnation(nodes_, telemetry_.TakeTimeline(), left_exits_);
-  return successor_;
+  next->AdoptIncarnation(roster_.nodes(), telemetry_.TakeTimeline(), generations_.left_exits());
+  return next;
 }
 
 void Job::AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Timeline> timeline,
                            const std::map<int, RankExit>& left_exits) {
   std::lock_guard<std::mutex> lock(mu_);
-  nodes_ = std::move(nodes);  // a restarted agent gets its block back (saved as it runs)
+  roster_.AddNodes(nodes);  // a restarted agent gets its block back (saved as it runs)
   if (timeline) {
     telemetry_.AdoptTimeline(std::move(timeline));
     SyncSettingsLocked();
@@ -64,20 +67,21 @@ void Job::AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Tim
 }
 
 void Job::LeftRankExitedLocked(const RankExit& exit) {
-  left_exits_[exit.rank] = exit;
+  generations_.LeftRankExited(exit);
+  const std::shared_ptr<Job>& next = generations_.successor();
   // The next incarnation failed already (another rank that left will not attach again): that
   // is the cause, which its ranks were told; this rank's exit followed.
-  if (successor_ && successor_->state() == State::kAborted) return;
+  if (next && next->state() == State::kAborted) return;
   if (Failed(exit)) {
     // A failure fails the job, as any rank's does (its agent stops the node's ranks): every
     // rank, running here or attaching to a next incarnation, learns why at once, and every
     // agent the exit code to end with, even once every rank had left.
     AbortLocked(AbortCause::kRankExit, DescribeLeftRankExit(exit), exit, /*finished_too=*/true);
   }
-  if (!successor_) return;  // one made later learns it when it is made
-  std::lock_guard<std::mutex> lock(successor_->mu_);
-  successor_->RankGoneLocked(exit);
-  successor_->MaybeDoneLocked();
+  if (!next) return;  // one made later learns it when it is made
+  std::lock_guard<std::mutex> lock(next->mu_);
+  next->RankGoneLocked(exit);
+  next->MaybeDoneLocked();
 }
 
 void Job::RankGoneLocked(const RankExit& exit) {

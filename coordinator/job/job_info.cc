@@ -12,7 +12,7 @@ JobInfo Job::Describe() const {
   info.size = size_;
   info.state = JobStateName(state_);
   info.epoch = epoch_;
-  info.min_size = min_size_;
+  info.min_size = min_size();
   info.max_size = max_size_;
   info.generation_cause = generation_cause_;
   info.abort_reason = abort_reason_;
@@ -21,16 +21,16 @@ JobInfo Job::Describe() const {
   for (int r = 0; r < size_; ++r) {
     RankInfo& rank = info.ranks[r];
     rank.rank = r;
-    if (auto it = hosts_.find(r); it != hosts_.end()) {
-      rank.host = it->second;
+    if (const std::string* host = roster_.host(r)) {
+      rank.host = *host;
       rank.attached = true;
     }
-    if (r < static_cast<int>(memberships_.size())) {
-      rank.local_rank = memberships_[r].local_rank;
-      rank.cross_rank = memberships_[r].cross_rank;
+    if (const Membership* membership = roster_.membership(r)) {
+      rank.local_rank = membership->local_rank;
+      rank.cross_rank = membership->cross_rank;
     }
-    rank.connected = session_of_rank_[r] != nullptr;
-    rank.departed = departed_.count(r) > 0;
+    rank.connected = sessions_.connected(r);
+    rank.departed = roster_.departed(r);
   }
   for (const PendingTensor& tensor : negotiation_.Pending()) {
     info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});

@@ -13,7 +13,7 @@ namespace troika::coordinator {
 
 void Job::CheckDeadlockLocked() {
   if (state_ != State::kRunning) return;
-  if (std::optional<std::string> deadlock = hangs_.Deadlock(departed_, size_)) {
+  if (std::optional<std::string> deadlock = hangs_.Deadlock(roster_.departed(), size_)) {
     AbortLocked(AbortCause::kDeadlock, *deadlock);
   }
 }

@@ -1,0 +1,113 @@
+#include "coordinator/job/generations.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/job/job.h"
+
+namespace troika::coordinator {
+
+Generations::Generations(int size, int64_t epoch, int min_size, NextGeneration next_generation,
+                         NextIncarnation next_incarnation)
+    : size_(size),
+      epoch_(epoch),
+      min_size_(min_size),
+      next_generation_(std::move(next_generation)),
+      next_incarnation_(std::move(next_incarnation)) {}
+
+MembershipChange Generations::Survivors(const std::vector<int>& lost,
+                                        const std::set<int>& departed) const {
+  MembershipChange change;
+  change.epoch = epoch_ + 1;
+  change.next_rank.assign(size_, -1);
+  for (int r = 0; r < size_; ++r) {
+    if (!departed.count(r) && std::find(lost.begin(), lost.end(), r) == lost.end()) {
+      change.next_rank[r] = change.size++;
+    }
+  }
+  return change;
+}
+
+std::shared_ptr<Job> Generations::NextGenerationOf(const std::shared_ptr<Job>& self,
+                                                   const MembershipChange& change,
+                                                   std::optional<AbortCause> cause,
+                                                   const std::string& why) {
+  successor_ = next_generation_(change.size, change.epoch, cause, why);
+  PassLineage(self);
+  successor_->AdoptJoiners(std::move(joining_));
+  joining_.clear();
+  return successor_;
+}
+
+std::shared_ptr<Job> Generations::NextIncarnationOf(const std::shared_ptr<Job>& self, bool* made) {
+  *made = successor_ == nullptr;
+  if (*made) {
+    successor_ = next_incarnation_(epoch_ + 1);
+    PassLineage(self);
+  }
+  return successor_;
+}
+
+void Generations::PassLineage(const std::shared_ptr<Job>& self) {
+  std::shared_ptr<JobLineage> lineage = lineage_.lock();
+  if (!lineage) return;
+  lineage->Set(self);
+  successor_->Track(lineage);  // lock order: a job, then its successor
+}
+
+int Generations::JoiningRanks() {
+  int ranks = 0;
+  for (auto it = joining_.begin(); it != joining_.end();) {
+    if (it->cancelled && it->cancelled()) {
+      it->done(absl::CancelledError("the node stopped waiting to join"));
+      it = joining_.erase(it);
+      continue;
+    }
+    ranks += it->nproc;
+    ++it;
+  }
+  return ranks;
+}
+
+bool Generations::CutAtCommit(std::vector<Response>& responses) {
+  if (joining_.empty() || !next_generation_) return false;
+  auto commit = std::find_if(responses.begin(), responses.end(), [](const Response& r) {
+    return r.type == CollectiveType::kBarrier && r.process_set == 0 && !r.is_error() &&
+           r.names.size() == 1 && absl::StartsWith(r.names.front(), kElasticCommitPrefix);
+  });
+  if (commit == responses.end() || JoiningRanks() == 0) return false;
+  // What came before the commit completes; the commit and what follows fail with the change.
+  responses.erase(commit, responses.end());
+  return true;
+}
+
+Generations::Admission Generations::Admit(const std::set<int>& departed) {
+  Admission admission;
+  admission.change = Survivors({}, departed);
+  admission.change.at_commit = true;
+  admission.joiners = std::move(joining_);
+  joining_.clear();
+  std::set<std::string> hosts;
+  for (const Joiner& joiner : admission.joiners) {
+    MembershipChange& change = admission.change;
+    if (!joiner.join_id.empty()) change.admitted.push_back({joiner.join_id, change.size});
+    admission.first_ranks.push_back(change.size);
+    change.size += joiner.nproc;
+    change.joined += joiner.nproc;
+    hosts.insert(joiner.host);
+  }
+  admission.reason =
+      absl::StrCat(admission.change.joined, admission.change.joined == 1 ? " rank" : " ranks",
+                   " on ", absl::StrJoin(hosts, ", "), " joined at a commit");
+  return admission;
+}
+
+void Generations::FailJoiners(const absl::Status& status) {
+  for (Joiner& joiner : joining_) joiner.done(status);
+  joining_.clear();
+}
+
+}  // namespace troika::coordinator
