@@ -10,13 +10,20 @@
 
 namespace troika::coordinator {
 
-Generations::Generations(int size, int64_t epoch, int min_size, NextGeneration next_generation,
-                         NextIncarnation next_incarnation)
+Generations::Generations(int size, JobOptions& options, absl::Time created_at)
     : size_(size),
-      epoch_(epoch),
-      min_size_(min_size),
-      next_generation_(std::move(next_generation)),
-      next_incarnation_(std::move(next_incarnation)) {}
+      epoch_(options.epoch),
+      cause_(std::move(options.generation_cause)),
+      min_size_(options.min_size),
+      max_size_(options.max_size > 0 ? options.max_size : size),
+      created_at_(created_at),
+      next_generation_(std::move(options.next_generation)),
+      next_incarnation_(std::move(options.next_incarnation)),
+      on_recovered_(std::move(options.on_recovered)) {}
+
+void Generations::Sending(absl::Time now) {
+  if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
+}
 
 MembershipChange Generations::Survivors(const std::vector<int>& lost,
                                         const std::set<int>& departed) const {

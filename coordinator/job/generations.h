@@ -23,23 +23,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/messages.h"
+#include "coordinator/job/job_options.h"
 #include "coordinator/job/roster.h"
 
 namespace troika::coordinator {
 
 class Job;
-class JobLineage;
-enum class AbortCause;
 
 class Generations {
  public:
   using RegisterCallback = std::function<void(absl::StatusOr<NodeBlock>)>;
-  // Makes an elastic job's next generation: `size` ranks, epoch `epoch`, begun because ranks
-  // were lost (`cause`, `why`) or nodes were admitted (no cause).
-  using NextGeneration = std::function<std::shared_ptr<Job>(
-      int size, int64_t epoch, std::optional<AbortCause> cause, const std::string& why)>;
-  // Makes a job's next incarnation, epoch `epoch`.
-  using NextIncarnation = std::function<std::shared_ptr<Job>(int64_t epoch)>;
 
   // A node waiting to join an elastic job (Job::RegisterNode).
   struct Joiner {
@@ -57,14 +50,21 @@ class Generations {
     std::string reason;
   };
 
-  // `min_size` > 0 with `next_generation`: an elastic job. `next_incarnation` null: ranks
-  // cannot attach again.
-  Generations(int size, int64_t epoch, int min_size, NextGeneration next_generation,
-              NextIncarnation next_incarnation);
+  // This generation of a job of `size` ranks, begun at `created_at`: its epoch, cause, sizes
+  // and factories from `options` (JobOptions: min_size > 0 with next_generation is an elastic
+  // job; next_incarnation null: ranks cannot attach again).
+  Generations(int size, JobOptions& options, absl::Time created_at);
 
   bool elastic() const { return min_size_ > 0 && next_generation_ != nullptr; }
   bool forms_again() const { return next_incarnation_ != nullptr; }
+  int64_t epoch() const { return epoch_; }
+  const std::string& cause() const { return cause_; }
   int min_size() const { return min_size_; }
+  int max_size() const { return max_size_; }
+  absl::Time created_at() const { return created_at_; }
+  // The generation sends responses at `now`: a generation after the first tells how long
+  // after the one before ended it recovered (JobOptions::on_recovered), once.
+  void Sending(absl::Time now);
 
   // The next generation's ranks without `lost` and `departed` (survivors keep their order).
   MembershipChange Survivors(const std::vector<int>& lost, const std::set<int>& departed) const;
@@ -101,9 +101,13 @@ class Generations {
 
   const int size_;
   const int64_t epoch_;
+  const std::string cause_;
   const int min_size_;
-  const NextGeneration next_generation_;
-  const NextIncarnation next_incarnation_;
+  const int max_size_;
+  const absl::Time created_at_;
+  const decltype(JobOptions::next_generation) next_generation_;
+  const decltype(JobOptions::next_incarnation) next_incarnation_;
+  std::function<void(absl::Duration)> on_recovered_;  // cleared once called
   std::shared_ptr<Job> successor_;
   std::weak_ptr<JobLineage> lineage_;  // Track(); its holder keeps it
   std::vector<Joiner> joining_;        // nodes waiting for a commit

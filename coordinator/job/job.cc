@@ -12,28 +12,6 @@
 
 namespace troika::coordinator {
 
-const char* AbortCauseName(AbortCause cause) {
-  switch (cause) {
-    case AbortCause::kRankExit:
-      return "rank_exit";
-    case AbortCause::kConnectionLost:
-      return "connection_lost";
-    case AbortCause::kDeadlock:
-      return "deadlock";
-    case AbortCause::kStall:
-      return "stall";
-    case AbortCause::kCancelled:
-      return "cancelled";
-    case AbortCause::kShutdown:
-      return "shutdown";
-    case AbortCause::kProtocolError:
-      return "protocol_error";
-    case AbortCause::kAttachTimeout:
-      return "attach_timeout";
-  }
-  return "unknown";
-}
-
 const char* JobStateName(Job::State state) {
   switch (state) {
     case Job::State::kAttaching:
@@ -53,16 +31,11 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
     : name_(std::move(name)),
       token_(options.token),
       size_(size),
-      epoch_(options.epoch),
-      generation_cause_(std::move(options.generation_cause)),
-      max_size_(options.max_size > 0 ? options.max_size : size),
       scheduler_(scheduler),
       clock_(clock),
       on_done_(std::move(on_done)),
-      created_at_(clock.Now()),
       on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
-      on_recovered_(std::move(options.on_recovered)),
       kv_(scheduler),
       negotiation_(name_, size, options.negotiator,
                    {.enabled = options.schedules, .buckets = options.schedule_buckets},
@@ -77,10 +50,9 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                    negotiation_.set_options(options);
                    SyncSettingsLocked();  // tuning may have ended
                  }),
-      roster_(name_, size, epoch_, scheduler),
+      roster_(name_, size, options.epoch, scheduler),
       sessions_(name_, size, CurrentSettings()),
-      generations_(size, epoch_, options.min_size, std::move(options.next_generation),
-                   std::move(options.next_incarnation)) {
+      generations_(size, options, clock.Now()) {
   negotiation_.AddObserver(stragglers_);  // set 0's tensors
   negotiation_.AddObserver(metrics_);     // every set's
   negotiation_.AddObserver(telemetry_);   // set 0's; tunes negotiation_
@@ -100,9 +72,9 @@ absl::Status Job::AcceptsSessionLocked(int64_t epoch) const {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; no session can open"));
   }
-  if (epoch != epoch_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is at epoch ", epoch_, ", the session asked for ", epoch));
+  if (epoch != generations_.epoch()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", name_, "' is at epoch ", generations_.epoch(), ", the session asked for ", epoch));
   }
   return absl::OkStatus();
 }
@@ -158,12 +130,9 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
         "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
   }
   absl::Time now = clock_.Now();
-  auto owned = [&](int rank) {
-    if (!sessions_.Owns(sink, rank)) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("a session submitted for rank ", rank, ", which it does not own"));
-    }
-    return absl::OkStatus();
+  auto owned = [&](int rank) {  // the message only on failure: no vector per request
+    return sessions_.Owns(sink, rank) ? absl::OkStatus()
+                                      : sessions_.CheckOwns(sink, {rank}, "a request");
   };
   auto misses = std::make_shared<DownMessage>();
   if (absl::Status s = negotiation_.Submit(std::move(requests), now, owned, *misses); !s.ok()) {
@@ -185,11 +154,7 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
 
 absl::Status Job::Goodbye(session::SessionSink* sink, const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r : ranks) {
-    if (!sessions_.Owns(sink, r)) {
-      return absl::PermissionDeniedError(absl::StrCat("goodbye for rank ", r, " not owned"));
-    }
-  }
+  if (absl::Status s = sessions_.CheckOwns(sink, ranks, "a goodbye"); !s.ok()) return s;
   for (int r : ranks) DepartLocked(r, "has shut down");
   FlushLocked();
   CheckDeadlockLocked();
@@ -214,9 +179,8 @@ void Job::DepartLocked(int rank, const std::string& why) {
 
 absl::Status Job::ReportExit(session::SessionSink* sink, const RankExit& exit) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!sessions_.Owns(sink, exit.rank)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("exit report for rank ", exit.rank, ", which the session does not own"));
+  if (absl::Status s = sessions_.CheckOwns(sink, {exit.rank}, "an exit report"); !s.ok()) {
+    return s;
   }
   ReportExitLocked(exit);
   return absl::OkStatus();
@@ -245,9 +209,8 @@ void Job::ReportExitLocked(const RankExit& exit) {
 
 absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& state) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!sessions_.Owns(sink, state.rank)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("wait state for rank ", state.rank, ", which the session does not own"));
+  if (absl::Status s = sessions_.CheckOwns(sink, {state.rank}, "a wait state"); !s.ok()) {
+    return s;
   }
   if (state_ != State::kRunning || roster_.departed(state.rank)) return absl::OkStatus();
   hangs_.UpdateWaits(state.rank, state.waiting_for);
@@ -257,9 +220,8 @@ absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& s
 
 absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& report) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!sessions_.Owns(sink, report.rank)) {
-    return absl::PermissionDeniedError(absl::StrCat("execution report for rank ", report.rank,
-                                                    ", which the session does not own"));
+  if (absl::Status s = sessions_.CheckOwns(sink, {report.rank}, "an execution report"); !s.ok()) {
+    return s;
   }
   if (absl::Status s = metrics_.OnSteps(report.steps); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -285,12 +247,7 @@ absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& repor
 absl::Status Job::EndSchedule(session::SessionSink* sink, int64_t id,
                               const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r : ranks) {
-    if (!sessions_.Owns(sink, r)) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("a session ended a schedule for rank ", r, ", which it does not own"));
-    }
-  }
+  if (absl::Status s = sessions_.CheckOwns(sink, ranks, "a schedule's end"); !s.ok()) return s;
   negotiation_.schedules().End(id, ranks);
   return absl::OkStatus();
 }
@@ -298,11 +255,8 @@ absl::Status Job::EndSchedule(session::SessionSink* sink, int64_t id,
 absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
                                   const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r : ranks) {
-    if (!sessions_.Owns(sink, r)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "a session deviated from a schedule for rank ", r, ", which it does not own"));
-    }
+  if (absl::Status s = sessions_.CheckOwns(sink, ranks, "a schedule deviation"); !s.ok()) {
+    return s;
   }
   negotiation_.schedules().Deviate(id, ranks);
   return absl::OkStatus();
@@ -404,48 +358,26 @@ v1::JobRecord Job::Record() const {
 }
 
 v1::JobRecord Job::RecordLocked() const {
-  v1::JobRecord record;
-  record.set_name(name_);
-  record.set_size(size_);
-  record.set_token_sha256(token_.digest());
-  for (const auto& [node, host] : roster_.nodes()) (*record.mutable_nodes())[node] = host;
-  for (const auto& [id, ranks] : negotiation_.sets().Definitions()) {
-    (*record.mutable_process_sets())[id].mutable_ranks()->Assign(ranks.begin(), ranks.end());
-  }
-  record.set_next_process_set(negotiation_.sets().next_id());
-  if (generations_.min_size() > 0) {
-    record.set_min_size(generations_.min_size());
-    record.set_max_size(max_size_);
-    record.set_epoch(epoch_);
-    record.set_generation_cause(generation_cause_);
-  } else if (epoch_ > 1) {
-    record.set_epoch(epoch_);  // a job formed anew: its sessions are at this epoch
-  }
-  return record;
+  const ProcessSets& sets = negotiation_.sets();
+  return JobRecordData{.name = name_,
+                       .size = size_,
+                       .token_sha256 = token_.digest(),
+                       .nodes = roster_.nodes(),
+                       .process_sets = sets.Definitions(),
+                       .next_process_set = sets.next_id(),
+                       .min_size = generations_.min_size(),
+                       .max_size = generations_.max_size(),
+                       .epoch = generations_.epoch(),
+                       .generation_cause = generations_.cause()}
+      .ToProto();
 }
 
 absl::Status Job::Restore(const v1::JobRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<int, std::vector<int>> sets;
-  for (const auto& [id, set] : record.process_sets()) {
-    std::vector<int> ranks(set.ranks().begin(), set.ranks().end());
-    const bool valid = id > 0 && !ranks.empty() && ranks.front() >= 0 && ranks.back() < size_ &&
-                       std::is_sorted(ranks.begin(), ranks.end()) &&
-                       std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
-    if (!valid) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job '", name_, "': process set ", id, " of the record is not valid"));
-    }
-    sets[id] = std::move(ranks);
-  }
-  for (const auto& [node, host] : record.nodes()) {
-    if (node < 0 || node >= size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job '", name_, "': node rank ", node, " of the record is not valid"));
-    }
-  }
-  roster_.AddNodes({record.nodes().begin(), record.nodes().end()});
-  negotiation_.sets().Restore(sets, record.next_process_set());
+  absl::StatusOr<JobRecordData> data = JobRecordData::Restorable(record, name_, size_);
+  if (!data.ok()) return data.status();
+  roster_.AddNodes(data->nodes);
+  negotiation_.sets().Restore(data->process_sets, data->next_process_set);
   return absl::OkStatus();
 }
 
@@ -466,7 +398,7 @@ void Job::FlushLocked() {
     // Every id ends while making some tensor ready, so it goes with that tensor's response.
     down->evicted_cache_ids = negotiation_.TakeEndedCacheIds();
     sessions_.BroadcastResponses(std::move(down));
-    if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
+    generations_.Sending(now);
     if (!admit) negotiation_.MaybePublishSchedule([this] { return CanTakeScheduleLocked(); });
   }
   if (admit) return AdmitJoinersLocked();

@@ -39,109 +39,17 @@
 #include "coordinator/inspection/straggler_monitor.h"
 #include "coordinator/job/generations.h"
 #include "coordinator/job/job_info.h"
+#include "coordinator/job/job_options.h"
 #include "coordinator/job/roster.h"
 #include "coordinator/job/sessions.h"
 #include "coordinator/negotiation/job_negotiation.h"
 #include "coordinator/negotiation/negotiator.h"
+#include "coordinator/state/job_record.h"
 #include "coordinator/state/kv_store.h"
 #include "coordinator/state/secret.h"
 #include "troika/v1/troika.pb.h"
 
 namespace troika::coordinator {
-
-// Why a job was aborted, for metrics (the reason text says more).
-enum class AbortCause {
-  kRankExit,
-  kConnectionLost,
-  kDeadlock,
-  kStall,
-  kCancelled,
-  kShutdown,
-  kProtocolError,  // a session was ended for what it sent (by the coordinator or an agent)
-  kAttachTimeout,  // an elastic generation's ranks did not all attach in time
-};
-inline constexpr int kNumAbortCauses = 8;
-// "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown",
-// "protocol_error", "attach_timeout".
-const char* AbortCauseName(AbortCause cause);
-
-class Job;
-
-// Where a job's generations (elastic) or incarnations (formed anew) lead, for one who holds
-// on to the job (troikarun reads how its job ended): JobRegistry::Latest(anchor()) is the job
-// in force. Made by its holder, given to the first job (Job::Track), and moved on by each job
-// as it makes its successor (to the maker), so that it keeps the job in force alive but not
-// every one before; the jobs hold it weakly. Thread-safe; its lock is taken last.
-class JobLineage {
- public:
-  explicit JobLineage(std::shared_ptr<Job> first) : anchor_(std::move(first)) {}
-  std::shared_ptr<Job> anchor() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return anchor_;
-  }
-
- private:
-  friend class Generations;  // moves it on as it makes a successor
-  void Set(std::shared_ptr<Job> job) {
-    std::lock_guard<std::mutex> lock(mu_);
-    anchor_ = std::move(job);
-  }
-  mutable std::mutex mu_;
-  std::shared_ptr<Job> anchor_;  // guarded by mu_
-};
-
-struct JobOptions {
-  NegotiatorOptions negotiator;
-  // When a tensor stalls (some ranks submitted it, others not) is warned about or aborts the
-  // job. Defaults: warn after 60 s, never abort.
-  StallOptions stall;
-  // A rank last to submit most tensors is logged as a straggler once its mean lateness
-  // reaches this. Default 10 ms.
-  absl::Duration straggler_margin = absl::Milliseconds(10);
-  // Abort the job at once when every live rank reports being blocked on tensors that are
-  // pending (see DeadlockDetector). Default true.
-  bool deadlock_detection = true;
-  // Steady-state schedules (docs/protocol.md, Schedules): once the job's responses repeat,
-  // its ranks are sent the period to execute without requests. Default: off.
-  bool schedules = false;
-  // Schedules fuse neighbouring entries into collectives of up to the fusion threshold once
-  // the ranks' reports show that no rank needs one's result before it submits the next
-  // (docs/protocol.md, Schedules). Default: on.
-  bool schedule_buckets = true;
-  // Tune fusion threshold and cycle time while the job runs (JobTelemetry). Default: off.
-  std::optional<AutotuneConfig> autotune;
-  // Called (under the job's lock: must be quick and take no lock the job may wait for) when
-  // the job is aborted. Default: none.
-  std::function<void(AbortCause)> on_abort;
-  // The job's token: every job-scoped call must carry it (docs/security.md).
-  Secret token;
-  // Called (under the job's lock: must be quick) with the job's state record whenever it
-  // changes: a node registered, a process set was added or removed (--state_dir).
-  std::function<void(const v1::JobRecord&)> on_record;
-  // Elastic job (docs/elastic.md): while at least this many ranks remain, losing ranks (a
-  // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
-  // survivors go on as the next one. 0 (default): not elastic.
-  int min_size = 0;
-  // An elastic job's maximum: nodes registering while it runs are admitted at a commit up to
-  // this many ranks. 0 (default): the size.
-  int max_size = 0;
-  // This generation's number (Membership.epoch), and why it began (empty: the first).
-  int64_t epoch = 1;
-  std::string generation_cause;
-  // Makes the next generation of an elastic job: the same name, token and options, `size`
-  // ranks, epoch `epoch`, begun because ranks were lost (`cause`, `why`) or nodes were
-  // admitted (no cause). Called under the job's lock: must take no lock the job may wait for.
-  std::function<std::shared_ptr<Job>(int size, int64_t epoch, std::optional<AbortCause> cause,
-                                     const std::string& why)>
-      next_generation;
-  // Called once (under the job's lock: must be quick) by a generation after the first when it
-  // sends its first responses: how long after the generation before ended.
-  std::function<void(absl::Duration)> on_recovered;
-  // A job that is not elastic: makes its next incarnation, epoch `epoch` (the same name,
-  // token, size and options), when ranks that shut down attach again. Called under the job's
-  // lock: must take no lock the job may wait for. Null: ranks cannot attach again.
-  std::function<std::shared_ptr<Job>(int64_t epoch)> next_incarnation;
-};
 
 class Job : public session::SessionHandler, public std::enable_shared_from_this<Job> {
  public:
@@ -161,9 +69,9 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // True iff `token` is this job's token. Thread-safe (immutable).
   bool TokenMatches(const std::string& token) const { return token_.Matches(token); }
   int size() const { return size_; }
-  int64_t epoch() const { return epoch_; }
+  int64_t epoch() const { return generations_.epoch(); }
   int min_size() const { return generations_.min_size(); }
-  int max_size() const { return max_size_; }
+  int max_size() const { return generations_.max_size(); }
   KvStore& kv() { return kv_; }
   // The generation that replaced this one once an elastic job lost ranks, or the incarnation
   // formed by ranks attaching again (JobOptions); null before, and while that incarnation
@@ -334,18 +242,13 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   const std::string name_;
   const Secret token_;
   const int size_;
-  const int64_t epoch_;
-  const std::string generation_cause_;
-  const int max_size_;
   Scheduler& scheduler_;
   Clock& clock_;
   const std::function<void()> on_done_;
-  const absl::Time created_at_;
   const std::function<void(AbortCause)> on_abort_;
   const std::function<void(const v1::JobRecord&)> on_record_;
-  std::function<void(absl::Duration)> on_recovered_;  // cleared once called; under mu_
-  KvStore kv_;                                        // thread-safe on its own
-  JobMetrics metrics_;                                // thread-safe on its own
+  KvStore kv_;          // thread-safe on its own
+  JobMetrics metrics_;  // thread-safe on its own
 
   mutable std::mutex mu_;
   // Guarded by mu_.

@@ -58,7 +58,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   state_ = State::kRunning;
   // A job formed anew takes over its record (--state_dir) once it runs: a restarted
   // coordinator resumes the incarnation in force.
-  if (on_record_ && epoch_ > 1 && min_size() == 0) on_record_(RecordLocked());
+  if (on_record_ && generations_.epoch() > 1 && min_size() == 0) on_record_(RecordLocked());
   TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
   roster_.Complete();
 }
@@ -74,7 +74,7 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   // An elastic job takes nodes into its first generation's blocks until it runs; later ones
   // join at a commit.
   const bool elastic = min_size() > 0;
-  if (!elastic || (epoch_ == 1 && state_ == State::kAttaching)) {
+  if (!elastic || (generations_.epoch() == 1 && state_ == State::kAttaching)) {
     bool added = false;
     absl::StatusOr<NodeBlock> block = roster_.Reserve(host, nproc, node_rank, &added);
     if (added && on_record_) on_record_(RecordLocked());
@@ -86,11 +86,11 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   }
   const int ranks = size_ - static_cast<int>(roster_.departed().size());
   const int joining = generations_.JoiningRanks();
-  if (ranks + joining + nproc > max_size_) {
+  if (ranks + joining + nproc > generations_.max_size()) {
     return done(absl::ResourceExhaustedError(
         absl::StrCat("job '", name_, "' has ", ranks, " ranks",
                      joining ? absl::StrCat(" and ", joining, " joining") : "", "; ", nproc,
-                     " more would exceed its maximum of ", max_size_)));
+                     " more would exceed its maximum of ", generations_.max_size())));
   }
   TROIKA_LOG(INFO) << "job '" << name_ << "': " << nproc << (nproc == 1 ? " rank" : " ranks")
                    << " on " << host << " wait to join at the next commit";
@@ -117,7 +117,7 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   }
   std::string message =
       absl::StrCat("job '", name_, "': ", missed, " (attached: ", FormatRanks(attached), ")");
-  if (generations_.forms_again() && epoch_ > 1) {
+  if (generations_.forms_again() && generations_.epoch() > 1) {
     absl::StrAppend(&message, "; after a shutdown the job forms again only once every rank ",
                     "attached again (init)");
   }

@@ -49,7 +49,7 @@ std::shared_ptr<Job> Job::NextIncarnationLocked() {
   std::shared_ptr<Job> next = generations_.NextIncarnationOf(shared_from_this(), &made);
   if (!made) return next;
   TROIKA_LOG(INFO) << "job '" << name_ << "': ranks attach again; it forms anew (epoch "
-                   << epoch_ + 1 << ")";
+                   << generations_.epoch() + 1 << ")";
   // Lock order: an incarnation, then its successor (which never calls back).
   next->AdoptIncarnation(roster_.nodes(), telemetry_.TakeTimeline(), generations_.left_exits());
   return next;

@@ -11,12 +11,12 @@ JobInfo Job::Describe() const {
   info.name = name_;
   info.size = size_;
   info.state = JobStateName(state_);
-  info.epoch = epoch_;
+  info.epoch = generations_.epoch();
   info.min_size = min_size();
-  info.max_size = max_size_;
-  info.generation_cause = generation_cause_;
+  info.max_size = generations_.max_size();
+  info.generation_cause = generations_.cause();
   info.abort_reason = abort_reason_;
-  info.age = now - created_at_;
+  info.age = now - generations_.created_at();
   info.ranks.resize(size_);
   for (int r = 0; r < size_; ++r) {
     RankInfo& rank = info.ranks[r];

@@ -140,6 +140,17 @@ bool Sessions::Owns(session::SessionSink* sink, int rank) const {
   return rank >= 0 && rank < static_cast<int>(of_rank_.size()) && of_rank_[rank] == sink;
 }
 
+absl::Status Sessions::CheckOwns(session::SessionSink* sink, const std::vector<int>& ranks,
+                                 const char* what) const {
+  for (int rank : ranks) {
+    if (!Owns(sink, rank)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("a session sent ", what, " for rank ", rank, ", which it does not own"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool Sessions::all_connected() const {
   return std::none_of(of_rank_.begin(), of_rank_.end(),
                       [](session::SessionSink* sink) { return sink == nullptr; });

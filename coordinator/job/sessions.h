@@ -62,6 +62,10 @@ class Sessions {
   // Unbinds `sink`: its ranks, or empty if it had none.
   std::vector<int> Close(session::SessionSink* sink);
   bool Owns(session::SessionSink* sink, int rank) const;
+  // OK if `sink` owns every one of `ranks`; else PERMISSION_DENIED: "a session sent `what`
+  // for rank r, which it does not own" (a protocol violation by the peer).
+  absl::Status CheckOwns(session::SessionSink* sink, const std::vector<int>& ranks,
+                         const char* what) const;
   bool connected(int rank) const { return of_rank_[rank] != nullptr; }
   bool all_connected() const;
   bool empty() const { return ranks_.empty(); }

@@ -31,7 +31,10 @@ Generations::Joiner Joiner(const std::string& host, int nproc,
 }
 
 TEST(GenerationsTest, SurvivorsKeepTheirOrderWithoutTheLostAndTheDeparted) {
-  Generations generations(5, 3, 2, nullptr, nullptr);
+  JobOptions options;
+  options.epoch = 3;
+  options.min_size = 2;
+  Generations generations(5, options, absl::Now());
   EXPECT_FALSE(generations.elastic()) << "no factory for the next generation";
   MembershipChange change = generations.Survivors({1}, {3});
   EXPECT_EQ(change.epoch, 4);
@@ -40,9 +43,12 @@ TEST(GenerationsTest, SurvivorsKeepTheirOrderWithoutTheLostAndTheDeparted) {
 }
 
 TEST(GenerationsTest, NodesJoinAtTheCommitAfterTheSurvivors) {
-  Generations generations(2, 1, 1, [](int, int64_t, std::optional<AbortCause>,
-                                      const std::string&) { return nullptr; },
-                          nullptr);
+  JobOptions options;
+  options.min_size = 1;
+  options.next_generation = [](int, int64_t, std::optional<AbortCause>, const std::string&) {
+    return std::shared_ptr<Job>();
+  };
+  Generations generations(2, options, absl::Now());
   ASSERT_TRUE(generations.elastic());
   std::optional<absl::StatusOr<NodeBlock>> x, y, gone;
   bool cancelled = false;
@@ -57,9 +63,8 @@ TEST(GenerationsTest, NodesJoinAtTheCommitAfterTheSurvivors) {
 
   std::vector<Response> none = {Barrier("step")};
   EXPECT_FALSE(generations.CutAtCommit(none)) << "no commit among the responses";
-  std::vector<Response> responses = {Barrier("before"),
-                                     Barrier(std::string(kElasticCommitPrefix) + "1"),
-                                     Barrier("after")};
+  std::vector<Response> responses = {
+      Barrier("before"), Barrier(std::string(kElasticCommitPrefix) + "1"), Barrier("after")};
   ASSERT_TRUE(generations.CutAtCommit(responses));
   ASSERT_EQ(responses.size(), 1u);
   EXPECT_EQ(responses[0].names.front(), "before");
@@ -78,7 +83,9 @@ TEST(GenerationsTest, NodesJoinAtTheCommitAfterTheSurvivors) {
 }
 
 TEST(GenerationsTest, FailedJoinersAreAnsweredOnce) {
-  Generations generations(2, 1, 1, nullptr, nullptr);
+  JobOptions options;
+  options.min_size = 1;
+  Generations generations(2, options, absl::Now());
   std::optional<absl::StatusOr<NodeBlock>> x;
   generations.Join(Joiner("x", 1, &x));
   generations.FailJoiners(absl::AbortedError("over"));
@@ -97,7 +104,9 @@ TEST(GenerationsTest, TheNextIncarnationIsMadeOnceAndTheLineageFollowsIt) {
     return made.back();
   };
   auto self = make(1);
-  Generations generations(2, 1, 0, nullptr, make);
+  JobOptions options;
+  options.next_incarnation = make;
+  Generations generations(2, options, absl::Now());
   ASSERT_TRUE(generations.forms_again());
   auto lineage = std::make_shared<JobLineage>(self);
   generations.Track(lineage);

@@ -103,8 +103,7 @@ TEST_F(RosterTest, NodeBlocksAreReservedOncePerHost) {
   EXPECT_EQ(second->first_rank, 2);
   EXPECT_EQ(roster.Reserve("z", 2, -1, &added).status().code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(roster.Reserve("z", 3, -1, &added).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(roster.Reserve("z", 3, -1, &added).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(roster.nodes().size(), 2u);
   Roster restored("j", 4, 2, scheduler_);
   restored.AddNodes(roster.nodes());

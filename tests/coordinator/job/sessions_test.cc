@@ -30,6 +30,10 @@ TEST(SessionsTest, BindsRanksOnceAndChecksOwnership) {
   EXPECT_FALSE(sessions.Owns(&b, 1));
   EXPECT_FALSE(sessions.Owns(&a, 3)) << "out of range";
   EXPECT_FALSE(sessions.Owns(&a, -1));
+  EXPECT_TRUE(sessions.CheckOwns(&a, {0, 1}, "a goodbye").ok());
+  absl::Status denied = sessions.CheckOwns(&a, {1, 2}, "a goodbye");
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message(), "a session sent a goodbye for rank 2, which it does not own");
   EXPECT_EQ(sessions.Open({1}, &b, {}).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(sessions.Open({2}, &b, {2}).code(), absl::StatusCode::kAlreadyExists)
       << "a departed rank";
