@@ -102,7 +102,7 @@ ABSL_FLAG(bool, plaintext, EnvOr("TROIKA_PLAINTEXT") == "1" || EnvOr("TROIKA_PLA
           "this (default: $TROIKA_PLAINTEXT)");
 
 int main(int argc, char** argv) {
-  troika::ShowFlagsOf("coordinator/troikactl_main.cc");
+  troika::ShowFlagsOf("coordinator/admin/troikactl_main.cc");
   absl::SetProgramUsageMessage(kUsage);
   troika::HandleHelp(argc, argv);
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {

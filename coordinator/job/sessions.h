@@ -22,6 +22,16 @@
 
 namespace troika::coordinator {
 
+// Sessions resuming after a coordinator restart (Sessions::Resume). Outside Sessions so that
+// std::optional sees it complete (clang).
+struct SessionsResync {
+  std::map<session::SessionSink*, int64_t> received;  // per resumed session
+  int32_t max_cache_id = 0;
+  int64_t max_schedule_id = 0;
+  session::SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
+  int64_t from = 0, to = 0;
+};
+
 class Sessions {
  public:
   // What the resumed sessions said they know, once they all resumed: numbering goes on after
@@ -83,22 +93,14 @@ class Sessions {
                     const std::set<int>& departed);
   Resumed Finish(int64_t through);
 
-  struct ResyncState {
-    std::map<session::SessionSink*, int64_t> received;  // per resumed session
-    int32_t max_cache_id = 0;
-    int64_t max_schedule_id = 0;
-    session::SessionSink* leader = nullptr;  // non-null: asked for responses from .. to
-    int64_t from = 0, to = 0;
-  };
-
   const std::string job_;
   std::map<session::SessionSink*, std::vector<int>> ranks_;
   std::vector<session::SessionSink*> of_rank_;
-  int64_t next_seq_ = 1;               // the number of the next response broadcast
-  bool fresh_ = false;                 // a session opened without resuming
-  bool resumed_ = false;               // the sessions resumed after a coordinator restart
-  std::optional<ResyncState> resync_;  // while the sessions resume
-  ClientSettings settings_;            // what the sessions were last sent
+  int64_t next_seq_ = 1;                  // the number of the next response broadcast
+  bool fresh_ = false;                    // a session opened without resuming
+  bool resumed_ = false;                  // the sessions resumed after a coordinator restart
+  std::optional<SessionsResync> resync_;  // while the sessions resume
+  ClientSettings settings_;               // what the sessions were last sent
 };
 
 }  // namespace troika::coordinator
