@@ -126,3 +126,24 @@ def test_the_modules_depend_on_one_another_in_one_direction():
     # The framework-neutral modules know no front end.
     for m in ("troika", "troika._handles", "troika._ops"):
         assert not any(d.startswith("troika.torch") for d in edges[m]), (m, edges[m])
+
+
+# Every public name horovod/torch/mpi_ops.py (v0.28.1) defines or imports, but the helper
+# handle_average_backwards_compatibility.
+HOROVOD_MPI_OPS = """Adasum Average Compression HorovodInternalError Max Min ProcessSet Product
+Sum add_process_set allgather allgather_async allreduce allreduce_ allreduce_async
+allreduce_async_ alltoall alltoall_async barrier broadcast broadcast_ broadcast_async
+broadcast_async_ ccl_built cross_rank cross_size cuda_built ddl_built global_process_set
+gloo_built gloo_enabled grouped_allgather grouped_allgather_async grouped_allreduce
+grouped_allreduce_ grouped_allreduce_async grouped_allreduce_async_ grouped_reducescatter
+grouped_reducescatter_async init is_homogeneous is_initialized join local_rank local_size
+mpi_built mpi_enabled mpi_threads_supported nccl_built poll rank reducescatter
+reducescatter_async remove_process_set rocm_built shutdown size sparse_allreduce_async
+start_timeline stop_timeline synchronize""".split()
+
+
+def test_mpi_ops_is_horovods_module_of_the_same_functions():
+    import troika.torch.mpi_ops as mpi_ops
+    assert sorted(mpi_ops.__all__) == sorted(HOROVOD_MPI_OPS)
+    for name in HOROVOD_MPI_OPS:
+        assert getattr(mpi_ops, name) is getattr(hvd, name), name
