@@ -1,5 +1,7 @@
-// Job: sessions, negotiation and its flushes, aborts and the job's end. Attaching is in
-// job_attach.cc, self-inspection in job_inspection.cc, Describe() in job_info.cc.
+// Job: the hand-off of each session call to the job's parts, the flush, aborts and the job's
+// end. The other transitions of its lifecycle: forming (job_attach.cc), a generation ending
+// (job_elastic.cc), forming anew (job_incarnation.cc), stalls and deadlocks
+// (job_inspection.cc); Describe() in job_info.cc.
 
 #include "coordinator/job/job.h"
 

@@ -1,7 +1,11 @@
 #pragma once
-// Job: one training job on the coordinator — its membership (attach), its sessions, its
-// negotiation (every process set's, and schedules) and its key-value store. Isolated
-// from every other job. Responses of every process set go down one stream, in one order.
+// Job: one training job on the coordinator, isolated from every other job. It keeps its lock
+// and its lifecycle, and hands each session call to its parts: Roster (nodes, attaches,
+// memberships, departed ranks), Sessions (which session owns which rank, numbering, resume),
+// Generations (survivors, joining nodes, successors), JobNegotiation (every process set's
+// negotiation and the schedules; its observers: JobMetrics, StragglerMonitor, JobTelemetry),
+// HangDetector (stalls, deadlocks) and the key-value store. Responses of every process set go
+// down one stream, in one order.
 //
 // Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
 // said goodbye; kAborted when a session is lost or Abort() is called (every session is sent
