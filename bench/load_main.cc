@@ -110,11 +110,8 @@ struct CoordinatorProcess {
 CoordinatorProcess StartCoordinator(const std::string& binary, bool cache) {
   const std::string port_file = absl::StrCat("/tmp/troika-load-bench-", getpid(), ".port");
   unlink(port_file.c_str());
-  std::vector<std::string> argv = {binary,
-                                   "--listen=127.0.0.1:0",
-                                   "--plaintext",
-                                   "--port_file=" + port_file,
-                                   "--log_level=error",
+  std::vector<std::string> argv = {binary, "--listen=127.0.0.1:0", "--plaintext",
+                                   "--port_file=" + port_file, "--log_level=error",
                                    absl::StrCat("--cache_capacity=", cache ? 1024 : 0),
                                    "--max_pending_tensors=1000000",
                                    // Negotiation is what is measured: the simulated endpoints

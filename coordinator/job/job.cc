@@ -39,9 +39,10 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
       kv_(scheduler),
-      negotiation_(name_, size, options.negotiator,
-                   {.enabled = options.schedules, .buckets = options.schedule_buckets},
-                   [this](std::shared_ptr<const DownMessage> m) { BroadcastLocked(std::move(m)); }),
+      negotiation_(
+          name_, size, options.negotiator,
+          {.enabled = options.schedules, .buckets = options.schedule_buckets},
+          [this](std::shared_ptr<const DownMessage> m) { sessions_.Broadcast(std::move(m)); }),
       hangs_(negotiation_, options.stall, options.deadlock_detection),
       stragglers_(name_, size, options.straggler_margin),
       telemetry_(name_, size, std::move(options.autotune), options.negotiator,
@@ -344,7 +345,7 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
-  BroadcastLocked(std::move(down));
+  sessions_.Broadcast(std::move(down));
   FailWaitingLocked(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
 }
@@ -431,10 +432,6 @@ void Job::ArmTimerLocked(absl::Time due) {
     job->flush_due_ = absl::InfiniteFuture();
     job->FlushLocked();
   });
-}
-
-void Job::BroadcastLocked(std::shared_ptr<const DownMessage> message) {
-  sessions_.Broadcast(std::move(message));
 }
 
 Job::State Job::state() const {

@@ -233,7 +233,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
   // rank is blocked.
   void CheckDeadlockLocked();
-  void BroadcastLocked(std::shared_ptr<const DownMessage> message);
   // Whether the job can take a steady-state schedule now (JobNegotiation::
   // MaybePublishSchedule): it runs, every rank is in session and none left, no resync, and
   // the autotuner (if any) settled.

@@ -67,7 +67,6 @@ class Sessions {
   // Sessions resume (until every one did and got what it missed): nothing is negotiated.
   bool resyncing() const { return resync_.has_value(); }
   void CancelResync() { resync_.reset(); }
-  bool fresh() const { return fresh_; }
 
   // Unbinds `sink`: its ranks, or empty if it had none.
   std::vector<int> Close(session::SessionSink* sink);
