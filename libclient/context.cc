@@ -161,6 +161,15 @@ StepTiming ContextImpl::Report(const std::optional<StepSample>& step) {
   return {step->duration, step->compute, step->negotiation_wait, step->communication};
 }
 
+absl::StatusOr<std::pair<int, int>> ContextImpl::ProcessSetMember(int process_set) const {
+  if (process_set == 0) return std::make_pair(membership_.rank, membership_.size);
+  if (!process_sets_->Has(process_set)) {
+    return absl::NotFoundError(absl::StrCat("there is no process set ", process_set,
+                                            " (never added, or removed)"));
+  }
+  return process_sets_->Member(process_set);
+}
+
 absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {
   if (request.process_set == 0) return CheckRequest(request, membership_.size);
   absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(request.process_set);
@@ -504,6 +513,10 @@ absl::StatusOr<int> Context::AddProcessSet(std::vector<int> ranks) {
   Handle handle = impl_->Submit(std::move(r), nullptr, nullptr);
   if (absl::Status s = handle.Wait(); !s.ok()) return s;
   return internal::ContextImpl::ProcessSetId(handle);
+}
+
+absl::StatusOr<std::pair<int, int>> Context::ProcessSetMember(int process_set) const {
+  return impl_->ProcessSetMember(process_set);
 }
 
 absl::Status Context::RemoveProcessSet(int id) {

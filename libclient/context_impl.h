@@ -57,6 +57,8 @@ class ContextImpl {
   }
   // The new set's id after a successful AddProcessSet handle.
   static int ProcessSetId(const Handle& handle);
+  // Context::ProcessSetMember.
+  absl::StatusOr<std::pair<int, int>> ProcessSetMember(int process_set) const;
   // Context::StartStep / EndStep / MarkStep: an ended step is also queued for the coordinator.
   void StartStep() { steps_->StartStep(); }
   StepTiming EndStep() { return Report(steps_->EndStep()); }

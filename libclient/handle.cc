@@ -14,12 +14,14 @@ namespace internal {
 
 bool OpState::Complete(absl::Status s) {
   uint64_t polled = 0;
+  std::vector<std::function<void(const absl::Status&)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return false;
     done = true;
     status = std::move(s);
     polled = poll_id;
+    callbacks.swap(on_done);
   }
   cv.notify_all();
   if (polled != 0) {
@@ -28,6 +30,8 @@ bool OpState::Complete(absl::Status s) {
     if (std::shared_ptr<WaitTracker> t = tracker.lock()) t->PollEnded(polled);
   }
   if (step_clock) step_clock->OpFinished();
+  // `status` is final once done: read without mu.
+  for (auto& callback : callbacks) callback(status);
   return true;
 }
 
@@ -155,6 +159,31 @@ absl::Status Handle::WaitFor(absl::Duration timeout) const {
   internal::Observed(*state_);
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->status;
+}
+
+void Handle::OnDone(std::function<void(const absl::Status&)> callback) const {
+  if (!state_) {
+    callback(absl::FailedPreconditionError("empty handle"));
+    return;
+  }
+  bool registered = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done) {
+      state_->on_done.push_back(std::move(callback));
+      registered = true;
+    }
+  }
+  if (registered) {
+    // Someone now waits for it: requests held back for the send cycle leave now, as for a
+    // Wait (the tracker's flush takes the controller's lock: outside mu).
+    if (std::shared_ptr<internal::WaitTracker> tracker = state_->tracker.lock()) {
+      tracker->Waiting(state_->name);
+    }
+    return;
+  }
+  internal::Observed(*state_);
+  callback(state_->status);  // final once done
 }
 
 absl::Status Handle::WaitOnStream(void* stream) const {

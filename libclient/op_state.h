@@ -53,6 +53,9 @@ struct OpState {
   // Set (after StepClock::OpStarted) before the operation is submitted, so whatever completes
   // it sees it; constant after. The one completion calls its OpFinished().
   std::shared_ptr<StepClock> step_clock;
+  // Handle::OnDone callbacks registered before completion (guarded by mu); Complete() runs
+  // them, outside mu, on the completing thread.
+  std::vector<std::function<void(const absl::Status&)>> on_done;
 };
 
 // One operation submitted on this rank and not yet executed — or, on a rank that has joined

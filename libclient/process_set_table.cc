@@ -49,6 +49,11 @@ absl::StatusOr<std::pair<int, int>> ProcessSetTable::Member(int id) const {
   return std::make_pair(static_cast<int>(pos - ranks.begin()), static_cast<int>(ranks.size()));
 }
 
+bool ProcessSetTable::Has(int id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sets_.contains(id);
+}
+
 void ProcessSetTable::AbortAll() {
   std::lock_guard<std::mutex> lock(mu_);
   aborted_ = true;

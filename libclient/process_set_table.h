@@ -33,6 +33,8 @@ class ProcessSetTable {
   // {this rank's position in set `id`, the set's size} if this rank is in it;
   // FAILED_PRECONDITION naming the problem otherwise. Set 0 is not handled here.
   absl::StatusOr<std::pair<int, int>> Member(int id) const;
+  // True if set `id` exists (added and not removed), whether or not this rank is in it.
+  bool Has(int id) const;
   // Aborts every communicator, now and later added.
   void AbortAll();
 

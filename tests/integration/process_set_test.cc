@@ -148,5 +148,22 @@ TEST_F(ProcessSetTest, OpsOnARemovedSetFailAndTheJobGoesOn) {
   });
 }
 
+TEST_F(ProcessSetTest, MemberGivesPositionAndSizeOrSaysWhyNot) {
+  const std::vector<int> ids = AddHalves();
+  OnEveryRank(kRanks, [&](int rank) {
+    Context& c = *contexts_[rank];
+    absl::StatusOr<std::pair<int, int>> whole = c.ProcessSetMember(0);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ(*whole, std::make_pair(rank, kRanks));
+    const int mine = rank < 2 ? ids[0] : ids[1];
+    const int other = rank < 2 ? ids[1] : ids[0];
+    absl::StatusOr<std::pair<int, int>> in = c.ProcessSetMember(mine);
+    ASSERT_TRUE(in.ok()) << in.status();
+    EXPECT_EQ(*in, std::make_pair(rank % 2, 2));
+    EXPECT_EQ(c.ProcessSetMember(other).status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(c.ProcessSetMember(999).status().code(), absl::StatusCode::kNotFound);
+  });
+}
+
 }  // namespace
 }  // namespace troika::testing

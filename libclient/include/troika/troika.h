@@ -21,9 +21,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -194,6 +196,14 @@ class Handle {
   absl::Status Wait() const;
   // Like Wait(), but gives up after `timeout` with DEADLINE_EXCEEDED (the op continues).
   absl::Status WaitFor(absl::Duration timeout) const;
+  // Runs `callback` with the outcome once the operation finished: at once, on this thread, if
+  // it already has; else on the thread that completes it (Troika's executor, or a submitting
+  // thread for an operation refused at once), after Wait() would have returned. Never blocks.
+  // The callback must be short and must not wait for another handle (it holds up that
+  // thread); it may submit. For front ends whose framework completes an asynchronous kernel
+  // by a callback (troika.tensorflow's ops). Unlike Wait(), a callback does not count as
+  // this rank waiting for deadlock detection.
+  void OnDone(std::function<void(const absl::Status&)> callback) const;
   // GPU operations: blocks only until the operation has been issued on the device (or has
   // failed), then makes `stream` (a cudaStream_t; null: the legacy default stream) wait for
   // its completion on the device — the CPU does not wait for the transfer. Work queued on
@@ -307,6 +317,10 @@ class Context {
   // Removes set `id` (every rank of the job calls it, as AddProcessSet): its operations that
   // are still negotiating fail, later ones fail at once, its communicator is closed.
   absl::Status RemoveProcessSet(int id);
+  // {this rank's position in set `id`, the set's size}: {rank(), size()} for set 0;
+  // FAILED_PRECONDITION if this rank is not in the set, NOT_FOUND if there is no such set
+  // (never added, or removed). For sizing a reducescatter's result (its rows per position).
+  absl::StatusOr<std::pair<int, int>> ProcessSetMember(int process_set) const;
 
   // Allreduces `tensors` as one group named `group`: the coordinator schedules none of them
   // until every rank submitted all of them, then runs them together (fused as far as the
