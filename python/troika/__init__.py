@@ -13,11 +13,26 @@ every rank joins its job from).
 
 import array as _array
 import atexit as _atexit
+import os as _os
+import sys as _sys
 import threading as _threading
 
+
+# TensorFlow's Python package loads its libraries into the process's global scope, and they
+# export their own gRPC and protobuf: if it was imported first, libtroika's calls into gRPC
+# would bind to TensorFlow's copy (and crash in init()). The core is then loaded with
+# RTLD_DEEPBIND, so that it and the libraries it brings look up symbols among their own
+# first. Otherwise with the usual flags: deep binding also bypasses a preloaded allocator
+# (jemalloc, tcmalloc) for those libraries, which nothing else needs.
+_dlopen_flags = _sys.getdlopenflags()
+if "tensorflow" in _sys.modules:
+    _sys.setdlopenflags(_os.RTLD_NOW | _os.RTLD_DEEPBIND)
+try:
+    from troika import _troika
+finally:
+    _sys.setdlopenflags(_dlopen_flags)
 from troika._troika import (TroikaError, DuplicateNameError, InvalidArgumentError,  # noqa: F401
                             Handle, DTYPES)
-from troika import _troika
 
 try:  # written by the build (python/CMakeLists.txt)
     from troika._build_info import VERSION as __version__
@@ -41,6 +56,10 @@ _homogeneous = None
 # Generated names: per process set, the number of unnamed operations submitted so far. Every
 # member of a set submits the same sequence of operations, so the numbers agree across ranks.
 _noname_counters = {}
+# Called with each new Context init() creates, and with None at shutdown(): front ends whose
+# native code submits to the context without Python (troika.tensorflow's op library) rebind
+# to it there.
+_context_hooks = []
 
 
 class ProcessSet:
@@ -107,6 +126,8 @@ def init(comm=None, process_sets=None):
             rank_, size_, epoch = _generation or (-1, -1, 0)
             _context = _troika.Context.init(rank_, size_, epoch)
             global_process_set.ranks = list(range(_context.size))
+            for hook in _context_hooks:
+                hook(_context)
             _homogeneous = _every_host_has_as_many_ranks(_context)
     for ps in process_sets or []:
         add_process_set(ps)
@@ -122,6 +143,9 @@ def shutdown():
                 ps.process_set_id = None
                 del _process_sets[ps_id]
         _noname_counters.clear()
+        if ctx is not None:
+            for hook in _context_hooks:
+                hook(None)
     if ctx is not None:
         ctx.shutdown()
 

@@ -1,5 +1,5 @@
 """Horovod's build and feature queries, is_homogeneous() and the timeline calls on Troika
-(python/troika/torch/basics.py), with Horovod's return types. TROIKA_TEST_GPU_PLANE_BUILT (set
+(python/troika/_basics.py), with Horovod's return types. TROIKA_TEST_GPU_PLANE_BUILT (set
 by ctest from the build's TROIKA_HAVE_CUDA) is what nccl_built()/cuda_built() must say, and
 TROIKA_TEST_NCCL_VERSION the NCCL version code the build's nccl.h has (0 without)."""
 

@@ -27,10 +27,10 @@ from troika import (TroikaError, DuplicateNameError, InvalidArgumentError, Proce
                     is_homogeneous, size, rank, local_size, local_rank, cross_size, cross_rank)
 from troika._handles import poll, synchronize, shutdown
 from troika._ops import Sum, Average, Min, Max, Product, Adasum
-from troika.torch.basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
-                                 mpi_threads_supported, nccl_built, cuda_built, rocm_built,
-                                 ddl_built, ccl_built, start_timeline, stop_timeline,
-                                 TimelineNotAvailable)
+from troika._basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
+                            mpi_threads_supported, nccl_built, cuda_built, rocm_built,
+                            ddl_built, ccl_built, start_timeline, stop_timeline,
+                            TimelineNotAvailable)
 from troika.torch.compression import Compression
 from troika.torch.collectives import (allreduce, allreduce_async, allreduce_, allreduce_async_,
                                       sparse_allreduce_async, allgather, allgather_async,

@@ -123,9 +123,16 @@ def test_the_modules_depend_on_one_another_in_one_direction():
 
     for m in sorted(edges):
         visit(m, [])
-    # The framework-neutral modules know no front end.
-    for m in ("troika", "troika._handles", "troika._ops"):
-        assert not any(d.startswith("troika.torch") for d in edges[m]), (m, edges[m])
+    # The framework-neutral modules know no front end, and the front ends not each other.
+    for m in ("troika", "troika._handles", "troika._ops", "troika._basics"):
+        assert not any(d.startswith(("troika.torch", "troika.tensorflow", "troika.keras"))
+                       for d in edges[m]), (m, edges[m])
+    for m in edges:
+        if m.startswith("troika.tensorflow"):
+            assert not any(d.startswith("troika.torch") for d in edges[m]), (m, edges[m])
+        if m.startswith("troika.torch"):
+            assert not any(d.startswith(("troika.tensorflow", "troika.keras"))
+                           for d in edges[m]), (m, edges[m])
 
 
 # Every public name horovod/torch/mpi_ops.py (v0.28.1) defines or imports, but the helper
