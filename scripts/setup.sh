@@ -10,9 +10,12 @@
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
 #   --test-tools  build packages and what the test suite runs besides the build (promtool
 #                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
-#                 build/venv with kubernetes-validate and PyYAML from PyPI, and the wheels
-#                 `pip install .` builds with in build/wheelhouse), then build
-#                 everything: the programs, the tests and the benchmarks
+#                 build/venv with kubernetes-validate and PyYAML from PyPI, TensorFlow
+#                 (tensorflow-cpu 2.21, tf_keras, pytest) in build/venv and TensorFlow 2.16
+#                 in build/venv-tf216 for troika.tensorflow's tests (about 3 GB, a minute
+#                 on a fast link), and the wheels `pip install .` builds with in
+#                 build/wheelhouse), then build everything: the programs, the tests and
+#                 the benchmarks
 set -euo pipefail
 
 PACKAGES=(
@@ -37,6 +40,11 @@ TEST_PACKAGES=(prometheus yamllint
   python3-torch python3-pytest  # the Python tests (tests/python)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
+# troika.tensorflow's tests: the newest TensorFlow in build/venv (the op library is built
+# against it), and the oldest supported one in build/venv-tf216, which the same build must run
+# on (docs/tensorflow.md).
+TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.21.*" "tf_keras==2.21.*" pytest==8.3.3)
+OLDEST_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.16.*" pytest==8.3.3)
 # The build requirements of `pip install .` (pyproject.toml), downloaded into build/wheelhouse
 # for the test that installs the package offline (tests/python/check_pip_install.sh).
 PIP_BUILD_REQUIREMENTS=(scikit-build-core==1.1.2 pybind11==3.1.0)
@@ -80,6 +88,19 @@ if [[ "$mode" == "--test-tools" ]]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
       "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml==6.0.3
   fi
+  # $1: the venv, $2: the version prefix wanted, then the requirements. Reads the installed
+  # version without importing TensorFlow (seconds).
+  install_tensorflow() {
+    local env=$1 prefix=$2
+    shift 2
+    if ! "$env/bin/python" -c "import importlib.metadata as m, sys; sys.exit(not m.version('tensorflow-cpu').startswith('$prefix'))" 2>/dev/null; then
+      echo "setup: installing $* into $env"
+      [[ -x "$env/bin/pip" ]] || /usr/bin/python3 -m venv "$env"
+      "$env/bin/pip" install --quiet --disable-pip-version-check "$@"
+    fi
+  }
+  install_tensorflow "$venv" 2.21. "${TENSORFLOW_REQUIREMENTS[@]}"
+  install_tensorflow "$root/build/venv-tf216" 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
   wheelhouse="$root/build/wheelhouse"
   if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
     echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"

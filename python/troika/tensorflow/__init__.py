@@ -1,0 +1,60 @@
+"""``horovod.tensorflow`` on Troika: a Horovod TensorFlow script runs by changing its import
+line to ``import troika.tensorflow as hvd``.
+
+The collectives are TensorFlow ops of Troika's own op library, written against TensorFlow's
+stable C API (docs/tensorflow.md): they run eagerly and inside ``tf.function``, submit to the
+core without Python or the GIL, and one build runs on TensorFlow 2.16 to 2.21. Host tensors;
+a GPU tensor is copied to the host by TensorFlow's placement. Inside an XLA-compiled function
+(``jit_compile=True``) they raise, naming what to do instead.
+
+Importing it needs TensorFlow (an ImportError otherwise). This module only gathers the names;
+each lives in its own module (docs/python.md).
+"""
+
+try:
+    import tensorflow as _tf  # noqa: F401
+except ImportError as _e:  # pragma: no cover - depends on the environment
+    raise ImportError("troika.tensorflow needs TensorFlow (pip install tensorflow or "
+                      "tensorflow-cpu): %s" % _e) from _e
+
+from troika import (TroikaError, DuplicateNameError, InvalidArgumentError, ProcessSet,
+                    global_process_set, add_process_set, remove_process_set, init, is_initialized,
+                    is_homogeneous, size, rank, local_size, local_rank, cross_size, cross_rank,
+                    shutdown)
+from troika._ops import Sum, Average, Min, Max, Product, Adasum
+from troika._basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
+                            mpi_threads_supported, nccl_built, cuda_built, rocm_built, ddl_built,
+                            ccl_built, start_timeline, stop_timeline, TimelineNotAvailable)
+from troika.tensorflow.compression import Compression
+from troika.tensorflow.util import _executing_eagerly
+from troika.tensorflow.collectives import (allreduce, grouped_allreduce, allgather,
+                                           grouped_allgather, broadcast, broadcast_, alltoall,
+                                           reducescatter, grouped_reducescatter, join, barrier,
+                                           size_op, local_size_op, rank_op, local_rank_op,
+                                           cross_size_op, cross_rank_op, process_set_included_op)
+from troika.tensorflow.functions import (broadcast_variables, broadcast_object,
+                                         allgather_object)
+from troika.tensorflow.gradient_tape import (DistributedGradientTape,
+                                             PartialDistributedGradientTape)
+from troika.tensorflow import util
+
+# Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
+HorovodInternalError = TroikaError
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
+    "cross_size", "cross_rank", "is_homogeneous", "ProcessSet", "global_process_set",
+    "add_process_set", "remove_process_set",
+    "HorovodInternalError", "TroikaError", "DuplicateNameError", "InvalidArgumentError",
+    "TimelineNotAvailable",
+    "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
+    "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
+    "broadcast_", "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
+    "size_op", "local_size_op", "rank_op", "local_rank_op", "cross_size_op", "cross_rank_op",
+    "process_set_included_op",
+    "broadcast_variables", "broadcast_object", "allgather_object",
+    "DistributedGradientTape", "PartialDistributedGradientTape",
+    "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",
+    "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
+    "stop_timeline",
+]
