@@ -161,26 +161,36 @@ absl::Status Handle::WaitFor(absl::Duration timeout) const {
   return state_->status;
 }
 
-void Handle::OnDone(std::function<void(const absl::Status&)> callback) const {
+void Handle::OnDone(std::function<void(const absl::Status&)> callback, bool caller_waits) const {
   if (!state_) {
     callback(absl::FailedPreconditionError("empty handle"));
     return;
   }
-  bool registered = false;
+  std::shared_ptr<internal::WaitTracker> tracker = state_->tracker.lock();
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->done) tracker = nullptr;  // nothing to wait for
+  }
+  if (tracker) {
+    // Someone now waits for it: requests held back for the send cycle leave now, as for a
+    // Wait (the tracker takes the controller's lock: never under an op's).
+    tracker->Waiting(state_->name);
+    if (caller_waits) {
+      // Registered before the callback can run, so that it is unregistered by it.
+      const uint64_t token = tracker->BlockedFrom(state_->name, absl::Now());
+      callback = [weak = state_->tracker, token,
+                  inner = std::move(callback)](const absl::Status& status) {
+        if (std::shared_ptr<internal::WaitTracker> t = weak.lock()) t->Unblocked(token);
+        inner(status);
+      };
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->done) {
       state_->on_done.push_back(std::move(callback));
-      registered = true;
+      return;
     }
-  }
-  if (registered) {
-    // Someone now waits for it: requests held back for the send cycle leave now, as for a
-    // Wait (the tracker's flush takes the controller's lock: outside mu).
-    if (std::shared_ptr<internal::WaitTracker> tracker = state_->tracker.lock()) {
-      tracker->Waiting(state_->name);
-    }
-    return;
   }
   internal::Observed(*state_);
   callback(state_->status);  // final once done

@@ -25,8 +25,17 @@ std::vector<std::string> WaitTracker::BlockedNames() const {
 
 void WaitTracker::Unblocked(uint64_t token) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (waiting_.erase(token) != 0) return;  // never registered: nothing was sent
   if (blocked_.erase(token) == 0) return;
   ReportLocked();
+}
+
+uint64_t WaitTracker::BlockedFrom(const std::string& name, absl::Time since) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t token = next_token_++;
+  waiting_.emplace(token, std::make_pair(name, since));
+  if (wake_) wake_();
+  return token;
 }
 
 void WaitTracker::Detach() {
@@ -91,7 +100,20 @@ absl::Time WaitTracker::Expire(absl::Time now) {
     if (it->second.blocked) next = std::min(next, it->second.last + kPollLease);
     ++it;
   }
-  if (lapsed) ReportLocked();
+  bool registered = false;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    const auto& [name, since] = it->second;
+    if (now - since >= kBlockedAfter) {
+      blocked_.emplace(it->first, name);
+      registered = true;
+      if (flush_) flush_(name);  // as Blocked: a schedule may have arrived since
+      it = waiting_.erase(it);
+      continue;
+    }
+    next = std::min(next, since + kBlockedAfter);
+    ++it;
+  }
+  if (lapsed || registered) ReportLocked();
   return next;
 }
 

@@ -59,8 +59,14 @@ class WaitTracker {
   uint64_t Blocked(const std::string& name);
   // The ops threads are blocked on now (Blocked and not Unblocked).
   std::vector<std::string> BlockedNames() const;
-  // The thread holding `token` stopped waiting.
+  // The thread holding `token` stopped waiting (a token of Blocked or BlockedFrom).
   void Unblocked(uint64_t token);
+  // A thread of the application began waiting for the op named `name` at `since`, with no
+  // thread of Troika's waiting with it (Handle::OnDone's caller_waits: the application's
+  // framework completes it by callback). As for a Wait, it counts as blocked once it has
+  // waited kBlockedAfter: Expire registers it then (its caller learns when through the wake,
+  // below), so fast ops never cost a message. Pass the token to Unblocked().
+  uint64_t BlockedFrom(const std::string& name, absl::Time since);
   // Drops the sink: nothing is sent after this returns (the context is shutting down).
   void Detach();
 
@@ -72,11 +78,13 @@ class WaitTracker {
   // The polled op `op` completed: its run of polls and any registration end now.
   void PollEnded(uint64_t op);
   // Lapses the registrations (and forgets the runs) whose last poll is kPollLease or more
-  // before `now`. Returns when the next registration lapses if not renewed (InfiniteFuture:
-  // none) — when to call Expire again.
+  // before `now`, and registers the waits of BlockedFrom that began kBlockedAfter or more
+  // before it. Returns when the next registration lapses if not renewed, or the next such wait
+  // is due (InfiniteFuture: none) — when to call Expire again.
   absl::Time Expire(absl::Time now);
   // `wake` is called (under the tracker's lock; it must not block or call back) whenever a
-  // registration by polling begins, so that whoever calls Expire looks at its result again.
+  // registration by polling begins or a wait of BlockedFrom is added, so that whoever calls
+  // Expire looks at its result again.
   void SetWake(std::function<void()> wake);
   // A thread is about to wait for (or poll) the op named `name`, which is not done: `flush`
   // (set by the controller; it must not block or call back) sends the requests it holds back
@@ -109,7 +117,9 @@ class WaitTracker {
   std::function<void()> wake_;
   std::function<void(const std::string&)> flush_;
   std::map<uint64_t, std::string> blocked_;  // token -> name
-  std::map<uint64_t, PollRun> polls_;        // op -> its run of polls
+  // BlockedFrom's waits not yet kBlockedAfter old: token -> {name, since}.
+  std::map<uint64_t, std::pair<std::string, absl::Time>> waiting_;
+  std::map<uint64_t, PollRun> polls_;  // op -> its run of polls
   uint64_t next_token_ = 1;
   std::vector<std::string> reported_;  // the last wait set sent; sorted, distinct
   std::atomic<uint64_t> observations_{0};

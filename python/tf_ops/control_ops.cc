@@ -8,18 +8,26 @@
 namespace troika::tf {
 namespace {
 
-struct ControlKernel {
+struct ControlKernel : AsyncKernel {
+  using AsyncKernel::AsyncKernel;
   int process_set = 0;
 };
 
 void* CreateBarrier(TF_OpKernelConstruction* ctx) {
-  return new ControlKernel{Attrs(ctx).Int("process_set_id")};
+  Attrs attrs(ctx);
+  auto* k = new ControlKernel(attrs);
+  k->process_set = attrs.Int("process_set_id");
+  return k;
 }
-void* CreateJoin(TF_OpKernelConstruction*) { return new ControlKernel; }
+void* CreateJoin(TF_OpKernelConstruction* ctx) {
+  Attrs attrs(ctx);
+  return new ControlKernel(attrs);
+}
 void Destroy(void* k) { delete static_cast<ControlKernel*>(k); }
 
-void ComputeJoin(void*, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
+void ComputeJoin(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
+  std::shared_ptr<AsyncCall> call =
+      AsyncCall::Start(*static_cast<ControlKernel*>(kernel), ctx, done);
   if (!call) return;
   Handle h = call->context().Join();
   AsyncCall::FinishWhenDone(call, {h}, [h](AsyncCall& c) {
@@ -29,9 +37,9 @@ void ComputeJoin(void*, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* d
 }
 
 void ComputeBarrier(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<ControlKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   Handle h = call->context().Barrier({.process_set = k.process_set});
   AsyncCall::FinishWhenDone(std::move(call), {h});
 }
@@ -116,12 +124,12 @@ void RegisterQuery() {
 
 const bool registered = [] {
   RegisterAsyncOp(
-      "TroikaJoin", [](TF_OpDefinitionBuilder* op) {
-        TF_OpDefinitionBuilderAddOutput(op, "last_rank: int32");
-      },
+      "TroikaJoin",
+      [](TF_OpDefinitionBuilder* op) { TF_OpDefinitionBuilderAddOutput(op, "last_rank: int32"); },
       ScalarShape, CreateJoin, ComputeJoin, Destroy);
   RegisterAsyncOp(
-      "TroikaBarrier", [](TF_OpDefinitionBuilder* op) {
+      "TroikaBarrier",
+      [](TF_OpDefinitionBuilder* op) {
         TF_OpDefinitionBuilderAddAttr(op, "process_set_id: int = 0");
       },
       NoShape, CreateBarrier, ComputeBarrier, Destroy);

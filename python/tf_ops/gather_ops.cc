@@ -10,7 +10,8 @@
 namespace troika::tf {
 namespace {
 
-struct GatherKernel {
+struct GatherKernel : AsyncKernel {
+  using AsyncKernel::AsyncKernel;
   std::string group;               // grouped allgather only
   std::vector<std::string> names;  // one per tensor
   int process_set = 0;
@@ -19,7 +20,7 @@ struct GatherKernel {
 
 void* Create(TF_OpKernelConstruction* ctx, bool grouped, bool broadcast) {
   Attrs attrs(ctx);
-  auto* k = new GatherKernel;
+  auto* k = new GatherKernel(attrs);
   if (grouped) {
     k->group = attrs.String("group_name");
     k->names = attrs.StringList("tensor_names");
@@ -42,8 +43,8 @@ AsyncCall::Finish CopyResults(std::vector<Handle> handles, std::vector<TF_DataTy
   return [handles = std::move(handles), types = std::move(types)](AsyncCall& call) {
     for (size_t i = 0; i < handles.size(); ++i) {
       const Handle& h = handles[i];
-      void* out = call.AllocateOutput(static_cast<int>(i), types[i], h.output_shape(),
-                                      h.output_bytes());
+      void* out =
+          call.AllocateOutput(static_cast<int>(i), types[i], h.output_shape(), h.output_bytes());
       if (call.ended()) return;
       if (h.output_bytes() > 0) std::memcpy(out, h.output(), h.output_bytes());
     }
@@ -51,9 +52,9 @@ AsyncCall::Finish CopyResults(std::vector<Handle> handles, std::vector<TF_DataTy
 }
 
 void ComputeAllgather(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<GatherKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   if (TF_NumInputs(ctx) != static_cast<int>(k.names.size())) {
     return call->Fail(absl::InvalidArgumentError("tensor_names must name every input"));
   }
@@ -78,9 +79,9 @@ void ComputeAllgather(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDon
 }
 
 void ComputeBroadcast(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<GatherKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   std::optional<Input> in = call->GetInput(0);
   if (!in) return;
   void* out = call->AllocateOutput(0, in->tf_type, in->shape, in->bytes);
@@ -91,9 +92,9 @@ void ComputeBroadcast(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDon
 }
 
 void ComputeAlltoall(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<GatherKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   std::optional<Input> in = call->GetInput(0);
   if (!in) return;
   std::optional<Input> splits_in = call->GetInput(1);
@@ -103,8 +104,8 @@ void ComputeAlltoall(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDone
   }
   const auto* s = static_cast<const int32_t*>(splits_in->data);
   std::vector<int64_t> splits(s, s + splits_in->shape[0]);
-  Handle h = call->context().Alltoall(k.names[0], in->data, in->dtype, in->shape,
-                                      std::move(splits), {.process_set = k.process_set});
+  Handle h = call->context().Alltoall(k.names[0], in->data, in->dtype, in->shape, std::move(splits),
+                                      {.process_set = k.process_set});
   const TF_DataType type = in->tf_type;
   AsyncCall::FinishWhenDone(call, {h}, [h, type](AsyncCall& c) {
     CopyResults({h}, {type})(c);

@@ -17,18 +17,30 @@ Context* CurrentContext() { return g_context.load(std::memory_order_acquire); }
 
 std::optional<DataType> ToTroika(TF_DataType type) {
   switch (type) {
-    case TF_UINT8: return DataType::kUint8;
-    case TF_INT8: return DataType::kInt8;
-    case TF_UINT16: return DataType::kUint16;
-    case TF_INT16: return DataType::kInt16;
-    case TF_INT32: return DataType::kInt32;
-    case TF_INT64: return DataType::kInt64;
-    case TF_HALF: return DataType::kFloat16;
-    case TF_BFLOAT16: return DataType::kBFloat16;
-    case TF_FLOAT: return DataType::kFloat32;
-    case TF_DOUBLE: return DataType::kFloat64;
-    case TF_BOOL: return DataType::kBool;
-    default: return std::nullopt;
+    case TF_UINT8:
+      return DataType::kUint8;
+    case TF_INT8:
+      return DataType::kInt8;
+    case TF_UINT16:
+      return DataType::kUint16;
+    case TF_INT16:
+      return DataType::kInt16;
+    case TF_INT32:
+      return DataType::kInt32;
+    case TF_INT64:
+      return DataType::kInt64;
+    case TF_HALF:
+      return DataType::kFloat16;
+    case TF_BFLOAT16:
+      return DataType::kBFloat16;
+    case TF_FLOAT:
+      return DataType::kFloat32;
+    case TF_DOUBLE:
+      return DataType::kFloat64;
+    case TF_BOOL:
+      return DataType::kBool;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -90,15 +102,25 @@ float Attrs::Float(const char* name) {
   return value;
 }
 
+bool Attrs::Bool(const char* name) {
+  TF_Status* status = TF_NewStatus();
+  TF_Bool value = false;
+  TF_OpKernelConstruction_GetAttrBool(ctx_, name, &value, status);
+  Check(status);
+  TF_DeleteStatus(status);
+  return value;
+}
+
 void SetFailure(TF_OpKernelContext* ctx, const absl::Status& status) {
   TF_Status* tf_status = TF_NewStatus();
   // absl::StatusCode and TF_Code are both the canonical codes.
-  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), std::string(status.message()).c_str());
+  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()),
+               std::string(status.message()).c_str());
   TF_OpKernelContext_Failure(ctx, tf_status);
   TF_DeleteStatus(tf_status);
 }
 
-std::shared_ptr<AsyncCall> AsyncCall::Start(TF_OpKernelContext* ctx,
+std::shared_ptr<AsyncCall> AsyncCall::Start(const AsyncKernel& kernel, TF_OpKernelContext* ctx,
                                             TF_AsyncOpKernelDoneCallback* done) {
   // TF passes the address of its own std::function<void()>, a temporary of
   // CAsyncOpKernel::ComputeAsync (tensorflow/c/kernels.cc) destroyed when the kernel's
@@ -107,12 +129,13 @@ std::shared_ptr<AsyncCall> AsyncCall::Start(TF_OpKernelContext* ctx,
   std::function<void()> owned = std::move(*reinterpret_cast<std::function<void()>*>(done));
   Context* context = CurrentContext();
   if (context == nullptr) {
-    SetFailure(ctx, absl::FailedPreconditionError(
-                        "Troika has not been initialized; use hvd.init()."));
+    SetFailure(ctx,
+               absl::FailedPreconditionError("Troika has not been initialized; use hvd.init()."));
     owned();
     return nullptr;
   }
-  return std::shared_ptr<AsyncCall>(new AsyncCall(ctx, std::move(owned), context));
+  return std::shared_ptr<AsyncCall>(
+      new AsyncCall(ctx, std::move(owned), context, kernel.caller_waits));
 }
 
 AsyncCall::~AsyncCall() {
@@ -193,27 +216,30 @@ void AsyncCall::FinishWhenDone(std::shared_ptr<AsyncCall> call, std::vector<Hand
   waiting->call = std::move(call);
   waiting->finish = std::move(finish);
   waiting->left = handles.size();
+  const bool caller_waits = waiting->call->caller_waits_;
   for (const Handle& h : handles) {
-    h.OnDone([waiting](const absl::Status& status) {
-      if (!status.ok()) {
-        std::lock_guard<std::mutex> lock(waiting->mu);
-        if (waiting->first.ok()) waiting->first = status;
-      }
-      if (waiting->left.fetch_sub(1) != 1) return;
-      AsyncCall& c = *waiting->call;
-      absl::Status first;
-      {
-        std::lock_guard<std::mutex> lock(waiting->mu);
-        first = waiting->first;
-      }
-      if (!first.ok()) {
-        c.Fail(first);
-      } else {
-        if (waiting->finish) waiting->finish(c);
-        c.End();
-      }
-      waiting->call.reset();  // the handles' callbacks hold `waiting`, not the call
-    });
+    h.OnDone(
+        [waiting](const absl::Status& status) {
+          if (!status.ok()) {
+            std::lock_guard<std::mutex> lock(waiting->mu);
+            if (waiting->first.ok()) waiting->first = status;
+          }
+          if (waiting->left.fetch_sub(1) != 1) return;
+          AsyncCall& c = *waiting->call;
+          absl::Status first;
+          {
+            std::lock_guard<std::mutex> lock(waiting->mu);
+            first = waiting->first;
+          }
+          if (!first.ok()) {
+            c.Fail(first);
+          } else {
+            if (waiting->finish) waiting->finish(c);
+            c.End();
+          }
+          waiting->call.reset();  // the handles' callbacks hold `waiting`, not the call
+        },
+        caller_waits);
   }
 }
 
@@ -224,6 +250,7 @@ void RegisterAsyncOp(const char* name, const std::function<void(TF_OpDefinitionB
   TF_Status* status = TF_NewStatus();
   TF_OpDefinitionBuilder* op = TF_NewOpDefinitionBuilder(name);
   define(op);
+  TF_OpDefinitionBuilderAddAttr(op, "blocking: bool = false");
   // Stateful so that grappler never constant-folds or merges two of them; troika.tensorflow
   // lists the op as order-insensitive so that tf.function does not chain them in program
   // order either (docs/design/tensorflow.md, "The op must not be ordered or folded").
@@ -249,8 +276,8 @@ void ShapesFromInputs(TF_ShapeInferenceContext* ctx, TF_Status* status, bool unk
       if (unknown_dim0 && TF_ShapeInferenceContextRankKnown(ctx, in) &&
           TF_ShapeInferenceContextRank(ctx, in) > 0) {
         TF_ShapeHandle* rest = TF_NewShapeHandle();
-        TF_ShapeInferenceContextSubshape(ctx, in, 1, TF_ShapeInferenceContextRank(ctx, in),
-                                         rest, status);
+        TF_ShapeInferenceContextSubshape(ctx, in, 1, TF_ShapeInferenceContextRank(ctx, in), rest,
+                                         status);
         TF_ShapeHandle* dim0 = TF_ShapeInferenceContextVectorFromSize(ctx, -1);
         if (TF_GetCode(status) == TF_OK) {
           TF_ShapeInferenceContextConcatenateShapes(ctx, dim0, rest, in, status);

@@ -43,12 +43,22 @@ class Attrs {
   std::vector<std::string> StringList(const char* name);
   int32_t Int(const char* name);
   float Float(const char* name);
+  bool Bool(const char* name);
   bool ok() const { return ok_; }
 
  private:
   bool Check(TF_Status* status);
   TF_OpKernelConstruction* ctx_;
   bool ok_ = true;
+};
+
+// What every asynchronous kernel reads at construction: its `blocking` attribute, set by the
+// Python wrapper when the op is run eagerly (the calling thread then waits for it, which counts
+// for deadlock detection: Handle::OnDone's caller_waits). Each kernel's own state derives
+// from it; RegisterAsyncOp defines the attribute.
+struct AsyncKernel {
+  explicit AsyncKernel(Attrs& attrs) : caller_waits(attrs.Bool("blocking")) {}
+  bool caller_waits;
 };
 
 // One input as Troika takes it: the tensor (owned, deleted with the call), its data, type and
@@ -68,7 +78,7 @@ struct Input {
 class AsyncCall {
  public:
   // Null if there is no context yet (the kernel has then failed and finished).
-  static std::shared_ptr<AsyncCall> Start(TF_OpKernelContext* ctx,
+  static std::shared_ptr<AsyncCall> Start(const AsyncKernel& kernel, TF_OpKernelContext* ctx,
                                           TF_AsyncOpKernelDoneCallback* done);
   ~AsyncCall();
 
@@ -92,13 +102,15 @@ class AsyncCall {
                              Finish finish = nullptr);
 
  private:
-  AsyncCall(TF_OpKernelContext* ctx, std::function<void()> done, Context* context)
-      : ctx_(ctx), done_(std::move(done)), context_(context) {}
+  AsyncCall(TF_OpKernelContext* ctx, std::function<void()> done, Context* context,
+            bool caller_waits)
+      : ctx_(ctx), done_(std::move(done)), context_(context), caller_waits_(caller_waits) {}
   void End();
 
   TF_OpKernelContext* ctx_;
   std::function<void()> done_;
   Context* context_;
+  bool caller_waits_;
   std::vector<TF_Tensor*> tensors_;  // inputs and outputs taken, deleted at the end
   bool ended_ = false;
 };
@@ -106,8 +118,9 @@ class AsyncCall {
 // TF's status for one of Troika's (the codes are the same canonical numbers).
 void SetFailure(TF_OpKernelContext* ctx, const absl::Status& status);
 
-// Builds and registers the op `name` (`define` adds its inputs, outputs and attributes) as a
-// stateful op with `shape` as its shape function, and its CPU kernel.
+// Builds and registers the op `name` (`define` adds its inputs, outputs and attributes; this
+// adds `blocking`, AsyncKernel's) as a stateful op with `shape` as its shape function, and its
+// CPU kernel.
 using ShapeFn = void (*)(TF_ShapeInferenceContext*, TF_Status*);
 void RegisterAsyncOp(const char* name, const std::function<void(TF_OpDefinitionBuilder*)>& define,
                      ShapeFn shape, void* (*create)(TF_OpKernelConstruction*),

@@ -10,7 +10,8 @@
 namespace troika::tf {
 namespace {
 
-struct ReduceKernel {
+struct ReduceKernel : AsyncKernel {
+  using AsyncKernel::AsyncKernel;
   std::string group;               // grouped forms only
   std::vector<std::string> names;  // one per tensor
   AllreduceOptions options;
@@ -18,7 +19,7 @@ struct ReduceKernel {
 
 void* CreateReduce(TF_OpKernelConstruction* ctx, bool grouped) {
   Attrs attrs(ctx);
-  auto* k = new ReduceKernel;
+  auto* k = new ReduceKernel(attrs);
   if (grouped) {
     k->group = attrs.String("group_name");
     k->names = attrs.StringList("tensor_names");
@@ -51,15 +52,15 @@ bool Inputs(AsyncCall& call, const ReduceKernel& k, std::vector<Input>& ins) {
 }
 
 void ComputeAllreduce(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<ReduceKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   std::vector<Input> ins;
   if (!Inputs(*call, k, ins)) return;
   std::vector<GroupTensor> group;
   for (size_t i = 0; i < ins.size(); ++i) {
-    void* out = call->AllocateOutput(static_cast<int>(i), ins[i].tf_type, ins[i].shape,
-                                     ins[i].bytes);
+    void* out =
+        call->AllocateOutput(static_cast<int>(i), ins[i].tf_type, ins[i].shape, ins[i].bytes);
     if (call->ended()) return;
     group.push_back({k.names[i], ins[i].data, out, ins[i].dtype, ins[i].shape});
   }
@@ -77,9 +78,9 @@ void ComputeAllreduce(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDon
 // core writes them straight into TF's outputs.
 void ComputeReducescatter(void* kernel, TF_OpKernelContext* ctx,
                           TF_AsyncOpKernelDoneCallback* done) {
-  std::shared_ptr<AsyncCall> call = AsyncCall::Start(ctx, done);
-  if (!call) return;
   const auto& k = *static_cast<ReduceKernel*>(kernel);
+  std::shared_ptr<AsyncCall> call = AsyncCall::Start(k, ctx, done);
+  if (!call) return;
   std::vector<Input> ins;
   if (!Inputs(*call, k, ins)) return;
   absl::StatusOr<std::pair<int, int>> member =
@@ -96,7 +97,8 @@ void ComputeReducescatter(void* kernel, TF_OpKernelContext* ctx,
     std::vector<int64_t> out_shape = ins[i].shape;
     out_shape[0] = dim0 / set_size + (position < dim0 % set_size ? 1 : 0);
     const size_t bytes =
-        dim0 == 0 ? 0 : ins[i].bytes / static_cast<size_t>(dim0) * static_cast<size_t>(out_shape[0]);
+        dim0 == 0 ? 0
+                  : ins[i].bytes / static_cast<size_t>(dim0) * static_cast<size_t>(out_shape[0]);
     void* out = call->AllocateOutput(static_cast<int>(i), ins[i].tf_type, out_shape, bytes);
     if (call->ended()) return;
     group.push_back({k.names[i], ins[i].data, out, ins[i].dtype, ins[i].shape, bytes});

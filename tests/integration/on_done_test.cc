@@ -109,5 +109,30 @@ TEST(OnDoneTest, AFailureReachesTheCallback) {
   EXPECT_EQ(refused.Wait().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Callers waiting by callback (an eager TensorFlow op each) on ops the other rank never
+// submits: a deadlock, found as for threads in Wait(), instead of a hang. Without
+// caller_waits the ranks could be computing, so nothing is declared.
+TEST(OnDoneTest, CallersWaitingByCallbackOnDivergedOpsAreADeadlock) {
+  TestCluster cluster;
+  std::vector<std::unique_ptr<Context>> contexts = cluster.Join("job", kRanks);
+  std::vector<absl::Status> statuses(kRanks);
+  std::vector<absl::Duration> waited(kRanks);
+  OnEveryRank(kRanks, [&](int rank) {
+    const absl::Time start = absl::Now();
+    float x = 1;
+    Outcome outcome;
+    contexts[rank]
+        ->Allreduce(rank == 0 ? "only_on_0" : "only_on_1", &x, &x, DataType::kFloat32, {1})
+        .OnDone([&](const absl::Status& s) { outcome.Set(s); }, /*caller_waits=*/true);
+    statuses[rank] = outcome.Wait();
+    waited[rank] = absl::Now() - start;
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_FALSE(statuses[r].ok()) << "rank " << r;
+    EXPECT_NE(statuses[r].message().find("deadlock"), std::string::npos) << statuses[r];
+    EXPECT_LT(waited[r], absl::Seconds(5)) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace troika::testing

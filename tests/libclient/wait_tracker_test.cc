@@ -131,5 +131,25 @@ TEST_F(WaitTrackerTest, PollingAndWaitingOnTheSameOpAreOneName) {
   EXPECT_THAT(sent_, ElementsAre("2: a", "2:"));
 }
 
+// Handle::OnDone(caller_waits): a wait with no Troika thread in it counts from kBlockedAfter,
+// registered by Expire (woken to look); one that ends sooner costs no message.
+TEST_F(WaitTrackerTest, AWaitByCallbackRegistersOnceItIsBlockedAfterOld) {
+  int wakes = 0;
+  tracker_.SetWake([&] { ++wakes; });
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  const uint64_t quick = tracker_.BlockedFrom("quick", t0);
+  EXPECT_EQ(wakes, 1);
+  EXPECT_EQ(tracker_.Expire(t0 + kBlockedAfter / 2), t0 + kBlockedAfter);
+  tracker_.Unblocked(quick);  // done in time: nothing sent
+  EXPECT_EQ(tracker_.Expire(t0 + kBlockedAfter), absl::InfiniteFuture());
+  EXPECT_TRUE(sent_.empty());
+
+  const uint64_t slow = tracker_.BlockedFrom("slow", t0);
+  EXPECT_EQ(tracker_.Expire(t0 + kBlockedAfter), absl::InfiniteFuture());
+  EXPECT_THAT(tracker_.BlockedNames(), ElementsAre("slow"));
+  tracker_.Unblocked(slow);
+  EXPECT_THAT(sent_, ElementsAre("2: slow", "2:"));
+}
+
 }  // namespace
 }  // namespace troika::internal

@@ -201,9 +201,11 @@ class Handle {
   // thread for an operation refused at once), after Wait() would have returned. Never blocks.
   // The callback must be short and must not wait for another handle (it holds up that
   // thread); it may submit. For front ends whose framework completes an asynchronous kernel
-  // by a callback (troika.tensorflow's ops). Unlike Wait(), a callback does not count as
-  // this rank waiting for deadlock detection.
-  void OnDone(std::function<void(const absl::Status&)> callback) const;
+  // by a callback (troika.tensorflow's ops). `caller_waits`: a thread of the application is
+  // blocked until the callback runs (an eager TensorFlow op), so the rank counts as waiting
+  // for the operation for deadlock detection (docs/protocol.md, Deadlocks) until then, as in
+  // Wait(); false: the rank may be computing meanwhile (an op of a graph still running).
+  void OnDone(std::function<void(const absl::Status&)> callback, bool caller_waits = false) const;
   // GPU operations: blocks only until the operation has been issued on the device (or has
   // failed), then makes `stream` (a cudaStream_t; null: the legacy default stream) wait for
   // its completion on the device — the CPU does not wait for the transfer. Work queued on

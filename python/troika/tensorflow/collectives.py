@@ -4,7 +4,9 @@
 each op's gradient with Horovod's conventions.
 
 Every function builds one of the op library's ops (library.py), eagerly or inside a
-``tf.function``. Operations are negotiated under Horovod's names: ``<kind>.<name>`` for a named
+``tf.function``. Run eagerly, an op tells the core that this thread waits for it (its
+``blocking`` attribute): ranks that diverged then fail as a deadlock instead of hanging. Inside
+a graph it does not, since the rank may be computing other ops meanwhile. Operations are negotiated under Horovod's names: ``<kind>.<name>`` for a named
 one; an unnamed one is ``<kind>.noname.<N>`` when run eagerly (N counts the process set's
 unnamed operations, the same on every rank) and, in a graph, named after its input tensor as
 Horovod names it (``<kind>.HorovodAllreduce_<tensor>``), fixed when the graph is built.
@@ -53,6 +55,12 @@ def _set_id(process_set):
     return _ops.process_set_id(process_set)
 
 
+def _attrs(process_set_id):
+    """The attributes every collective op takes: its set, and whether the calling thread
+    waits for it (run eagerly: see the module's docstring)."""
+    return dict(process_set_id=process_set_id, blocking=tf.executing_eagerly())
+
+
 def _process_set(process_set_id):
     """The ProcessSet of an id (a gradient is built from the op's attributes)."""
     for ps in troika._process_sets.values():
@@ -82,7 +90,7 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return _lib.troika_allreduce(
         tensor, tensor_name=_op_name("allreduce", name, [tensor], ps_id),
         reduce_op=int(_ops.check_op(op)), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set_id=ps_id)
+        postscale_factor=float(postscale_factor), **_attrs(ps_id))
 
 
 @tf_ops.RegisterGradient("TroikaAllreduce")
@@ -129,7 +137,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
         list(tensors), group_name=group,
         tensor_names=["%s.%d" % (group, i) for i in range(len(tensors))],
         reduce_op=int(_ops.check_op(op)), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set_id=ps_id)
+        postscale_factor=float(postscale_factor), **_attrs(ps_id))
 
 
 @tf_ops.RegisterGradient("TroikaGroupedAllreduce")
@@ -174,7 +182,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     """Concatenates every rank's `tensor` along dim 0 (which may differ between ranks)."""
     ps_id = _set_id(process_set)
     return _lib.troika_allgather(tensor, tensor_name=_op_name("allgather", name, [tensor], ps_id),
-                                 process_set_id=ps_id)
+                                 **_attrs(ps_id))
 
 
 def _gathered_slice(grad, x, process_set):
@@ -201,7 +209,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     group = _op_name("allgather", name, tensors, ps_id)
     return _lib.troika_grouped_allgather(
         list(tensors), group_name=group,
-        tensor_names=["%s.%d" % (group, i) for i in range(len(tensors))], process_set_id=ps_id)
+        tensor_names=["%s.%d" % (group, i) for i in range(len(tensors))], **_attrs(ps_id))
 
 
 @tf_ops.RegisterGradient("TroikaGroupedAllgather")
@@ -220,7 +228,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     ps_id = _set_id(process_set)
     return _lib.troika_broadcast(
         tensor, tensor_name=_op_name("broadcast", name, [tensor], ps_id),
-        root_rank=_ops.root_position(root_rank, process_set), process_set_id=ps_id)
+        root_rank=_ops.root_position(root_rank, process_set), **_attrs(ps_id))
 
 
 @tf_ops.RegisterGradient("TroikaBroadcast")
@@ -255,7 +263,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
                else tf.constant([], dtype=tf.int32))
     output, received = _lib.troika_alltoall(
         tensor, splits_, tensor_name=_op_name("alltoall", name, [tensor], ps_id),
-        process_set_id=ps_id)
+        **_attrs(ps_id))
     return (output, received) if splits is not None else output
 
 
@@ -275,7 +283,7 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
     return _lib.troika_reducescatter(
         tensor, tensor_name=_op_name("reducescatter", name, [tensor], ps_id),
         reduce_op=int(_reducescatter_op(op)), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set_id=ps_id)
+        postscale_factor=float(postscale_factor), **_attrs(ps_id))
 
 
 def _reducescatter_op(op):
@@ -323,7 +331,7 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
         list(tensors), group_name=group,
         tensor_names=["%s.%d" % (group, i) for i in range(len(tensors))],
         reduce_op=int(_reducescatter_op(op)), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set_id=ps_id)
+        postscale_factor=float(postscale_factor), **_attrs(ps_id))
 
 
 @tf_ops.RegisterGradient("TroikaGroupedReducescatter")
@@ -351,13 +359,13 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 def join():
     """This rank is out of data: returns (once every rank joined) the last rank to join."""
     check_not_xla("hvd.join")
-    return _lib.troika_join()
+    return _lib.troika_join(blocking=tf.executing_eagerly())
 
 
 def barrier(process_set=global_process_set):
     """Completes once every rank of `process_set` reached it."""
     check_not_xla("hvd.barrier")
-    return _lib.troika_barrier(process_set_id=_set_id(process_set))
+    return _lib.troika_barrier(**_attrs(_set_id(process_set)))
 
 
 def _query(what, process_set_id=0, name=None):

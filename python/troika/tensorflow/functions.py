@@ -10,6 +10,13 @@ from troika import global_process_set, rank
 from troika.tensorflow.collectives import allgather, broadcast
 
 
+def _native(variable):
+    """The tf.Variable behind a Keras 3 variable (which a tf.function would take as a
+    tensor); a tf.Variable itself."""
+    value = getattr(variable, "value", None)
+    return value if isinstance(value, tf.Variable) else variable
+
+
 def _assign_broadcast(variables, root_rank, process_set):
     for v in variables:
         v.assign(broadcast(v, root_rank, process_set=process_set))
