@@ -6,7 +6,9 @@ each op's gradient with Horovod's conventions.
 Every function builds one of the op library's ops (library.py), eagerly or inside a
 ``tf.function``. Run eagerly, an op tells the core that this thread waits for it (its
 ``blocking`` attribute): ranks that diverged then fail as a deadlock instead of hanging. Inside
-a graph it does not, since the rank may be computing other ops meanwhile. Operations are negotiated under Horovod's names: ``<kind>.<name>`` for a named
+a graph it does not, since the rank may be computing other ops meanwhile.
+
+Operations are negotiated under Horovod's names: ``<kind>.<name>`` for a named
 one; an unnamed one is ``<kind>.noname.<N>`` when run eagerly (N counts the process set's
 unnamed operations, the same on every rank) and, in a graph, named after its input tensor as
 Horovod names it (``<kind>.HorovodAllreduce_<tensor>``), fixed when the graph is built.
