@@ -1,7 +1,7 @@
-// Job: the hand-off of each session call to the job's parts, the flush, aborts and the job's
-// end. The other transitions of its lifecycle: forming (job_attach.cc), a generation ending
-// (job_elastic.cc), forming anew (job_incarnation.cc), stalls and deadlocks
-// (job_inspection.cc); Describe() in job_info.cc.
+// Job: the hand-off of each session call to the job's parts, and the flush. The transitions
+// themselves, and whom each one tells, are Lifecycle's; what leads to them besides the calls
+// here: forming (job_attach.cc), a generation ending (job_elastic.cc), forming anew
+// (job_incarnation.cc), stalls and deadlocks (job_inspection.cc); Describe() in job_info.cc.
 
 #include "coordinator/job/job.h"
 
@@ -11,22 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "coordinator/state/job_record.h"
 
 namespace troika::coordinator {
-
-const char* JobStateName(Job::State state) {
-  switch (state) {
-    case Job::State::kAttaching:
-      return "attaching";
-    case Job::State::kRunning:
-      return "running";
-    case Job::State::kFinished:
-      return "finished";
-    case Job::State::kAborted:
-      return "aborted";
-  }
-  return "unknown";
-}
 
 Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, Clock& clock,
          std::function<void()> on_done)
@@ -35,8 +22,6 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       size_(size),
       scheduler_(scheduler),
       clock_(clock),
-      on_done_(std::move(on_done)),
-      on_abort_(std::move(options.on_abort)),
       on_record_(std::move(options.on_record)),
       kv_(scheduler),
       negotiation_(
@@ -55,7 +40,9 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                  }),
       roster_(name_, size, options.epoch, scheduler),
       sessions_(name_, size, CurrentSettings()),
-      generations_(size, options, clock.Now()) {
+      generations_(size, options, clock.Now()),
+      lifecycle_(name_, roster_, sessions_, generations_, kv_, scheduler,
+                 std::move(options.on_abort), std::move(on_done)) {
   negotiation_.AddObserver(stragglers_);  // set 0's tensors
   negotiation_.AddObserver(metrics_);     // every set's
   negotiation_.AddObserver(telemetry_);   // set 0's; tunes negotiation_
@@ -66,15 +53,11 @@ Job::~Job() {
   if (flush_timer_) scheduler_.Cancel(flush_timer_);
   if (stall_timer_) scheduler_.Cancel(stall_timer_);
   const absl::Status removed = absl::CancelledError(absl::StrCat("job '", name_, "' was removed"));
-  FailWaitingLocked(removed);
+  lifecycle_.FailWaiting(removed);
 }
 
 absl::Status Job::AcceptsSessionLocked(int64_t epoch) const {
-  if (detached_) return absl::UnavailableError("the coordinator is restarting");
-  if (state_ != State::kRunning) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; no session can open"));
-  }
+  if (absl::Status s = lifecycle_.CheckRunning("no session can open"); !s.ok()) return s;
   if (epoch != generations_.epoch()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", name_, "' is at epoch ", generations_.epoch(), ", the session asked for ", epoch));
@@ -108,7 +91,7 @@ absl::Status Job::Replay(session::SessionSink* sink, int64_t first_seq,
   if (!sessions_.AwaitsReplay(sink)) {
     return absl::InvalidArgumentError("a session sent a replay no one asked it for");
   }
-  if (state_ != State::kRunning) return absl::OkStatus();
+  if (!lifecycle_.running()) return absl::OkStatus();
   absl::StatusOr<Sessions::Resumed> resumed = sessions_.Replay(first_seq, responses);
   if (!resumed.ok()) {
     AbortLocked(AbortCause::kConnectionLost, std::string(resumed.status().message()));
@@ -127,7 +110,7 @@ void Job::ResumedLocked(const Sessions::Resumed& resumed) {
 
 absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kAborted) return absl::OkStatus();  // the session was told why
+  if (lifecycle_.state() == State::kAborted) return absl::OkStatus();  // the session was told why
   if (sessions_.resyncing()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
@@ -145,7 +128,7 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
   negotiation_.ReportReady(clock_.Now());
   FlushLocked();
   CheckDeadlockLocked();
-  if (state_ == State::kAborted) return absl::OkStatus();
+  if (lifecycle_.state() == State::kAborted) return absl::OkStatus();
   // A tensor that became pending now can be reported no sooner than this; the timer re-arms
   // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
   if (stall_timer_ == 0 && negotiation_.has_pending()) {
@@ -172,12 +155,7 @@ void Job::DepartLocked(int rank, const std::string& why) {
   // whatever is not set yet never will be.
   kv_.Close(absl::FailedPreconditionError(
       absl::StrCat("rank ", rank, " ", why, "; it will not connect to the other ranks")));
-  if (state_ == State::kRunning && roster_.all_departed()) {
-    state_ = State::kFinished;
-    TROIKA_LOG(INFO) << "job '" << name_ << "' finished";
-    generations_.FailJoiners(absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' finished before this node was admitted")));
-  }
+  lifecycle_.FinishIfAllDeparted();
 }
 
 absl::Status Job::ReportExit(session::SessionSink* sink, const RankExit& exit) {
@@ -215,7 +193,7 @@ absl::Status Job::ReportWaitState(session::SessionSink* sink, const WaitState& s
   if (absl::Status s = sessions_.CheckOwns(sink, {state.rank}, "a wait state"); !s.ok()) {
     return s;
   }
-  if (state_ != State::kRunning || roster_.departed(state.rank)) return absl::OkStatus();
+  if (!lifecycle_.running() || roster_.departed(state.rank)) return absl::OkStatus();
   hangs_.UpdateWaits(state.rank, state.waiting_for);
   CheckDeadlockLocked();
   return absl::OkStatus();
@@ -267,10 +245,7 @@ absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
 
 absl::Status Job::StartTimeline(const std::string& path, int64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kFinished || state_ == State::kAborted) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_)));
-  }
+  if (absl::Status s = lifecycle_.CheckNotOver(""); !s.ok()) return s;
   if (absl::Status s = telemetry_.StartTimeline(path, max_bytes, clock_.Now()); !s.ok()) return s;
   TROIKA_LOG(INFO) << "job '" << name_ << "': writing a timeline to " << path;
   SyncSettingsLocked();
@@ -299,7 +274,7 @@ void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
   for (int r : sessions_.Close(sink)) {
     if (!roster_.departed(r)) lost.push_back(r);
   }
-  if (!lost.empty() && state_ == State::kRunning && !detached_) {
+  if (!lost.empty() && lifecycle_.running() && !lifecycle_.detached()) {
     if (ended.ok()) {
       LoseRanksLocked(lost, AbortCause::kConnectionLost,
                       absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
@@ -309,50 +284,28 @@ void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
                                ended.message()));
     }
   }
-  MaybeDoneLocked();
+  lifecycle_.MaybeDone();
 }
 
 void Job::Abort(AbortCause cause, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   AbortLocked(cause, reason);
-  MaybeDoneLocked();
+  lifecycle_.MaybeDone();
 }
 
 void Job::Detach(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kAborted || state_ == State::kFinished) return;
-  detached_ = true;
-  const absl::Status status = absl::UnavailableError(reason);
-  sessions_.EndAll(status);
-  FailWaitingLocked(status);
-  kv_.Close(status);
+  lifecycle_.Detach(reason);
 }
 
 void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional<RankExit> exit,
                       bool finished_too) {
-  if (state_ == State::kAborted || (state_ == State::kFinished && !finished_too)) return;
-  state_ = State::kAborted;
+  if (!lifecycle_.Abort(cause, reason, std::move(exit), finished_too)) return;
   // A next incarnation forming (ranks attaching again) ends with this one. (An elastic job's
   // successor begins as its generation ends, never by an abort.)
   if (generations_.forms_again() && generations_.successor()) {
     generations_.successor()->Abort(cause, reason);
   }
-  sessions_.CancelResync();
-  if (on_abort_) on_abort_(cause);
-  abort_reason_ = reason;
-  std::string message = absl::StrCat("job '", name_, "' aborted: ", reason);
-  TROIKA_LOG(WARNING) << message;
-  auto down = std::make_shared<DownMessage>();
-  down->abort_reason = message;
-  down->abort_cause = std::move(exit);
-  sessions_.Broadcast(std::move(down));
-  FailWaitingLocked(absl::AbortedError(message));
-  kv_.Close(absl::AbortedError(message));
-}
-
-void Job::FailWaitingLocked(const absl::Status& status) {
-  roster_.FailWaiters(status);
-  generations_.FailJoiners(status);
 }
 
 v1::JobRecord Job::Record() const {
@@ -409,7 +362,7 @@ void Job::FlushLocked() {
 }
 
 bool Job::CanTakeScheduleLocked() const {
-  if (state_ != State::kRunning || sessions_.resyncing() || !roster_.departed().empty()) {
+  if (!lifecycle_.running() || sessions_.resyncing() || !roster_.departed().empty()) {
     return false;
   }
   // The autotuner changes fusion while it samples: schedule what it settled on.
@@ -436,31 +389,17 @@ void Job::ArmTimerLocked(absl::Time due) {
 
 Job::State Job::state() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return state_;
+  return lifecycle_.state();
 }
 
 std::string Job::abort_reason() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return abort_reason_;
-}
-
-bool Job::DoneLocked() const {
-  if (detached_) return false;  // kept for a restarted coordinator
-  bool over = state_ == State::kFinished || state_ == State::kAborted ||
-              (state_ == State::kAttaching && !roster_.has_hosts());
-  return over && sessions_.empty() && !roster_.has_waiters();
+  return lifecycle_.abort_reason();
 }
 
 bool Job::done() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return DoneLocked();
-}
-
-void Job::MaybeDoneLocked() {
-  if (done_reported_ || !DoneLocked()) return;
-  done_reported_ = true;
-  // Not under our lock: the owner may drop the job, and with it this lock.
-  scheduler_.RunAfter(absl::ZeroDuration(), on_done_);
+  return lifecycle_.done();
 }
 
 }  // namespace troika::coordinator

@@ -1,16 +1,17 @@
 #pragma once
 // Job: one training job on the coordinator, isolated from every other job. It keeps its lock
-// and its lifecycle, and hands each session call to its parts: Roster (nodes, attaches,
-// memberships, departed ranks), Sessions (which session owns which rank, numbering, resume),
-// Generations (survivors, joining nodes, successors), JobNegotiation (every process set's
-// negotiation and the schedules; its observers: JobMetrics, StragglerMonitor, JobTelemetry),
-// HangDetector (stalls, deadlocks) and the key-value store. Responses of every process set go
-// down one stream, in one order.
+// and hands each call to its parts: Lifecycle (the job's state, the transitions and whom each
+// tells, when the job is done), Roster (nodes, attaches, memberships, departed ranks),
+// Sessions (which session owns which rank, numbering, resume), Generations (survivors,
+// joining nodes, successors), JobNegotiation (every process
+// set's negotiation and the schedules; its observers: JobMetrics, StragglerMonitor,
+// JobTelemetry), HangDetector (stalls, deadlocks) and the key-value store. Responses of every
+// process set go down one stream, in one order.
 //
-// Lifecycle: kAttaching until every rank attached, then kRunning; kFinished once every rank
-// said goodbye; kAborted when a session is lost or Abort() is called (every session is sent
-// the reason). A job is done — and its owner may drop it — once it is finished or aborted and
-// no session or attach is open, or when every attach timed out.
+// Lifecycle (lifecycle.h): kAttaching until every rank attached, then kRunning; kFinished
+// once every rank said goodbye; kAborted when a session is lost or Abort() is called (every
+// session is sent the reason). A job is done — and its owner may drop it — once it is
+// finished or aborted and no session or attach is open, or when every attach timed out.
 //
 // Successors: an elastic job's next generation (job_elastic.cc), or, for a job that is not
 // elastic, its next incarnation: ranks that shut down (goodbye) and attach again form the
@@ -25,7 +26,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -39,16 +39,14 @@
 #include "coordinator/inspection/hang_detector.h"
 #include "coordinator/inspection/job_metrics.h"
 #include "coordinator/inspection/job_telemetry.h"
-#include "coordinator/inspection/stall_inspector.h"
 #include "coordinator/inspection/straggler_monitor.h"
 #include "coordinator/job/generations.h"
 #include "coordinator/job/job_info.h"
 #include "coordinator/job/job_options.h"
+#include "coordinator/job/lifecycle.h"
 #include "coordinator/job/roster.h"
 #include "coordinator/job/sessions.h"
 #include "coordinator/negotiation/job_negotiation.h"
-#include "coordinator/negotiation/negotiator.h"
-#include "coordinator/state/job_record.h"
 #include "coordinator/state/kv_store.h"
 #include "coordinator/state/secret.h"
 #include "troika/v1/troika.pb.h"
@@ -57,7 +55,7 @@ namespace troika::coordinator {
 
 class Job : public session::SessionHandler, public std::enable_shared_from_this<Job> {
  public:
-  enum class State { kAttaching, kRunning, kFinished, kAborted };
+  using State = Lifecycle::State;
   using AttachCallback = Roster::AttachCallback;
   using NodeBlock = coordinator::NodeBlock;
   using RegisterCallback = Generations::RegisterCallback;
@@ -111,7 +109,8 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   absl::Status Restore(const v1::JobRecord& record);
 
   // SessionHandler. Submit's errors are protocol violations by the peer. CloseSession: the
-  // stream's ranks that did not say goodbye were lost, which aborts the job.
+  // stream's ranks that did not say goodbye were lost, which aborts the job (or ends an
+  // elastic job's generation, as a rank's failure does).
   absl::Status OpenSession(const std::vector<int>& ranks, int64_t epoch,
                            session::SessionSink* sink) override;
   // Coordinator restart (docs/protocol.md): every session of a restarted job resumes. Once
@@ -198,8 +197,8 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // The attach of `waiter` timed out: every attach fails, or, in an elastic job with enough
   // ranks attached, the generation ends without the missing ones.
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
-  // `finished_too`: a finished job is aborted too (the ranks that left it failed while it
-  // formed again), its sessions told.
+  // Lifecycle::Abort, and a next incarnation forming ends with this one. `finished_too`: a
+  // finished job is aborted too (the ranks that left it failed while it formed again).
   void AbortLocked(AbortCause cause, const std::string& reason,
                    std::optional<RankExit> exit = std::nullopt, bool finished_too = false);
   // `lost` ranks are gone (`reason` says how): an elastic job with at least its minimum of
@@ -207,9 +206,8 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // aborts.
   void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
                        std::optional<RankExit> exit = std::nullopt);
-  // Ends this generation of an elastic job for `change`: every session is told, attaches are
-  // answered ABORTED with the change (MembershipChanged), key-value waits fail, the joining
-  // nodes wait on in the successor.
+  // Ends this generation of an elastic job for `change` (Lifecycle::EndGeneration tells
+  // everyone) once its successor is made; the joining nodes and the timeline go on there.
   void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
                            const std::string& reason, std::optional<RankExit> exit);
   // Whether joining nodes can be admitted at a commit now (Generations::CutAtCommit).
@@ -219,8 +217,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // Takes over joining nodes, and the timeline being written, from the generation before.
   void AdoptJoiners(std::vector<Generations::Joiner> joiners);
   void AdoptTimeline(std::unique_ptr<Timeline> timeline);
-  // Fails the attaches and the joining nodes waiting.
-  void FailWaitingLocked(const absl::Status& status);
   void FlushLocked();
   void ArmTimerLocked(absl::Time due);
   void InspectStallsLocked();
@@ -237,8 +233,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // MaybePublishSchedule): it runs, every rank is in session and none left, no resync, and
   // the autotuner (if any) settled.
   bool CanTakeScheduleLocked() const;
-  void MaybeDoneLocked();
-  bool DoneLocked() const;
   v1::JobRecord RecordLocked() const;
 
   // Constant after construction.
@@ -247,23 +241,17 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   const int size_;
   Scheduler& scheduler_;
   Clock& clock_;
-  const std::function<void()> on_done_;
-  const std::function<void(AbortCause)> on_abort_;
   const std::function<void(const v1::JobRecord&)> on_record_;
   KvStore kv_;          // thread-safe on its own
   JobMetrics metrics_;  // thread-safe on its own
 
   mutable std::mutex mu_;
   // Guarded by mu_.
-  State state_ = State::kAttaching;
-  std::string abort_reason_;  // once kAborted
-  bool detached_ = false;     // Detach(): sessions end without aborting the job
   // Every process set's negotiation and the schedules; it tells the stragglers, the metrics
   // and the telemetry what became ready (NegotiationObserver).
   JobNegotiation negotiation_;
   Scheduler::TaskId flush_timer_ = 0;
   absl::Time flush_due_ = absl::InfiniteFuture();
-  bool done_reported_ = false;
   HangDetector hangs_;  // stalls and deadlocks, over what negotiation_ has pending
   Scheduler::TaskId stall_timer_ = 0;
   StragglerMonitor stragglers_;
@@ -273,8 +261,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   Roster roster_;
   Sessions sessions_;
   Generations generations_;
+  Lifecycle lifecycle_;  // after the parts it tells
 };
-
-const char* JobStateName(Job::State state);
 
 }  // namespace troika::coordinator

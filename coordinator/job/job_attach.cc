@@ -14,7 +14,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   std::unique_lock<std::mutex> lock(mu_);
   absl::Status invalid;
   if (ranks.empty()) invalid = absl::InvalidArgumentError("an attach needs at least one rank");
-  if (detached_) invalid = absl::UnavailableError("the coordinator is restarting");
+  if (lifecycle_.detached()) invalid = absl::UnavailableError("the coordinator is restarting");
   for (int rank : ranks) {
     if (rank < 0 || rank >= size_) {
       invalid = absl::InvalidArgumentError(
@@ -22,40 +22,37 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
     }
   }
   if (invalid.ok() && AttachesAgainLocked(ranks, again)) {
-    if (state_ != State::kAborted) {
+    if (lifecycle_.state() != State::kAborted) {
       std::shared_ptr<Job> next = NextIncarnationLocked();
       lock.unlock();
       return next->Attach(ranks, host, timeout, std::move(done), again);
     }
     invalid = absl::FailedPreconditionError(absl::StrCat(
-        "job '", name_, "' was aborted (", abort_reason_, "); it does not form again"));
+        "job '", name_, "' was aborted (", lifecycle_.abort_reason(), "); it does not form again"));
   }
-  if (invalid.ok() && state_ != State::kAttaching) {
-    if (state_ == State::kRunning) {
+  if (invalid.ok() && lifecycle_.state() != State::kAttaching) {
+    if (lifecycle_.running()) {
       // Already complete: a repeated attach learns its memberships again.
       std::vector<Membership> out = roster_.Of(ranks);
       lock.unlock();
       done(std::move(out));
       return;
     }
-    invalid = absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_),
-                     state_ == State::kAborted ? absl::StrCat(" (", abort_reason_, ")") : "",
-                     "; it takes no new ranks"));
+    invalid = lifecycle_.CheckNotOver("it takes no new ranks");
   }
   if (!invalid.ok()) {
     lock.unlock();
     done(invalid);
     return;
   }
-  done_reported_ = false;  // a job that looked abandoned has ranks again
+  lifecycle_.Reopen();  // a job that looked abandoned has ranks again
   std::weak_ptr<Job> weak = weak_from_this();
   // Callbacks run under the lock: they only finish RPCs and never call back into the job.
   roster_.Wait(ranks, host, timeout, std::move(done), [weak, timeout](uint64_t id) {
     if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
   });
   if (!roster_.complete()) return;
-  state_ = State::kRunning;
+  lifecycle_.Run();
   // A job formed anew takes over its record (--state_dir) once it runs: a restarted
   // coordinator resumes the incarnation in force.
   if (on_record_ && generations_.epoch() > 1 && min_size() == 0) on_record_(RecordLocked());
@@ -66,7 +63,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
 void Job::RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
                        std::function<bool()> cancelled, std::string join_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (detached_) return done(absl::UnavailableError("the coordinator is restarting"));
+  if (lifecycle_.detached()) return done(absl::UnavailableError("the coordinator is restarting"));
   if (nproc < 1) {
     return done(absl::InvalidArgumentError(
         absl::StrCat("a node needs at least one process; it asked for ", nproc)));
@@ -74,16 +71,13 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   // An elastic job takes nodes into its first generation's blocks until it runs; later ones
   // join at a commit.
   const bool elastic = min_size() > 0;
-  if (!elastic || (generations_.epoch() == 1 && state_ == State::kAttaching)) {
+  if (!elastic || (generations_.epoch() == 1 && lifecycle_.state() == State::kAttaching)) {
     bool added = false;
     absl::StatusOr<NodeBlock> block = roster_.Reserve(host, nproc, node_rank, &added);
     if (added && on_record_) on_record_(RecordLocked());
     if (!elastic || !absl::IsResourceExhausted(block.status())) return done(std::move(block));
   }
-  if (state_ == State::kFinished || state_ == State::kAborted) {
-    return done(absl::FailedPreconditionError(
-        absl::StrCat("job '", name_, "' is ", JobStateName(state_), "; it admits no nodes")));
-  }
+  if (absl::Status s = lifecycle_.CheckNotOver("it admits no nodes"); !s.ok()) return done(s);
   const int ranks = size_ - static_cast<int>(roster_.departed().size());
   const int joining = generations_.JoiningRanks();
   if (ranks + joining + nproc > generations_.max_size()) {
@@ -99,7 +93,7 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
 
 void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!roster_.waiting(id) || state_ != State::kAttaching) return;
+  if (!roster_.waiting(id) || lifecycle_.state() != State::kAttaching) return;
   // The first attach to time out ends the attach phase for every rank, with one message.
   std::vector<int> missing, attached;
   roster_.Split(&missing, &attached);
@@ -107,12 +101,12 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
       absl::StrCat(FormatRanks(missing), " did not attach within ", absl::FormatDuration(timeout));
   // An elastic job goes on without them, if enough attached: the generation ends and the
   // attached ranks' attach is answered with the renumbering (docs/elastic.md).
-  if (generations_.elastic() && !detached_) {
+  if (generations_.elastic() && !lifecycle_.detached()) {
     MembershipChange change = generations_.Survivors(missing, roster_.departed());
     if (change.size >= min_size()) {
       roster_.ClearHosts();
       EndGenerationLocked(std::move(change), AbortCause::kAttachTimeout, missed, std::nullopt);
-      return MaybeDoneLocked();
+      return lifecycle_.MaybeDone();
     }
   }
   std::string message =
@@ -124,7 +118,7 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
   TROIKA_LOG(WARNING) << message;
   roster_.FailWaiters(absl::DeadlineExceededError(message));
   roster_.ClearHosts();
-  MaybeDoneLocked();
+  lifecycle_.MaybeDone();
 }
 
 }  // namespace troika::coordinator

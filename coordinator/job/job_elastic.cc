@@ -4,15 +4,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/wire.h"
 #include "coordinator/job/job.h"
 
 namespace troika::coordinator {
 
 void Job::LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
                           std::optional<RankExit> exit) {
-  if (!generations_.elastic() || state_ != State::kRunning || sessions_.resyncing() || detached_) {
+  if (!generations_.elastic() || !lifecycle_.running() || sessions_.resyncing() ||
+      lifecycle_.detached()) {
     return AbortLocked(cause, reason, std::move(exit));
   }
   MembershipChange change = generations_.Survivors(lost, roster_.departed());
@@ -30,32 +29,18 @@ void Job::EndGenerationLocked(MembershipChange change, std::optional<AbortCause>
                               const std::string& reason, std::optional<RankExit> exit) {
   // The generation ends as an abort does (every session told, attaches and key-value waits
   // failed), but the job goes on: the owner serves the successor under its name from now on.
-  state_ = State::kAborted;
   std::shared_ptr<Job> successor =
       generations_.NextGenerationOf(shared_from_this(), change, cause, reason);
-  abort_reason_ =
-      absl::StrCat(reason, "; the job goes on with ", change.size,
-                   change.size == 1 ? " rank" : " ranks", " as generation ", change.epoch);
+  const int size = change.size;
+  lifecycle_.EndGeneration(std::move(change), reason, std::move(exit));
   if (std::unique_ptr<Timeline> timeline = telemetry_.TakeTimeline()) {
-    timeline->MembershipChange(clock_.Now(), abort_reason_, change.size);
+    timeline->MembershipChange(clock_.Now(), lifecycle_.abort_reason(), size);
     successor->AdoptTimeline(std::move(timeline));
   }
-  const std::string message =
-      absl::StrCat("membership of job '", name_, "' changed: ", abort_reason_);
-  TROIKA_LOG(WARNING) << message;
-  // Ranks still attaching (a generation ended at its attach timeout) learn the renumbering
-  // from their attach's answer.
-  roster_.FailWaiters(MembershipChanged(message, change));
-  auto down = std::make_shared<DownMessage>();
-  down->abort_reason = message;
-  down->abort_cause = std::move(exit);
-  down->membership_change = std::move(change);
-  sessions_.Broadcast(std::move(down));
-  kv_.Close(absl::AbortedError(message));
 }
 
 bool Job::AdmitsAtCommitLocked() const {
-  return state_ == State::kRunning && !sessions_.resyncing() && !detached_;
+  return lifecycle_.running() && !sessions_.resyncing() && !lifecycle_.detached();
 }
 
 void Job::AdmitJoinersLocked() {
@@ -91,7 +76,7 @@ std::shared_ptr<Job> Job::successor() const {
   // key-value store. Attaches reach it through this one (Attach). Lock order: an
   // incarnation, then its successor.
   const std::shared_ptr<Job>& successor = generations_.successor();
-  if (successor && state_ == State::kRunning && successor->state() == State::kAttaching) {
+  if (successor && lifecycle_.running() && successor->state() == State::kAttaching) {
     return nullptr;
   }
   return successor;

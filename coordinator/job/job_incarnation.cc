@@ -36,8 +36,8 @@ bool Failed(const RankExit& exit) { return exit.exit_code != 0 || exit.signal !=
 }  // namespace
 
 bool Job::AttachesAgainLocked(const std::vector<int>& ranks, bool again) const {
-  if (!generations_.forms_again() || detached_ || state_ == State::kAttaching ||
-      sessions_.resyncing()) {
+  if (!generations_.forms_again() || lifecycle_.detached() ||
+      lifecycle_.state() == State::kAttaching || sessions_.resyncing()) {
     return false;
   }
   return again || std::all_of(ranks.begin(), ranks.end(),
@@ -81,11 +81,11 @@ void Job::LeftRankExitedLocked(const RankExit& exit) {
   if (!next) return;  // one made later learns it when it is made
   std::lock_guard<std::mutex> lock(next->mu_);
   next->RankGoneLocked(exit);
-  next->MaybeDoneLocked();
+  next->lifecycle_.MaybeDone();
 }
 
 void Job::RankGoneLocked(const RankExit& exit) {
-  if (state_ == State::kAttaching) {
+  if (lifecycle_.state() == State::kAttaching) {
     // It cannot attach here any more, and this incarnation cannot form without it.
     AbortLocked(AbortCause::kRankExit, DescribeLeftRankExit(exit),
                 Failed(exit) ? std::optional<RankExit>(exit) : std::nullopt);

@@ -10,12 +10,12 @@ JobInfo Job::Describe() const {
   JobInfo info;
   info.name = name_;
   info.size = size_;
-  info.state = JobStateName(state_);
+  info.state = JobStateName(lifecycle_.state());
   info.epoch = generations_.epoch();
   info.min_size = min_size();
   info.max_size = generations_.max_size();
   info.generation_cause = generations_.cause();
-  info.abort_reason = abort_reason_;
+  info.abort_reason = lifecycle_.abort_reason();
   info.age = now - generations_.created_at();
   info.ranks.resize(size_);
   for (int r = 0; r < size_; ++r) {

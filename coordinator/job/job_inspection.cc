@@ -12,7 +12,7 @@
 namespace troika::coordinator {
 
 void Job::CheckDeadlockLocked() {
-  if (state_ != State::kRunning) return;
+  if (!lifecycle_.running()) return;
   if (std::optional<std::string> deadlock = hangs_.Deadlock(roster_.departed(), size_)) {
     AbortLocked(AbortCause::kDeadlock, *deadlock);
   }
@@ -21,11 +21,11 @@ void Job::CheckDeadlockLocked() {
 void Job::InspectStalls() {
   std::lock_guard<std::mutex> lock(mu_);
   InspectStallsLocked();
-  MaybeDoneLocked();
+  lifecycle_.MaybeDone();
 }
 
 void Job::InspectStallsLocked() {
-  if (state_ != State::kRunning) return;
+  if (!lifecycle_.running()) return;
   const HangDetector::Stalls stalls = hangs_.InspectStalls(clock_.Now());
   if (stalls.abort) return AbortLocked(AbortCause::kStall, *stalls.abort);
   if (stalls.warning) TROIKA_LOG(WARNING) << "job '" << name_ << "': " << *stalls.warning;
@@ -44,7 +44,7 @@ void Job::ArmStallTimerLocked(absl::Time due) {
     std::lock_guard<std::mutex> lock(job->mu_);
     job->stall_timer_ = 0;
     job->InspectStallsLocked();
-    job->MaybeDoneLocked();
+    job->lifecycle_.MaybeDone();
   });
 }
 
