@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "coordinator/state/job_record.h"
 
 namespace troika::coordinator {
 
@@ -22,7 +21,6 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       size_(size),
       scheduler_(scheduler),
       clock_(clock),
-      on_record_(std::move(options.on_record)),
       kv_(scheduler),
       negotiation_(
           name_, size, options.negotiator,
@@ -42,7 +40,9 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       sessions_(name_, size, CurrentSettings()),
       generations_(size, options, clock.Now()),
       lifecycle_(name_, roster_, sessions_, generations_, kv_, scheduler,
-                 std::move(options.on_abort), std::move(on_done)) {
+                 std::move(options.on_abort), std::move(on_done)),
+      recorder_(name_, size, token_, roster_, negotiation_.sets(), generations_,
+                std::move(options.on_record)) {
   negotiation_.AddObserver(stragglers_);  // set 0's tensors
   negotiation_.AddObserver(metrics_);     // every set's
   negotiation_.AddObserver(telemetry_);   // set 0's; tunes negotiation_
@@ -310,42 +310,19 @@ void Job::AbortLocked(AbortCause cause, const std::string& reason, std::optional
 
 v1::JobRecord Job::Record() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return RecordLocked();
-}
-
-v1::JobRecord Job::RecordLocked() const {
-  const ProcessSets& sets = negotiation_.sets();
-  return JobRecordData{.name = name_,
-                       .size = size_,
-                       .token_sha256 = token_.digest(),
-                       .nodes = roster_.nodes(),
-                       .process_sets = sets.Definitions(),
-                       .next_process_set = sets.next_id(),
-                       .min_size = generations_.min_size(),
-                       .max_size = generations_.max_size(),
-                       .epoch = generations_.epoch(),
-                       .generation_cause = generations_.cause()}
-      .ToProto();
+  return recorder_.Record();
 }
 
 absl::Status Job::Restore(const v1::JobRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<JobRecordData> data = JobRecordData::Restorable(record, name_, size_);
-  if (!data.ok()) return data.status();
-  roster_.AddNodes(data->nodes);
-  negotiation_.sets().Restore(data->process_sets, data->next_process_set);
-  return absl::OkStatus();
+  return recorder_.Restore(record);
 }
 
 void Job::FlushLocked() {
   const absl::Time now = clock_.Now();
-  const ProcessSets& sets = negotiation_.sets();
-  const int sets_before = sets.next_id(), sets_count = sets.count();
   absl::Time next;
   std::vector<Response> responses = negotiation_.Poll(now, roster_.departed(), &next);
-  if (on_record_ && (sets.next_id() != sets_before || sets.count() != sets_count)) {
-    on_record_(RecordLocked());
-  }
+  recorder_.SaveIfSetsChanged();
   const bool admit = AdmitsAtCommitLocked() && generations_.CutAtCommit(responses);
   if (!responses.empty()) {
     negotiation_.Sending(responses);

@@ -3,7 +3,7 @@
 // and hands each call to its parts: Lifecycle (the job's state, the transitions and whom each
 // tells, when the job is done), Roster (nodes, attaches, memberships, departed ranks),
 // Sessions (which session owns which rank, numbering, resume), Generations (survivors,
-// joining nodes, successors), JobNegotiation (every process
+// joining nodes, successors), Recorder (the state record), JobNegotiation (every process
 // set's negotiation and the schedules; its observers: JobMetrics, StragglerMonitor,
 // JobTelemetry), HangDetector (stalls, deadlocks) and the key-value store. Responses of every
 // process set go down one stream, in one order.
@@ -44,6 +44,7 @@
 #include "coordinator/job/job_info.h"
 #include "coordinator/job/job_options.h"
 #include "coordinator/job/lifecycle.h"
+#include "coordinator/job/recorder.h"
 #include "coordinator/job/roster.h"
 #include "coordinator/job/sessions.h"
 #include "coordinator/negotiation/job_negotiation.h"
@@ -233,7 +234,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // MaybePublishSchedule): it runs, every rank is in session and none left, no resync, and
   // the autotuner (if any) settled.
   bool CanTakeScheduleLocked() const;
-  v1::JobRecord RecordLocked() const;
 
   // Constant after construction.
   const std::string name_;
@@ -241,7 +241,6 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   const int size_;
   Scheduler& scheduler_;
   Clock& clock_;
-  const std::function<void(const v1::JobRecord&)> on_record_;
   KvStore kv_;          // thread-safe on its own
   JobMetrics metrics_;  // thread-safe on its own
 
@@ -262,6 +261,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   Sessions sessions_;
   Generations generations_;
   Lifecycle lifecycle_;  // after the parts it tells
+  Recorder recorder_;    // after the parts it records
 };
 
 }  // namespace troika::coordinator

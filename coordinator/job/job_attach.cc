@@ -55,7 +55,7 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   lifecycle_.Run();
   // A job formed anew takes over its record (--state_dir) once it runs: a restarted
   // coordinator resumes the incarnation in force.
-  if (on_record_ && generations_.epoch() > 1 && min_size() == 0) on_record_(RecordLocked());
+  if (generations_.epoch() > 1 && min_size() == 0) recorder_.Save();
   TROIKA_LOG(INFO) << "job '" << name_ << "': all " << size_ << " ranks attached";
   roster_.Complete();
 }
@@ -74,7 +74,7 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
   if (!elastic || (generations_.epoch() == 1 && lifecycle_.state() == State::kAttaching)) {
     bool added = false;
     absl::StatusOr<NodeBlock> block = roster_.Reserve(host, nproc, node_rank, &added);
-    if (added && on_record_) on_record_(RecordLocked());
+    if (added) recorder_.Save();
     if (!elastic || !absl::IsResourceExhausted(block.status())) return done(std::move(block));
   }
   if (absl::Status s = lifecycle_.CheckNotOver("it admits no nodes"); !s.ok()) return done(s);
