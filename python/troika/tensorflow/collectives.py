@@ -11,10 +11,13 @@ a graph it does not, since the rank may be computing other ops meanwhile.
 Operations are negotiated under Horovod's names: ``<kind>.<name>`` for a named
 one; an unnamed one is ``<kind>.noname.<N>`` when run eagerly (N counts the process set's
 unnamed operations, the same on every rank) and, in a graph, named after its input tensor as
-Horovod names it (``<kind>.HorovodAllreduce_<tensor>``), fixed when the graph is built.
+Horovod names it (``<kind>.HorovodAllreduce_<tensor>``, with a suffix ``_1``, ``_2``, ... where
+the graph has that name already, as TensorFlow makes op names unique), fixed when the graph is
+built.
 """
 
 import re
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
@@ -48,9 +51,28 @@ def _op_name(kind, name, tensors, process_set_id):
     if _executing_eagerly():
         return troika._generated_name(kind, process_set_id)
     if len(tensors) == 1:
-        return "%s.%s_%s" % (kind, _KIND[kind], _normalize_name(tensors[0].name))
-    return "%s.%s" % (kind, _normalize_name("HorovodGrouped%s_%s_%s" % (
-        _KIND[kind][len("Horovod"):], tensors[0].name, tensors[-1].name)))
+        base = "%s_%s" % (_KIND[kind], _normalize_name(tensors[0].name))
+    else:
+        base = _normalize_name("HorovodGrouped%s_%s_%s" % (
+            _KIND[kind][len("Horovod"):], tensors[0].name, tensors[-1].name))
+    return "%s.%s" % (kind, _unique_in_graph(base))
+
+
+# Graph -> the names given to its operations so far.
+_graph_names = weakref.WeakKeyDictionary()
+
+
+def _unique_in_graph(base):
+    """`base`, or `base`_1, `base`_2, ... if taken in the graph being built, as TensorFlow makes
+    op names unique (and Horovod negotiates under op names): two tensors of one name (unnamed
+    tf.Variables) make two operations."""
+    names = _graph_names.setdefault(tf.compat.v1.get_default_graph(), set())
+    candidate, n = base, 0
+    while candidate in names:
+        n += 1
+        candidate = "%s_%d" % (base, n)
+    names.add(candidate)
+    return candidate
 
 
 def _set_id(process_set):

@@ -26,9 +26,9 @@ _assign_broadcast_fn = tf.function(_assign_broadcast)
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
-    """Makes every rank's `variables` root_rank's. Run eagerly, the broadcasts are one
-    tf.function, so they run concurrently."""
-    variables = list(variables)
+    """Makes every rank's `variables` (tf.Variables or Keras 3 variables) root_rank's. Run
+    eagerly, the broadcasts are one tf.function, so they run concurrently."""
+    variables = [_native(v) for v in variables]
     if tf.executing_eagerly():
         _assign_broadcast_fn(variables, root_rank, process_set)
     else:

@@ -146,3 +146,18 @@ def test_broadcast_variables_in_a_v1_graph():
             sess.run(v.initializer)
             sess.run(sync)
             np.testing.assert_array_equal(sess.run(v), [hvd.size() - 1.0] * 2)
+
+
+def test_broadcast_variables_of_a_keras_model_and_of_unnamed_variables():
+    tf.keras.utils.set_random_seed(hvd.rank())  # different weights on every rank
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2),
+                                 tf.keras.layers.Dense(2)])
+    # Keras 3 variables (a tf.function takes them as tensors: their tf.Variables are
+    # assigned) and two tf.Variables of one default name ("Variable"), which must not share
+    # one negotiated name.
+    unnamed = [tf.Variable([float(hvd.rank())]), tf.Variable([10.0 + hvd.rank()])]
+    hvd.broadcast_variables(model.variables + unnamed, root_rank=0)
+    for v in model.variables:
+        for other in hvd.allgather_object(v.numpy()):
+            np.testing.assert_array_equal(other, v.numpy())
+    np.testing.assert_array_equal([u.numpy() for u in unnamed], [[0.0], [10.0]])
