@@ -34,8 +34,13 @@ from troika.tensorflow.collectives import (allreduce, grouped_allreduce, allgath
                                            cross_size_op, cross_rank_op, process_set_included_op)
 from troika.tensorflow.functions import (broadcast_variables, broadcast_object,
                                          allgather_object)
+from troika.tensorflow.sessions import (broadcast_global_variables,
+                                        BroadcastGlobalVariablesHook, broadcast_object_fn)
 from troika.tensorflow.gradient_tape import (DistributedGradientTape,
                                              PartialDistributedGradientTape)
+from troika.tensorflow.optimizer import DistributedOptimizer
+from troika.tensorflow.sync_batch_norm import SyncBatchNormalization
+from troika.tensorflow import elastic
 from troika.tensorflow import util
 
 # Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
@@ -52,8 +57,10 @@ __all__ = [
     "broadcast_", "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
     "size_op", "local_size_op", "rank_op", "local_rank_op", "cross_size_op", "cross_rank_op",
     "process_set_included_op",
-    "broadcast_variables", "broadcast_object", "allgather_object",
-    "DistributedGradientTape", "PartialDistributedGradientTape",
+    "broadcast_variables", "broadcast_object", "broadcast_object_fn", "allgather_object",
+    "broadcast_global_variables", "BroadcastGlobalVariablesHook",
+    "DistributedGradientTape", "PartialDistributedGradientTape", "DistributedOptimizer",
+    "SyncBatchNormalization", "elastic",
     "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",
     "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
     "stop_timeline",

@@ -28,14 +28,14 @@ next generation, the new ranks included (they start from rank 0's state).
 """
 
 import copy
-import functools
 import math
 import random
 
 import torch
 
 import troika
-from troika import TroikaError
+from troika._elastic import HostsUpdatedInterrupt, State, run_fn
+from troika._elastic import ObjectState as _ObjectState
 from troika.torch.functions import (broadcast_object, broadcast_optimizer_state,
                                     broadcast_parameters)
 
@@ -43,126 +43,20 @@ __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
            "HostsUpdatedInterrupt"]
 
 
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's interrupt for hosts joining at a commit: ``commit()`` raises it on every rank
-    alike when the job admitted nodes there. ``skip_sync``: the state needs no sync from rank 0
-    afterwards (never, for Troika: the new ranks need it). ``membership_change``: the job's next
-    generation (as ``TroikaError.membership_change``)."""
-
-    def __init__(self, skip_sync=False, membership_change=None):
-        super().__init__("the job's hosts were updated")
-        self.skip_sync = skip_sync
-        self.membership_change = membership_change
-
-
 def run(func):
     """Decorates ``func(state, *args, **kwargs)`` to run as an elastic job: when ranks are lost
     it restores ``state``'s last commit and runs it again in the job's next generation; when
     nodes joined at a commit (HostsUpdatedInterrupt) it goes on from that commit in the next
-    generation; any other error propagates."""
-
-    @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
-        if not troika.is_initialized():
-            troika.init()
-        skip_sync = False
-        while True:
-            try:
-                if not skip_sync:
-                    state.sync()  # a loss during the sync is handled as one during training
-                return func(state, *args, **kwargs)
-            except TroikaError as e:
-                change = getattr(e, "membership_change", None)
-                if change is None or not troika.enter_next_generation(change):
-                    raise
-                state.restore()
-                troika.init()  # the next generation, renumbered
-                skip_sync = False
-            except HostsUpdatedInterrupt as e:
-                # Nodes joined at the commit just made: nothing to go back to.
-                if e.membership_change is not None:
-                    if not troika.enter_next_generation(e.membership_change):
-                        raise
-                    troika.init()
-                skip_sync = e.skip_sync
-            state.on_reset()
-
-    return wrapper
+    generation; any other error propagates (troika._elastic.run_fn)."""
+    return run_fn(func)
 
 
-class State:
-    """What a rank keeps across membership changes: ``commit()`` keeps the live state as the
-    one to go back to, ``restore()`` goes back to it, ``sync()`` makes every rank's state rank
-    0's. Subclasses implement ``save``, ``restore`` and ``sync``."""
-
-    def __init__(self):
-        self._reset_callbacks = []
-
-    def register_reset_callbacks(self, callbacks):
-        """Functions called (without arguments) after every reset, in order: e.g. to scale the
-        learning rate with the new ``hvd.size()``."""
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        for callback in self._reset_callbacks:
-            callback()
-
-    def commit(self):
-        """Saves the state (a membership change loses at most the work since), then checks
-        for host updates."""
-        self.save()
-        self.check_host_updates()
-
-    def check_host_updates(self):
-        """The job's commit point (every rank's): raises HostsUpdatedInterrupt when the job
-        admitted nodes here."""
-        if not troika.is_initialized():
-            return
-        try:
-            troika.context().elastic_commit().wait()
-        except TroikaError as e:
-            change = getattr(e, "membership_change", None)
-            if change is not None and change.get("at_commit"):
-                raise HostsUpdatedInterrupt(False, change) from e
-            raise
-
-    def save(self):
-        raise NotImplementedError
-
-    def restore(self):
-        raise NotImplementedError
-
-    def sync(self):
-        raise NotImplementedError
-
-
-class ObjectState(State):
+class ObjectState(_ObjectState):
     """State of plain attributes (``ObjectState(epoch=0, batch=0)``: ``state.epoch``), saved
     by deep copy and synced by ``broadcast_object`` from rank 0."""
 
     def __init__(self, bcast_object=None, get_rank=None, **kwargs):
-        super().__init__()
-        self._bcast_object = bcast_object or broadcast_object
-        self._get_rank = get_rank or troika.rank
-        self._saved_state = kwargs
-        self._set_attrs()
-
-    def _set_attrs(self):
-        for name, value in self._saved_state.items():
-            setattr(self, name, copy.deepcopy(value))
-
-    def save(self):
-        self._saved_state = {name: copy.deepcopy(getattr(self, name))
-                             for name in self._saved_state}
-
-    def restore(self):
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state, 0,
-                                                   name="troika.elastic.object_state")
-            self._set_attrs()
+        super().__init__(bcast_object or broadcast_object, get_rank, **kwargs)
 
 
 class TorchState(ObjectState):
