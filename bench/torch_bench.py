@@ -12,12 +12,23 @@
    (bench/torch_allreduce_latency.py; the C++ loop is BUILD/bench/libtroika_bench_loop.so).
    Target: <= 1.2x. Beside them the compiled module alone and "module+alloc" (the module plus
    the torch calls any out-of-place front end makes: the share of troika.torch's own code).
+3. Issue 36's workloads (64 MiB and 1 MiB allreduce, 4-byte allreduce, 256 x 16 KiB
+   allreduces per step, 64 MiB allgather, 64 MiB broadcast) through troika.torch vs the C++
+   API, in alternating blocks in the same ranks of one troikarun -np N job
+   (bench/torch_workloads.py: the C++ side is troika-bench's own workloads, in
+   libtroika_bench_loop.so). Figure: C++ API time / troika.torch time per workload and call;
+   target >= 0.9. Beside them, troika-bench itself (ranks as threads of one process, its
+   in-process coordinator with the product's defaults: --schedules=true), one run per
+   repetition, for the figures of issue 36's table. --before PYTHONPATH runs another troika
+   package's troika.torch (another checkout's build/python) alternately in the same repetitions:
+   before and after, side by side. Run with --workloads all (or a list); not by default.
 
 Prints every run, the medians of --repeat runs and the ratios, and the machine's load
 (load average, compilers - cc1plus - and ctest runs of others) at each run's start.
 
     python3 bench/torch_bench.py                    # from the repository root, after the build
     python3 bench/torch_bench.py --repeat 3 --np 4 --model resnet --batch-size 32
+    python3 bench/torch_bench.py --skip-synthetic --skip-latency --workloads all   # part 3 only
 
 Uses PYTHONPATH if set (else BUILD/python) for the ranks' `import troika.torch`.
 """
@@ -61,6 +72,16 @@ def parse_args():
     p.add_argument("--latency-iters", type=int, default=2000)
     p.add_argument("--skip-synthetic", action="store_true")
     p.add_argument("--skip-latency", action="store_true")
+    p.add_argument("--workloads", default="",
+                   help="part 3, issue 36's workloads: 'all', or a comma-separated list of "
+                        "bench/torch_workloads.py's; default none")
+    p.add_argument("--workload-blocks", type=int, default=6,
+                   help="alternating blocks per mode and workload")
+    p.add_argument("--skip-troika-bench", action="store_true",
+                   help="workloads: no troika-bench run beside the troika.torch job")
+    p.add_argument("--before", default=None,
+                   help="workloads: the PYTHONPATH of another troika package (e.g. an older "
+                        "build/python), run alternately with this one (label 'before')")
     p.add_argument("--no-cuda", action="store_true",
                    help="the synthetic benchmark on the CPU even where torch sees GPUs")
     return p.parse_args()
@@ -139,6 +160,126 @@ def median(xs):
     return statistics.median(xs)
 
 
+# Issue 36's workloads (bench/torch_workloads.py): name -> (figure, bytes, bus factor on n
+# ranks); figure "busbw" (GB/s, nccl-tests' busbw as troika-bench's), "us" or "steps/s".
+WORKLOADS = {
+    "allreduce_64M": ("busbw", 64 << 20, lambda n: 2 * (n - 1) / n),
+    "allreduce_1M": ("busbw", 1 << 20, lambda n: 2 * (n - 1) / n),
+    "latency": ("us", 4, None),
+    "many_small": ("steps/s", 256 * 16384, None),
+    "allgather_64M": ("busbw", 64 << 20, lambda n: (n - 1) / n),
+    "broadcast_64M": ("busbw", 64 << 20, lambda n: 1.0),
+}
+# troika-bench's CSV rows for them: (op, bytes).
+TROIKA_BENCH_ROWS = {
+    "allreduce_64M": ("allreduce", 64 << 20), "allreduce_1M": ("allreduce", 1 << 20),
+    "latency": ("latency", 4), "many_small": ("many_small", None),
+    "allgather_64M": ("allgather", 64 << 20), "broadcast_64M": ("broadcast", 64 << 20),
+}
+
+
+def figure(workload, seconds, ranks):
+    """A workload's figure from its seconds per iteration."""
+    kind, nbytes, factor = WORKLOADS[workload]
+    if kind == "us":
+        return seconds * 1e6
+    if kind == "steps/s":
+        return 1 / seconds
+    return nbytes / seconds / 1e9 * factor(ranks)
+
+
+def torch_workloads_run(args, env, pythonpath):
+    """One troikarun job of bench/torch_workloads.py: {(workload, mode): seconds/iteration}."""
+    cmd = [args.troikarun, "-np", str(args.np), "--", args.python,
+           os.path.join(ROOT, "bench", "torch_workloads.py"), "--blocks",
+           str(args.workload_blocks), "--loop-lib",
+           os.path.join(args.build, "bench", "libtroika_bench_loop.so")]
+    if args.workloads != "all":
+        cmd += ["--workloads", args.workloads]
+    text = run(cmd, dict(env, PYTHONPATH=pythonpath))
+    out = {}
+    for m in re.finditer(r"\] (\S+) (.+?): ([0-9.]+) us per iteration.*CPU ([0-9.]+) us", text):
+        out[(m.group(1), m.group(2))] = float(m.group(3)) / 1e6
+        out[(m.group(1), m.group(2), "cpu")] = float(m.group(4)) / 1e6
+    if not out:
+        sys.stderr.write(text)
+        raise SystemExit("no figures from bench/torch_workloads.py")
+    return out
+
+
+def troika_bench_run(args, env):
+    """One troika-bench run of the same workloads (ranks as threads, the product's defaults):
+    {workload: seconds/iteration} of its troika column."""
+    csv = os.path.join(args.build, "bench", "torch_bench_workloads.csv")
+    run([os.path.join(args.build, "bench", "troika-bench"), "--np", str(args.np),
+         "--schedules=true", "--ops", "allreduce,allgather,broadcast,many_small,latency",
+         "--min_bytes", "1MiB", "--max_bytes", "64MiB", "--step_factor", "64", "--csv", csv],
+        env)
+    rows = {}
+    with open(csv) as f:
+        header = f.readline().strip().split(",")
+        for line in f:
+            r = dict(zip(header, line.strip().split(",")))
+            rows[(r["op"], int(r["bytes"]))] = float(r["troika_time_us"]) / 1e6
+            rows[(r["op"], None)] = rows[(r["op"], int(r["bytes"]))]
+    return {w: rows[key] for w, key in TROIKA_BENCH_ROWS.items() if key in rows}
+
+
+def workloads(args, env):
+    """Issue 36's workloads: troika.torch vs the C++ API in the same ranks, and troika-bench."""
+    print("\n# issue 36's workloads, %d ranks: troika.torch vs the C++ API (troika-bench's "
+          "workloads) in the same ranks of one job, %d alternating blocks per mode"
+          % (args.np, args.workload_blocks), flush=True)
+    packages = [("after" if args.before else "troika", env["PYTHONPATH"])]
+    if args.before:
+        packages.insert(0, ("before", args.before))
+    runs = {label: [] for label, _ in packages}
+    bench_runs = []
+    steps = [(label, path) for label, path in packages]
+    if not args.skip_troika_bench:
+        steps.append(("troika-bench", None))
+    for i in range(args.repeat):
+        shift = i % len(steps)
+        for label, path in steps[shift:] + steps[:shift]:
+            state = load()
+            if path is None:
+                bench_runs.append(troika_bench_run(args, env))
+                print("run %d troika-bench (threads): %s   (at start: %s)" % (
+                    i + 1, ", ".join("%s %.1f us" % (w, 1e6 * t)
+                                     for w, t in bench_runs[-1].items()), state), flush=True)
+                continue
+            r = torch_workloads_run(args, env, path)
+            runs[label].append(r)
+            cpp = {k[0]: t for k, t in r.items() if k[1] == "c++ api" and len(k) == 2}
+            print("run %d %s: %s   (at start: %s)" % (i + 1, label, "; ".join(
+                "%s %s %.2f" % (k[0], k[1], cpp[k[0]] / t) for k, t in r.items()
+                if k[1] != "c++ api" and len(k) == 2), state), flush=True)
+    print("\nmedians of %d; (ratio) = C++ API time / troika.torch time in the same run "
+          "(target >= 0.9); cpu = the calling thread's CPU per iteration (the most of any rank)"
+          % args.repeat, flush=True)
+    first = runs[packages[-1][0]][0]
+    for workload in [w for w in WORKLOADS if (w, "c++ api") in first]:
+        unit = WORKLOADS[workload][0]
+        modes = [k[1] for k in first if k[0] == workload and len(k) == 2]
+        for label, _ in packages:
+            rs = runs[label]
+            line = "%-14s %-6s" % (workload, label)
+            for mode in modes:
+                t = median([r[(workload, mode)] for r in rs])
+                c = median([r[(workload, mode, "cpu")] for r in rs])
+                line += " | %s %.3f %s" % (mode, figure(workload, t, args.np), unit)
+                if mode != "c++ api":
+                    line += " (%.2f)" % median([r[(workload, "c++ api")] / r[(workload, mode)]
+                                                for r in rs])
+                line += " cpu %.0f us" % (1e6 * c)
+            print(line, flush=True)
+        if bench_runs:
+            t = median([b[workload] for b in bench_runs if workload in b])
+            print("%-14s troika-bench (threads) %9.3f %s" % (workload,
+                                                             figure(workload, t, args.np), unit),
+                  flush=True)
+
+
 def main():
     args = parse_args()
     args.troikarun = args.troikarun or os.path.join(args.build, "agent", "troikarun")
@@ -207,6 +348,8 @@ def main():
                  m["torch"], m["torch"] / c, m["torch_"], m["torch_"] / c, r,
                  "met" if r <= 1.2 else "NOT met", m["torch"] / m["module+alloc"],
                  m["torch_"] / m["module"]), flush=True)
+    if args.workloads:
+        workloads(args, env)
     print("\ndone; %s" % load(), flush=True)
 
 

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""troika.torch against the C++ API on issue 36's workloads, in the same ranks of one troikarun
+job: each workload runs through
+
+  c++ api:  troika-bench's own workload (bench/workloads.h: its buffers, names and calls, as its
+            "troika" column), in a C++ loop on this process's own context
+            (bench/workload_loop.cc in BUILD/bench/libtroika_bench_loop.so, called with ctypes)
+  and through troika.torch, the calls a Horovod script makes for it (MODES below),
+
+in alternating blocks of the same length (the first mode rotates from one round of blocks to
+the next), so that the same job, context, data plane and moment of a shared machine serve all,
+and the ratios are what the front end adds. Each block's iteration count is set once per
+workload from the C++ API's warm-up time (the slowest rank's), the same on every rank.
+
+Rank 0 prints one line per workload and mode, the slowest rank's mean time per iteration:
+"<workload> <mode>: <us> us per iteration (...)". Launched by bench/torch_bench.py
+(--skip-synthetic --skip-latency for this part alone):
+
+    troikarun -np 4 -- python3 bench/torch_workloads.py
+"""
+
+import argparse
+import ctypes
+import os
+import time
+
+import torch
+
+import troika
+import troika.torch as hvd
+
+MiB = 1 << 20
+
+# name -> (troika-bench kind, bytes (many_small: one tensor's), tensors, warm-up iterations).
+# Sizes as troika-bench counts them: the allreduce and broadcast buffer, the allgather output.
+WORKLOADS = {
+    "allreduce_64M": ("allreduce", 64 * MiB, 1, 1),
+    "allreduce_1M": ("allreduce", MiB, 1, 10),
+    "latency": ("latency", 4, 1, 100),
+    "many_small": ("many_small", 16 * 1024, 256, 3),
+    "allgather_64M": ("allgather", 64 * MiB, 1, 1),
+    "broadcast_64M": ("broadcast", 64 * MiB, 1, 1),
+}
+
+
+def torch_modes(kind, nbytes, tensors, size):
+    """[(mode, fn(iters))]: the workload through troika.torch, as a Horovod script calls it.
+    Buffers start zeroed, as troika-bench's: sums of zeros stay zeros."""
+    if kind in ("allreduce", "latency"):
+        t = torch.zeros(nbytes // 4, dtype=torch.float32)
+        name = "torch/%s/%d" % (kind, nbytes)
+
+        def out_of_place(n):
+            for _ in range(n):
+                hvd.allreduce(t, op=hvd.Sum, name=name)
+
+        def in_place(n):
+            for _ in range(n):
+                hvd.allreduce_(t, op=hvd.Sum, name=name)
+
+        return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place)]
+    if kind == "many_small":
+        ts = [torch.zeros(nbytes // 4, dtype=torch.float32) for _ in range(tensors)]
+        names = ["torch/small/%d" % i for i in range(tensors)]
+        pairs = list(zip(ts, names))
+
+        def async_in_place(n):  # DistributedOptimizer's call, Horovod's too
+            for _ in range(n):
+                handles = [hvd.allreduce_async_(t, op=hvd.Sum, name=nm) for t, nm in pairs]
+                for h in handles:
+                    hvd.synchronize(h)
+
+        def async_out_of_place(n):
+            for _ in range(n):
+                handles = [hvd.allreduce_async(t, op=hvd.Sum, name=nm) for t, nm in pairs]
+                for h in handles:
+                    hvd.synchronize(h)
+
+        return [("hvd.allreduce_async_", async_in_place),
+                ("hvd.allreduce_async", async_out_of_place)]
+    if kind == "allgather":
+        t = torch.zeros(nbytes // size, dtype=torch.uint8)
+        name = "torch/allgather/%d" % nbytes
+
+        def allgather(n):
+            for _ in range(n):
+                hvd.allgather(t, name=name)
+
+        return [("hvd.allgather", allgather)]
+    if kind == "broadcast":
+        t = torch.zeros(nbytes, dtype=torch.uint8)
+        name = "torch/broadcast/%d" % nbytes
+
+        def in_place(n):  # broadcast_parameters' call
+            for _ in range(n):
+                hvd.broadcast_(t, 0, name=name)
+
+        def out_of_place(n):
+            for _ in range(n):
+                hvd.broadcast(t, 0, name=name)
+
+        return [("hvd.broadcast_", in_place), ("hvd.broadcast", out_of_place)]
+    raise ValueError(kind)
+
+
+def slowest(seconds):
+    """The largest of every rank's `seconds` (a list of floats), elementwise."""
+    return hvd.allreduce(torch.tensor(seconds, dtype=torch.float64), op=hvd.Max,
+                         name="torch_workloads.slowest").tolist()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help="comma-separated, of: " + ", ".join(WORKLOADS))
+    p.add_argument("--blocks", type=int, default=6, help="alternating blocks per mode")
+    p.add_argument("--block-seconds", type=float, default=0.4,
+                   help="each block's length, from the C++ API's warm-up time (at least one "
+                        "iteration)")
+    p.add_argument("--loop-lib", default=os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
+        "libtroika_bench_loop.so"), help="the C++ loops (default: the repository's build)")
+    args = p.parse_args()
+    hvd.init()
+    torch.set_num_threads(1)
+    lib = ctypes.CDLL(args.loop_lib)
+    lib.troika_bench_workload_new.restype = ctypes.c_void_p
+    lib.troika_bench_workload_new.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
+                                              ctypes.c_int]
+    lib.troika_bench_workload_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_double)]
+    lib.troika_bench_workload_free.argtypes = [ctypes.c_void_p]
+    address = troika.context().address
+    seconds = ctypes.c_double()
+
+    for workload in args.workloads.split(","):
+        kind, nbytes, tensors, warmup = WORKLOADS[workload]
+        native = lib.troika_bench_workload_new(kind.encode(), nbytes, tensors, hvd.size())
+        if not native:
+            raise RuntimeError("troika_bench_workload_new(%s) failed" % kind)
+
+        def cpp(n, native=native):
+            if lib.troika_bench_workload_run(native, address, n, ctypes.byref(seconds)) != 0:
+                raise RuntimeError("the C++ loop failed (its error is on stderr)")
+
+        modes = [("c++ api", cpp)] + torch_modes(kind, nbytes, tensors, hvd.size())
+        for _, fn in modes:
+            fn(warmup)
+        start = time.perf_counter()
+        cpp(warmup)
+        per_iter = slowest([(time.perf_counter() - start) / warmup])[0]
+        iters = max(1, round(args.block_seconds / per_iter))
+        total = {name: 0.0 for name, _ in modes}
+        cpu = {name: 0.0 for name, _ in modes}  # this (the calling) thread's CPU time
+        for b in range(args.blocks):
+            shift = b % len(modes)
+            for name, fn in modes[shift:] + modes[:shift]:
+                start, start_cpu = time.perf_counter(), time.thread_time()
+                fn(iters)
+                total[name] += time.perf_counter() - start
+                cpu[name] += time.thread_time() - start_cpu
+        worst = slowest([total[name] for name, _ in modes] + [cpu[name] for name, _ in modes])
+        lib.troika_bench_workload_free(native)
+        if hvd.rank() == 0:
+            n = iters * args.blocks
+            for i, (name, _) in enumerate(modes):
+                print("%s %s: %.1f us per iteration (%d ranks, %d x %d iterations; calling "
+                      "thread's CPU %.1f us, the most of any rank)"
+                      % (workload, name, 1e6 * worst[i] / n, hvd.size(), args.blocks, iters,
+                         1e6 * worst[len(modes) + i] / n), flush=True)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()
