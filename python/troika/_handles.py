@@ -4,12 +4,16 @@ handle is synchronized.
 
 Framework-neutral: a Pending holds the core's handle (a troika._troika.Handle, or a NativeGroup
 of them), what must stay alive while the core reads and writes it, and `finish`, which makes the
-result once the operation finished. A front end whose results need another wait subclasses
-Pending (troika.torch's CUDA results: the caller's stream waits, not the CPU). Thread-safe: any
-thread may submit, poll and synchronize.
+result once the operation finished (or the result itself, where there is nothing to make). A
+front end whose results need another wait subclasses Pending (troika.torch's CUDA results: the
+caller's stream waits, not the CPU). Thread-safe: any thread may submit, poll and synchronize
+(each step is one operation on a dict or a set, which the interpreter makes atomic).
+
+Kept lean: with many small tensors per step, every call and object here is paid hundreds of
+times a step (docs/PERFORMANCE.md, issue 36).
 """
 
-import threading
+import itertools
 
 import troika
 from troika import DuplicateNameError
@@ -18,13 +22,16 @@ from troika import DuplicateNameError
 class Pending:
     """One submitted operation, until it is waited for."""
 
-    __slots__ = ("native", "keep", "finish", "key")
+    __slots__ = ("native", "keep", "finish", "key", "result")
 
-    def __init__(self, native, keep, finish, key=None):
+    def __init__(self, native, keep, finish, key=None, result=None):
         self.native = native  # the core's handle: poll(), wait()
         self.keep = keep  # the buffers the operation reads and writes, alive until it finished
-        self.finish = finish  # () -> the operation's result, after a successful wait
+        # () -> the operation's result, after a successful wait; None: the result is `result`
+        # (written by the core, nothing to make)
+        self.finish = finish
         self.key = key  # (process set id, name) of a named operation, held until synchronize
+        self.result = result
 
     def wait(self):
         """Blocks until the operation finished; raises its error (a TroikaError) if it failed."""
@@ -33,7 +40,8 @@ class Pending:
     def complete(self):
         """Waits for the operation and returns its result."""
         self.wait()
-        return self.finish()
+        finish = self.finish
+        return self.result if finish is None else finish()
 
 
 class NativeGroup:
@@ -74,8 +82,8 @@ _pending = {}
 # its cycle, is wide enough that its users and tests count on this; the core alone frees a name
 # when the operation completes).
 _names = set()
-_lock = threading.Lock()
-_last_handle = 0
+# Handle numbers: 1, 2, ... (next() on it is atomic).
+_handle_numbers = itertools.count(1)
 
 
 def operation_name(kind, name, process_set_id):
@@ -99,21 +107,17 @@ def operation_name(kind, name, process_set_id):
 def register(pending):
     """A handle (for poll and synchronize) to the Pending operation; its name, if it has one,
     is taken until then."""
-    global _last_handle
-    with _lock:
-        _last_handle += 1
-        handle = _last_handle
-        _pending[handle] = pending
-        if pending.key is not None:
-            _names.add(pending.key)
+    handle = next(_handle_numbers)
+    if pending.key is not None:
+        _names.add(pending.key)
+    _pending[handle] = pending
     return handle
 
 
 def poll(handle):
     """True once the operation of `handle` finished; synchronize() then returns at once.
     ValueError for a handle never returned or already synchronized, as Horovod's."""
-    with _lock:
-        pending = _pending.get(handle)
+    pending = _pending.get(handle)
     if pending is None:
         raise ValueError("poll: handle %r was not created or has been cleared" % (handle,))
     return pending.native.poll()
@@ -122,21 +126,18 @@ def poll(handle):
 def synchronize(handle):
     """Waits for the operation of `handle` and returns its result (a tensor; for alltoall a
     tuple (output, received_splits)). Raises HorovodInternalError (TroikaError) if it failed."""
-    with _lock:
-        pending = _pending.get(handle)
+    pending = _pending.get(handle)
     if pending is None:
         return None
     try:
         return pending.complete()
     finally:
-        with _lock:
-            _pending.pop(handle, None)
-            _names.discard(pending.key)
+        _pending.pop(handle, None)
+        _names.discard(pending.key)
 
 
 def shutdown():
     """Leaves the job; pending operations fail."""
-    with _lock:
-        _pending.clear()
-        _names.clear()
+    _pending.clear()
+    _names.clear()
     troika.shutdown()

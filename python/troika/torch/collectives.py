@@ -19,7 +19,7 @@ from troika._ops import (Average, Sum, check_op, process_set_id, reduce_op, redu
                          root_position)
 from troika.torch import autograd
 from troika.torch.compression import Compression
-from troika.torch.tensors import (device_of, dtype_of, nbytes, pending, result_from,
+from troika.torch.tensors import (device_of, dtype_of, nbytes, new_result, pending, result_from,
                                   result_target, shape)
 
 # ----------------------------------------------------------------------------- allreduce
@@ -37,21 +37,23 @@ def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, proc
     dt = dtype_of(tensor)  # before a generated name counts this operation
     device, stream = device_of(tensor)
     source = tensor.contiguous()
-    target, finish = result_target(source, output)
+    target, finish = result_target(source, output)  # finish None: the result is target
     full, key = operation_name("allreduce", name, ps_id)
-    if output is None:  # out of place: differentiable (autograd.py)
-        finish = autograd.attach(finish, tensor, _allreduce_gradient, op, prescale_factor,
-                                 postscale_factor, process_set)
+    if output is None and tensor.requires_grad:  # out of place: differentiable (autograd.py)
+        finish = autograd.attach(finish or (lambda: target), tensor, _allreduce_gradient, op,
+                                 prescale_factor, postscale_factor, process_set)
     # Positional: pybind11 matches keywords by name on every call.
     if wait and device < 0:
         troika.context().allreduce_wait(full, source.data_ptr(), target.data_ptr(), dt,
                                         source.shape, op, prescale_factor, postscale_factor,
                                         ps_id)
-        return finish()
+        return target if finish is None else finish()
     native = troika.context().allreduce(
         full, source.data_ptr(), target.data_ptr(), dt,
         source.shape, op, prescale_factor, postscale_factor, ps_id, device, stream)
-    submitted = pending(native, (tensor, source, target, output), finish, device, key)
+    # What the core reads and writes, alive until it finished (`output` is None or `tensor`).
+    keep = tensor if source is tensor and target is tensor else (tensor, source, target)
+    submitted = pending(native, keep, finish, device, key, target)
     return submitted.complete() if wait else submitted
 
 
@@ -164,9 +166,10 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     native = troika.context().broadcast(
         full, source.data_ptr(), target.data_ptr(), dt,
         shape(source), root, process_set=ps_id, device=device, ready_stream=stream)
-    if output is None:  # out of place: differentiable (autograd.py)
-        finish = autograd.attach(finish, tensor, _broadcast_gradient, root_rank, process_set)
-    return register(pending(native, (tensor, source, target, output), finish, device, key))
+    if output is None and tensor.requires_grad:  # out of place: differentiable (autograd.py)
+        finish = autograd.attach(finish or (lambda: target), tensor, _broadcast_gradient,
+                                 root_rank, process_set)
+    return register(pending(native, (tensor, source, target), finish, device, key, target))
 
 
 def _broadcast_gradient(grad, root_rank, process_set):
@@ -250,7 +253,7 @@ def _reducescatter_output(tensor, process_set):
     if not dims:
         raise ValueError("reducescatter needs a tensor of at least one dimension")
     rows = reducescatter_rows(dims[0], process_set.size(), process_set.rank())
-    return torch.empty([rows] + dims[1:], dtype=tensor.dtype, device=tensor.device)
+    return new_result([rows] + dims[1:], tensor.dtype, tensor.device)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

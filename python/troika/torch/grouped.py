@@ -74,7 +74,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale_factor, posts
     for i, tensor in enumerate(tensors):
         source = tensor.contiguous()
         target, finish = result_target(source, tensor if in_place else None)
-        finishers.append(finish)
+        finishers.append(finish or (lambda target=target: target))
         entries.append(("%s.%d" % (group, i), source.data_ptr(), target.data_ptr(), 0,
                         dtype_of(source), shape(source)))
         keep.append((tensor, source, target))

@@ -26,6 +26,17 @@ _DTYPES = {
 if getattr(torch, "uint16", None) is not None:  # torch >= 2.3
     _DTYPES[torch.uint16] = _troika.DTYPES["uint16"]
 
+# Host results of at least this many bytes are allocated with huge pages advised (new_result).
+# glibc, torch's allocator underneath, serves an allocation this large (its largest mmap
+# threshold) with a mapping of its own, unmapped when freed: every such result is fresh memory,
+# which the kernel maps one 4 KiB page fault at a time as the core writes it. At 64 MiB, 4 ranks
+# on 2 cores, that cost more than the collective (docs/PERFORMANCE.md, issue 36). Smaller
+# allocations come from glibc's heap, warm once used.
+HUGE_PAGE_RESULT_BYTES = 32 << 20
+# The fewest elements a tensor of that many bytes can have (8-byte elements): below it, one
+# cheap test skips the rest (an allreduce of one float pays for every call here).
+_HUGE_PAGE_MIN_ELEMENTS = HUGE_PAGE_RESULT_BYTES // 8
+
 # CUDA's cudaStreamLegacy: the legacy default stream, named explicitly. torch's default stream
 # has the address 0, which the core reads as "no stream" (the inputs ready at submission).
 _CUDA_STREAM_LEGACY = 1
@@ -70,16 +81,35 @@ def nbytes(tensor):
     return tensor.numel() * tensor.element_size()
 
 
+def _fresh(out):
+    """`out`, just allocated and not yet written, with huge pages advised if it is a large host
+    tensor (HUGE_PAGE_RESULT_BYTES): the kernel then maps it 2 MiB at a time as it is first
+    written. torch's memory all the same (resizable, freed by torch)."""
+    if out.is_cpu:
+        size = out.numel() * out.element_size()
+        if size >= HUGE_PAGE_RESULT_BYTES:
+            _troika.advise_huge_pages(out.data_ptr(), size)
+    return out
+
+
+def new_result(shape, dtype, device):
+    """A new contiguous tensor (torch.empty's) for a result the core or a copy writes whole."""
+    return _fresh(torch.empty(shape, dtype=dtype, device=device))
+
+
 def result_target(source, output):
     """(target, finish) of an operation that writes a result the shape of `source` (contiguous):
-    `target` receives the core's output and `finish()` gives the result. Out of place (`output`
-    None): a new contiguous tensor. In place: `output` itself, or, if it is not contiguous,
-    `source` (its contiguous copy), copied back into `output` by finish()."""
+    `target` receives the core's output and `finish()` gives the result, or finish is None when
+    the result is `target` itself. Out of place (`output` None): a new contiguous tensor. In
+    place: `output` itself, or, if it is not contiguous, `source` (its contiguous copy), copied
+    back into `output` by finish()."""
     if output is None:
         target = torch.empty_like(source)  # contiguous as `source` is (cheaper than asking)
-        return target, lambda: target
-    if output.is_contiguous():
-        return output, lambda: output
+        if source.numel() >= _HUGE_PAGE_MIN_ELEMENTS:
+            _fresh(target)
+        return target, None
+    if output is source or output.is_contiguous():  # source is output.contiguous(), or a copy
+        return output, None
     return source, lambda: output.copy_(source)
 
 
@@ -90,20 +120,20 @@ class DevicePending(Pending):
 
     __slots__ = ("device",)
 
-    def __init__(self, native, keep, finish, device, key=None):
-        super().__init__(native, keep, finish, key)
+    def __init__(self, native, keep, finish, device, key=None, result=None):
+        super().__init__(native, keep, finish, key, result)
         self.device = device
 
     def wait(self):
         self.native.wait_on_stream(_stream_address_of(self.device))
 
 
-def pending(native, keep, finish, device=-1, key=None):
+def pending(native, keep, finish, device=-1, key=None, result=None):
     """The Pending of a submitted operation: waited for on the CPU, or with `device` >= 0 on
     that device's current stream at synchronize()."""
     if device >= 0:
-        return DevicePending(native, keep, finish, device, key)
-    return Pending(native, keep, finish, key)
+        return DevicePending(native, keep, finish, device, key, result)
+    return Pending(native, keep, finish, key, result)
 
 
 class _DeviceBytes:
@@ -118,7 +148,7 @@ def result_from(native, dtype, device):
     """A new tensor holding a handle-owned result (allgather, alltoall), after a CPU wait.
     On a GPU the result is copied on the current stream, which is then synchronised: the
     handle's buffer is reused once the handle is gone."""
-    out = torch.empty(native.output_shape, dtype=dtype, device=device)
+    out = new_result(native.output_shape, dtype, device)
     if device.type != "cuda":
         native.copy_output(out.data_ptr(), nbytes(out))
     elif out.numel() > 0:

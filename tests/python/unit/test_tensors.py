@@ -2,6 +2,8 @@
 result targets, the Pending chosen for a device, compression round trips (run_unit_tests.sh,
 one process)."""
 
+import os
+
 import pytest
 import torch
 
@@ -42,13 +44,45 @@ def test_out_of_place_results_are_new_contiguous_tensors():
     target, finish = tensors.result_target(source, None)
     assert target is not source and target.is_contiguous()
     assert (target.shape, target.dtype) == (source.shape, source.dtype)
-    assert finish() is target
+    assert finish is None  # the result is the target itself
+
+
+def vm_flags(address):
+    """The VmFlags of the mapping of this process that holds `address` (/proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                begin, end = (int(x, 16) for x in head.split("-"))
+                inside = begin <= address < end
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError("no mapping holds %#x" % address)
+
+
+@pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+                    reason="no transparent huge pages in this kernel")
+def test_large_host_results_are_torch_tensors_with_huge_pages_advised():
+    big = torch.zeros(tensors.HUGE_PAGE_RESULT_BYTES // 4)
+    assert "hg" not in vm_flags(big.data_ptr())
+    target, finish = tensors.result_target(big, None)
+    assert finish is None and target.is_contiguous() and target.shape == big.shape
+    assert "hg" in vm_flags(target.data_ptr() + tensors.nbytes(target) // 2)
+    target.resize_(target.numel() + 1)  # torch's own memory: resizable as any tensor
+    gathered = tensors.new_result([3, 2 << 20], torch.float64, torch.device("cpu"))
+    assert (gathered.shape, gathered.dtype) == (torch.Size([3, 2 << 20]), torch.float64)
+    assert "hg" in vm_flags(gathered.data_ptr() + tensors.nbytes(gathered) // 2)
+    small, _ = tensors.result_target(torch.zeros(1 << 20), None)  # from glibc's heap: left be
+    assert "hg" not in vm_flags(small.data_ptr())
+    assert _troika.advise_huge_pages(0, 1 << 30) is False  # no buffer, no advice
+    assert _troika.advise_huge_pages(big.data_ptr() + 1, 100) is False  # no whole page in it
 
 
 def test_in_place_results_are_written_into_the_output_through_a_copy_if_not_contiguous():
     out = torch.zeros(2, 3)
     target, finish = tensors.result_target(out, out)
-    assert target is out and finish() is out
+    assert target is out and finish is None
     strided = torch.zeros(3, 2).t()
     source = strided.contiguous()
     target, finish = tensors.result_target(source, strided)
