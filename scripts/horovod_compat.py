@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Runs Horovod's own PyTorch test file against troika.torch and prints the per-test table.
+"""Runs Horovod's own test files against a Troika front end and prints the per-test table.
 
-Horovod's tests are the specification of horovod.torch's behaviour; this runs them unchanged,
-with `import horovod.torch` resolved to troika.torch by a two-line alias package made in a
-temporary folder, on NP ranks started by troikarun, CPU only unless the machine has GPUs.
+Horovod's tests are the specification of its front ends' behaviour; this runs them unchanged,
+with `import horovod.torch` (or `horovod.tensorflow`, ...) resolved to troika.torch (or
+troika.tensorflow, ...) by a small alias package made in a temporary folder, on NP ranks
+started by troikarun, CPU only unless the machine has GPUs. --framework picks the files:
+torch (test/parallel/test_torch.py), tensorflow (test_tensorflow.py and
+test_tensorflow_process_sets.py; --python must have TensorFlow, e.g. build/venv/bin/python).
 Horovod's code is not part of Troika: give a checkout of horovod/horovod (tag v0.28.1 or master;
 the file is the same) with --horovod; nothing of it is copied into this repository. Its test
 helpers (test/utils/common.py) need cloudpickle and mock (Debian: python3-cloudpickle
-python3-mock) and horovod/runner/util/threads.py, taken from the checkout too.
+python3-mock) and three pure-Python files of Horovod's launcher (RUNNER_HELPERS), taken from
+the checkout too.
 
   scripts/horovod_compat.py --horovod ~/horovod --np 2 [--np 3] [--mode each|file|both]
-      [--python /usr/bin/python3] [--build build] [--tests test_a,test_b] [--markdown OUT.md]
+      [--framework torch|tensorflow] [--python /usr/bin/python3] [--build build]
+      [--tests test_a,test_b] [--markdown OUT.md]
 
 --mode each runs every test as its own job (one failure cannot spill into the next); --mode
 file runs the whole file as one job, as Horovod's CI does. Each rank writes a JUnit report; a
@@ -30,16 +35,31 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-# The two-line alias package: `import horovod.torch` gives troika.torch.
-ALIAS = """import sys, troika.torch as torch  # noqa: E401
-sys.modules[__name__ + ".torch"] = torch
+# The alias package: `import horovod.<F>` (and its submodules) gives troika.<F>'s.
+ALIAS = """import importlib, sys  # noqa: E401
+importlib.import_module("troika.%(f)s")
+for _name, _module in list(sys.modules.items()):
+    if _name == "troika.%(f)s" or _name.startswith("troika.%(f)s."):
+        sys.modules["horovod" + _name[len("troika"):]] = _module
 """
-TEST_FILE = "test/parallel/test_torch.py"
+RUNNER_HELPERS = ("horovod/runner/util/threads.py", "horovod/runner/common/util/env.py",
+                  "horovod/runner/common/util/secret.py")
+# Per front end: the test files run, the files they import, and how to print the framework's
+# version.
+FRONT_ENDS = {
+    "torch": dict(tests=["test/parallel/test_torch.py"], helpers=[],
+                  version="import torch; print('torch', torch.__version__)"),
+    "tensorflow": dict(tests=["test/parallel/test_tensorflow.py",
+                              "test/parallel/test_tensorflow_process_sets.py"],
+                       helpers=["test/parallel/base_test_tensorflow.py"],
+                       version="import tensorflow as tf; print('tensorflow', tf.__version__)"),
+}
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--horovod", required=True, help="a checkout of horovod/horovod")
+    p.add_argument("--framework", choices=sorted(FRONT_ENDS), default="torch")
     p.add_argument("--np", type=int, action="append", help="ranks (repeatable; default 2)")
     p.add_argument("--mode", choices=("each", "file", "both"), default="both")
     p.add_argument("--python", default="/usr/bin/python3", help="the ranks' interpreter")
@@ -53,29 +73,40 @@ def parse_args():
                    help="comma-separated test names left out of the whole-file job, as np=N:name "
                         "(only at N ranks) or name; reported as deselected")
     p.add_argument("--timeout", type=float, default=600, help="seconds per job")
+    p.add_argument("--env", action="append", default=[],
+                   help="KEY=VALUE set for the ranks (repeatable), e.g. TF_USE_LEGACY_KERAS=1")
     p.add_argument("--markdown", help="write the per-test table here")
     return p.parse_args()
 
 
-def make_tree(horovod):
-    """A temporary folder with test/parallel/test_torch.py, test/utils/ and the alias package."""
+def make_tree(horovod, framework):
+    """A temporary folder with the test files, test/utils/ and the alias package."""
     root = tempfile.mkdtemp(prefix="troika-horovod-compat-")
     for sub in ("test/parallel", "test/utils"):
         os.makedirs(os.path.join(root, sub))
-    shutil.copy(os.path.join(horovod, TEST_FILE), os.path.join(root, TEST_FILE))
+    front = FRONT_ENDS[framework]
+    for path in front["tests"] + front["helpers"]:
+        shutil.copy(os.path.join(horovod, path), os.path.join(root, path))
     utils = os.path.join(horovod, "test/utils")
     for name in os.listdir(utils):
         if name.endswith(".py"):
             shutil.copy(os.path.join(utils, name), os.path.join(root, "test/utils", name))
     os.makedirs(os.path.join(root, "alias/horovod"))
     with open(os.path.join(root, "alias/horovod/__init__.py"), "w") as f:
-        f.write(ALIAS)
-    # test/utils/common.py imports horovod.runner.util.threads (pure Python, no Horovod build).
-    threads = os.path.join(root, "alias/horovod/runner/util")
-    os.makedirs(threads)
-    for d in ("alias/horovod/runner", "alias/horovod/runner/util"):
-        open(os.path.join(root, d, "__init__.py"), "w").close()
-    shutil.copy(os.path.join(horovod, "horovod/runner/util/threads.py"), threads)
+        f.write(ALIAS % {"f": framework})
+    # The test helpers import pure-Python parts of Horovod's launcher (no Horovod build):
+    # test/utils/common.py horovod.runner.util.threads, test_tensorflow_process_sets.py
+    # horovod.runner.common.util.env (and the secret module it imports).
+    for path in RUNNER_HELPERS:
+        folder = os.path.join(root, "alias", os.path.dirname(path))
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(os.path.join(horovod, path), folder)
+        package = os.path.dirname(path)
+        while package != "horovod":
+            init = os.path.join(root, "alias", package, "__init__.py")
+            if not os.path.exists(init):
+                open(init, "w").close()
+            package = os.path.dirname(package)
     return root
 
 
@@ -86,17 +117,28 @@ def environment(args, root):
          os.path.abspath(args.package or os.path.join(args.build, "python"))]
         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for item in args.env:
+        key, _, value = item.partition("=")
+        env[key] = value
     return env
 
 
 def collect(args, root, env):
+    """{test name: its pytest node id} of every test of the front end's files."""
     out = subprocess.run([args.python, "-m", "pytest", "--collect-only", "-q",
-                          "-p", "no:cacheprovider", TEST_FILE],
+                          "-p", "no:cacheprovider"] + FRONT_ENDS[args.framework]["tests"],
                          cwd=root, env=env, capture_output=True, text=True)
-    names = [line.split("::")[-1] for line in out.stdout.splitlines() if "::" in line]
-    if not names:
+    ids = collections.OrderedDict()
+    for line in out.stdout.splitlines():
+        if "::" in line:
+            name = line.split("::")[-1]
+            if name in ids:  # the same name in two files: qualify it with its file
+                name = os.path.basename(line.split("::")[0])[:-3] + "::" + name
+            ids[name] = line.strip()
+    if not ids:
         sys.exit("horovod_compat: collected no tests:\n" + out.stdout + out.stderr)
-    return names
+    return ids
 
 
 def deselected(args, np):
@@ -109,14 +151,15 @@ def deselected(args, np):
     return out
 
 
-def run_job(args, root, env, np, selector, reports, deselect=()):
-    """One troikarun job of pytest over `selector`; each rank writes reports/r<RANK>.xml."""
+def run_job(args, root, env, np, selectors, reports, deselect=()):
+    """One troikarun job of pytest over `selectors` (node ids or files) leaving out the node
+    ids `deselect`; each rank writes reports/r<RANK>.xml."""
     os.makedirs(reports, exist_ok=True)
     troikarun = os.path.abspath(args.troikarun or os.path.join(args.build, "agent", "troikarun"))
     rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider --junitxml="$1/r$TROIKA_RANK.xml" '
                 '"$@"')
-    cmd = [troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, reports,
-           selector] + ["--deselect=%s::TorchTests::%s" % (TEST_FILE, d) for d in deselect]
+    cmd = ([troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, reports]
+           + list(selectors) + ["--deselect=%s" % d for d in deselect])
     start = time.monotonic()
     try:
         job = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
@@ -171,12 +214,15 @@ def one_line(text, width=110):
 
 def main():
     args = parse_args()
+    if os.sep in args.python:  # the jobs run in a temporary folder
+        args.python = os.path.abspath(args.python)
     nps = args.np or [2]
-    root = make_tree(os.path.expanduser(args.horovod))
+    root = make_tree(os.path.expanduser(args.horovod), args.framework)
     env = environment(args, root)
-    torch_version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
-                                   env=env, capture_output=True, text=True).stdout.strip()
-    names = collect(args, root, env)
+    version = subprocess.run([args.python, "-c", FRONT_ENDS[args.framework]["version"]],
+                             env=env, capture_output=True, text=True).stdout.strip()
+    ids = collect(args, root, env)
+    names = list(ids)
     if args.tests:
         wanted = args.tests.split(",")
         names = [n for n in names if n in wanted]
@@ -190,8 +236,7 @@ def main():
             if mode == "each":
                 for name in names:
                     where = os.path.join(reports, name)
-                    status, secs = run_job(args, root, env, np,
-                                           "%s::TorchTests::%s" % (TEST_FILE, name), where)
+                    status, secs = run_job(args, root, env, np, [ids[name]], where)
                     got = outcomes(where, np).get(name, ("failed", "job ended with %s, no "
                                                          "report" % status))
                     table[name][column] = got
@@ -199,7 +244,8 @@ def main():
                                                           one_line(got[1], 60)), flush=True)
             else:
                 left_out = deselected(args, np)
-                status, secs = run_job(args, root, env, np, TEST_FILE, reports, left_out)
+                status, secs = run_job(args, root, env, np, FRONT_ENDS[args.framework]["tests"],
+                                       reports, [ids[n] for n in left_out if n in ids])
                 got = outcomes(reports, np)
                 for name in names:
                     if name in left_out:
@@ -209,13 +255,13 @@ def main():
                                                          "(%s) before it" % status))
                 print("whole file, np=%d: job exit %s in %.0f s" % (np, status, secs), flush=True)
             counts = collections.Counter(table[n][column][0] for n in names)
-            print("%s (torch %s) summary: %d passed, %d failed, %d skipped%s"
-                  % (column, torch_version, counts["passed"], counts["failed"],
+            print("%s (%s) summary: %d passed, %d failed, %d skipped%s"
+                  % (column, version, counts["passed"], counts["failed"],
                      counts["skipped"], ", %d deselected" % counts["deselected"]
                      if counts["deselected"] else ""), flush=True)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("torch %s, %s\n\n" % (torch_version, time.strftime("%Y-%m-%d")))
+            f.write("%s, %s\n\n" % (version, time.strftime("%Y-%m-%d")))
             f.write("| test | " + " | ".join(columns) + " |\n")
             f.write("|---|" + "---|" * len(columns) + "\n")
             for name in names:

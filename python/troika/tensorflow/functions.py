@@ -36,9 +36,22 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
                           for v in variables])
 
 
+def _value(tensor, session):
+    """`tensor`'s value: eagerly its own; in a v1 graph, run by `session` (else the default
+    session), as Horovod's object helpers do."""
+    if tf.executing_eagerly():
+        return tensor.numpy()
+    session = session or tf.compat.v1.get_default_session()
+    if session is None:
+        raise ValueError("broadcast_object/allgather_object in a graph need a session: pass "
+                         "session=, or call them inside `with tf.compat.v1.Session() as s:`")
+    return session.run(tensor)
+
+
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
-    """root_rank's `obj` (pickled) on every rank, eagerly. Negotiated as "<name>.size" and
-    "<name>.data" (default name "broadcast_object", the same on every rank)."""
+    """root_rank's `obj` (pickled) on every rank; in a v1 graph run by `session` (or the
+    default one). Negotiated as "<name>.size" and "<name>.data" (default name
+    "broadcast_object", the same on every rank)."""
     base = name if name is not None else "broadcast_object"
     if rank() == root_rank:
         payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
@@ -46,24 +59,25 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=glob
     else:
         payload = None
         length = np.zeros(1, dtype=np.int64)
-    length = broadcast(tf.constant(length), root_rank, name=base + ".size",
-                       process_set=process_set)
+    length = _value(broadcast(tf.constant(length), root_rank, name=base + ".size",
+                              process_set=process_set), session)
     if payload is None:
-        payload = np.zeros(int(length.numpy()[0]), dtype=np.uint8)
-    data = broadcast(tf.constant(payload), root_rank, name=base + ".data",
-                     process_set=process_set)
-    return obj if rank() == root_rank else pickle.loads(data.numpy().tobytes())
+        payload = np.zeros(int(length[0]), dtype=np.uint8)
+    data = _value(broadcast(tf.constant(payload), root_rank, name=base + ".data",
+                            process_set=process_set), session)
+    return obj if rank() == root_rank else pickle.loads(data.tobytes())
 
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
-    """Every rank's `obj` (pickled), as a list in rank order, eagerly. Negotiated as
-    "<name>.sizes" and "<name>.data" (default name "allgather_object")."""
+    """Every rank's `obj` (pickled), as a list in rank order; in a v1 graph run by `session`
+    (or the default one). Negotiated as "<name>.sizes" and "<name>.data" (default name
+    "allgather_object")."""
     base = name if name is not None else "allgather_object"
     data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    sizes = allgather(tf.constant([data.size], dtype=tf.int64), name=base + ".sizes",
-                      process_set=process_set).numpy()
-    gathered = allgather(tf.constant(data), name=base + ".data",
-                         process_set=process_set).numpy()
+    sizes = _value(allgather(tf.constant([data.size], dtype=tf.int64), name=base + ".sizes",
+                             process_set=process_set), session)
+    gathered = _value(allgather(tf.constant(data), name=base + ".data",
+                                process_set=process_set), session)
     out, offset = [], 0
     for n in sizes.tolist():
         out.append(pickle.loads(gathered[offset:offset + n].tobytes()))

@@ -130,6 +130,18 @@ def test_v1_graph_and_session():
                 assert n == hvd.size()
 
 
+def test_object_helpers_in_a_v1_session():
+    with tf.Graph().as_default(), tf.compat.v1.Session():
+        got = finishes(lambda: hvd.broadcast_object({"from": hvd.rank()}, root_rank=0,
+                                                    name="v1_object"))
+        assert got == {"from": 0}
+        assert finishes(lambda: hvd.allgather_object(hvd.rank(), name="v1_objects")) == list(
+            range(hvd.size()))
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="session"):
+            hvd.allgather_object(1, name="no_session")
+
+
 def test_jit_compile_is_refused_naming_the_alternative():
     @tf.function(jit_compile=True)
     def compiled(x):
