@@ -253,7 +253,7 @@ def _reducescatter_output(tensor, process_set):
     if not dims:
         raise ValueError("reducescatter needs a tensor of at least one dimension")
     rows = reducescatter_rows(dims[0], process_set.size(), process_set.rank())
-    return new_result([rows] + dims[1:], tensor.dtype, tensor.device)
+    return new_result([rows] + dims[1:], tensor.dtype, tensor.device, written_by_core=True)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

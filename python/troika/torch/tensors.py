@@ -26,12 +26,14 @@ _DTYPES = {
 if getattr(torch, "uint16", None) is not None:  # torch >= 2.3
     _DTYPES[torch.uint16] = _troika.DTYPES["uint16"]
 
-# Host results of at least this many bytes are allocated with huge pages advised (new_result).
-# glibc, torch's allocator underneath, serves an allocation this large (its largest mmap
-# threshold) with a mapping of its own, unmapped when freed: every such result is fresh memory,
-# which the kernel maps one 4 KiB page fault at a time as the core writes it. At 64 MiB, 4 ranks
-# on 2 cores, that cost more than the collective (docs/PERFORMANCE.md, issue 36). Smaller
-# allocations come from glibc's heap, warm once used.
+# Host results of at least this many bytes are allocated with huge pages advised, and those
+# the core writes during the collective mapped before it starts (_fresh). glibc, torch's
+# allocator underneath, serves an allocation this large (its largest mmap threshold) with a
+# mapping of its own, unmapped when freed: every such result is fresh memory, which the kernel
+# maps one 4 KiB page fault at a time as it is written; a receive that faults holds up the
+# transfer on every rank after it. At 64 MiB, 4 ranks on 2 cores, that cost more than the
+# collective (docs/PERFORMANCE.md, issue 36). Smaller allocations come from glibc's heap, warm
+# once used.
 HUGE_PAGE_RESULT_BYTES = 32 << 20
 # The fewest elements a tensor of that many bytes can have (8-byte elements): below it, one
 # cheap test skips the rest (an allreduce of one float pays for every call here).
@@ -81,20 +83,22 @@ def nbytes(tensor):
     return tensor.numel() * tensor.element_size()
 
 
-def _fresh(out):
-    """`out`, just allocated and not yet written, with huge pages advised if it is a large host
-    tensor (HUGE_PAGE_RESULT_BYTES): the kernel then maps it 2 MiB at a time as it is first
-    written. torch's memory all the same (resizable, freed by torch)."""
+def _fresh(out, populate):
+    """`out`, just allocated and not yet written: if it is a large host tensor
+    (HUGE_PAGE_RESULT_BYTES), with huge pages advised, and with `populate` (the core writes it
+    during the collective) mapped now. torch's memory all the same (resizable, freed by
+    torch)."""
     if out.is_cpu:
         size = out.numel() * out.element_size()
         if size >= HUGE_PAGE_RESULT_BYTES:
-            _troika.advise_huge_pages(out.data_ptr(), size)
+            _troika.advise_fresh_buffer(out.data_ptr(), size, populate)
     return out
 
 
-def new_result(shape, dtype, device):
-    """A new contiguous tensor (torch.empty's) for a result the core or a copy writes whole."""
-    return _fresh(torch.empty(shape, dtype=dtype, device=device))
+def new_result(shape, dtype, device, written_by_core=False):
+    """A new contiguous tensor (torch.empty's) for a result written whole: by the core during
+    the collective (`written_by_core`), or by a copy once it finished."""
+    return _fresh(torch.empty(shape, dtype=dtype, device=device), written_by_core)
 
 
 def result_target(source, output):
@@ -106,7 +110,7 @@ def result_target(source, output):
     if output is None:
         target = torch.empty_like(source)  # contiguous as `source` is (cheaper than asking)
         if source.numel() >= _HUGE_PAGE_MIN_ELEMENTS:
-            _fresh(target)
+            _fresh(target, True)
         return target, None
     if output is source or output.is_contiguous():  # source is output.contiguous(), or a copy
         return output, None

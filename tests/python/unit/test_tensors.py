@@ -47,36 +47,54 @@ def test_out_of_place_results_are_new_contiguous_tensors():
     assert finish is None  # the result is the target itself
 
 
-def vm_flags(address):
-    """The VmFlags of the mapping of this process that holds `address` (/proc/self/smaps)."""
-    inside = False
+def mapping(address):
+    """The /proc/self/smaps fields of the mapping of this process that holds `address`:
+    {"VmFlags": [...], "Rss": kB, ...}."""
+    fields, inside = {}, False
     with open("/proc/self/smaps") as f:
         for line in f:
             head = line.split()[0]
             if "-" in head and ":" not in head:
+                if inside:
+                    break
                 begin, end = (int(x, 16) for x in head.split("-"))
                 inside = begin <= address < end
-            elif inside and head == "VmFlags:":
-                return line.split()[1:]
-    raise AssertionError("no mapping holds %#x" % address)
+            elif inside:
+                values = line.split()[1:]
+                fields[head[:-1]] = values if head == "VmFlags:" else int(values[0])
+    assert fields, "no mapping holds %#x" % address
+    return fields
+
+
+def populates():
+    """MADV_POPULATE_WRITE: Linux 5.14 and later."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (5, 14)
 
 
 @pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
                     reason="no transparent huge pages in this kernel")
 def test_large_host_results_are_torch_tensors_with_huge_pages_advised():
     big = torch.zeros(tensors.HUGE_PAGE_RESULT_BYTES // 4)
-    assert "hg" not in vm_flags(big.data_ptr())
+    assert "hg" not in mapping(big.data_ptr())["VmFlags"]
+    # Out of place, written by the core during the collective: advised and mapped at once.
     target, finish = tensors.result_target(big, None)
     assert finish is None and target.is_contiguous() and target.shape == big.shape
-    assert "hg" in vm_flags(target.data_ptr() + tensors.nbytes(target) // 2)
+    size_kb = tensors.nbytes(target) // 1024
+    fields = mapping(target.data_ptr() + tensors.nbytes(target) // 2)
+    assert "hg" in fields["VmFlags"]
+    if populates():
+        assert fields["Rss"] >= size_kb - 4
     target.resize_(target.numel() + 1)  # torch's own memory: resizable as any tensor
+    # Copied into once the collective finished: advised, mapped by the copy.
     gathered = tensors.new_result([3, 2 << 20], torch.float64, torch.device("cpu"))
     assert (gathered.shape, gathered.dtype) == (torch.Size([3, 2 << 20]), torch.float64)
-    assert "hg" in vm_flags(gathered.data_ptr() + tensors.nbytes(gathered) // 2)
+    fields = mapping(gathered.data_ptr() + tensors.nbytes(gathered) // 2)
+    assert "hg" in fields["VmFlags"] and fields["Rss"] < size_kb // 2
     small, _ = tensors.result_target(torch.zeros(1 << 20), None)  # from glibc's heap: left be
-    assert "hg" not in vm_flags(small.data_ptr())
-    assert _troika.advise_huge_pages(0, 1 << 30) is False  # no buffer, no advice
-    assert _troika.advise_huge_pages(big.data_ptr() + 1, 100) is False  # no whole page in it
+    assert "hg" not in mapping(small.data_ptr())["VmFlags"]
+    assert _troika.advise_fresh_buffer(0, 1 << 30) is False  # no buffer, no advice
+    assert _troika.advise_fresh_buffer(big.data_ptr() + 1, 100, True) is False  # no whole page
 
 
 def test_in_place_results_are_written_into_the_output_through_a_copy_if_not_contiguous():
