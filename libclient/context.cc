@@ -163,11 +163,13 @@ StepTiming ContextImpl::Report(const std::optional<StepSample>& step) {
 
 absl::StatusOr<std::pair<int, int>> ContextImpl::ProcessSetMember(int process_set) const {
   if (process_set == 0) return std::make_pair(membership_.rank, membership_.size);
-  if (!process_sets_->Has(process_set)) {
+  std::optional<int> size = process_sets_->SizeOf(process_set);
+  if (!size) {
     return absl::NotFoundError(absl::StrCat("there is no process set ", process_set,
                                             " (never added, or removed)"));
   }
-  return process_sets_->Member(process_set);
+  absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(process_set);
+  return member.ok() ? *member : std::make_pair(-1, *size);
 }
 
 absl::Status ContextImpl::CheckInSet(const TensorRequest& request) const {

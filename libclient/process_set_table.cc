@@ -49,9 +49,11 @@ absl::StatusOr<std::pair<int, int>> ProcessSetTable::Member(int id) const {
   return std::make_pair(static_cast<int>(pos - ranks.begin()), static_cast<int>(ranks.size()));
 }
 
-bool ProcessSetTable::Has(int id) const {
+std::optional<int> ProcessSetTable::SizeOf(int id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return sets_.contains(id);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) return std::nullopt;
+  return static_cast<int>(it->second.ranks.size());
 }
 
 void ProcessSetTable::AbortAll() {

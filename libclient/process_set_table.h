@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -33,8 +34,9 @@ class ProcessSetTable {
   // {this rank's position in set `id`, the set's size} if this rank is in it;
   // FAILED_PRECONDITION naming the problem otherwise. Set 0 is not handled here.
   absl::StatusOr<std::pair<int, int>> Member(int id) const;
-  // True if set `id` exists (added and not removed), whether or not this rank is in it.
-  bool Has(int id) const;
+  // The size of set `id` if it exists (added and not removed), whether or not this rank is
+  // in it.
+  std::optional<int> SizeOf(int id) const;
   // Aborts every communicator, now and later added.
   void AbortAll();
 

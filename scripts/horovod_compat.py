@@ -6,7 +6,9 @@ with `import horovod.torch` (or `horovod.tensorflow`, ...) resolved to troika.to
 troika.tensorflow, ...) by a small alias package made in a temporary folder, on NP ranks
 started by troikarun, CPU only unless the machine has GPUs. --framework picks the files:
 torch (test/parallel/test_torch.py), tensorflow (test_tensorflow.py and
-test_tensorflow_process_sets.py; --python must have TensorFlow, e.g. build/venv/bin/python).
+test_tensorflow_process_sets.py; --python must have TensorFlow, e.g. build/venv/bin/python),
+keras (test_tensorflow2_keras.py, horovod.tensorflow.keras and horovod.keras with Keras 2:
+--env TF_USE_LEGACY_KERAS=1, and a --python with tf_keras).
 Horovod's code is not part of Troika: give a checkout of horovod/horovod (tag v0.28.1 or master;
 the file is the same) with --horovod; nothing of it is copied into this repository. Its test
 helpers (test/utils/common.py) need cloudpickle and mock (Debian: python3-cloudpickle
@@ -14,7 +16,7 @@ python3-mock) and three pure-Python files of Horovod's launcher (RUNNER_HELPERS)
 the checkout too.
 
   scripts/horovod_compat.py --horovod ~/horovod --np 2 [--np 3] [--mode each|file|both]
-      [--framework torch|tensorflow] [--python /usr/bin/python3] [--build build]
+      [--framework torch|tensorflow|keras] [--python /usr/bin/python3] [--build build]
       [--tests test_a,test_b] [--markdown OUT.md]
 
 --mode each runs every test as its own job (one failure cannot spill into the next); --mode
@@ -28,6 +30,7 @@ configuration; with --markdown, writes the table (docs/horovod-compat.md holds t
 import argparse
 import collections
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,17 +38,36 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-# The alias package: `import horovod.<F>` (and its submodules) gives troika.<F>'s.
+# The alias package: `import horovod.<F>` (and its submodules) gives troika.<F>'s, for each
+# front end F the test files import.
 ALIAS = """import importlib, sys  # noqa: E401
-importlib.import_module("troika.%(f)s")
+_FRONTS = %(fronts)r
+for _f in _FRONTS:
+    importlib.import_module("troika." + _f)
 for _name, _module in list(sys.modules.items()):
-    if _name == "troika.%(f)s" or _name.startswith("troika.%(f)s."):
+    if any(_name == "troika." + _f or _name.startswith("troika." + _f + ".") for _f in _FRONTS):
         sys.modules["horovod" + _name[len("troika"):]] = _module
+"""
+# horovod.common.util's version check, which horovod.tensorflow.keras and its test file import
+# (Horovod's users do not: it stays in the alias tree). Written here, not copied.
+COMMON_UTIL = """from packaging import version
+
+
+def is_version_greater_equal_than(ver, target):
+    \"\"\"Whether version string `ver` is at least `target` (major.minor.patch).\"\"\"
+    if not isinstance(ver, str) or not isinstance(target, str):
+        raise ValueError("is_version_greater_equal_than takes two strings, got %r and %r"
+                         % (ver, target))
+    if len(target.split(".")) != 3:
+        raise ValueError("the target version must read major.minor.patch, got %r" % target)
+    return version.parse(ver) >= version.parse(target)
 """
 RUNNER_HELPERS = ("horovod/runner/util/threads.py", "horovod/runner/common/util/env.py",
                   "horovod/runner/common/util/secret.py")
-# Per front end: the test files run, the files they import, and how to print the framework's
-# version.
+# Per front end: the test files run, the files they import, the troika modules the alias
+# package loads (default: the front end's own), files of our own written into the alias tree,
+# whether collecting the tests needs a job (the test class calls hvd.init() when made), and how
+# to print the framework's version.
 FRONT_ENDS = {
     "torch": dict(tests=["test/parallel/test_torch.py"], helpers=[],
                   version="import torch; print('torch', torch.__version__)"),
@@ -53,6 +75,15 @@ FRONT_ENDS = {
                               "test/parallel/test_tensorflow_process_sets.py"],
                        helpers=["test/parallel/base_test_tensorflow.py"],
                        version="import tensorflow as tf; print('tensorflow', tf.__version__)"),
+    # horovod.tensorflow.keras and horovod.keras (Keras 2 with TF_USE_LEGACY_KERAS=1, as the
+    # file is written for: --env TF_USE_LEGACY_KERAS=1).
+    "keras": dict(tests=["test/parallel/test_tensorflow2_keras.py"], helpers=[],
+                  imports=["tensorflow", "tensorflow.keras", "keras"], collect_in_job=True,
+                  alias_files={"horovod/common/__init__.py": "",
+                               "horovod/common/util.py": COMMON_UTIL},
+                  version="import importlib, tensorflow as tf; "
+                          "k = importlib.import_module(tf.keras.__name__.split('.')[0]); "
+                          "print('tensorflow', tf.__version__, 'with', k.__name__, k.__version__)"),
 }
 
 
@@ -93,7 +124,11 @@ def make_tree(horovod, framework):
             shutil.copy(os.path.join(utils, name), os.path.join(root, "test/utils", name))
     os.makedirs(os.path.join(root, "alias/horovod"))
     with open(os.path.join(root, "alias/horovod/__init__.py"), "w") as f:
-        f.write(ALIAS % {"f": framework})
+        f.write(ALIAS % {"fronts": front.get("imports", [framework])})
+    for path, text in front.get("alias_files", {}).items():
+        os.makedirs(os.path.dirname(os.path.join(root, "alias", path)), exist_ok=True)
+        with open(os.path.join(root, "alias", path), "w") as f:
+            f.write(text)
     # The test helpers import pure-Python parts of Horovod's launcher (no Horovod build):
     # test/utils/common.py horovod.runner.util.threads, test_tensorflow_process_sets.py
     # horovod.runner.common.util.env (and the secret module it imports).
@@ -125,12 +160,18 @@ def environment(args, root):
 
 
 def collect(args, root, env):
-    """{test name: its pytest node id} of every test of the front end's files."""
-    out = subprocess.run([args.python, "-m", "pytest", "--collect-only", "-q",
-                          "-p", "no:cacheprovider"] + FRONT_ENDS[args.framework]["tests"],
-                         cwd=root, env=env, capture_output=True, text=True)
+    """{test name: its pytest node id} of every test of the front end's files. A file whose
+    test class joins the job when made (collect_in_job) is collected in a job of 1 rank."""
+    front = FRONT_ENDS[args.framework]
+    cmd = [args.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    if front.get("collect_in_job"):
+        cmd = [troikarun_path(args), "-np", "1", "--"] + cmd
+    out = subprocess.run(cmd + front["tests"], cwd=root, env=env, capture_output=True,
+                         text=True)
     ids = collections.OrderedDict()
     for line in out.stdout.splitlines():
+        if front.get("collect_in_job"):
+            line = re.sub(r"^\[\d+\] ", "", line)  # troikarun's rank prefix
         if "::" in line:
             name = line.split("::")[-1]
             if name in ids:  # the same name in two files: qualify it with its file
@@ -151,11 +192,15 @@ def deselected(args, np):
     return out
 
 
+def troikarun_path(args):
+    return os.path.abspath(args.troikarun or os.path.join(args.build, "agent", "troikarun"))
+
+
 def run_job(args, root, env, np, selectors, reports, deselect=()):
     """One troikarun job of pytest over `selectors` (node ids or files) leaving out the node
     ids `deselect`; each rank writes reports/r<RANK>.xml."""
     os.makedirs(reports, exist_ok=True)
-    troikarun = os.path.abspath(args.troikarun or os.path.join(args.build, "agent", "troikarun"))
+    troikarun = troikarun_path(args)
     rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider --junitxml="$1/r$TROIKA_RANK.xml" '
                 '"$@"')
     cmd = ([troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, reports]
@@ -181,17 +226,22 @@ def outcomes(reports, np):
         if not os.path.exists(path):
             continue
         for case in ET.parse(path).getroot().iter("testcase"):
-            name = case.get("name")
             failure = case.find("failure")
             if failure is None:
                 failure = case.find("error")
             skipped = case.find("skipped")
             if failure is not None:
-                per_test[name].append(("failed", failure.get("message", "")))
+                outcome = ("failed", failure.get("message", ""))
             elif skipped is not None:
-                per_test[name].append(("skipped", skipped.get("message", "")))
+                outcome = ("skipped", skipped.get("message", ""))
             else:
-                per_test[name].append(("passed", ""))
+                outcome = ("passed", "")
+            name = case.get("name")
+            per_test[name].append(outcome)
+            # A name in two files is also found qualified by its file (collect): "file::name".
+            module = (case.get("classname") or "").split(".")
+            if len(module) >= 2:
+                per_test[module[-2] + "::" + name].append(outcome)
     result = {}
     for name, ranks in per_test.items():
         kinds = [k for k, _ in ranks]

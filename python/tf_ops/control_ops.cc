@@ -72,8 +72,8 @@ absl::StatusOr<int32_t> Query(const QueryKernel& k) {
   if (k.what == "process_set_included") {
     if (c == nullptr) return kNotInitialized;
     absl::StatusOr<std::pair<int, int>> member = c->ProcessSetMember(k.process_set);
-    if (member.ok()) return 1;
-    return member.status().code() == absl::StatusCode::kNotFound ? kUnknownSet : 0;
+    if (!member.ok()) return kUnknownSet;
+    return member->first >= 0 ? 1 : 0;
   }
   if (c == nullptr) {
     return absl::FailedPreconditionError("Troika has not been initialized; use hvd.init().");

@@ -319,9 +319,10 @@ class Context {
   // Removes set `id` (every rank of the job calls it, as AddProcessSet): its operations that
   // are still negotiating fail, later ones fail at once, its communicator is closed.
   absl::Status RemoveProcessSet(int id);
-  // {this rank's position in set `id`, the set's size}: {rank(), size()} for set 0;
-  // FAILED_PRECONDITION if this rank is not in the set, NOT_FOUND if there is no such set
-  // (never added, or removed). For sizing a reducescatter's result (its rows per position).
+  // {this rank's position in set `id`, the set's size}: {rank(), size()} for set 0, and a
+  // position of -1 if this rank is not in the set; NOT_FOUND if there is no such set (never
+  // added, or removed). For sizing a reducescatter's result (its rows per position) and for
+  // queries such as Horovod's size_op.
   absl::StatusOr<std::pair<int, int>> ProcessSetMember(int process_set) const;
 
   // Allreduces `tensors` as one group named `group`: the coordinator schedules none of them

@@ -76,7 +76,18 @@ def _unique_in_graph(base):
 
 
 def _set_id(process_set):
-    return _ops.process_set_id(process_set)
+    """The core's id of `process_set`, as Horovod checks it: ValueError for a set that was not
+    added (or an id set by hand), tf.errors.InvalidArgumentError for a set this rank is not
+    in (raised when the op is built)."""
+    ps_id = _ops.process_set_id(process_set)
+    if ps_id != 0:
+        if troika._process_sets.get(ps_id) is not process_set:
+            raise ValueError("%r was not added with hvd.add_process_set" % (process_set,))
+        if not process_set.included():
+            raise tf.errors.InvalidArgumentError(
+                None, None, "rank %d is not in %r: only its members run its collectives"
+                % (troika.rank(), process_set))
+    return ps_id
 
 
 def _attrs(process_set_id):

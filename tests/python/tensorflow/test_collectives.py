@@ -191,8 +191,14 @@ def test_process_set_collectives_and_queries():
             assert int(hvd.size_op(evens.process_set_id)) == evens.size()
             hvd.barrier(process_set=evens)
         else:
-            with pytest.raises(tf.errors.FailedPreconditionError):
+            # Horovod's errors: not a member, and a set never added.
+            with pytest.raises(tf.errors.InvalidArgumentError):
                 hvd.allreduce(tf.constant([1.0]), process_set=evens)
+        assert int(hvd.size_op(evens.process_set_id)) == evens.size()  # members or not
+        fake = hvd.ProcessSet([0])
+        fake.process_set_id = evens.process_set_id
+        with pytest.raises(ValueError):
+            hvd.allreduce(tf.constant([1.0]), process_set=fake)
     finally:
         hvd.remove_process_set(evens)
 
