@@ -1,12 +1,16 @@
-"""``horovod.keras`` and ``horovod.tensorflow.keras`` on Troika, for Keras 3: a Horovod Keras
-script runs by changing its import line to ``import troika.keras as hvd`` (or
-``troika.tensorflow.keras``, the same module's names).
+"""``horovod.keras`` and ``horovod.tensorflow.keras`` on Troika: a Horovod Keras script runs by
+changing its import line to ``import troika.keras as hvd`` (or ``troika.tensorflow.keras``, the
+same module's names).
 
-Keras 3 with the TensorFlow backend, over troika.tensorflow's ops (troika.keras._backend says
-which backend's functions are used; other backends raise ImportError). The names are Horovod's
-(the union of horovod.keras's and horovod.tensorflow.keras's) and Troika's errors. This module
-only gathers them; each lives in its own module: optimizer (DistributedOptimizer,
-PartialDistributedOptimizer), callbacks, functions (the value collectives, load_model).
+It serves the Keras that ``tf.keras`` is (troika.keras._selection): Keras 3 with the TensorFlow
+backend (troika.keras.keras3, over troika.tensorflow's ops; keras3._backend says which
+backend's functions are used, other backends raise ImportError), or, when TensorFlow routes
+``tf.keras`` to Keras 2 (``TF_USE_LEGACY_KERAS=1``, the ``tf_keras`` package), Keras 2
+(troika.keras.keras2), with Horovod's Keras 2 behaviour. The names are Horovod's (the union of
+horovod.keras's and horovod.tensorflow.keras's) and Troika's errors, the same for both. This
+module only gathers them; each lives in its Keras' modules: optimizer (DistributedOptimizer,
+PartialDistributedOptimizer), callbacks, functions (the value collectives, load_model),
+elastic.
 """
 
 from troika import (TroikaError, DuplicateNameError, InvalidArgumentError, ProcessSet,
@@ -17,11 +21,19 @@ from troika._ops import Sum, Average, Adasum
 from troika._basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
                             mpi_threads_supported, nccl_built, cuda_built, rocm_built, ddl_built,
                             ccl_built, start_timeline, stop_timeline, TimelineNotAvailable)
-from troika.keras._backend import Compression
-from troika.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer
-from troika.keras.functions import (allreduce, allgather, broadcast, reducescatter,
-                                    broadcast_global_variables, load_model)
-from troika.keras import callbacks
+from troika.keras._selection import KERAS2
+
+if KERAS2:
+    from troika.tensorflow.compression import Compression
+    from troika.keras.keras2.optimizer import DistributedOptimizer, PartialDistributedOptimizer
+    from troika.keras.keras2.functions import (allreduce, allgather, broadcast, reducescatter,
+                                               broadcast_global_variables, load_model)
+else:
+    from troika.keras.keras3._backend import Compression
+    from troika.keras.keras3.optimizer import DistributedOptimizer, PartialDistributedOptimizer
+    from troika.keras.keras3.functions import (allreduce, allgather, broadcast, reducescatter,
+                                               broadcast_global_variables, load_model)
+from troika.keras import callbacks, elastic  # noqa: E402
 
 __all__ = [
     # The job and its process sets (troika).
@@ -33,7 +45,7 @@ __all__ = [
     # Operations' arguments.
     "Sum", "Average", "Adasum", "Compression",
     # Keras.
-    "DistributedOptimizer", "PartialDistributedOptimizer", "callbacks", "load_model",
+    "DistributedOptimizer", "PartialDistributedOptimizer", "callbacks", "elastic", "load_model",
     "allreduce", "allgather", "broadcast", "reducescatter", "broadcast_global_variables",
     # The build.
     "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",

@@ -1,12 +1,16 @@
-"""Helpers of the Keras tests (test_keras.py, test_keras_fit.py): every rank's data and its
-shard, models made from a seed, and the comparisons across ranks. Only the helpers named
-"gathered" and "assert_same_on_every_rank" run collectives."""
+"""Helpers of the Keras tests (test_keras.py, test_keras_fit.py, test_keras2.py,
+test_keras_elastic.py): every rank's data and its shard, models made from a seed, and the
+comparisons across ranks. Only the helpers named "gathered" and "assert_same_on_every_rank" run
+collectives. `keras` is tf.keras, the Keras troika.keras serves: Keras 3, or Keras 2 (tf_keras)
+when the test runs with TF_USE_LEGACY_KERAS=1."""
 
-import keras
 import numpy as np
+import tensorflow as tf
 
 import troika.keras as hvd
 import troika.tensorflow as hvd_tf
+
+keras = tf.keras
 
 # Training compared with one process's: float32 sums of the ranks' gradients in another order
 # than one batch's mean, over a few steps.
@@ -36,7 +40,9 @@ def make_model(seed):
 
 
 def value(variable):
-    return keras.ops.convert_to_numpy(variable)
+    if hasattr(keras, "ops"):  # Keras 3
+        return keras.ops.convert_to_numpy(variable)
+    return variable.numpy()
 
 
 def weights_of(model):

@@ -1,15 +1,16 @@
 """troika.keras's headline behaviour, at 2 and 4 ranks: model.fit with DistributedOptimizer and
 the callbacks (broadcast, metric averaging, learning rate warmup) gives every rank the same
 weights, equal to plain Keras in one process (computed here) training on the concatenated
-batches within RTOL/ATOL (keras_helpers.py: float32 sums in another order)."""
+batches within RTOL/ATOL (keras_helpers.py: float32 sums in another order). With Keras 3, and
+with Keras 2 (tf_keras) when run with TF_USE_LEGACY_KERAS=1 (keras is tf.keras)."""
 
-import keras
 import numpy as np
 import pytest
 
 import troika.keras as hvd
 from keras_helpers import (ATOL, BATCH, RTOL, STEPS, Recorder, assert_same_on_every_rank,
-                           data, gathered, make_model, root_initial_weights, shard, weights_of)
+                           data, gathered, keras, make_model, root_initial_weights, shard,
+                           weights_of)
 
 # Keras' own convert_to_numpy under numpy 2 (not ours).
 pytestmark = pytest.mark.filterwarnings(

@@ -5,9 +5,9 @@
 import keras
 
 from troika._ops import Average
-from troika.keras import _backend as backend
-from troika.keras._backend import Compression
-from troika.keras.optimizer import distribute_in_place
+from troika.keras.keras3 import _backend as backend
+from troika.keras.keras3._backend import Compression
+from troika.keras.keras3.optimizer import distribute_in_place
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,

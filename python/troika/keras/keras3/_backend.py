@@ -1,6 +1,7 @@
 """The Keras backend troika.keras runs on: its functions for gradients, variables and values
 (the same names in every backend's module). Keras 3 with the TensorFlow backend
-(troika.keras._tensorflow, over troika.tensorflow); other backends raise ImportError here.
+(troika.keras.keras3._tensorflow, over troika.tensorflow); other backends raise ImportError
+here.
 """
 
 import keras
@@ -10,4 +11,4 @@ if keras.backend.backend() != "tensorflow":
         "troika.keras supports Keras' TensorFlow backend (KERAS_BACKEND=tensorflow); this "
         "Keras runs on %r" % keras.backend.backend())
 
-from troika.keras._tensorflow import *  # noqa: F401,F403,E402
+from troika.keras.keras3._tensorflow import *  # noqa: F401,F403,E402

@@ -19,8 +19,8 @@ import keras
 
 from troika import global_process_set
 from troika._ops import Average, Sum
-from troika.keras import _backend as backend
-from troika.keras._backend import Compression
+from troika.keras.keras3 import _backend as backend
+from troika.keras.keras3._backend import Compression
 
 
 class CallableList(list):
@@ -239,8 +239,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
             groups = num_groups
     _check_arguments(op, gradient_predivide_factor, backward_passes_per_step, groups)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError("troika.keras.DistributedOptimizer wraps a keras.optimizers.Optimizer "
-                        "(Keras 3); got %r" % type(optimizer).__name__)
+        raise TypeError(
+            "troika.keras.DistributedOptimizer wraps a keras.optimizers.Optimizer (Keras 3, "
+            "tf.keras here); got %s.%s. For Keras 2 (tf_keras) optimizers, set "
+            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow: tf.keras and troika.keras are "
+            "then Keras 2's" % (type(optimizer).__module__, type(optimizer).__name__))
     settings = _Settings(
         name=name, device_dense=device_dense, device_sparse=device_sparse,
         compression=compression, sparse_as_dense=sparse_as_dense,
