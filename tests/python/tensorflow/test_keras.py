@@ -358,10 +358,10 @@ def test_the_optimizer_keeps_its_class_config_and_learning_rate():
 
 # --- the modules -----------------------------------------------------------------------------
 
-# horovod.keras's and horovod.tensorflow.keras's public names (v0.28.1), but elastic.
+# horovod.keras's and horovod.tensorflow.keras's public names (v0.28.1).
 HOROVOD_KERAS = """Adasum Average Compression DistributedOptimizer PartialDistributedOptimizer
 ProcessSet Sum add_process_set allgather allreduce broadcast broadcast_global_variables
-callbacks ccl_built cross_rank cross_size cuda_built ddl_built global_process_set gloo_built
+callbacks ccl_built cross_rank cross_size cuda_built ddl_built elastic global_process_set gloo_built
 gloo_enabled init is_initialized load_model local_rank local_size mpi_built mpi_enabled
 mpi_threads_supported nccl_built rank reducescatter remove_process_set rocm_built shutdown size
 start_timeline stop_timeline""".split()
@@ -370,9 +370,12 @@ start_timeline stop_timeline""".split()
 def test_both_modules_have_horovods_names_and_the_same_objects():
     for name in HOROVOD_KERAS:
         assert name in hvd.__all__, name
-        assert getattr(hvd_tf_keras, name) is getattr(hvd, name) or name == "callbacks", name
-    for name in hvd.callbacks.__all__:
-        assert getattr(hvd_tf_keras.callbacks, name) is getattr(hvd.callbacks, name)
+        assert getattr(hvd_tf_keras, name) is getattr(hvd, name) or name in (
+            "callbacks", "elastic"), name
+    for module in ("callbacks", "elastic"):
+        for name in getattr(hvd, module).__all__:
+            assert getattr(getattr(hvd_tf_keras, module), name) is getattr(
+                getattr(hvd, module), name), name
     assert hvd.allreduce(np.float32(hvd.rank())).numpy() == pytest.approx(
         (hvd.size() - 1) / 2)
     assert list(hvd.allgather([hvd.rank()]).numpy()) == list(range(hvd.size()))
