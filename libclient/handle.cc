@@ -171,19 +171,19 @@ void Handle::OnDone(std::function<void(const absl::Status&)> callback, bool call
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->done) tracker = nullptr;  // nothing to wait for
   }
-  if (tracker) {
+  if (tracker && caller_waits) {
     // Someone now waits for it: requests held back for the send cycle leave now, as for a
-    // Wait (the tracker takes the controller's lock: never under an op's).
+    // Wait (the tracker takes the controller's lock: never under an op's). Not for a callback
+    // alone (a graph's kernel): the rank goes on computing, and its requests leave with the
+    // send cycle's batch.
     tracker->Waiting(state_->name);
-    if (caller_waits) {
-      // Registered before the callback can run, so that it is unregistered by it.
-      const uint64_t token = tracker->BlockedFrom(state_->name, absl::Now());
-      callback = [weak = state_->tracker, token,
-                  inner = std::move(callback)](const absl::Status& status) {
-        if (std::shared_ptr<internal::WaitTracker> t = weak.lock()) t->Unblocked(token);
-        inner(status);
-      };
-    }
+    // Registered before the callback can run, so that it is unregistered by it.
+    const uint64_t token = tracker->BlockedFrom(state_->name, absl::Now());
+    callback = [weak = state_->tracker, token,
+                inner = std::move(callback)](const absl::Status& status) {
+      if (std::shared_ptr<internal::WaitTracker> t = weak.lock()) t->Unblocked(token);
+      inner(status);
+    };
   }
   {
     std::lock_guard<std::mutex> lock(state_->mu);

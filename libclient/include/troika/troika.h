@@ -204,7 +204,9 @@ class Handle {
   // by a callback (troika.tensorflow's ops). `caller_waits`: a thread of the application is
   // blocked until the callback runs (an eager TensorFlow op), so the rank counts as waiting
   // for the operation for deadlock detection (docs/protocol.md, Deadlocks) until then, as in
-  // Wait(); false: the rank may be computing meanwhile (an op of a graph still running).
+  // Wait() (and the request leaves at once, as for a Wait); false: the rank may be computing
+  // meanwhile (an op of a graph still running), and the request leaves with the send cycle's
+  // batch.
   void OnDone(std::function<void(const absl::Status&)> callback, bool caller_waits = false) const;
   // GPU operations: blocks only until the operation has been issued on the device (or has
   // failed), then makes `stream` (a cudaStream_t; null: the legacy default stream) wait for
