@@ -165,8 +165,8 @@ absl::StatusOr<std::pair<int, int>> ContextImpl::ProcessSetMember(int process_se
   if (process_set == 0) return std::make_pair(membership_.rank, membership_.size);
   std::optional<int> size = process_sets_->SizeOf(process_set);
   if (!size) {
-    return absl::NotFoundError(absl::StrCat("there is no process set ", process_set,
-                                            " (never added, or removed)"));
+    return absl::NotFoundError(
+        absl::StrCat("there is no process set ", process_set, " (never added, or removed)"));
   }
   absl::StatusOr<std::pair<int, int>> member = process_sets_->Member(process_set);
   return member.ok() ? *member : std::make_pair(-1, *size);

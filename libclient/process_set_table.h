@@ -9,8 +9,8 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 

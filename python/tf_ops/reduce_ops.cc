@@ -88,8 +88,8 @@ void ComputeReducescatter(void* kernel, TF_OpKernelContext* ctx,
   if (!member.ok()) return call->Fail(member.status());
   const auto [position, set_size] = *member;
   if (position < 0) {
-    return call->Fail(absl::FailedPreconditionError(
-        "reducescatter on a process set this rank is not in"));
+    return call->Fail(
+        absl::FailedPreconditionError("reducescatter on a process set this rank is not in"));
   }
   std::vector<GroupTensor> group;
   for (size_t i = 0; i < ins.size(); ++i) {
