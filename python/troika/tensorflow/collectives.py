@@ -98,16 +98,10 @@ def _attrs(process_set_id):
 
 def _process_set(process_set_id):
     """The ProcessSet of an id (a gradient is built from the op's attributes)."""
-    for ps in troika._process_sets.values():
-        if ps.process_set_id == process_set_id:
-            return ps
-    raise ValueError("process set %d is not registered (removed?)" % process_set_id)
-
-
-def _set_size(process_set):
-    """The set's size as a tensor of the graph's run (an elastic job's size changes) or a
-    number."""
-    return process_set.size()
+    ps = troika._process_sets.get(process_set_id)
+    if ps is None:
+        raise ValueError("process set %d is not registered (removed?)" % process_set_id)
+    return ps
 
 
 def _invalid(message):
@@ -155,7 +149,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
             values = allgather(tensor.values, process_set=process_set)
             indices = allgather(tensor.indices, process_set=process_set)
             if op == Average:
-                values = values / tf.cast(_set_size(process_set), values.dtype)
+                values = values / tf.cast(process_set.size(), values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
     with tf.device(device_dense):
         compressed, ctx = compression.compress(tensor)
