@@ -23,8 +23,9 @@ Measurement Row(Kind kind, size_t bytes, int tensors = 1) {
   return m;
 }
 
-// Per kind (in options.kinds order), the rows to measure.
-std::vector<std::vector<Measurement>> Schedule(const BenchOptions& options) {
+}  // namespace
+
+std::vector<std::vector<Measurement>> MeasurementSchedule(const BenchOptions& options) {
   std::vector<std::vector<Measurement>> schedule;
   for (Kind kind : options.kinds) {
     std::vector<Measurement> rows;
@@ -43,6 +44,8 @@ std::vector<std::vector<Measurement>> Schedule(const BenchOptions& options) {
   }
   return schedule;
 }
+
+namespace {
 
 // What the rank threads share: the first error, every rank's endpoints (to tear them all
 // down on an error, so that no rank hangs), and a barrier after each kind. Thread-safe.
@@ -213,7 +216,7 @@ class RankRunner {
 }  // namespace
 
 absl::Status RunBenchmark(const BenchOptions& options, const KindDone& on_kind_done) {
-  std::vector<std::vector<Measurement>> schedule = Schedule(options);
+  std::vector<std::vector<Measurement>> schedule = MeasurementSchedule(options);
   Seconds seconds(options.ranks);
   for (auto& per_rank : seconds) {
     for (const auto& rows : schedule) {

@@ -51,6 +51,9 @@ struct Measurement {
   std::vector<double> troika_seconds;
 };
 
+// Per kind (in options.kinds order), the rows to measure (times still empty).
+std::vector<std::vector<Measurement>> MeasurementSchedule(const BenchOptions& options);
+
 using KindDone = std::function<void(Kind kind, const std::vector<Measurement>& rows)>;
 
 // Fails with the first rank's error; on any error every rank's communicator and context are

@@ -14,8 +14,8 @@
 #                 (tensorflow-cpu 2.21, tf_keras, pytest) in build/venv and TensorFlow 2.16
 #                 in build/venv-tf216 for troika.tensorflow's tests (about 3 GB, a minute
 #                 on a fast link), and the wheels `pip install .` builds with in
-#                 build/wheelhouse), then build everything: the programs, the tests and
-#                 the benchmarks
+#                 build/wheelhouse), Open MPI (troika-mpi-bench, for bench/shm_compare.py),
+#                 then build everything: the programs, the tests and the benchmarks
 set -euo pipefail
 
 PACKAGES=(
@@ -38,6 +38,7 @@ TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
   python3-torch python3-pytest  # the Python tests (tests/python)
+  openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # troika.tensorflow's tests: the newest TensorFlow in build/venv (the op library is built
