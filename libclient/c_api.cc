@@ -304,6 +304,16 @@ int troika_allgather_into(troika_context* ctx, const char* name, const void* in,
                 });
 }
 
+int troika_allgather_into_or_owned(troika_context* ctx, const char* name, const void* in, void* out,
+                                   size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                                   troika_handle** handle) {
+  return Submit("troika_allgather_into_or_owned", ctx, name, shape, ndim, handle,
+                [&](troika::Context& c, std::vector<int64_t> dims) {
+                  return c.AllgatherInto(name, in, out, out_bytes, Type(dtype), std::move(dims),
+                                         {.handle_owned_if_too_small = true});
+                });
+}
+
 int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, void* out,
                          size_t out_bytes, int dtype, const int64_t* shape, int ndim,
                          const int64_t* splits, int nsplits, troika_handle** handle) {

@@ -69,6 +69,7 @@ uint8_t* CollectiveRunner::Result(Entry& e, size_t bytes, const std::vector<int6
     return e.state->SetOutput(
         std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), static_cast<uint8_t*>(e.out)), bytes);
   }
+  if (e.owned_if_too_small) return Output(e, bytes);  // as the handle-owned form
   e.outcome = absl::OutOfRangeError(
       absl::StrCat(CollectiveName(e.request.type), " '", e.request.name, "' on rank ",
                    e.request.rank, ": the result needs ", bytes, " bytes (shape ",

@@ -70,10 +70,11 @@ class CollectiveRunner {
   }
   // Where `e`'s result of `bytes` bytes (shaped `shape`) goes: the caller's buffer if it asked
   // for that and it has room (the handle's output() is then that pointer), else a handle-owned
-  // one. A caller's buffer too small sets e.outcome (OUT_OF_RANGE, needed vs given bytes) and
-  // gives a scratch buffer, kept alive by `*scratch`, to receive into and discard — or null if
-  // `scratch` is null (the result need not be received anywhere). The rank takes part in the
-  // collective either way, so the other ranks never wait for it.
+  // one. A caller's buffer too small gives a handle-owned one if e.owned_if_too_small, else sets
+  // e.outcome (OUT_OF_RANGE, needed vs given bytes) and gives a scratch buffer, kept alive by
+  // `*scratch`, to receive into and discard — or null if `scratch` is null (the result need not be
+  // received anywhere). The rank takes part in the collective either way, so the other ranks never
+  // wait for it.
   uint8_t* Result(Entry& e, size_t bytes, const std::vector<int64_t>& shape,
                   std::shared_ptr<uint8_t>* scratch);
 

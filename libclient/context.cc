@@ -277,13 +277,14 @@ absl::Status ContextImpl::Place(Entry& entry, const Device& device,
 
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, const Device& device,
                            std::optional<Compression> compression, std::optional<size_t> out_bytes,
-                           bool wait) {
+                           bool wait, bool owned_if_too_small) {
   request.rank = membership_.rank;
   auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
   Entry entry{std::move(request), in, out, state};
   entry.caller_output = out_bytes.has_value();
   entry.out_bytes = out_bytes.value_or(0);
+  entry.owned_if_too_small = entry.caller_output && owned_if_too_small;
   absl::Status status = Place(entry, device, compression);
   if (status.ok()) status = CheckInSet(entry.request);
   if (status.ok()) status = CheckBuffers(entry);
@@ -471,7 +472,8 @@ Handle Context::AllgatherInto(const std::string& name, const void* in, void* out
                               DataType dtype, std::vector<int64_t> shape, OpOptions options) {
   TensorRequest r = Request(name, CollectiveType::kAllgather, dtype, std::move(shape));
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes);
+  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes,
+                       /*wait=*/false, options.handle_owned_if_too_small);
 }
 
 Handle Context::AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,
@@ -480,7 +482,8 @@ Handle Context::AlltoallInto(const std::string& name, const void* in, void* out,
   TensorRequest r = Request(name, CollectiveType::kAlltoall, dtype, std::move(shape));
   r.splits = std::move(splits);
   r.process_set = options.process_set;
-  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes);
+  return impl_->Submit(std::move(r), in, out, options.device, std::nullopt, out_bytes,
+                       /*wait=*/false, options.handle_owned_if_too_small);
 }
 
 Handle Context::ReducescatterInto(const std::string& name, const void* in, void* out,

@@ -37,12 +37,14 @@ class ContextImpl {
   const Membership& membership() const { return membership_; }
   // Checks `request` and submits it, placed on `device` with `compression` (Place); the handle
   // of an immediate error is already complete. `out_bytes` set: an allgather, alltoall or
-  // reducescatter into the caller's `out` of that many bytes (Entry::caller_output).
+  // reducescatter into the caller's `out` of that many bytes (Entry::caller_output), with
+  // `owned_if_too_small` a larger result handle-owned (Entry::owned_if_too_small).
   // `wait`: returns once the operation finished; a scheduled collective this submission makes
   // ready runs on the calling thread if the executor thread is idle (Executor::RunInline).
   Handle Submit(TensorRequest request, const void* in, void* out, const Device& device = {},
                 std::optional<Compression> compression = std::nullopt,
-                std::optional<size_t> out_bytes = std::nullopt, bool wait = false);
+                std::optional<size_t> out_bytes = std::nullopt, bool wait = false,
+                bool owned_if_too_small = false);
   // Checks every request and submits all of them in one batch, or none (every handle then
   // fails with the first error). Placed as Submit.
   std::vector<Handle> SubmitGroup(std::vector<Entry> entries, const Device& device,

@@ -71,6 +71,10 @@ struct Entry {
   // handle-owned.
   bool caller_output = false;
   size_t out_bytes = 0;
+  // With caller_output (allgather, alltoall): a result larger than out_bytes goes to a
+  // handle-owned buffer, the operation succeeding (OpOptions::handle_owned_if_too_small),
+  // instead of failing this rank's handle with OUT_OF_RANGE.
+  bool owned_if_too_small = false;
   // Set while executing, after which the collective itself may still succeed: this rank's own
   // failure (its caller's output buffer too small for the result), the handle's outcome
   // instead of OK. The rank took part in the collective all the same.

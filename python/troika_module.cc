@@ -134,6 +134,13 @@ struct PyHandle {
   // Blocks (without the GIL) until done; raises TroikaError if the op failed. With a timeout
   // in seconds: returns False if still running then, True once done.
   bool Wait(std::optional<double> timeout) const {
+    // Finished already (a small operation often is by the time it is waited for): Wait()
+    // returns at once, so the GIL is kept rather than handed off and taken back. (Wait, not
+    // Peek's status: it also tells the runtime the result was observed.)
+    if (handle.Peek().has_value()) {
+      Check(handle.Wait());
+      return true;
+    }
     absl::Status s;
     {
       py::gil_scoped_release release;
@@ -425,15 +432,19 @@ PYBIND11_MODULE(_troika, m) {
           "allgather_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
              size_t out_bytes, int dtype, std::vector<int64_t> shape, int process_set, int device,
-             uintptr_t ready_stream) {
-            return Wrap(
-                c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
-                                std::move(shape), MakeOpOptions(process_set, device, ready_stream)),
-                device);
+             uintptr_t ready_stream, bool handle_owned_if_too_small) {
+            troika::OpOptions options = MakeOpOptions(process_set, device, ready_stream);
+            options.handle_owned_if_too_small = handle_owned_if_too_small;
+            return Wrap(c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                        std::move(shape), options),
+                        device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
           py::arg("dtype"), py::arg("shape"), py::arg("process_set") = 0, py::arg("device") = -1,
-          py::arg("ready_stream") = 0)
+          py::arg("ready_stream") = 0, py::arg("handle_owned_if_too_small") = false,
+          "Context::AllgatherInto: into `output` (output_bytes bytes). A result that does not fit "
+          "fails with OUT_OF_RANGE, or with handle_owned_if_too_small is handle-owned instead "
+          "(output_address is then not `output`)")
       .def(
           "broadcast",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,

@@ -247,7 +247,7 @@ absl::StatusOr<uint8_t*> CudaDevicePlane::Result(Entry& e, size_t bytes,
   }
   auto out = Allocate(bytes);
   if (!out.ok()) return out.status();
-  if (e.caller_output) {
+  if (e.caller_output && !e.owned_if_too_small) {
     // Received into scratch space that lives until the operation completes; output() stays
     // null.
     discarded_.push_back(*out);

@@ -446,6 +446,21 @@ TEST(CApiTest, IntoACallersBuffer) {
     }
     troika_handle_free(h);
 
+    // The same with troika_allgather_into_or_owned: rank 0's result is handle-owned instead.
+    std::fill(out.begin(), out.end(), -1);
+    ASSERT_EQ(troika_allgather_into_or_owned(ctx, "ag3", rows.data(), out.data(),
+                                             (rank == 0 ? 2 : 3) * sizeof(int32_t), TROIKA_INT32,
+                                             gshape, 1, &h),
+              0);
+    ASSERT_EQ(troika_handle_wait(h), 0) << troika_last_error();
+    const auto* result = static_cast<const int32_t*>(troika_handle_output(h, &bytes));
+    EXPECT_EQ(bytes, 3 * sizeof(int32_t));
+    ASSERT_NE(result, nullptr);
+    EXPECT_EQ(std::vector<int32_t>(result, result + 3), (std::vector<int32_t>{7, 8, 8}));
+    EXPECT_EQ(result == out.data(), rank == 1);  // rank 0's buffer was too small
+    EXPECT_EQ(out[0], rank == 0 ? -1 : 7);
+    troika_handle_free(h);
+
     // Argument checks as the other operations.
     EXPECT_INVALID(troika_allgather_into(ctx, nullptr, rows.data(), out.data(), 4, TROIKA_INT32,
                                          gshape, 1, &h),

@@ -214,6 +214,53 @@ TEST_F(OutputBufferTest, ATooSmallBufferFailsOnlyThatRanksOpAndTheJobGoesOn) {
   });
 }
 
+TEST_F(OutputBufferTest, HandleOwnedIfTooSmallSucceedsWithTheResultWhereverItFits) {
+  // OpOptions::handle_owned_if_too_small: rank 1's buffers are a float short, so its results
+  // are handle-owned (its buffers untouched); the others' are received into their buffers.
+  constexpr int kShort = 1;
+  const OpOptions fallback{.handle_owned_if_too_small = true};
+  Check("one rank short, handle-owned fallback", [&](int rank, Context& c) -> std::string {
+    const size_t less = rank == kShort ? sizeof(float) : 0;
+    std::vector<float> gin = GatherInput(rank), ain = AlltoallInput(rank);
+    const int64_t arows = static_cast<int64_t>(ain.size() / 2);
+    Handle owned[2] = {
+        c.Allgather("o-ag", gin.data(), DataType::kFloat32, {rank + 1, 2}),
+        c.Alltoall("o-a2a", ain.data(), DataType::kFloat32, {arows, 2}, Splits(rank))};
+    const size_t needed[2] = {kGatherBytes, AlltoallBytes(rank)};
+    std::vector<float> outs[2] = {std::vector<float>(needed[0] / sizeof(float), kPoison),
+                                  std::vector<float>(needed[1] / sizeof(float), kPoison)};
+    Handle into[2] = {c.AllgatherInto("f-ag", gin.data(), outs[0].data(), needed[0] - less,
+                                      DataType::kFloat32, {rank + 1, 2}, fallback),
+                      c.AlltoallInto("f-a2a", ain.data(), outs[1].data(), needed[1] - less,
+                                     DataType::kFloat32, {arows, 2}, Splits(rank), fallback)};
+    for (int i = 0; i < 2; ++i) {
+      const std::string op = i == 0 ? "allgather: " : "alltoall: ";
+      if (absl::Status s = owned[i].Wait(); !s.ok()) return op + s.ToString();
+      if (absl::Status s = into[i].Wait(); !s.ok()) return op + s.ToString();
+      if (rank != kShort) {
+        std::string same = SameResult(into[i], owned[i], outs[i], needed[i]);
+        if (!same.empty()) return op + same;
+        continue;
+      }
+      if (into[i].output() == nullptr || into[i].output() == outs[i].data()) {
+        return op + "the result is not handle-owned";
+      }
+      if (into[i].output_bytes() != needed[i] ||
+          std::memcmp(into[i].output(), owned[i].output(), needed[i]) != 0) {
+        return op + "the handle-owned result differs";
+      }
+      if (into[i].output_shape() != owned[i].output_shape() ||
+          into[i].received_splits() != owned[i].received_splits()) {
+        return op + "shape or splits differ";
+      }
+      for (float f : outs[i]) {
+        if (f != kPoison) return op + "wrote into a buffer too small";
+      }
+    }
+    return "";
+  });
+}
+
 TEST_F(OutputBufferTest, NullBuffers) {
   Check("null", [&](int rank, Context& c) -> std::string {
     // A null buffer with a size: refused at once, on every rank alike.

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import troika.torch as hvd
+from troika.torch import collectives
 from conftest import DTYPES, FLOAT_DTYPES, assert_equal, expected_reduce, rank_input
 
 # With the dtypes added for Horovod's (troika/types.h): int16, bool, and uint16 where torch has it
@@ -132,6 +133,32 @@ def test_allgather(dtype, variant):
             out = hvd.synchronize(hvd.allgather_async(x))
         want = torch.cat([rank_input(dtype, [rows_of(r), 3], r) for r in range(hvd.size())])
         assert_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+def test_allgather_of_equal_dim0_is_received_into_the_result(dtype, monkeypatch):
+    # Every rank's dim 0 alike (the usual case): the core receives straight into the tensor
+    # returned (Context::AllgatherInto), nothing is copied out of a handle-owned buffer
+    # (result_from is not called), and the result is an ordinary tensor of its own (resizable).
+    # 8 MiB of float32 per rank: past tensors.HUGE_PAGE_RESULT_BYTES at 4 ranks.
+    copies = []
+    real = collectives.result_from
+    monkeypatch.setattr(collectives, "result_from",
+                        lambda *args: copies.append(args) or real(*args))
+    for rows, cols in ((2, 3), (0, 3), ((2 << 20) // 3, 3)):
+        x = rank_input(dtype, [rows, cols], hvd.rank())
+        out = hvd.synchronize(hvd.allgather_async(x, name="equal.%d" % rows))
+        want = torch.cat([rank_input(dtype, [rows, cols], r) for r in range(hvd.size())])
+        assert_equal(out, want)
+        assert out.is_contiguous() and out.storage_offset() == 0
+        out.resize_(out.shape[0] + 1, cols)  # torch.empty's storage: grows
+    assert copies == []
+    # Unequal rows: the result is copied into a tensor of its shape (test_allgather checks more).
+    x = rank_input(dtype, [hvd.rank() + 1, 2], hvd.rank())
+    assert_equal(hvd.allgather(x), torch.cat([rank_input(dtype, [r + 1, 2], r)
+                                              for r in range(hvd.size())]))
+    n = hvd.size()  # copied unless this rank's guess, n times its rows, is the total
+    assert len(copies) == (0 if (hvd.rank() + 1) * n == n * (n + 1) // 2 else 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -107,6 +107,12 @@ int troika_reducescatter(troika_context* ctx, const char* name, const void* in, 
 int troika_allgather_into(troika_context* ctx, const char* name, const void* in, void* out,
                           size_t out_bytes, int dtype, const int64_t* shape, int ndim,
                           troika_handle** handle);
+/* troika_allgather_into, but a result larger than `out_bytes` is handle-owned instead of
+ * failing (OpOptions::handle_owned_if_too_small): the handle succeeds, and
+ * troika_handle_output returns that buffer rather than `out`. */
+int troika_allgather_into_or_owned(troika_context* ctx, const char* name, const void* in, void* out,
+                                   size_t out_bytes, int dtype, const int64_t* shape, int ndim,
+                                   troika_handle** handle);
 int troika_alltoall_into(troika_context* ctx, const char* name, const void* in, void* out,
                          size_t out_bytes, int dtype, const int64_t* shape, int ndim,
                          const int64_t* splits, int nsplits, troika_handle** handle);

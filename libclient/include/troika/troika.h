@@ -151,6 +151,13 @@ struct OpOptions {
   // set's ranks in ascending order, not the job's.
   int process_set = 0;
   Device device{};
+  // AllgatherInto and AlltoallInto only (ignored elsewhere): a result larger than the caller's
+  // `out` is received into a handle-owned buffer instead, as Allgather's and Alltoall's are,
+  // and the operation succeeds — output() is then that buffer, not `out`, which stays
+  // untouched — rather than failing with OUT_OF_RANGE. For a caller that can size `out` for
+  // the usual result (every rank's dim 0 equal to its own) but learns the actual one only
+  // after negotiation: the usual case is received in place, any other still succeeds.
+  bool handle_owned_if_too_small = false;
 };
 
 // One tensor of a grouped operation (Context::GroupedAllreduce, GroupedAllgather,
@@ -220,7 +227,9 @@ class Handle {
   // buffer it was written to (output() is then that pointer, output_bytes() the result's
   // size, which may be less than the buffer's) — and its shape (dim 0 is known only after
   // negotiation). When an *Into op failed with OUT_OF_RANGE, output() is null and
-  // output_shape() (and received_splits()) describe the result that did not fit.
+  // output_shape() (and received_splits()) describe the result that did not fit. With
+  // OpOptions::handle_owned_if_too_small, such a result is handle-owned instead: output() !=
+  // `out` tells the two apart.
   const void* output() const;
   size_t output_bytes() const;
   const std::vector<int64_t>& output_shape() const;
@@ -283,12 +292,12 @@ class Context {
   // is checked when the operation runs. If it does not fit, this rank still takes part in the
   // collective — it receives into a scratch buffer and discards the result, leaving `out`
   // untouched — and then its handle fails with OUT_OF_RANGE naming the bytes needed and
-  // given; the other ranks' results are unaffected and nothing waits on this rank, so the job
-  // goes on (failing before the collective instead would leave the others waiting for it).
-  // Reducescatter's size is known here (dim0 / n rows, one more on the first dim0 % n ranks of
-  // the set of n) but is checked the same way, for the same reason. A null
-  // `out` with a nonzero `out_bytes` is INVALID_ARGUMENT at once. On GPU (options.device)
-  // `out` is device memory of that GPU.
+  // given (unless options.handle_owned_if_too_small: then the result is handle-owned); the other
+  // ranks' results are unaffected and nothing waits on this rank, so the job goes on (failing
+  // before the collective instead would leave the others waiting for it). Reducescatter's size is
+  // known here (dim0 / n rows, one more on the first dim0 % n ranks of the set of n) but is checked
+  // the same way, for the same reason. A null `out` with a nonzero `out_bytes` is INVALID_ARGUMENT
+  // at once. On GPU (options.device) `out` is device memory of that GPU.
   Handle AllgatherInto(const std::string& name, const void* in, void* out, size_t out_bytes,
                        DataType dtype, std::vector<int64_t> shape, OpOptions options = {});
   Handle AlltoallInto(const std::string& name, const void* in, void* out, size_t out_bytes,

@@ -124,18 +124,45 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's `tensor` along dim 0 (which may differ per rank); returns a
-    handle."""
+    handle.
+
+    A CPU tensor's result is received straight into a new tensor sized for the usual case,
+    every rank's dim 0 equal to this one's (the other ranks' are known only once the operation
+    is negotiated): the core writes there when the result fits it exactly or is smaller, and
+    otherwise into a buffer of its own (Context::AllgatherInto with
+    OpOptions::handle_owned_if_too_small). Only a result of another size is copied into a
+    tensor of its size; the user gets torch.empty's memory either way."""
     ps_id = process_set_id(process_set)
     dt = dtype_of(tensor)
     device, stream = device_of(tensor)
     source = tensor.contiguous()
     full, key = operation_name("allgather", name, ps_id)
-    native = troika.context().allgather(
-        full, source.data_ptr(), dt, shape(source),
-        process_set=ps_id, device=device, ready_stream=stream)
-    return register(pending(native, (tensor, source), autograd.attach(
-        lambda: result_from(native, tensor.dtype, tensor.device), tensor, _allgather_gradient,
-        tensor.shape, process_set), key=key))
+    dims = shape(source)
+    if device < 0 and dims:
+        guess = [dims[0] * (troika.size() if ps_id == 0 else process_set.size())] + dims[1:]
+        out = new_result(guess, tensor.dtype, tensor.device, written_by_core=True)
+        native = troika.context().allgather_into(
+            full, source.data_ptr(), out.data_ptr(), nbytes(out), dt, dims, ps_id, device,
+            stream, True)
+        keep = (tensor, source, out)
+        finish = lambda: _gathered(native, out, guess, tensor.dtype, tensor.device)  # noqa: E731
+    else:  # GPU, or a 0-d tensor: the result is handle-owned, copied out at synchronize
+        native = troika.context().allgather(
+            full, source.data_ptr(), dt, dims, process_set=ps_id, device=device,
+            ready_stream=stream)
+        keep = (tensor, source)
+        finish = lambda: result_from(native, tensor.dtype, tensor.device)  # noqa: E731
+    return register(pending(native, keep, autograd.attach(
+        finish, tensor, _allgather_gradient, tensor.shape, process_set), key=key))
+
+
+def _gathered(native, out, guess, dtype, device):
+    """The result of an allgather received with `out` (shaped `guess`) offered: `out` itself
+    when the result is that shape, else a tensor of the result's shape copied from where the
+    core wrote it (the front of `out`, or its own buffer)."""
+    if native.output_shape == guess:
+        return out
+    return result_from(native, dtype, device)
 
 
 def _allgather_gradient(grad, input_shape, process_set):
