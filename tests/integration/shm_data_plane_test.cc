@@ -56,7 +56,7 @@ TEST(ShmDataPlaneTest, UnknownDataPlaneFailsTheJobNamingTheChoices) {
                                                 TROIKARUN_BINARY, " -np 2 -- ", CHECK_RANK_BINARY),
                                    dir, absl::Seconds(60));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.out + r.err, HasSubstr("valid choices: gloo, shm, memory"));
+  EXPECT_THAT(r.out + r.err, HasSubstr("valid choices: auto, gloo, shm, hierarchical, memory"));
 }
 
 }  // namespace

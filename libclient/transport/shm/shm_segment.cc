@@ -23,7 +23,6 @@ size_t ControlBytes(int ranks) {
   return AlignUp(sizeof(SlotControl) + 2 * sizeof(uint64_t) * ranks, 64);
 }
 size_t SlotBytes(int ranks) { return ControlBytes(ranks) + 2 * kBufferBytes; }
-size_t SegmentBytes(int ranks) { return sizeof(Header) + ranks * SlotBytes(ranks); }
 
 std::string FreshName() {
   std::random_device device;
@@ -45,6 +44,8 @@ absl::StatusOr<void*> Map(int fd, size_t bytes, const std::string& name) {
 }
 
 }  // namespace
+
+size_t SegmentBytes(int ranks) { return sizeof(Header) + ranks * SlotBytes(ranks); }
 
 ShmSegment::ShmSegment(std::string name, int ranks, void* base, size_t bytes)
     : name_(std::move(name)),

@@ -35,6 +35,9 @@ inline constexpr size_t kBufferBytes = size_t{1} << 20;
 inline constexpr char kNamePrefix[] = "/troika-shm-";
 inline constexpr int kMaxRanks = 1024;
 
+// Bytes of the segment of a group of `ranks` ranks (what ShmSegment::Create allocates).
+size_t SegmentBytes(int ranks);
+
 inline constexpr uint32_t kAbortBit = 0x80000000u;
 
 struct alignas(64) Header {

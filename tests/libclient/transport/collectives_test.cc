@@ -1,5 +1,7 @@
 // The collective conformance checks (collective_checks.h) over every CPU transport, its ranks
-// as threads of this process: Gloo over 127.0.0.1, shared memory, and the in-memory fake.
+// as threads of this process: Gloo over 127.0.0.1, shared memory, the in-memory fake, the
+// hierarchical communicator with its ranks on 2 and 3 simulated nodes (simulated_nodes.h),
+// and the default "auto" on one node (shared memory) and on 2 simulated nodes (hierarchical).
 // Each transport connects through an InMemoryStore.
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include "libclient/transport/memory/in_memory_store.h"
 #include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
+#include "tests/libclient/transport/simulated_nodes.h"
 
 namespace troika::transport {
 namespace {
@@ -23,7 +26,7 @@ class CollectivesTest : public ::testing::TestWithParam<std::tuple<std::string, 
  protected:
   void SetUp() override {
     const auto& [name, ranks] = GetParam();
-    auto transport = CreateTransport(name);
+    auto transport = conformance::CreateTestTransport(name);
     ASSERT_TRUE(transport.ok()) << transport.status();
     // Every rank connects through this one object, as the memory transport requires.
     transport_ = *std::move(transport);
@@ -73,6 +76,14 @@ INSTANTIATE_TEST_SUITE_P(Gloo, CollectivesTest,
 INSTANTIATE_TEST_SUITE_P(Shm, CollectivesTest,
                          ::testing::Combine(::testing::Values("shm"),
                                             ::testing::Values(1, 2, 3, 4, 5, 8)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(Hierarchical, CollectivesTest,
+                         ::testing::Combine(::testing::Values("hierarchical2", "hierarchical3"),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(Auto, CollectivesTest,
+                         ::testing::Combine(::testing::Values("auto", "auto2"),
+                                            ::testing::Values(1, 4)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(Memory, CollectivesTest,
                          ::testing::Combine(::testing::Values("memory"),

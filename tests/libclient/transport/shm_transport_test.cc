@@ -24,6 +24,7 @@
 #include "libclient/transport/memory/in_memory_store.h"
 #include "tests/libclient/transport/collective_checks.h"
 #include "tests/libclient/transport/file_store.h"
+#include "tests/libclient/transport/process_group.h"
 
 namespace troika::transport {
 namespace {
@@ -31,86 +32,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using conformance::Comms;
 using conformance::ConnectGroup;
-
-// The names in /dev/shm of segments created by process `pid`.
-std::vector<std::string> SegmentsOf(pid_t pid) {
-  const std::string prefix = absl::StrCat("troika-shm-", pid, "-");
-  std::vector<std::string> names;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return names;
-  while (const dirent* entry = readdir(dir)) {
-    if (absl::StartsWith(entry->d_name, prefix)) names.push_back(entry->d_name);
-  }
-  closedir(dir);
-  return names;
-}
-
-std::string MakeTempDir() {
-  char path[] = "/tmp/troika-shm-test-XXXXXX";
-  EXPECT_NE(mkdtemp(path), nullptr);
-  return path;
-}
-
-// Ranks as forked processes, connected through a FileStore. Each runs `body` with its
-// communicator and exits 0 if it recorded no test failure (1 if it did, 2 if it could not
-// connect).
-class ProcessGroup {
- public:
-  ProcessGroup(int n, const std::function<void(Communicator&)>& body,
-               absl::Duration timeout = absl::Seconds(30))
-      : dir_(MakeTempDir()) {
-    for (int r = 0; r < n; ++r) {
-      const pid_t pid = fork();
-      if (pid == 0) RunRank(r, n, body, timeout);
-      pids_.push_back(pid);
-    }
-  }
-
-  const std::vector<pid_t>& pids() const { return pids_; }
-  const std::string& dir() const { return dir_; }
-
-  // Waits for rank r's exit code (-1: still running after `limit`, then killed).
-  int Wait(int r, absl::Duration limit = absl::Seconds(120)) {
-    const absl::Time deadline = absl::Now() + limit;
-    int status = 0;
-    while (waitpid(pids_[r], &status, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
-        kill(pids_[r], SIGKILL);
-        waitpid(pids_[r], &status, 0);
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  // Every rank's exit code.
-  std::vector<int> WaitAll(absl::Duration limit = absl::Seconds(120)) {
-    std::vector<int> codes;
-    for (size_t r = 0; r < pids_.size(); ++r) codes.push_back(Wait(static_cast<int>(r), limit));
-    return codes;
-  }
-
- private:
-  [[noreturn]] void RunRank(int r, int n, const std::function<void(Communicator&)>& body,
-                            absl::Duration timeout) {
-    FileStore store(dir_);
-    ShmTransport transport;
-    auto comm = transport.Connect(
-        {.rank = r, .size = n, .store_prefix = "proc/", .timeout = timeout}, store);
-    if (!comm.ok()) {
-      std::fprintf(stderr, "rank %d: %s\n", r, comm.status().ToString().c_str());
-      _exit(2);
-    }
-    body(**comm);
-    comm->reset();
-    std::fflush(stdout);
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
-  }
-
-  const std::string dir_;
-  std::vector<pid_t> pids_;
-};
+using conformance::MakeTempDir;
+using conformance::ProcessGroup;
+using conformance::SegmentsOf;
 
 class ShmProcessCollectivesTest : public ::testing::TestWithParam<int> {};
 

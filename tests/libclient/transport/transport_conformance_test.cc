@@ -19,6 +19,7 @@
 #include "libclient/transport/memory/in_memory_store.h"
 #include "libclient/transport/transport.h"
 #include "tests/libclient/transport/collective_checks.h"
+#include "tests/libclient/transport/simulated_nodes.h"
 
 namespace troika::transport {
 namespace {
@@ -42,7 +43,7 @@ struct TransportCase {
 class TransportTest : public ::testing::TestWithParam<TransportCase> {
  protected:
   void SetUp() override {
-    auto transport = CreateTransport(GetParam().name);
+    auto transport = conformance::CreateTestTransport(GetParam().name);
     ASSERT_TRUE(transport.ok()) << transport.status();
     // Every rank connects through this one object, as the memory transport requires.
     transport_ = *std::move(transport);
@@ -180,13 +181,14 @@ TEST_P(SizeCheckingTest, MismatchedAlltoallvSizesFailEveryRank) {
   });
 }
 
-TEST(CreateTransportTest, KnowsGlooShmAndMemoryAndNamesTheChoicesOtherwise) {
-  EXPECT_TRUE(CreateTransport("gloo").ok());
-  EXPECT_TRUE(CreateTransport("shm").ok());
-  EXPECT_TRUE(CreateTransport("memory").ok());
+TEST(CreateTransportTest, KnowsEveryTransportAndNamesTheChoicesOtherwise) {
+  for (const char* name : {"auto", "gloo", "shm", "hierarchical", "memory"}) {
+    EXPECT_TRUE(CreateTransport(name).ok()) << name;
+  }
   const absl::Status status = CreateTransport("nccl").status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_NE(status.message().find("gloo, shm, memory"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("auto, gloo, shm, hierarchical, memory"), std::string::npos)
+      << status;
   EXPECT_NE(status.message().find("'nccl'"), std::string::npos) << status;
 }
 
@@ -203,6 +205,19 @@ const TransportCase kShm{.name = "shm",
                          .abort_peer_bound = absl::Seconds(1),
                          .lonely_timeout = absl::Milliseconds(300),
                          .after_error = absl::StatusCode::kFailedPrecondition};
+// Two ranks on two simulated nodes: the node leaders' Gloo carries every collective, so it is
+// held to Gloo's bounds. "auto2" chooses Gloo there (one rank per node).
+const TransportCase kHierarchical{.name = "hierarchical2",
+                                  .abort_timeout = absl::Seconds(2),
+                                  .abort_peer_bound = absl::Seconds(5),
+                                  .lonely_timeout = absl::Milliseconds(500),
+                                  .after_error = absl::StatusCode::kFailedPrecondition};
+// One node: "auto" chooses shared memory.
+const TransportCase kAuto{.name = "auto",
+                          .abort_timeout = absl::Seconds(20),
+                          .abort_peer_bound = absl::Seconds(1),
+                          .lonely_timeout = absl::Milliseconds(300),
+                          .after_error = absl::StatusCode::kFailedPrecondition};
 const TransportCase kMemory{.name = "memory",
                             .abort_timeout = absl::Seconds(20),
                             .abort_peer_bound = absl::Seconds(1),
@@ -211,9 +226,12 @@ const TransportCase kMemory{.name = "memory",
 
 std::string Name(const ::testing::TestParamInfo<TransportCase>& info) { return info.param.name; }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values(kGloo, kShm, kMemory), Name);
-INSTANTIATE_TEST_SUITE_P(Transports, StoreRendezvousTest, ::testing::Values(kGloo, kShm), Name);
-INSTANTIATE_TEST_SUITE_P(Transports, SizeCheckingTest, ::testing::Values(kShm, kMemory), Name);
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
+                         ::testing::Values(kGloo, kShm, kHierarchical, kAuto, kMemory), Name);
+INSTANTIATE_TEST_SUITE_P(Transports, StoreRendezvousTest,
+                         ::testing::Values(kGloo, kShm, kHierarchical, kAuto), Name);
+INSTANTIATE_TEST_SUITE_P(Transports, SizeCheckingTest, ::testing::Values(kShm, kAuto, kMemory),
+                         Name);
 
 }  // namespace
 }  // namespace troika::transport

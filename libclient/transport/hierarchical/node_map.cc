@@ -1,0 +1,134 @@
+#include "libclient/transport/hierarchical/node_map.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "libclient/transport/shm/shm_segment.h"
+
+namespace troika::transport {
+
+int NodeMap::LocalIndex(int rank) const {
+  const std::vector<int>& mine = ranks[node_of[rank]];
+  return static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+}
+
+bool NodeMap::AnyNodeShared() const {
+  return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.size() > 1; });
+}
+
+std::string NodeName(const CommunicatorSpec& spec) {
+  if (!spec.node.empty()) return spec.node;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+uint64_t FreeShmBytes() {
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) != 0) return std::numeric_limits<uint64_t>::max();
+  return uint64_t{st.f_bavail} * st.f_frsize;
+}
+
+NodeMap MakeNodeMap(const std::vector<std::string>& node_by_rank,
+                    const std::vector<uint64_t>& free_by_rank) {
+  NodeMap map;
+  std::map<std::string, int> index;
+  for (size_t r = 0; r < node_by_rank.size(); ++r) {
+    auto [it, added] = index.emplace(node_by_rank[r], map.nodes());
+    if (added) {
+      map.ranks.emplace_back();
+      map.names.push_back(node_by_rank[r]);
+      map.shm_free.push_back(std::numeric_limits<uint64_t>::max());
+    }
+    map.node_of.push_back(it->second);
+    map.ranks[it->second].push_back(static_cast<int>(r));
+    map.shm_free[it->second] = std::min(map.shm_free[it->second], free_by_rank[r]);
+  }
+  return map;
+}
+
+absl::StatusOr<NodeMap> ExchangeNodes(const CommunicatorSpec& spec, Store& store) {
+  const std::string prefix = absl::StrCat(spec.store_prefix, "node/");
+  RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, spec.rank),
+                            absl::StrCat(FreeShmBytes(), " ", NodeName(spec))));
+  std::vector<std::string> nodes(spec.size);
+  std::vector<uint64_t> free(spec.size);
+  const absl::Time deadline = absl::Now() + spec.timeout;
+  for (int r = 0; r < spec.size; ++r) {
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    absl::StatusOr<std::string> value = store.Get(absl::StrCat(prefix, r), left);
+    if (!value.ok()) {
+      return absl::Status(
+          value.status().code(),
+          absl::StrCat("waiting for rank ", r, " to say its node: ", value.status().message()));
+    }
+    std::pair<std::string, std::string> parts = absl::StrSplit(*value, absl::MaxSplits(' ', 1));
+    if (!absl::SimpleAtoi(parts.first, &free[r])) {
+      return absl::InternalError(absl::StrCat("rank ", r, " said its node as '", *value, "'"));
+    }
+    nodes[r] = parts.second;
+  }
+  return MakeNodeMap(nodes, free);
+}
+
+namespace {
+
+// The first node of several ranks whose /dev/shm cannot hold their segment, or -1.
+int NodeShortOfShm(const NodeMap& map) {
+  for (int k = 0; k < map.nodes(); ++k) {
+    const int n = static_cast<int>(map.ranks[k].size());
+    if (n > 1 && map.shm_free[k] < shm_internal::SegmentBytes(n)) return k;
+  }
+  return -1;
+}
+
+std::string ShortOfShm(const NodeMap& map, int k) {
+  const int n = static_cast<int>(map.ranks[k].size());
+  return absl::StrCat("/dev/shm on node '", map.names[k], "' has ", map.shm_free[k],
+                      " bytes free, fewer than the ", shm_internal::SegmentBytes(n),
+                      " that the shared memory of its ", n,
+                      " ranks needs; using Gloo (TCP) instead (enlarge /dev/shm: docker run "
+                      "--shm-size, a Kubernetes emptyDir with medium: Memory; docs/shm.md)");
+}
+
+}  // namespace
+
+Choice ChooseDataPlane(const NodeMap& map, const TransportOptions& options) {
+  Choice c;
+  const int short_node = NodeShortOfShm(map);
+  if (map.nodes() == 1) {
+    c.kind = short_node < 0 ? Choice::kShm : Choice::kGloo;
+    c.why = short_node < 0 ? "every rank on one node: shared memory" : ShortOfShm(map, short_node);
+    c.warn = short_node >= 0;
+    return c;
+  }
+  const bool shared = map.AnyNodeShared();
+  c.hierarchical_allreduce = options.hierarchical_allreduce.value_or(shared);
+  c.hierarchical_allgather = options.hierarchical_allgather.value_or(shared);
+  const std::string spans = absl::StrCat(map.nodes(), " nodes");
+  if (!c.hierarchical_allreduce && !c.hierarchical_allgather) {
+    c.why = absl::StrCat(
+        spans, shared ? ", hierarchical collectives turned off" : ", one rank each", ": Gloo");
+    return c;
+  }
+  if (short_node >= 0) {
+    c.why = ShortOfShm(map, short_node);
+    c.warn = true;
+    return c;
+  }
+  c.kind = Choice::kHierarchical;
+  c.why = absl::StrCat(spans, ": shared memory within a node, Gloo between nodes (allreduce ",
+                       c.hierarchical_allreduce ? "hierarchical" : "flat", ", allgather ",
+                       c.hierarchical_allgather ? "hierarchical" : "flat", ")");
+  return c;
+}
+
+}  // namespace troika::transport

@@ -1,0 +1,205 @@
+// What only the "auto" and "hierarchical" transports do: learning the ranks' nodes, choosing
+// a data plane from them (and Gloo where /dev/shm is too small), the flat settings, and a
+// killed rank failing every survivor on both simulated nodes. Ranks are threads on simulated
+// nodes (simulated_nodes.h) or forked processes; the collective matrix over them is in
+// collectives_test.cc, what every transport does in transport_conformance_test.cc.
+
+#include "libclient/transport/hierarchical/hierarchical_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "libclient/transport/hierarchical/node_map.h"
+#include "libclient/transport/memory/in_memory_store.h"
+#include "libclient/transport/shm/shm_segment.h"
+#include "tests/libclient/transport/collective_checks.h"
+#include "tests/libclient/transport/process_group.h"
+#include "tests/libclient/transport/simulated_nodes.h"
+
+namespace troika::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using conformance::Comms;
+using conformance::ProcessGroup;
+
+constexpr uint64_t kPlenty = std::numeric_limits<uint64_t>::max();
+
+NodeMap Map(const std::vector<std::string>& nodes, uint64_t free = kPlenty) {
+  return MakeNodeMap(nodes, std::vector<uint64_t>(nodes.size(), free));
+}
+
+TEST(NodeMapTest, NumbersNodesByTheirLowestRankAndListsTheirRanksInOrder) {
+  const NodeMap map = Map({"b", "a", "b", "c", "a"});
+  EXPECT_EQ(map.names, (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_EQ(map.node_of, (std::vector<int>{0, 1, 0, 2, 1}));
+  EXPECT_EQ(map.ranks, (std::vector<std::vector<int>>{{0, 2}, {1, 4}, {3}}));
+  EXPECT_EQ(map.LocalIndex(4), 1);
+  EXPECT_EQ(map.LocalIndex(3), 0);
+  EXPECT_TRUE(map.AnyNodeShared());
+  EXPECT_FALSE(Map({"a", "b"}).AnyNodeShared());
+}
+
+TEST(NodeMapTest, KeepsTheFewestFreeBytesANodesRanksReported) {
+  const NodeMap map = MakeNodeMap({"a", "a", "b"}, {100, 50, 7});
+  EXPECT_EQ(map.shm_free, (std::vector<uint64_t>{50, 7}));
+}
+
+TEST(ChooseDataPlaneTest, OneNodeIsSharedMemory) {
+  EXPECT_EQ(ChooseDataPlane(Map({"a", "a", "a"}), {}).kind, Choice::kShm);
+  EXPECT_EQ(ChooseDataPlane(Map({"a"}), {}).kind, Choice::kShm);
+  // Horovod's settings only concern communicators that span nodes.
+  EXPECT_EQ(ChooseDataPlane(Map({"a", "a"}), {false, false}).kind, Choice::kShm);
+}
+
+TEST(ChooseDataPlaneTest, NodesOfSeveralRanksAreHierarchicalUnlessTurnedOff) {
+  const NodeMap map = Map({"a", "b", "a", "b"});
+  Choice c = ChooseDataPlane(map, {});
+  EXPECT_EQ(c.kind, Choice::kHierarchical);
+  EXPECT_TRUE(c.hierarchical_allreduce);
+  EXPECT_TRUE(c.hierarchical_allgather);
+  c = ChooseDataPlane(map, {.hierarchical_allreduce = false});
+  EXPECT_EQ(c.kind, Choice::kHierarchical);
+  EXPECT_FALSE(c.hierarchical_allreduce);
+  EXPECT_TRUE(c.hierarchical_allgather);
+  EXPECT_EQ(ChooseDataPlane(map, {false, false}).kind, Choice::kGloo);
+  // Uneven nodes too: one of them shares.
+  EXPECT_EQ(ChooseDataPlane(Map({"a", "b", "b"}), {}).kind, Choice::kHierarchical);
+}
+
+TEST(ChooseDataPlaneTest, OneRankPerNodeIsGlooUnlessForced) {
+  EXPECT_EQ(ChooseDataPlane(Map({"a", "b", "c"}), {}).kind, Choice::kGloo);
+  const Choice c = ChooseDataPlane(Map({"a", "b"}), {.hierarchical_allreduce = true});
+  EXPECT_EQ(c.kind, Choice::kHierarchical);
+  EXPECT_TRUE(c.hierarchical_allreduce);
+  EXPECT_FALSE(c.hierarchical_allgather);
+}
+
+TEST(ChooseDataPlaneTest, TooLittleDevShmFallsBackToGlooWithAWarningNamingIt) {
+  const uint64_t need = shm_internal::SegmentBytes(4);
+  Choice c = ChooseDataPlane(Map({"a", "a", "a", "a"}, need - 1), {});
+  EXPECT_EQ(c.kind, Choice::kGloo);
+  EXPECT_TRUE(c.warn);
+  EXPECT_TRUE(absl::StrContains(c.why, "/dev/shm on node 'a'")) << c.why;
+  EXPECT_TRUE(absl::StrContains(c.why, "--shm-size")) << c.why;
+  EXPECT_EQ(ChooseDataPlane(Map({"a", "a", "a", "a"}, need), {}).kind, Choice::kShm);
+  // Across nodes: one node short of it is enough to go flat.
+  c = ChooseDataPlane(MakeNodeMap({"a", "b", "a", "b"}, {kPlenty, 10, kPlenty, 10}), {});
+  EXPECT_EQ(c.kind, Choice::kGloo);
+  EXPECT_TRUE(absl::StrContains(c.why, "node 'b'")) << c.why;
+}
+
+TEST(ExchangeNodesTest, EveryRankLearnsTheSameMapUnderThePrefix) {
+  InMemoryStore store;
+  std::vector<NodeMap> maps(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CommunicatorSpec spec{.rank = r, .size = 3, .store_prefix = "p/", .node = r == 1 ? "y" : "x"};
+      auto map = ExchangeNodes(spec, store);
+      ASSERT_TRUE(map.ok()) << map.status();
+      maps[r] = *map;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const NodeMap& map : maps) {
+    EXPECT_EQ(map.names, (std::vector<std::string>{"x", "y"}));
+    EXPECT_EQ(map.ranks, (std::vector<std::vector<int>>{{0, 2}, {1}}));
+  }
+  for (const std::string& key : store.Keys()) EXPECT_TRUE(absl::StartsWith(key, "p/")) << key;
+}
+
+TEST(ExchangeNodesTest, AnUnnamedNodeIsThisHost) {
+  EXPECT_FALSE(NodeName({}).empty());
+  EXPECT_EQ(NodeName({.node = "n7"}), "n7");
+}
+
+// Allreduce, reducescatter and allgather flat over Gloo (Horovod's settings at 0), on 2
+// simulated nodes of 2 and 3 ranks: the same results.
+class FlatSettingsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(FlatSettingsTest, FlatAllreduceAndAllgatherMatchReference) {
+  conformance::SimulatedNodesTransport transport(
+      std::make_unique<HierarchicalTransport>(
+          TransportOptions{.hierarchical_allreduce = false, .hierarchical_allgather = false}),
+      2);
+  InMemoryStore store;
+  Comms comms = conformance::ConnectGroup(transport, store, GetParam(), "flat/");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(GetParam()));
+  conformance::CheckAllreduce(comms);
+  conformance::CheckReduceScatter(comms);
+  conformance::CheckAllgatherv(comms);
+  conformance::CheckBroadcast(comms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FlatSettingsTest, ::testing::Values(4, 5));
+
+// 4 processes on 2 simulated nodes (ranks 0, 2 on node0; 1, 3 on node1): a rank killed
+// mid-allreduce of 16 MiB fails every survivor within 5 s, on its node and the other, and
+// its node-mate names its pid. Victim 2 leads no node; victim 1 leads node1.
+class HierarchicalKillTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(HierarchicalKillTest, KilledRankFailsEverySurvivorWithinFiveSeconds) {
+  const int n = 4;
+  const int victim = GetParam();
+  const int mate = victim ^ 2;  // the victim's node-mate
+  const std::string ready = conformance::MakeTempDir() + "/ready.";
+  const std::string pid_file = ready + "victim";
+  auto connect = [](const CommunicatorSpec& spec, Store& store) {
+    conformance::SimulatedNodesTransport transport(
+        std::make_unique<HierarchicalTransport>(TransportOptions{}), 2);
+    return transport.Connect(spec, store);
+  };
+  ProcessGroup group(
+      n,
+      [&](Communicator& comm) {
+        std::vector<float> data(4 << 20, 1.0f);
+        absl::Status status;
+        for (int round = 0; status.ok(); ++round) {
+          status = comm.Allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+          if (round == 0 && status.ok()) std::ofstream(absl::StrCat(ready, comm.rank()));
+        }
+        EXPECT_FALSE(status.ok());
+        std::fprintf(stderr, "rank %d: %s\n", comm.rank(), status.ToString().c_str());
+        if (comm.rank() == mate) {
+          std::ifstream in(pid_file);
+          std::string pid;
+          in >> pid;
+          EXPECT_TRUE(absl::StrContains(status.message(), absl::StrCat("(pid ", pid, ")")))
+              << status;
+        }
+      },
+      absl::Seconds(30), connect);
+  std::ofstream(pid_file) << group.pids()[victim];
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int r = 0; r < n; ++r) {
+    while (access(absl::StrCat(ready, r).c_str(), F_OK) != 0 && absl::Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(kill(group.pids()[victim], SIGKILL), 0);
+  EXPECT_EQ(group.Wait(victim), 128 + SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(group.Wait(r, absl::Seconds(10)), 0) << "rank " << r;
+    EXPECT_LT(Clock::now() - killed_at, std::chrono::seconds(5)) << "rank " << r;
+  }
+  EXPECT_TRUE(conformance::SegmentsOf(group.pids()[0]).empty());
+  EXPECT_TRUE(conformance::SegmentsOf(group.pids()[1]).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Victims, HierarchicalKillTest, ::testing::Values(1, 2),
+                         [](const auto& info) { return "rank_" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace troika::transport
