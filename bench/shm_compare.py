@@ -4,6 +4,8 @@
   gloo:  troikarun -np N -- troika-bench --job_rank --transport gloo   (TROIKA_TRANSPORT=gloo)
          raw Gloo (the communicator Troika runs on, called directly) and Troika over Gloo,
   shm:   the same with --transport shm (TROIKA_TRANSPORT=shm): raw shm and Troika over shm,
+  default: the same with neither set: Troika over the product's default data plane (what a
+         user gets; its name from troika-bench's first line),
   mpi:   mpirun --allow-run-as-root --oversubscribe -np N --mca btl self,vader
          troika-mpi-bench (Open MPI's shared memory; skipped where it is not built),
   torch: bench/torch_flat_bucket.py as N torch.distributed (gloo) processes: the 256 x 16 KiB
@@ -43,8 +45,12 @@ def parse_args():
     p.add_argument("--bytes", default="64MiB", help="the large collectives' size")
     p.add_argument("--bench-repeat", type=int, default=1,
                    help="troika-bench's and troika-mpi-bench's own --repeat per run")
-    p.add_argument("--configs", default="gloo,shm,mpi,torch",
-                   help="which of gloo, shm, mpi, torch to run")
+    p.add_argument("--time-per-size-ms", type=int, default=300,
+                   help="each timed loop's length (troika-bench's --time_per_size, "
+                        "troika-mpi-bench's --time_per_size_ms); a steady-state schedule forms "
+                        "during the first of it")
+    p.add_argument("--configs", default="gloo,shm,default,mpi,torch",
+                   help="which of gloo, shm, default, mpi, torch to run")
     p.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
                    else sys.executable, help="torch's interpreter")
     p.add_argument("--mpirun", default="mpirun")
@@ -90,14 +96,22 @@ def number(pattern, text):
 
 
 def troika_bench(args, transport):
-    """{'raw'|'troika': {workload: figure}} of one troikarun job over `transport`."""
-    env = dict(os.environ, TROIKA_TRANSPORT=transport)
+    """{'raw'|'troika': {workload: figure}} of one troikarun job over `transport` (None: the
+    product's default for both sides)."""
+    env = dict(os.environ)
+    env.pop("TROIKA_TRANSPORT", None)
+    if transport is not None:
+        env["TROIKA_TRANSPORT"] = transport
     cmd = [os.path.join(args.build, "agent", "troikarun"), "-np", str(args.np)]
     cmd += args.troikarun_args.split()
-    cmd += ["--", os.path.join(args.build, "bench", "troika-bench"), "--job_rank",
-            "--transport", transport, "--ops", OPS, "--min_bytes", args.bytes, "--max_bytes",
-            args.bytes, "--repeat", str(args.bench_repeat)]
+    cmd += ["--", os.path.join(args.build, "bench", "troika-bench"), "--job_rank"]
+    if transport is not None:
+        cmd += ["--transport", transport]
+    cmd += ["--ops", OPS, "--min_bytes", args.bytes, "--max_bytes", args.bytes, "--repeat",
+            str(args.bench_repeat), "--time_per_size", "%dms" % args.time_per_size_ms]
     text = run(cmd, env)
+    if transport is None:
+        print("  the default data plane: %s" % re.search(r"data plane (\S+),", text).group(1))
     out = {"raw": {}, "troika": {}}
     for side, column in (("raw", 0), ("troika", 1)):
         for name, heading in TABLES.items():
@@ -113,7 +127,8 @@ def troika_bench(args, transport):
 def mpi_bench(args):
     cmd = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(args.np),
            "--mca", "btl", "self,vader", os.path.join(args.build, "bench", "troika-mpi-bench"),
-           "--ops", OPS, "--bytes", args.bytes, "--repeat", str(args.bench_repeat)]
+           "--ops", OPS, "--bytes", args.bytes, "--repeat", str(args.bench_repeat),
+           "--time_per_size_ms", str(args.time_per_size_ms)]
     text = run(cmd)
     out = {name: table_row(text, heading, 0) for name, heading in TABLES.items()}
     out["many_small"] = number(r"raw mpi \(\d+ sequential allreduces\):\s+([0-9.]+)", text)
@@ -140,9 +155,10 @@ def torch_flat(args):
 
 
 COLUMNS = [("gloo", "raw"), ("shm", "raw"), ("shm", "troika"), ("gloo", "troika"),
-           ("mpi", "mpi"), ("torch", "torch")]
+           ("default", "troika"), ("mpi", "mpi"), ("torch", "torch")]
 LABEL = {("gloo", "raw"): "raw Gloo", ("shm", "raw"): "raw shm",
          ("shm", "troika"): "Troika/shm", ("gloo", "troika"): "Troika/Gloo",
+         ("default", "troika"): "Troika default",
          ("mpi", "mpi"): "Open MPI", ("torch", "torch"): "torch flat"}
 ROWS = [("allreduce", "64 MiB allreduce busbw GB/s"), ("latency", "4 B allreduce us"),
         ("many_small", "256 x 16 KiB steps/s"), ("allgather", "64 MiB allgather busbw GB/s"),
@@ -184,6 +200,7 @@ def main():
         configs.remove("torch")
     runners = {"gloo": lambda: {"gloo": troika_bench(args, "gloo")},
                "shm": lambda: {"shm": troika_bench(args, "shm")},
+               "default": lambda: {"default": troika_bench(args, None)},
                "mpi": lambda: {"mpi": mpi_bench(args)},
                "torch": lambda: {"torch": torch_flat(args)}}
     results = []
