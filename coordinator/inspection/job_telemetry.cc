@@ -34,6 +34,13 @@ ClientSettings JobTelemetry::settings() const {
   return settings;
 }
 
+ClientSettings JobTelemetry::SettingsFor(const NegotiatorOptions& negotiation) const {
+  ClientSettings out = settings();
+  const int64_t cycle_us = absl::ToInt64Microseconds(negotiation.cycle_time);
+  out.send_cycle_us = static_cast<int>(std::clamp<int64_t>(cycle_us, 0, 60'000'000));
+  return out;
+}
+
 std::optional<TuningParams> JobTelemetry::OnReady(const std::vector<ReadyRecord>& records,
                                                   absl::Time now) {
   if (timeline_) {

@@ -78,6 +78,9 @@ class JobTelemetry : public NegotiationObserver {
 
   // What the ranks must report now; changes when tuning ends or a timeline starts or stops.
   ClientSettings settings() const;
+  // settings(), with `negotiation`'s cycle time as the ranks' send cycle (clamped to [0, 60 s]):
+  // what the ranks are told to do.
+  ClientSettings SettingsFor(const NegotiatorOptions& negotiation) const;
 
   // Tensors that became ready at `now`. Returns new negotiation parameters when the autotuner
   // moved on to another configuration (or settled on the best).

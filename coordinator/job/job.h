@@ -3,20 +3,22 @@
 // and hands each call to its parts: Lifecycle (the job's state, the transitions and whom each
 // tells, when the job is done), Roster (nodes, attaches, memberships, departed ranks),
 // Sessions (which session owns which rank, numbering, resume), Generations (survivors,
-// joining nodes, successors), Recorder (the state record), JobNegotiation (every process
-// set's negotiation and the schedules; its observers: JobMetrics, StragglerMonitor,
-// JobTelemetry), HangDetector (stalls, deadlocks) and the key-value store. Responses of every
-// process set go down one stream, in one order.
+// joining nodes, successors), MembershipPolicy (what a loss, an exit, a closed session or an
+// attach timeout means: a Verdict the job carries out), Recorder (the state record),
+// JobNegotiation (every process set's negotiation and the schedules; its observers:
+// JobMetrics, StragglerMonitor, JobTelemetry), HangDetector (stalls, deadlocks), two JobTimers
+// (the flush, the stall checks) and the key-value store. Responses of every process set go
+// down one stream, in one order.
 //
 // Lifecycle (lifecycle.h): kAttaching until every rank attached, then kRunning; kFinished
 // once every rank said goodbye; kAborted when a session is lost or Abort() is called (every
 // session is sent the reason). A job is done — and its owner may drop it — once it is
 // finished or aborted and no session or attach is open, or when every attach timed out.
 //
-// Successors: an elastic job's next generation (job_elastic.cc), or, for a job that is not
-// elastic, its next incarnation: ranks that shut down (goodbye) and attach again form the
-// job anew, a fresh Job of the same name, size, token and node blocks, one epoch on
-// (job_incarnation.cc; init → shutdown → init, as with Horovod's Gloo controller).
+// Successors (generations.h, membership_policy.h): an elastic job's next generation, or, for
+// a job that is not elastic, its next incarnation: ranks that shut down (goodbye) and attach
+// again form the job anew, a fresh Job of the same name, size, token and node blocks, one
+// epoch on (init → shutdown → init, as with Horovod's Gloo controller).
 //
 // Thread-safe: every public method locks the job. Created with std::make_shared (timers hold
 // weak references).
@@ -43,7 +45,9 @@
 #include "coordinator/job/generations.h"
 #include "coordinator/job/job_info.h"
 #include "coordinator/job/job_options.h"
+#include "coordinator/job/job_timer.h"
 #include "coordinator/job/lifecycle.h"
+#include "coordinator/job/membership_policy.h"
 #include "coordinator/job/recorder.h"
 #include "coordinator/job/roster.h"
 #include "coordinator/job/sessions.h"
@@ -88,7 +92,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // attached; or, when the first waiting attach times out, fails every waiting attach with
   // DEADLINE_EXCEEDED naming the missing ranks. Never blocks. In a job that runs or finished
   // and is not elastic, ranks that said goodbye (or any, with `again`) attach to the job's
-  // next incarnation instead, made by the first of them (job_incarnation.cc).
+  // next incarnation instead, made by the first of them (MembershipPolicy::RouteAttach).
   void Attach(const std::vector<int>& ranks, const std::string& host, absl::Duration timeout,
               AttachCallback done, bool again = false);
 
@@ -162,7 +166,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   coordinator::StragglerSnapshot StragglerSnapshot() const;
 
   // A consistent snapshot of the job for operators (troikactl), taken under the job lock at
-  // the clock's now. Defined in job_info.cc.
+  // the clock's now.
   JobInfo Describe() const;
 
   State state() const;
@@ -176,85 +180,62 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   absl::Status AcceptsSessionLocked(int64_t epoch) const;
   // Sessions::Resync and Replay's outcome: every session resumed through `resumed.through`.
   void ResumedLocked(const Sessions::Resumed& resumed);
-  // ReportExit without the session's check: a rank's process ended (`exit`).
-  void ReportExitLocked(const RankExit& exit);
-  // Next incarnations (job_incarnation.cc). Whether an attach of `ranks` goes to the next
-  // incarnation: the job is not elastic, runs or finished, and the ranks left it (or say
-  // `again`).
-  bool AttachesAgainLocked(const std::vector<int>& ranks, bool again) const;
-  // The next incarnation, made on first use with this one's node blocks, timeline and the
-  // exits of ranks that left.
-  std::shared_ptr<Job> NextIncarnationLocked();
-  void AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Timeline> timeline,
-                        const std::map<int, RankExit>& left_exits);
-  // The process of `exit.rank`, which had left this incarnation, ended: a next incarnation
-  // (now or later) cannot form without it; a failure aborts this one too.
-  void LeftRankExitedLocked(const RankExit& exit);
-  // Told by the incarnation before: `exit.rank`'s process ended after it left that one.
-  void RankGoneLocked(const RankExit& exit);
-  // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits
-  // for what is not set yet fail, and the job finishes once every rank left.
+  // Carries out what MembershipPolicy decided.
+  void ApplyLocked(Verdict verdict);
+  // `rank` left for good (`why`: "has shut down", ...): its tensors fail, key-value waits for
+  // what is not set yet fail, and the job finishes once every rank left.
   void DepartLocked(int rank, const std::string& why);
-  // The attach of `waiter` timed out: every attach fails, or, in an elastic job with enough
-  // ranks attached, the generation ends without the missing ones.
+  // The attach of `waiter` timed out (MembershipPolicy::AttachTimedOut).
   void ExpireAttach(uint64_t waiter, absl::Duration timeout);
-  // Lifecycle::Abort, and a next incarnation forming ends with this one. `finished_too`: a
-  // finished job is aborted too (the ranks that left it failed while it formed again).
+  // Lifecycle::Abort; a next incarnation forming ends with this one.
   void AbortLocked(AbortCause cause, const std::string& reason,
                    std::optional<RankExit> exit = std::nullopt, bool finished_too = false);
-  // `lost` ranks are gone (`reason` says how): an elastic job with at least its minimum of
-  // ranks left ends this generation (every session is told the renumbering), any other job
-  // aborts.
-  void LoseRanksLocked(const std::vector<int>& lost, AbortCause cause, const std::string& reason,
-                       std::optional<RankExit> exit = std::nullopt);
-  // Ends this generation of an elastic job for `change` (Lifecycle::EndGeneration tells
-  // everyone) once its successor is made; the joining nodes and the timeline go on there.
+  // Successors (Generations makes them). Ends this generation for `change` once its successor
+  // is made; the joining nodes and the timeline go on there. At a commit, the joining nodes'
+  // ranks come after every other rank (AdmitJoinersLocked).
   void EndGenerationLocked(MembershipChange change, std::optional<AbortCause> cause,
                            const std::string& reason, std::optional<RankExit> exit);
-  // Whether joining nodes can be admitted at a commit now (Generations::CutAtCommit).
-  bool AdmitsAtCommitLocked() const;
-  // Ends the generation at a commit, with the joining nodes' ranks after every other rank.
   void AdmitJoinersLocked();
-  // Takes over joining nodes, and the timeline being written, from the generation before.
+  // The next incarnation, made on first use with this one's node blocks, timeline and the
+  // exits of ranks that left; told when another of them exits (RankGone, under its own lock).
+  std::shared_ptr<Job> NextIncarnationLocked();
+  void LeftRankExitedLocked(const RankExit& exit);
+  void RankGone(const RankExit& exit);
+  // What a successor takes over from the job before it (each locks the successor).
   void AdoptJoiners(std::vector<Generations::Joiner> joiners);
   void AdoptTimeline(std::unique_ptr<Timeline> timeline);
+  void AdoptIncarnation(std::map<int, std::string> nodes, std::unique_ptr<Timeline> timeline,
+                        const std::map<int, RankExit>& left_exits);
+  // Polls the negotiation and sends what became ready; cuts a generation at a commit.
   void FlushLocked();
-  void ArmTimerLocked(absl::Time due);
-  void InspectStallsLocked();
-  void ArmStallTimerLocked(absl::Time due);
-  // What ranks are told to do (ClientSettings): the telemetry's reports and the negotiator's
-  // cycle time as the send cycle.
-  ClientSettings CurrentSettings() const;
-  // Sends CurrentSettings() to every session if they changed.
-  void SyncSettingsLocked();
-  // Aborts the job if every live rank is blocked on pending tensors. Cheap unless every live
-  // rank is blocked.
-  void CheckDeadlockLocked();
-  // Whether the job can take a steady-state schedule now (JobNegotiation::
-  // MaybePublishSchedule): it runs, every rank is in session and none left, no resync, and
-  // the autotuner (if any) settled.
+  // Whether the job can take a steady-state schedule now: it runs, every rank is in session
+  // and none left, no resync, and the autotuner (if any) settled.
   bool CanTakeScheduleLocked() const;
+  // Inspection's verdicts: a stall past the shutdown time, or every live rank blocked on
+  // pending tensors (a deadlock), aborts the job.
+  void InspectStallsLocked();
+  void CheckDeadlockLocked();
+  // Sends the ranks what they must do now (ClientSettings: the telemetry's reports and the
+  // negotiator's cycle time as the send cycle) if that changed.
+  void SyncSettingsLocked();
 
   // Constant after construction.
   const std::string name_;
   const Secret token_;
   const int size_;
-  Scheduler& scheduler_;
   Clock& clock_;
   KvStore kv_;          // thread-safe on its own
   JobMetrics metrics_;  // thread-safe on its own
 
   mutable std::mutex mu_;
-  // Guarded by mu_.
-  // Every process set's negotiation and the schedules; it tells the stragglers, the metrics
-  // and the telemetry what became ready (NegotiationObserver).
+  // Guarded by mu_. Every process set's negotiation and the schedules; it tells the
+  // stragglers, the metrics and the telemetry what became ready (NegotiationObserver).
   JobNegotiation negotiation_;
-  Scheduler::TaskId flush_timer_ = 0;
-  absl::Time flush_due_ = absl::InfiniteFuture();
   HangDetector hangs_;  // stalls and deadlocks, over what negotiation_ has pending
-  Scheduler::TaskId stall_timer_ = 0;
   StragglerMonitor stragglers_;
   JobTelemetry telemetry_;
+  JobTimer flush_timer_;  // the negotiation's next deadline
+  JobTimer stall_timer_;  // the next stall inspection, while tensors are pending
   // The job's parts (after the negotiator and the telemetry: the sessions start with the
   // settings those give).
   Roster roster_;
@@ -262,6 +243,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   Generations generations_;
   Lifecycle lifecycle_;  // after the parts it tells
   Recorder recorder_;    // after the parts it records
+  MembershipPolicy policy_;
 };
 
 }  // namespace troika::coordinator

@@ -106,7 +106,7 @@ JobOptions JobRegistry::OptionsFor(const std::string& name, int size, Secret tok
       return next;
     };
   } else {
-    // Ranks that shut down and attach again form the job anew (job_incarnation.cc).
+    // Ranks that shut down and attach again form the job anew (Job::Attach).
     // (It saves its state record as it adopts the node blocks.)
     job_options.next_incarnation = [this, name, size, token](int64_t epoch) {
       return NewJob(name, size, token, nullptr, 0, 0, epoch);

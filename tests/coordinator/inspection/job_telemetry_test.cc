@@ -56,6 +56,19 @@ TEST(JobTelemetryTest, RanksReportOnlyWhileTuningOrWritingATimeline) {
   EXPECT_FALSE(tuned.settings().report_phases);
 }
 
+TEST(JobTelemetryTest, SettingsForSendTheNegotiatorsCycleTimeClamped) {
+  JobTelemetry tuned("job", 2, Tune(1), {});
+  NegotiatorOptions negotiation;
+  negotiation.cycle_time = absl::Milliseconds(5);
+  ClientSettings settings = tuned.SettingsFor(negotiation);
+  EXPECT_EQ(settings.send_cycle_us, 5000);
+  EXPECT_EQ(settings.report_interval_ms, JobTelemetry::kReportIntervalMs);
+  negotiation.cycle_time = absl::Hours(1);
+  EXPECT_EQ(tuned.SettingsFor(negotiation).send_cycle_us, 60'000'000);
+  negotiation.cycle_time = -absl::Seconds(1);
+  EXPECT_EQ(tuned.SettingsFor(negotiation).send_cycle_us, 0);
+}
+
 TEST(JobTelemetryTest, SampleEndsAfterItsStepsOnceEveryRankReportedAndScoresTheMeanRate) {
   JobTelemetry t("job", 2, Tune(1), {});
   t.OnReport(Report(0, kT0, 0), kT0);

@@ -1,5 +1,5 @@
 // A job that is not elastic forms anew when its ranks shut down and attach again
-// (coordinator/job_incarnation.cc, docs/protocol.md "Shutting down and attaching again"): a
+// (coordinator/job/membership_policy.h, docs/protocol.md "Shutting down and attaching again"): a
 // fresh incarnation, which runs once every rank attached again; ranks that left and then
 // exited or failed end it at once, naming the rank.
 
