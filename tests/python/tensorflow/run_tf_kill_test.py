@@ -74,8 +74,8 @@ def main():
         job = start([troikarun, "-np", str(np_)] + options + ["--", python, script, "--mode",
                                                              mode], out_path, err_path)
         code = wait_or_kill(job, NOT_HUNG_S)
-        print("troikarun %s -np %d, mode %s%s: exited %s after %.1f s" % (
-            " ".join(options), np_, mode,
+        print("troikarun %s, mode %s%s: exited %s after %.1f s" % (
+            " ".join(["-np", str(np_)] + options), mode,
             " (TF_USE_LEGACY_KERAS=%s)" % os.environ["TF_USE_LEGACY_KERAS"]
             if "TF_USE_LEGACY_KERAS" in os.environ else "", code, time.time() - t0))
         if code is None:
