@@ -42,6 +42,7 @@ absl::Status ContextImpl::Start(const Options& options) {
   spec.size = membership_.size;
   spec.store_prefix = absl::StrCat("data/", membership_.epoch, "/");
   spec.timeout = options.data_timeout;
+  spec.node = options.host;  // groups ranks by host as the membership does
   spec.host = !options.data_host.empty()            ? options.data_host
               : membership_.local_size == spec.size ? std::string("127.0.0.1")
                                                     : options.host;
@@ -369,7 +370,8 @@ absl::StatusOr<std::unique_ptr<Context>> Attach(const Options& options) {
       options.coordinator, {options.tls_ca, options.tls_cert, options.tls_key, options.plaintext},
       options.job_token, std::min(options.connect_timeout, options.attach_timeout));
   if (!channel.ok()) return channel.status();
-  auto transport = transport::CreateTransport(options.transport);
+  auto transport = transport::CreateTransport(
+      options.transport, {options.hierarchical_allreduce, options.hierarchical_allgather});
   if (!transport.ok()) return transport.status();
   return internal::ContextImpl::Create(options, *std::move(channel), *std::move(transport));
 }

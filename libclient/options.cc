@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,21 @@ absl::Status ReadSeconds(const char* name, absl::Duration* out) {
         absl::StrCat(name, "='", value, "' is not a positive number of seconds"));
   }
   *out = absl::Seconds(seconds);
+  return absl::OkStatus();
+}
+
+// TROIKA_<name>, else HOROVOD_<name>: 1/true or 0/false; unset leaves `out` alone.
+absl::Status ReadSwitch(const std::string& name, std::optional<bool>* out) {
+  for (const std::string& var : {"TROIKA_" + name, "HOROVOD_" + name}) {
+    const char* value = Get(var.c_str());
+    if (value == nullptr) continue;
+    bool on;
+    if (!absl::SimpleAtob(value, &on)) {
+      return absl::InvalidArgumentError(absl::StrCat(var, "='", value, "' is not 1 or 0"));
+    }
+    *out = on;
+    return absl::OkStatus();
+  }
   return absl::OkStatus();
 }
 
@@ -83,6 +100,10 @@ absl::StatusOr<Options> Options::FromEnvironment() {
   o.host = Get("TROIKA_HOST") ? Get("TROIKA_HOST") : HostName();
   if (const char* v = Get("TROIKA_DATA_HOST")) o.data_host = v;
   if (const char* v = Get("TROIKA_TRANSPORT")) o.transport = v;
+  for (auto [name, out] : {std::pair{"HIERARCHICAL_ALLREDUCE", &o.hierarchical_allreduce},
+                           std::pair{"HIERARCHICAL_ALLGATHER", &o.hierarchical_allgather}}) {
+    if (absl::Status s = ReadSwitch(name, out); !s.ok()) return s;
+  }
   if (absl::Status s = ReadSeconds("TROIKA_CONNECT_TIMEOUT", &o.connect_timeout); !s.ok()) {
     return s;
   }

@@ -178,5 +178,35 @@ TEST(CoordinatorAddressTest, EpochComesFromTheEnvironment) {
   }
 }
 
+// The data plane's settings (docs/shm.md): "auto" unless TROIKA_TRANSPORT says otherwise, and
+// the hierarchical switches in Troika's or Horovod's spelling (Troika's first).
+TEST(CoordinatorAddressTest, DataPlaneSettingsComeFromTheEnvironment) {
+  RankEnvironment environment;
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->transport, "auto");
+  EXPECT_FALSE(options->hierarchical_allreduce.has_value());
+  EXPECT_FALSE(options->hierarchical_allgather.has_value());
+  setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "1", 1);
+  setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "0", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->hierarchical_allreduce, true);
+  EXPECT_EQ(options->hierarchical_allgather, false);
+  setenv("TROIKA_HIERARCHICAL_ALLREDUCE", "false", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->hierarchical_allreduce, false);
+  setenv("TROIKA_HIERARCHICAL_ALLGATHER", "maybe", 1);
+  options = Options::FromEnvironment();
+  EXPECT_TRUE(absl::IsInvalidArgument(options.status()));
+  EXPECT_THAT(std::string(options.status().message()),
+              HasSubstr("TROIKA_HIERARCHICAL_ALLGATHER='maybe' is not 1 or 0"));
+  for (const char* name : {"HOROVOD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLGATHER",
+                           "TROIKA_HIERARCHICAL_ALLREDUCE", "TROIKA_HIERARCHICAL_ALLGATHER"}) {
+    unsetenv(name);
+  }
+}
+
 }  // namespace
 }  // namespace troika::testing

@@ -86,14 +86,22 @@ target_compile_definitions(shm_data_plane_test PRIVATE
   CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
 add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-rank)
 
-# Suites that run every collective over the data plane, again over shared memory: process
-# sets, join, groups, the cache, schedules, faults and early exits.
+# Suites that run every collective over the data plane (the default "auto": shared memory,
+# every rank being on this host) again over forced shared memory and over forced Gloo:
+# process sets, join, groups, the cache, schedules, faults and early exits.
 add_test(NAME collectives_over_shm COMMAND collectives_test)
 set_tests_properties(collectives_over_shm PROPERTIES
   ENVIRONMENT TROIKA_TEST_TRANSPORT=shm TIMEOUT 600)
 foreach(test scenario_process_test fault_test elastic_test)
   add_test(NAME ${test}_over_shm COMMAND ${test})
   set_tests_properties(${test}_over_shm PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=shm TIMEOUT 300)
+endforeach()
+add_test(NAME collectives_over_gloo COMMAND collectives_test)
+set_tests_properties(collectives_over_gloo PROPERTIES
+  ENVIRONMENT TROIKA_TEST_TRANSPORT=gloo TIMEOUT 600)
+foreach(test scenario_process_test fault_test elastic_test)
+  add_test(NAME ${test}_over_gloo COMMAND ${test})
+  set_tests_properties(${test}_over_gloo PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=gloo TIMEOUT 300)
 endforeach()
 # After them (killed ranks, failed attaches, ten elastic generations): no segment in /dev/shm
 # whose creator is gone.

@@ -1,8 +1,10 @@
 // Two hosts for real: network namespaces joined by veth links through a bridge namespace.
 // The coordinator runs in one namespace, a troika-agent with two ranks in each of two others;
-// allreduce and allgather must be correct across the links. Needs root (CAP_SYS_ADMIN and
-// CAP_NET_ADMIN): skips, saying why, where it cannot create namespaces or cannot enter them
-// (a chroot, some containers).
+// allreduce, allgather and broadcast must be correct across the links, hierarchically by
+// default (the namespaces share /dev/shm and the IPC namespace, so a node is the agent's
+// --host, not what shm_open can reach) and flat over Gloo with Horovod's settings at 0. Needs root
+// (CAP_SYS_ADMIN and CAP_NET_ADMIN): skips, saying why, where it cannot create namespaces or cannot
+// enter them (a chroot, some containers).
 
 #include <unistd.h>
 
@@ -90,37 +92,55 @@ class NetnsTest : public ::testing::Test {
     return pid;
   }
 
+  // Runs the coordinator and an agent of two check ranks on each host, `env` set for the
+  // agents (and so their ranks); every rank must check ok. Returns the agents' logs.
+  std::string RunCheckJob(const std::string& env) {
+    StartIn("c", absl::StrCat(COORDINATOR_BINARY, " --listen=10.231.0.1:7070 --plaintext"),
+            "coordinator");
+    std::vector<pid_t> agents;
+    int octet = 2;
+    for (const char* host : {"a", "b"}) {
+      agents.push_back(StartIn(
+          host,
+          absl::StrCat("env ", env, " ", AGENT_BINARY,
+                       " --plaintext=true --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
+                       " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
+                       " --data_host=10.231.0.", octet, " -- ", CHECK_RANK_BINARY),
+          absl::StrCat("agent-", host)));
+      ++octet;
+    }
+    std::string all;
+    for (size_t i = 0; i < agents.size(); ++i) {
+      int code = WaitWithTimeout(agents[i], absl::Seconds(60));
+      const std::string log = absl::StrCat(dir_, "/agent-", i == 0 ? "a" : "b");
+      all += ReadFile(log + ".out") + ReadFile(log + ".err");
+      EXPECT_EQ(code, 0) << ReadFile(log + ".out") << ReadFile(log + ".err");
+    }
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_THAT(all, HasSubstr(absl::StrCat("check ok on rank ", rank, " of 4 (host host-",
+                                              rank < 2 ? "a" : "b", ")")));
+    }
+    return all;
+  }
+
   std::string prefix_, dir_;
   std::vector<std::string> namespaces_;
   std::vector<pid_t> pids_;
 };
 
-TEST_F(NetnsTest, AllreduceAndAllgatherAcrossTwoHosts) {
-  StartIn("c", absl::StrCat(COORDINATOR_BINARY, " --listen=10.231.0.1:7070 --plaintext"),
-          "coordinator");
-  std::vector<pid_t> agents;
-  int octet = 2;
-  for (const char* host : {"a", "b"}) {
-    agents.push_back(StartIn(
-        host,
-        absl::StrCat(AGENT_BINARY,
-                     " --plaintext=true --coordinator=10.231.0.1:7070 --job=netns --nnodes=2",
-                     " --nproc-per-node=2 --node_rank=", octet - 2, " --host=host-", host,
-                     " --data_host=10.231.0.", octet, " -- ", CHECK_RANK_BINARY),
-        absl::StrCat("agent-", host)));
-    ++octet;
-  }
-  std::string all;
-  for (size_t i = 0; i < agents.size(); ++i) {
-    int code = WaitWithTimeout(agents[i], absl::Seconds(60));
-    const std::string log = absl::StrCat(dir_, "/agent-", i == 0 ? "a" : "b");
-    all += ReadFile(log + ".out");
-    EXPECT_EQ(code, 0) << ReadFile(log + ".out") << ReadFile(log + ".err");
-  }
-  for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_THAT(all, HasSubstr(absl::StrCat("check ok on rank ", rank, " of 4 (host host-",
-                                            rank < 2 ? "a" : "b", ")")));
-  }
+// The default data plane across hosts of two ranks each: hierarchical (shared memory within
+// a host, Gloo between the hosts' first ranks), as rank 0's log says.
+TEST_F(NetnsTest, AllreduceAllgatherAndBroadcastAcrossTwoHostsRunHierarchically) {
+  const std::string logs = RunCheckJob("TROIKA_TRANSPORT=auto");
+  EXPECT_THAT(logs, HasSubstr("(4 ranks): 2 nodes: shared memory within a node, Gloo between "
+                              "nodes (allreduce hierarchical, allgather hierarchical)"));
+}
+
+// Horovod's settings at 0 make the same job flat over Gloo.
+TEST_F(NetnsTest, HorovodsHierarchicalSettingsAtZeroRunFlatOverGloo) {
+  const std::string logs =
+      RunCheckJob("HOROVOD_HIERARCHICAL_ALLREDUCE=0 HOROVOD_HIERARCHICAL_ALLGATHER=0");
+  EXPECT_THAT(logs, HasSubstr("(4 ranks): 2 nodes, hierarchical collectives turned off: Gloo"));
 }
 
 }  // namespace

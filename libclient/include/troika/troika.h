@@ -79,9 +79,22 @@ struct Options {
   // Address the other ranks reach this rank's data plane at. TROIKA_DATA_HOST; default
   // 127.0.0.1 when every rank of the job is on this host, else `host`.
   std::string data_host;
-  // Data plane: "gloo" (TCP) or "shm" (shared memory; every rank of the job on one host, else
-  // Init fails saying so; docs/shm.md). TROIKA_TRANSPORT; default "gloo".
-  std::string transport = "gloo";
+  // Data plane (docs/shm.md). "auto", the default, chooses for each communicator (the job's,
+  // each process set's, each elastic generation's) from the hosts of its ranks (`host`):
+  // shared memory when they are all on one host, hierarchical collectives (shared memory
+  // within a host, Gloo between hosts) when they span hosts and some host has several, else
+  // Gloo; Gloo with a warning where /dev/shm is too small for the shared memory. Forced:
+  // "gloo" (TCP), "shm" (every rank of the job on one host, else Init fails saying so; a
+  // too small /dev/shm fails with RESOURCE_EXHAUSTED), "hierarchical". TROIKA_TRANSPORT.
+  std::string transport = "auto";
+  // Where a communicator spans hosts ("auto" and "hierarchical"): allreduce (and
+  // reducescatter), and allgather, through shared memory within each host and Gloo between
+  // the hosts' first ranks (true), or flat over Gloo among every rank (false). Unset: "auto"
+  // is hierarchical when some host has several of the communicator's ranks, "hierarchical"
+  // always. TROIKA_HIERARCHICAL_ALLREDUCE / TROIKA_HIERARCHICAL_ALLGATHER, or Horovod's
+  // HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER: 1 or 0 (true/false).
+  std::optional<bool> hierarchical_allreduce;
+  std::optional<bool> hierarchical_allgather;
   // How long Init waits for the connection to the coordinator (or agent) before failing with
   // UNAVAILABLE naming the address and the cause ("nothing accepts connections there
   // (connection refused)", a failed TLS handshake, ...); at most attach_timeout.
