@@ -1,6 +1,8 @@
 """Horovod's build and feature queries and its timeline calls, answered for Troika.
 
-Troika has one CPU data plane, gloo (TCP), always built and used; no MPI, DDL, oneCCL or ROCm.
+Troika's CPU data planes, always built: shared memory within a host, gloo (TCP) between hosts
+(docs/shm.md; TROIKA_TRANSPORT); no MPI, DDL, oneCCL or ROCm. Horovod's gloo_* queries answer
+True: Troika is what Horovod's Gloo mode is, a launcher without MPI.
 Its GPU data plane (CUDA + NCCL) is built when the build found them (docs/gpu.md):
 ``cuda_built()`` says whether this build has it and ``nccl_built()`` gives, as Horovod's, the
 NCCL version code it was built with (e.g. 22809 for 2.28.9), or 0. The return types are
@@ -64,12 +66,13 @@ def _built(value):
 
 
 def gloo_built():
-    """True: gloo (TCP) is Troika's CPU data plane."""
+    """True: gloo (TCP) is built, Troika's CPU data plane between hosts."""
     return True
 
 
 def gloo_enabled():
-    """True: every job uses gloo for host tensors."""
+    """True: jobs run without MPI, as Horovod's Gloo mode (host tensors move through shared
+    memory within a host and gloo between hosts: docs/shm.md)."""
     return True
 
 
