@@ -26,8 +26,9 @@
 
 ABSL_FLAG(int, np, 4, "number of ranks (threads); with --job_rank, troikarun's -np");
 ABSL_FLAG(std::string, transport, "",
-          "the data plane of both the raw communicator and Troika: gloo (TCP over loopback) or "
-          "shm (shared memory); default: the product's (troika::Options; with --job_rank, "
+          "the data plane of both the raw communicator and Troika: gloo (TCP over loopback), "
+          "shm (shared memory), auto or hierarchical (docs/shm.md); default: the product's "
+          "(troika::Options, auto: shared memory for ranks on one host; with --job_rank, "
           "TROIKA_TRANSPORT if set, as the ranks' library reads it)");
 ABSL_FLAG(bool, job_rank, false,
           "run as one rank of the troikarun job that started this process, so that ranks are "
