@@ -10,8 +10,9 @@ built with `cmake --build B --target troika-bench troika-control-bench troika-co
 troika-example-train troikarun troika-agent`). Each round runs every benchmark once per build,
 the order alternating between rounds, so slow drift on a shared machine hits both alike:
 
-  - troika-bench --np 4: allreduce busbw at 4 B .. 64 MiB, 4-byte latency, many small tensors
-    (the data plane, the client library and an in-process coordinator);
+  - troika-bench --np 4 --schedules=true [--transport T]: allreduce busbw at 4 B .. 64 MiB,
+    4-byte latency, many small tensors (the data plane, the client library and an in-process
+    coordinator);
   - troika-control-bench --np 8 --nodes 2: messages and bytes per step up, direct and through
     agents (the control plane and the agent);
   - troika-load-bench (NEW_BUILD's, against each build's troika-coordinator): steps/s and p50
@@ -31,6 +32,10 @@ import sys
 import tempfile
 
 BENCH_OPS = "allreduce,latency,many_small"
+# troika-bench's flags for both builds: schedules on, the product's default, named because
+# builds from before 2026-11-27 defaulted to off; --transport adds the data plane when given
+# (else each build's own default: Gloo before d483b7d, shared memory on one host after).
+BENCH_FLAGS = ["--schedules=true"]
 
 
 def run(cmd, cwd):
@@ -45,7 +50,7 @@ def run(cmd, cwd):
 def troika_bench(build, figures):
     with tempfile.NamedTemporaryFile(suffix=".csv") as out:
         run([os.path.join(build, "bench/troika-bench"), "--np", "4", "--ops", BENCH_OPS,
-             "--step_factor", "64", "--csv", out.name], build)
+             "--step_factor", "64", "--csv", out.name] + BENCH_FLAGS, build)
         for row in csv.DictReader(open(out.name)):
             op, size = row["op"], int(row["bytes"])
             if op == "allreduce":
@@ -102,7 +107,12 @@ def main():
     parser.add_argument("--base", required=True, help="the build to compare against")
     parser.add_argument("--new", required=True, help="the build under test")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--transport", default=None,
+                        help="troika-bench --transport for both builds (gloo, shm, auto); "
+                             "default: each build's own default")
     args = parser.parse_args()
+    if args.transport:
+        BENCH_FLAGS.extend(["--transport", args.transport])
     builds = {"base": os.path.abspath(args.base), "new": os.path.abspath(args.new)}
     figures = {"base": {}, "new": {}}
     for round_ in range(args.rounds):
