@@ -17,9 +17,9 @@
    API, in alternating blocks in the same ranks of one troikarun -np N job
    (bench/torch_workloads.py: the C++ side is troika-bench's own workloads, in
    libtroika_bench_loop.so). Figure: C++ API time / troika.torch time per workload and call;
-   target >= 0.9. Beside them, troika-bench itself (ranks as threads of one process, its
-   in-process coordinator with the product's defaults: --schedules=true), one run per
-   repetition, for the figures of issue 36's table. --before PYTHONPATH runs another troika
+   target >= 0.9. Beside them, troika-bench itself (troikarun -np N -- troika-bench
+   --job_rank: ranks as processes of a troikarun job, as troika.torch's, with the product's
+   defaults), one run per repetition, for the figures of issue 36's table. --before PYTHONPATH runs another troika
    package's troika.torch (another checkout's build/python) alternately in the same repetitions:
    before and after, side by side. Run with --workloads all (or a list); not by default.
 
@@ -208,11 +208,12 @@ def torch_workloads_run(args, env, pythonpath):
 
 
 def troika_bench_run(args, env):
-    """One troika-bench run of the same workloads (ranks as threads, the product's defaults):
-    {workload: seconds/iteration} of its troika column."""
+    """One troika-bench run of the same workloads (ranks as the processes of a troikarun job,
+    the product's defaults): {workload: seconds/iteration} of its troika column."""
     csv = os.path.join(args.build, "bench", "torch_bench_workloads.csv")
-    run([os.path.join(args.build, "bench", "troika-bench"), "--np", str(args.np),
-         "--schedules=true", "--ops", "allreduce,allgather,broadcast,many_small,latency",
+    run([args.troikarun, "-np", str(args.np), "--",
+         os.path.join(args.build, "bench", "troika-bench"), "--job_rank",
+         "--ops", "allreduce,allgather,broadcast,many_small,latency",
          "--min_bytes", "1MiB", "--max_bytes", "64MiB", "--step_factor", "64", "--csv", csv],
         env)
     rows = {}
@@ -244,7 +245,7 @@ def workloads(args, env):
             state = load()
             if path is None:
                 bench_runs.append(troika_bench_run(args, env))
-                print("run %d troika-bench (threads): %s   (at start: %s)" % (
+                print("run %d troika-bench (processes): %s   (at start: %s)" % (
                     i + 1, ", ".join("%s %.1f us" % (w, 1e6 * t)
                                      for w, t in bench_runs[-1].items()), state), flush=True)
                 continue
@@ -275,7 +276,7 @@ def workloads(args, env):
             print(line, flush=True)
         if bench_runs:
             t = median([b[workload] for b in bench_runs if workload in b])
-            print("%-14s troika-bench (threads) %9.3f %s" % (workload,
+            print("%-14s troika-bench (processes) %9.3f %s" % (workload,
                                                              figure(workload, t, args.np), unit),
                   flush=True)
 
