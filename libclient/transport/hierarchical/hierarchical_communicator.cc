@@ -9,6 +9,20 @@
 #include "absl/strings/str_join.h"
 
 namespace troika::transport {
+namespace {
+
+// True when the nodes' ranks, in node order, are 0..n-1: node-major order is rank order.
+bool NodesAreContiguous(const NodeMap& map) {
+  int next = 0;
+  for (const std::vector<int>& node : map.ranks) {
+    for (int r : node) {
+      if (r != next++) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 HierarchicalCommunicator::HierarchicalCommunicator(int rank, NodeMap map, Parts parts,
                                                    bool hierarchical_allreduce,
@@ -18,7 +32,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(int rank, NodeMap map, Parts 
       node_(map_.node_of[rank]),
       parts_(std::move(parts)),
       hierarchical_allreduce_(hierarchical_allreduce),
-      hierarchical_allgather_(hierarchical_allgather) {}
+      hierarchical_allgather_(hierarchical_allgather),
+      contiguous_(NodesAreContiguous(map_)) {}
 
 absl::Status HierarchicalCommunicator::Run(const char* op, absl::FunctionRef<absl::Status()> body) {
   const std::string where = absl::StrCat(
@@ -81,8 +96,33 @@ absl::Status HierarchicalCommunicator::ReduceScatter(void* data, std::span<const
   });
 }
 
+absl::Status HierarchicalCommunicator::ContiguousAllgatherv(const void* in, void* out,
+                                                            std::span<const size_t> recv_bytes) {
+  // Every node's blocks are consecutive in `out`: gathered in place, no staging.
+  const std::vector<int>& mine = map_.ranks[node_];
+  std::vector<size_t> node_bytes(map_.nodes(), 0);
+  for (int r = 0; r < size(); ++r) node_bytes[map_.node_of[r]] += recv_bytes[r];
+  size_t node_at = 0;
+  for (int k = 0; k < node_; ++k) node_at += node_bytes[k];
+  char* node_out = static_cast<char*>(out) + node_at;
+  if (parts_.local) {
+    std::vector<size_t> local_bytes;
+    for (int r : mine) local_bytes.push_back(recv_bytes[r]);
+    if (absl::Status s = parts_.local->Allgatherv(in, node_out, local_bytes); !s.ok()) return s;
+  } else if (node_bytes[node_] > 0 && in != node_out) {
+    std::memmove(node_out, in, node_bytes[node_]);
+  }
+  if (parts_.cross) {
+    if (absl::Status s = parts_.cross->Allgatherv(node_out, out, node_bytes); !s.ok()) return s;
+  }
+  const size_t total = std::accumulate(node_bytes.begin(), node_bytes.end(), size_t{0});
+  if (parts_.local && map_.nodes() > 1) return parts_.local->Broadcast(out, total, 0);
+  return absl::OkStatus();
+}
+
 absl::Status HierarchicalCommunicator::HierarchicalAllgatherv(const void* in, void* out,
                                                               std::span<const size_t> recv_bytes) {
+  if (contiguous_) return ContiguousAllgatherv(in, out, recv_bytes);
   // The node's blocks, in the order of its ranks, then every node's, in node order.
   const std::vector<int>& mine = map_.ranks[node_];
   std::vector<size_t> local_bytes;

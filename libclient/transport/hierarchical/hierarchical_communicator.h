@@ -8,7 +8,8 @@
 // - Allreduce: allreduce within the node, allreduce between the leaders, broadcast from the
 //   leader within the node. ReduceScatter is that allreduce (every block reduced).
 // - Allgatherv: allgather within the node, allgather of the nodes' blocks between leaders,
-//   reordered by rank on the leader, broadcast within the node.
+//   reordered by rank on the leader, broadcast within the node. Where every node's ranks are
+//   consecutive (ranks 0..k-1 on the first node, and so on), straight into the output.
 // - Broadcast: within the root's node from the root, between leaders from the root's node,
 //   within every other node from its leader.
 // - Alltoallv: flat (every byte crosses to its own destination once; staging it through the
@@ -61,6 +62,8 @@ class HierarchicalCommunicator : public Communicator {
   absl::Status HierarchicalAllreduce(void* data, size_t count, DataType dtype, ReduceOp op);
   absl::Status HierarchicalAllgatherv(const void* in, void* out,
                                       std::span<const size_t> recv_bytes);
+  // HierarchicalAllgatherv when node-major order is rank order: straight into `out`.
+  absl::Status ContiguousAllgatherv(const void* in, void* out, std::span<const size_t> recv_bytes);
   absl::Status HierarchicalBroadcast(void* data, size_t bytes, int root);
   absl::Status HierarchicalBarrier();
   void AbortParts();
@@ -71,6 +74,7 @@ class HierarchicalCommunicator : public Communicator {
   const Parts parts_;
   const bool hierarchical_allreduce_;  // else flat over Gloo
   const bool hierarchical_allgather_;
+  const bool contiguous_;             // the nodes' ranks in node order are 0..n-1
   std::atomic<bool> aborted_{false};  // Abort() was called here
   absl::Status failure_;              // the first error; the collective thread only
 };

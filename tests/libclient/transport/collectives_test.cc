@@ -1,6 +1,7 @@
 // The collective conformance checks (collective_checks.h) over every CPU transport, its ranks
 // as threads of this process: Gloo over 127.0.0.1, shared memory, the in-memory fake, the
-// hierarchical communicator with its ranks on 2 and 3 simulated nodes (simulated_nodes.h),
+// hierarchical communicator with its ranks on 2 and 3 simulated nodes (simulated_nodes.h;
+// interleaved, and in blocks: "2b"),
 // and the default "auto" on one node (shared memory) and on 2 simulated nodes (hierarchical).
 // Each transport connects through an InMemoryStore.
 
@@ -78,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(Shm, CollectivesTest,
                                             ::testing::Values(1, 2, 3, 4, 5, 8)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(Hierarchical, CollectivesTest,
-                         ::testing::Combine(::testing::Values("hierarchical2", "hierarchical3"),
+                         ::testing::Combine(::testing::Values("hierarchical2", "hierarchical3",
+                                                              "hierarchical2b"),
                                             ::testing::Values(1, 2, 3, 4, 5, 8)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(Auto, CollectivesTest,

@@ -142,6 +142,25 @@ TEST_P(FlatSettingsTest, FlatAllreduceAndAllgatherMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FlatSettingsTest, ::testing::Values(4, 5));
 
+// An elastic job's next generation (or a process set) connects under a new store prefix: a
+// new hierarchical communicator of the ranks left, its parts made afresh, while the old one
+// is dead.
+TEST(HierarchicalGenerationsTest, ANewPrefixRebuildsItForTheRanksLeft) {
+  conformance::SimulatedNodesTransport transport(
+      std::make_unique<HierarchicalTransport>(TransportOptions{}), 2);
+  InMemoryStore store;
+  Comms first = conformance::ConnectGroup(transport, store, 5, "data/1/");
+  ASSERT_EQ(first.size(), 5u);
+  conformance::CheckAllreduce(first);
+  for (auto& comm : first) comm->Abort();  // the generation ends
+  int32_t x = 1;
+  EXPECT_FALSE(first[0]->Allreduce(&x, 1, DataType::kInt32, ReduceOp::kSum).ok());
+  Comms second = conformance::ConnectGroup(transport, store, 3, "data/2/");
+  ASSERT_EQ(second.size(), 3u);
+  conformance::CheckAllreduce(second);
+  conformance::CheckAllgatherv(second);
+}
+
 // 4 processes on 2 simulated nodes (ranks 0, 2 on node0; 1, 3 on node1): a rank killed
 // mid-allreduce of 16 MiB fails every survivor within 5 s, on its node and the other, and
 // its node-mate names its pid. Victim 2 leads no node; victim 1 leads node1.
