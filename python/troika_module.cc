@@ -38,6 +38,52 @@ namespace py = pybind11;
 
 namespace {
 
+// A tensor's shape as Python passes it: a torch.Size (a tuple), a tuple or a list of ints,
+// read straight from the sequence's items (pybind11's own vector conversion goes through the
+// generic sequence protocol, ~0.3 us per call for a torch.Size here: every submission pays
+// it, 256 times a step in issue 36's many-small-tensors workload); any other sequence of
+// ints as pybind11 converts it.
+struct Dims {
+  std::vector<int64_t> v;
+};
+
+}  // namespace
+
+namespace pybind11::detail {
+template <>
+struct type_caster<Dims> {
+  PYBIND11_TYPE_CASTER(Dims, const_name("Sequence[int]"));
+  bool load(handle src, bool convert) {
+    if (LoadInts(src.ptr())) return true;
+    list_caster<std::vector<int64_t>, int64_t> generic;  // numpy ints, other sequences
+    if (!generic.load(src, convert)) return false;
+    value.v = std::move(static_cast<std::vector<int64_t>&>(generic));
+    return true;
+  }
+
+ private:
+  // A tuple or list of Python ints into value.v; false (no error set) for anything else.
+  bool LoadInts(PyObject* o) {
+    if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    PyObject** items = PySequence_Fast_ITEMS(o);
+    value.v.resize(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!PyLong_Check(items[i])) return false;
+      const long long d = PyLong_AsLongLong(items[i]);
+      if (d == -1 && PyErr_Occurred()) {  // out of range: as pybind11's conversion fails
+        PyErr_Clear();
+        return false;
+      }
+      value.v[static_cast<size_t>(i)] = d;
+    }
+    return true;
+  }
+};
+}  // namespace pybind11::detail
+
+namespace {
+
 // The exception classes, created at import: TroikaError (a subclass of RuntimeError), and
 // DuplicateNameError and InvalidArgumentError (of TroikaError and ValueError) for a submission
 // refused because its name is in flight (ALREADY_EXISTS) or its arguments are invalid.
@@ -265,6 +311,54 @@ bool AdviseFreshBuffer(uintptr_t address, size_t bytes, bool populate) {
   return huge;
 }
 
+// Context.allreduce without pybind11's dispatch, for the front ends' hot path (issue 36: 256
+// small allreduces a step): _troika.submit_allreduce(context, name, input, output, dtype,
+// shape, op, prescale, postscale, process_set, device, ready_stream), all positional, as
+// Context.allreduce takes them; returns the Handle. pybind11's general dispatcher (argument
+// records, a conversion flag per argument, overload passes) costs more than the conversions
+// themselves; a METH_FASTCALL function reads its arguments straight off the call.
+PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 12) {
+    PyErr_Format(PyExc_TypeError, "submit_allreduce takes 12 positional arguments (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  try {
+    auto& c = py::cast<troika::Context&>(py::handle(args[0]));
+    const std::string name = py::cast<std::string>(py::handle(args[1]));
+    py::detail::type_caster<Dims> shape;
+    if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
+    auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
+    auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
+    const int device = static_cast<int>(integer(10));
+    troika::AllreduceOptions options =
+        MakeAllreduceOptions(static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
+                             py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)),
+                             device, py::cast<uintptr_t>(py::handle(args[11])));
+    PyHandle h = Wrap(c.Allreduce(name, address(2), address(3), ToDataType(integer(4)),
+                                  std::move(static_cast<Dims&>(shape).v), options),
+                      device);
+    return py::cast(std::move(h)).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (py::cast_error& e) {  // as pybind11's dispatcher: a wrong argument type
+    PyErr_SetString(PyExc_TypeError, (std::string("submit_allreduce: ") + e.what()).c_str());
+  } catch (py::reference_cast_error& e) {  // `context` is not a Context (None, say)
+    PyErr_SetString(PyExc_TypeError, "submit_allreduce: the first argument must be a Context");
+  } catch (py::builtin_exception& e) {  // ValueError (ToDataType, ToReduceOp), ...
+    e.set_error();
+  }
+  return nullptr;
+}
+
+PyMethodDef g_fast_functions[] = {
+    {"submit_allreduce",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SubmitAllreduce)), METH_FASTCALL,
+     "Context.allreduce(...) as submit_allreduce(context, name, input, output, dtype, shape, op, "
+     "prescale, postscale, process_set, device, ready_stream), positional only: the same "
+     "submission without pybind11's argument dispatch (the front ends' per-tensor path)"},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 PYBIND11_MODULE(_troika, m) {
@@ -319,6 +413,8 @@ PYBIND11_MODULE(_troika, m) {
         "once per 4 KiB; with populate, its pages mapped now (MADV_POPULATE_WRITE, without the "
         "GIL) rather than inside the collective that writes it. Advice only; returns whether "
         "the kernel took the huge-page advice");
+
+  if (PyModule_AddFunctions(m.ptr(), g_fast_functions) != 0) throw py::error_already_set();
 
   py::class_<PyHandle>(m, "Handle")
       .def("poll", &PyHandle::Poll, "True once the operation finished (never blocks)")
@@ -381,9 +477,9 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "allreduce",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
-             std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
-             int device, uintptr_t ready_stream) {
-            return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+             Dims shape, int op, double prescale, double postscale, int process_set, int device,
+             uintptr_t ready_stream) {
+            return Wrap(c.Allreduce(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape.v),
                                     MakeAllreduceOptions(op, prescale, postscale, process_set,
                                                          device, ready_stream)),
                         device);
@@ -395,8 +491,7 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "allreduce_wait",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
-             std::vector<int64_t> shape, int op, double prescale, double postscale,
-             int process_set) {
+             Dims shape, int op, double prescale, double postscale, int process_set) {
             troika::AllreduceOptions options =
                 MakeAllreduceOptions(op, prescale, postscale, process_set, -1, 0);
             options.wait = true;
@@ -406,7 +501,7 @@ PYBIND11_MODULE(_troika, m) {
             {
               py::gil_scoped_release release;
               troika::Handle h =
-                  c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape), options);
+                  c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape.v), options);
               refused = h.Peek().has_value();
               s = h.Wait();
             }
@@ -420,9 +515,9 @@ PYBIND11_MODULE(_troika, m) {
           "on this thread, with no handle); raises TroikaError if it failed")
       .def(
           "allgather",
-          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
-             std::vector<int64_t> shape, int process_set, int device, uintptr_t ready_stream) {
-            return Wrap(c.Allgather(name, Ptr(in), ToDataType(dtype), std::move(shape),
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype, Dims shape,
+             int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.Allgather(name, Ptr(in), ToDataType(dtype), std::move(shape.v),
                                     MakeOpOptions(process_set, device, ready_stream)),
                         device);
           },
@@ -431,12 +526,12 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "allgather_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
-             size_t out_bytes, int dtype, std::vector<int64_t> shape, int process_set, int device,
+             size_t out_bytes, int dtype, Dims shape, int process_set, int device,
              uintptr_t ready_stream, bool handle_owned_if_too_small) {
             troika::OpOptions options = MakeOpOptions(process_set, device, ready_stream);
             options.handle_owned_if_too_small = handle_owned_if_too_small;
             return Wrap(c.AllgatherInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
-                                        std::move(shape), options),
+                                        std::move(shape.v), options),
                         device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
@@ -448,9 +543,8 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "broadcast",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
-             std::vector<int64_t> shape, int root, int process_set, int device,
-             uintptr_t ready_stream) {
-            return Wrap(c.Broadcast(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape),
+             Dims shape, int root, int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(c.Broadcast(name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape.v),
                                     root, MakeOpOptions(process_set, device, ready_stream)),
                         device);
           },
@@ -459,11 +553,10 @@ PYBIND11_MODULE(_troika, m) {
           py::arg("ready_stream") = 0)
       .def(
           "alltoall",
-          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
-             std::vector<int64_t> shape, std::vector<int64_t> splits, int process_set, int device,
-             uintptr_t ready_stream) {
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype, Dims shape,
+             std::vector<int64_t> splits, int process_set, int device, uintptr_t ready_stream) {
             return Wrap(
-                c.Alltoall(name, Ptr(in), ToDataType(dtype), std::move(shape), std::move(splits),
+                c.Alltoall(name, Ptr(in), ToDataType(dtype), std::move(shape.v), std::move(splits),
                            MakeOpOptions(process_set, device, ready_stream)),
                 device);
           },
@@ -473,10 +566,10 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "alltoall_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
-             size_t out_bytes, int dtype, std::vector<int64_t> shape, std::vector<int64_t> splits,
-             int process_set, int device, uintptr_t ready_stream) {
+             size_t out_bytes, int dtype, Dims shape, std::vector<int64_t> splits, int process_set,
+             int device, uintptr_t ready_stream) {
             return Wrap(c.AlltoallInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
-                                       std::move(shape), std::move(splits),
+                                       std::move(shape.v), std::move(splits),
                                        MakeOpOptions(process_set, device, ready_stream)),
                         device);
           },
@@ -485,10 +578,10 @@ PYBIND11_MODULE(_troika, m) {
           py::arg("process_set") = 0, py::arg("device") = -1, py::arg("ready_stream") = 0)
       .def(
           "reducescatter",
-          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype,
-             std::vector<int64_t> shape, int op, double prescale, double postscale, int process_set,
-             int device, uintptr_t ready_stream) {
-            return Wrap(c.Reducescatter(name, Ptr(in), ToDataType(dtype), std::move(shape),
+          [](troika::Context& c, const std::string& name, uintptr_t in, int dtype, Dims shape,
+             int op, double prescale, double postscale, int process_set, int device,
+             uintptr_t ready_stream) {
+            return Wrap(c.Reducescatter(name, Ptr(in), ToDataType(dtype), std::move(shape.v),
                                         MakeAllreduceOptions(op, prescale, postscale, process_set,
                                                              device, ready_stream)),
                         device);
@@ -500,13 +593,14 @@ PYBIND11_MODULE(_troika, m) {
       .def(
           "reducescatter_into",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out,
-             size_t out_bytes, int dtype, std::vector<int64_t> shape, int op, double prescale,
-             double postscale, int process_set, int device, uintptr_t ready_stream) {
-            return Wrap(c.ReducescatterInto(
-                            name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype), std::move(shape),
-                            MakeAllreduceOptions(op, prescale, postscale, process_set, device,
-                                                 ready_stream)),
-                        device);
+             size_t out_bytes, int dtype, Dims shape, int op, double prescale, double postscale,
+             int process_set, int device, uintptr_t ready_stream) {
+            return Wrap(
+                c.ReducescatterInto(name, Ptr(in), Ptr(out), out_bytes, ToDataType(dtype),
+                                    std::move(shape.v),
+                                    MakeAllreduceOptions(op, prescale, postscale, process_set,
+                                                         device, ready_stream)),
+                device);
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("output_bytes"),
           py::arg("dtype"), py::arg("shape"),

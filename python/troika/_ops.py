@@ -33,7 +33,9 @@ def reduce_op(op, average):
     """Horovod's rule: `op` wins, the deprecated `average` maps to Average/Sum, and the default
     is Average."""
     if average is None:
-        return Average if op is None else check_op(op)
+        if op is None:
+            return Average
+        return op if op is not Adasum else check_op(op)  # check_op raises for Adasum
     if op is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     warnings.warn("Parameter `average` has been replaced with `op` and will be removed",

@@ -115,6 +115,50 @@ def test_into_too_small_fails_only_that_rank(ctx):
     ctx.barrier().wait()
 
 
+def test_allgather_into_handle_owned_if_too_small(ctx):
+    # The same, with the fallback: rank 0's result is handle-owned (its buffer untouched) and
+    # the operation succeeds there too.
+    src = (ctypes.c_int64 * 1)(ctx.rank)
+    rows = ctx.size - 1 if ctx.rank == 0 else ctx.size
+    dst = (ctypes.c_int64 * max(rows, 1))(*([-1] * max(rows, 1)))
+    h = ctx.allgather_into("m.or_owned", addr(src), addr(dst), rows * 8, I64, [1],
+                           handle_owned_if_too_small=True)
+    assert h.wait() is True
+    assert h.output_shape == [ctx.size] and h.output_bytes == ctx.size * 8
+    out = (ctypes.c_int64 * ctx.size)()
+    assert h.copy_output(addr(out), ctypes.sizeof(out)) == ctx.size * 8
+    assert list(out) == list(range(ctx.size))
+    assert (h.output_address == addr(dst)) == (ctx.rank != 0)
+    if ctx.rank == 0:
+        assert list(dst) == [-1] * max(rows, 1)
+
+
+def test_submit_allreduce_fast_path(ctx):
+    # _troika.submit_allreduce: Context.allreduce's submission, positional, without pybind11's
+    # dispatch; shapes as a list, a tuple (torch.Size is one) or another sequence of ints.
+    for i, dims in enumerate(([2, 3], (2, 3), range(2, 4))):
+        buf = floats([ctx.rank + 1.0] * 6)
+        h = _troika.submit_allreduce(ctx, "m.fast.%d" % i, addr(buf), addr(buf), F32, dims,
+                                     _troika.SUM, 1.0, 2, 0, -1, 0)
+        assert isinstance(h, _troika.Handle) and h.wait() is True
+        assert list(buf) == [2.0 * sum(range(1, ctx.size + 1))] * 6
+    buf = floats([1.0])
+    with pytest.raises(TypeError, match="12 positional"):
+        _troika.submit_allreduce(ctx, "m.fast.bad", addr(buf), addr(buf), F32, [1])
+    with pytest.raises(TypeError):
+        _troika.submit_allreduce(ctx, "m.fast.bad", addr(buf), addr(buf), F32, [1.5],
+                                 _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(TypeError):
+        _troika.submit_allreduce(None, "m.fast.bad", addr(buf), addr(buf), F32, [1],
+                                 _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(ValueError, match="dtype"):
+        _troika.submit_allreduce(ctx, "m.fast.bad", addr(buf), addr(buf), 99, [1],
+                                 _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(troika.InvalidArgumentError):  # refused at submission: raises here
+        _troika.submit_allreduce(ctx, "m.fast.null", 0, 0, F32, [4], _troika.SUM, 1.0, 1.0, 0,
+                                 -1, 0)
+
+
 def test_alltoall_and_alltoall_into(ctx):
     n = ctx.size
     # Rank r sends one row [10r + j] to rank j.
