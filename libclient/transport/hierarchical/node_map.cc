@@ -33,7 +33,7 @@ std::string NodeName(const CommunicatorSpec& spec) {
 
 uint64_t FreeShmBytes() {
   struct statvfs st;
-  if (statvfs("/dev/shm", &st) != 0) return std::numeric_limits<uint64_t>::max();
+  if (statvfs("/dev/shm", &st) != 0) return 0;  // no /dev/shm: no shared memory either
   return uint64_t{st.f_bavail} * st.f_frsize;
 }
 
@@ -93,8 +93,8 @@ int NodeShortOfShm(const NodeMap& map) {
 std::string ShortOfShm(const NodeMap& map, int k) {
   const int n = static_cast<int>(map.ranks[k].size());
   return absl::StrCat("/dev/shm on node '", map.names[k], "' has ", map.shm_free[k],
-                      " bytes free, fewer than the ", shm_internal::SegmentBytes(n),
-                      " that the shared memory of its ", n,
+                      " bytes free (0: it cannot be read), fewer than the ",
+                      shm_internal::SegmentBytes(n), " that the shared memory of its ", n,
                       " ranks needs; using Gloo (TCP) instead (enlarge /dev/shm: docker run "
                       "--shm-size, a Kubernetes emptyDir with medium: Memory; docs/shm.md)");
 }

@@ -21,7 +21,7 @@ struct NodeMap {
   std::vector<int> node_of;             // by rank
   std::vector<std::vector<int>> ranks;  // by node: its ranks, ascending; ranks[k][0] leads it
   std::vector<std::string> names;       // by node
-  // By node: the fewest free bytes of /dev/shm that its ranks reported (UINT64_MAX: unknown).
+  // By node: the fewest free bytes of /dev/shm that its ranks reported.
   std::vector<uint64_t> shm_free;
 
   int nodes() const { return static_cast<int>(ranks.size()); }
@@ -34,7 +34,7 @@ struct NodeMap {
 // spec.node, or this host's name when it is empty.
 std::string NodeName(const CommunicatorSpec& spec);
 
-// Free bytes of /dev/shm (statvfs), or UINT64_MAX when it cannot be read.
+// Free bytes of /dev/shm (statvfs), or 0 when it cannot be read (no shared memory there).
 uint64_t FreeShmBytes();
 
 // Builds the map from each rank's (node name, free /dev/shm bytes), by rank.
