@@ -1,5 +1,6 @@
 #include "libclient/transport/hierarchical/hierarchical_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "libclient/transport/hierarchical/pipelined_allreduce.h"
 
 namespace troika::transport {
 namespace {
@@ -65,6 +67,11 @@ void HierarchicalCommunicator::Abort() {
 
 absl::Status HierarchicalCommunicator::HierarchicalAllreduce(void* data, size_t count,
                                                              DataType dtype, ReduceOp op) {
+  const size_t chunk = std::max<size_t>(kPipelineChunkBytes / DataTypeSize(dtype), 1);
+  if (count > 2 * chunk) {
+    return PipelinedAllreduce(parts_.local.get(), parts_.cross.get(), data, count, dtype, op,
+                              chunk);
+  }
   if (parts_.local) {
     if (absl::Status s = parts_.local->Allreduce(data, count, dtype, op); !s.ok()) return s;
   }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <limits>
@@ -18,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "libclient/transport/hierarchical/node_map.h"
+#include "libclient/transport/hierarchical/pipelined_allreduce.h"
 #include "libclient/transport/memory/in_memory_store.h"
 #include "libclient/transport/shm/shm_segment.h"
 #include "tests/libclient/transport/collective_checks.h"
@@ -141,6 +143,41 @@ TEST_P(FlatSettingsTest, FlatAllreduceAndAllgatherMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FlatSettingsTest, ::testing::Values(4, 5));
+
+// Tensors above 2 chunks take the pipelined allreduce (pipelined_allreduce.h): 3 chunks and a
+// ragged one of float32, and of int64, summed and maxed, on nodes of several ranks, of one
+// rank (a leader with no node-mates) and in blocks.
+class PipelinedAllreduceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelinedAllreduceTest, LargeAllreducesMatchReference) {
+  auto transport = conformance::CreateTestTransport(GetParam());
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  InMemoryStore store;
+  const int n = 4;
+  Comms comms = conformance::ConnectGroup(**transport, store, n, "pipe/");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+  const size_t floats = 3 * (kPipelineChunkBytes / 4) + 12345;
+  const size_t longs = 2 * (kPipelineChunkBytes / 8) + 7;
+  conformance::OnEveryRank(comms, [&](int r) {
+    std::vector<float> f(floats);
+    for (size_t i = 0; i < floats; ++i) f[i] = static_cast<float>((r + 1) * (i % 13));
+    ASSERT_TRUE(comms[r]->Allreduce(f.data(), floats, DataType::kFloat32, ReduceOp::kSum).ok());
+    for (size_t i = 0; i < floats; ++i) {
+      ASSERT_EQ(f[i], static_cast<float>(10 * (i % 13))) << "rank " << r << " element " << i;
+    }
+    std::vector<int64_t> l(longs);
+    for (size_t i = 0; i < longs; ++i) l[i] = static_cast<int64_t>((i + r) % 17);
+    ASSERT_TRUE(comms[r]->Allreduce(l.data(), longs, DataType::kInt64, ReduceOp::kMax).ok());
+    for (size_t i = 0; i < longs; ++i) {
+      int64_t expected = 0;
+      for (int q = 0; q < n; ++q) expected = std::max<int64_t>(expected, (i + q) % 17);
+      ASSERT_EQ(l[i], expected) << "rank " << r << " element " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, PipelinedAllreduceTest,
+                         ::testing::Values("hierarchical2", "hierarchical3", "hierarchical2b"));
 
 // An elastic job's next generation (or a process set) connects under a new store prefix: a
 // new hierarchical communicator of the ranks left, its parts made afresh, while the old one
