@@ -15,6 +15,14 @@ std::optional<std::string> HangDetector::Deadlock(const std::set<int>& departed,
   return deadlocks_.Check(negotiation_.NegotiatedPending(), departed, size);
 }
 
+absl::Time HangDetector::FirstCheck(absl::Time now) const {
+  const absl::Duration first = FirstDeadline();
+  if (!negotiation_.has_pending() || first == absl::InfiniteDuration()) {
+    return absl::InfiniteFuture();
+  }
+  return now + first;
+}
+
 HangDetector::Stalls HangDetector::InspectStalls(absl::Time now) {
   const std::vector<PendingTensor> pending = negotiation_.Pending();
   const StallReport report = stalls_.Inspect(pending, now);

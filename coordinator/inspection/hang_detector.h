@@ -50,6 +50,9 @@ class HangDetector {
   absl::Time NextCheck() const { return stalls_.NextCheck(negotiation_.Pending()); }
   // The shortest time after a tensor's first arrival that an inspection can report it.
   absl::Duration FirstDeadline() const { return stalls_.FirstDeadline(); }
+  // When tensors submitted at `now` can first be reported: now + FirstDeadline() while any
+  // tensor is pending; InfiniteFuture when none is, or stalls are never reported.
+  absl::Time FirstCheck(absl::Time now) const;
 
  private:
   const JobNegotiation& negotiation_;

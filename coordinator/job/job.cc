@@ -33,12 +33,15 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                    negotiation_.set_options(options);
                    SyncSettingsLocked();  // tuning may have ended
                  }),
-      flush_timer_(scheduler, clock, mu_, JobTimer::Rearm::kKeepEarlier, [this] { FlushLocked(); }),
-      stall_timer_(scheduler, clock, mu_, JobTimer::Rearm::kReplace,
-                   [this] {
-                     InspectStallsLocked();
-                     lifecycle_.MaybeDone();
-                   }),
+      flush_timer_(
+          scheduler, clock, mu_, JobTimer::Rearm::kKeepEarlier, [this] { return weak_from_this(); },
+          [this] { FlushLocked(); }),
+      stall_timer_(
+          scheduler, clock, mu_, JobTimer::Rearm::kReplace, [this] { return weak_from_this(); },
+          [this] {
+            InspectStallsLocked();
+            lifecycle_.MaybeDone();
+          }),
       roster_(name_, size, options.epoch, scheduler),
       sessions_(name_, size, telemetry_.SettingsFor(negotiation_.options())),
       generations_(size, options, clock.Now()),
@@ -198,10 +201,7 @@ absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> 
   if (lifecycle_.state() == State::kAborted) return absl::OkStatus();
   // A tensor that became pending now can be reported no sooner than this; the timer re-arms
   // itself from the inspector's NextCheck, so one armed timer covers every pending tensor.
-  if (!stall_timer_.armed() && negotiation_.has_pending()) {
-    const absl::Duration first = hangs_.FirstDeadline();
-    if (first != absl::InfiniteDuration()) stall_timer_.Arm(now + first, weak_from_this());
-  }
+  if (!stall_timer_.armed()) stall_timer_.Arm(hangs_.FirstCheck(now));
   return absl::OkStatus();
 }
 
@@ -253,10 +253,7 @@ absl::Status Job::ReportExec(session::SessionSink* sink, const ExecReport& repor
       !s.ok()) {
     return invalid(s);
   }
-  if (!stall_timer_.armed() && waiting) {
-    const absl::Time next = hangs_.NextCheck();
-    if (next != absl::InfiniteFuture()) stall_timer_.Arm(next, weak_from_this());
-  }
+  if (waiting && !stall_timer_.armed()) stall_timer_.Arm(hangs_.NextCheck());
   return absl::OkStatus();
 }
 
@@ -453,7 +450,7 @@ void Job::FlushLocked() {
     if (!admit) negotiation_.MaybePublishSchedule([this] { return CanTakeScheduleLocked(); });
   }
   if (admit) return AdmitJoinersLocked();
-  if (next != absl::InfiniteFuture()) flush_timer_.Arm(next, weak_from_this());
+  flush_timer_.Arm(next);
 }
 
 bool Job::CanTakeScheduleLocked() const {
@@ -479,9 +476,7 @@ void Job::InspectStallsLocked() {
   if (stalls.abort) return AbortLocked(AbortCause::kStall, *stalls.abort);
   if (stalls.warning) TROIKA_LOG(WARNING) << "job '" << name_ << "': " << *stalls.warning;
   // A timer that finds nothing pending does not re-arm, so an idle job wakes at most once more.
-  if (stalls.next_check != absl::InfiniteFuture()) {
-    stall_timer_.Arm(stalls.next_check, weak_from_this());
-  }
+  stall_timer_.Arm(stalls.next_check);
 }
 
 void Job::CheckDeadlockLocked() {
@@ -531,21 +526,8 @@ JobInfo Job::Describe() const {
   info.generation_cause = generations_.cause();
   info.abort_reason = lifecycle_.abort_reason();
   info.age = now - generations_.created_at();
-  info.ranks.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    RankInfo& rank = info.ranks[r];
-    rank.rank = r;
-    if (const std::string* host = roster_.host(r)) {
-      rank.host = *host;
-      rank.attached = true;
-    }
-    if (const Membership* membership = roster_.membership(r)) {
-      rank.local_rank = membership->local_rank;
-      rank.cross_rank = membership->cross_rank;
-    }
-    rank.connected = sessions_.connected(r);
-    rank.departed = roster_.departed(r);
-  }
+  info.ranks = roster_.Describe();
+  for (RankInfo& rank : info.ranks) rank.connected = sessions_.connected(rank.rank);
   for (const PendingTensor& tensor : negotiation_.Pending()) {
     info.pending.push_back({tensor.name, now - tensor.first_arrival, tensor.missing_ranks});
   }

@@ -90,6 +90,24 @@ void Roster::Split(std::vector<int>* missing, std::vector<int>* attached) const 
   for (int r = 0; r < size_; ++r) (hosts_.count(r) ? attached : missing)->push_back(r);
 }
 
+std::vector<RankInfo> Roster::Describe() const {
+  std::vector<RankInfo> ranks(size_);
+  for (int r = 0; r < size_; ++r) {
+    RankInfo& rank = ranks[r];
+    rank.rank = r;
+    if (const std::string* on = host(r)) {
+      rank.host = *on;
+      rank.attached = true;
+    }
+    if (const Membership* m = membership(r)) {
+      rank.local_rank = m->local_rank;
+      rank.cross_rank = m->cross_rank;
+    }
+    rank.departed = departed(r);
+  }
+  return ranks;
+}
+
 const std::string* Roster::host(int rank) const {
   auto it = hosts_.find(rank);
   return it == hosts_.end() ? nullptr : &it->second;

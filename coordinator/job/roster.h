@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
+#include "coordinator/job/job_info.h"
 
 namespace troika::coordinator {
 
@@ -63,6 +64,9 @@ class Roster {
   const std::string* host(int rank) const;
   // Rank `rank`'s membership, or nullptr before Complete.
   const Membership* membership(int rank) const;
+  // Every rank for operators (JobInfo): its host once attached, local and cross rank once
+  // complete, whether it departed. Not whether it is in session (Sessions knows).
+  std::vector<RankInfo> Describe() const;
 
   // Reserves `nproc` consecutive ranks for a node: block `node_rank`, or the lowest free one
   // if -1 (the same host asking again gets its block again). RESOURCE_EXHAUSTED when no

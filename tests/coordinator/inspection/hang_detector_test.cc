@@ -70,8 +70,10 @@ TEST_F(HangDetectorTest, AStalledTensorIsWarnedAboutOnceThenEndsTheJobPastTheShu
                      /*deadlock_detection=*/true);
   EXPECT_EQ(hangs.FirstDeadline(), absl::Seconds(60));
   EXPECT_EQ(hangs.NextCheck(), absl::InfiniteFuture()) << "nothing pending";
+  EXPECT_EQ(hangs.FirstCheck(kT0), absl::InfiniteFuture()) << "nothing pending";
   Submit("a", 0);
   EXPECT_EQ(hangs.NextCheck(), kT0 + absl::Seconds(60));
+  EXPECT_EQ(hangs.FirstCheck(kT0 + absl::Seconds(1)), kT0 + absl::Seconds(61));
   HangDetector::Stalls stalls = hangs.InspectStalls(kT0 + absl::Seconds(30));
   EXPECT_FALSE(stalls.warning);
   EXPECT_EQ(stalls.next_check, kT0 + absl::Seconds(60));

@@ -20,14 +20,16 @@ class JobTimerTest : public ::testing::Test {
  protected:
   // A timer whose fire records that it ran and whether it was still armed then.
   std::unique_ptr<JobTimer> MakeTimer(JobTimer::Rearm rearm) {
-    return std::make_unique<JobTimer>(scheduler_, clock_, mu_, rearm, [this] {
-      armed_when_fired_ = timer_->armed();
-      fired_.set_value(++fires_);
-    });
+    return std::make_unique<JobTimer>(
+        scheduler_, clock_, mu_, rearm, [this] { return owner_; },
+        [this] {
+          armed_when_fired_ = timer_->armed();
+          fired_.set_value(++fires_);
+        });
   }
   void Arm(absl::Time due) {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(due, owner_);
+    timer_->Arm(due);
   }
   // Waits (not-hung bound) for the next fire; false if none came.
   bool Fired() {
@@ -47,8 +49,9 @@ class JobTimerTest : public ::testing::Test {
 
   Scheduler scheduler_;
   FakeClock clock_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::mutex mu_;
-  std::shared_ptr<int> owner_ = std::make_shared<int>(0);
+  std::weak_ptr<const void> owner_ = alive_;
   std::unique_ptr<JobTimer> timer_;
   std::promise<int> fired_;
   int fires_ = 0;
@@ -79,15 +82,15 @@ TEST_F(JobTimerTest, KeepEarlierKeepsTheEarlierTime) {
   const absl::Time now = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(mu_);  // nothing fires before the checks
-    timer_->Arm(now + kNever, owner_);
-    timer_->Arm(now, owner_);  // earlier: replaces
+    timer_->Arm(now + kNever);
+    timer_->Arm(now);  // earlier: replaces
     EXPECT_EQ(timer_->due(), now);
   }
   ASSERT_TRUE(Fired());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(now, owner_);
-    timer_->Arm(now + kNever, owner_);  // later: the armed one stays
+    timer_->Arm(now);
+    timer_->Arm(now + kNever);  // later: the armed one stays
     EXPECT_EQ(timer_->due(), now);
   }
   EXPECT_TRUE(Fired());
@@ -99,15 +102,15 @@ TEST_F(JobTimerTest, ReplaceTakesTheLastTime) {
   const absl::Time now = clock_.Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(now + kNever, owner_);
-    timer_->Arm(now, owner_);
+    timer_->Arm(now + kNever);
+    timer_->Arm(now);
     EXPECT_EQ(timer_->due(), now);
   }
   ASSERT_TRUE(Fired());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(now + kNever, owner_);
-    timer_->Arm(now + 2 * kNever, owner_);  // later: replaces
+    timer_->Arm(now + kNever);
+    timer_->Arm(now + 2 * kNever);  // later: replaces
     EXPECT_EQ(timer_->due(), now + 2 * kNever);
   }
   EXPECT_EQ(FiresAfterDrain(), 1);
@@ -116,11 +119,22 @@ TEST_F(JobTimerTest, ReplaceTakesTheLastTime) {
   EXPECT_EQ(scheduler_.pending(), 1u) << "the replaced task was cancelled";
 }
 
+TEST_F(JobTimerTest, ArmingForTheInfiniteFutureArmsNothing) {
+  timer_ = MakeTimer(JobTimer::Rearm::kReplace);
+  std::lock_guard<std::mutex> lock(mu_);
+  timer_->Arm(absl::InfiniteFuture());
+  EXPECT_FALSE(timer_->armed());
+  timer_->Arm(clock_.Now() + kNever);
+  timer_->Arm(absl::InfiniteFuture());
+  EXPECT_EQ(timer_->due(), clock_.Now() + kNever) << "the armed one stays";
+}
+
+// Its task may have begun already (waiting for the lock): it still does nothing.
 TEST_F(JobTimerTest, CancelledTimerDoesNothing) {
   timer_ = MakeTimer(JobTimer::Rearm::kKeepEarlier);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(clock_.Now(), owner_);
+    timer_->Arm(clock_.Now());
     timer_->Cancel();
     EXPECT_FALSE(timer_->armed());
   }
@@ -129,11 +143,10 @@ TEST_F(JobTimerTest, CancelledTimerDoesNothing) {
 
 TEST_F(JobTimerTest, TimerOfAnOwnerThatIsGoneDoesNothing) {
   timer_ = MakeTimer(JobTimer::Rearm::kReplace);
-  std::weak_ptr<int> gone = owner_;
-  owner_.reset();
+  alive_.reset();  // the owner is asked when the task is scheduled: gone already
   {
     std::lock_guard<std::mutex> lock(mu_);
-    timer_->Arm(clock_.Now(), gone);
+    timer_->Arm(clock_.Now());
   }
   EXPECT_EQ(FiresAfterDrain(), 0);
 }

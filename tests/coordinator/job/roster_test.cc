@@ -110,6 +110,30 @@ TEST_F(RosterTest, NodeBlocksAreReservedOncePerHost) {
   EXPECT_EQ(restored.Reserve("y", 2, -1, &added)->first_rank, 2);
 }
 
+TEST_F(RosterTest, DescribeGivesEachRanksHostMembershipAndDeparture) {
+  Roster roster("j", 3, 1, scheduler_);
+  Answer a, b;
+  roster.Wait({0, 1}, "x", absl::Seconds(30), Into(&a), never_);
+  std::vector<RankInfo> ranks = roster.Describe();
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[1].host, "x");
+  EXPECT_TRUE(ranks[1].attached);
+  EXPECT_EQ(ranks[1].local_rank, -1) << "not complete yet";
+  EXPECT_FALSE(ranks[2].attached);
+  EXPECT_EQ(ranks[2].host, "");
+  roster.Wait({2}, "y", absl::Seconds(30), Into(&b), never_);
+  roster.Complete();
+  roster.Depart(0);
+  ranks = roster.Describe();
+  EXPECT_EQ(ranks[2].rank, 2);
+  EXPECT_EQ(ranks[2].local_rank, 0);
+  EXPECT_EQ(ranks[2].cross_rank, 1);
+  EXPECT_EQ(ranks[1].local_rank, 1);
+  EXPECT_TRUE(ranks[0].departed);
+  EXPECT_FALSE(ranks[1].departed);
+  EXPECT_FALSE(ranks[1].connected) << "Sessions' to say";
+}
+
 TEST_F(RosterTest, DepartedRanksAreCountedOnce) {
   Roster roster("j", 2, 1, scheduler_);
   EXPECT_TRUE(roster.Depart(1));
