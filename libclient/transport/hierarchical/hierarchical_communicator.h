@@ -6,7 +6,9 @@
 //   with one node);
 // - flat: Gloo among every rank, for alltoallv and for the collectives set to run flat.
 // - Allreduce: allreduce within the node, allreduce between the leaders, broadcast from the
-//   leader within the node. ReduceScatter is that allreduce (every block reduced).
+//   leader within the node; above two chunks pipelined chunk by chunk, the leaders' part on a
+//   helper thread of the leader (pipelined_allreduce.h). ReduceScatter is that allreduce
+//   (every block reduced).
 // - Allgatherv: allgather within the node, allgather of the nodes' blocks between leaders,
 //   reordered by rank on the leader, broadcast within the node. Where every node's ranks are
 //   consecutive (ranks 0..k-1 on the first node, and so on), straight into the output.
