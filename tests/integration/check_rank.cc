@@ -1,5 +1,6 @@
 // troika-test-check-rank: a rank that checks an allreduce, an allgather and a broadcast against
-// the values every rank must see, prints "check ok" (with its host and data plane) and exits 0,
+// the values every rank must see (and, with 3 ranks or more, an allreduce in a process set of
+// all but the last rank), prints "check ok" (with its host and data plane) and exits 0,
 // or prints what differed and exits 1.
 
 #include <cstdint>
@@ -65,6 +66,33 @@ int main() {
   }
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != pattern(i)) return std::fprintf(stderr, "broadcast byte %zu wrong\n", i), 1;
+  }
+  // With 3 ranks or more, a process set of every rank but the last (its own communicator,
+  // its data plane chosen from its own ranks' hosts): a 10 MiB allreduce in it.
+  if (size >= 3) {
+    std::vector<int> members;
+    for (int r = 0; r + 1 < size; ++r) members.push_back(r);
+    absl::StatusOr<int> set = c.AddProcessSet(members);
+    if (!set.ok()) return std::fprintf(stderr, "add set: %s\n", set.status().ToString().c_str()), 1;
+    if (rank + 1 < size) {
+      std::vector<int32_t> values(10 << 18, rank + 1);
+      if (absl::Status s = c.Allreduce("check/set_allreduce", values.data(), values.data(),
+                                       troika::DataType::kInt32,
+                                       {static_cast<int64_t>(values.size())}, {.process_set = *set})
+                               .Wait();
+          !s.ok()) {
+        return std::fprintf(stderr, "set allreduce: %s\n", s.ToString().c_str()), 1;
+      }
+      const int32_t expected = (size - 1) * size / 2;
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] != expected) {
+          return std::fprintf(stderr, "set allreduce element %zu: %d\n", i, values[i]), 1;
+        }
+      }
+    }
+    if (absl::Status s = c.RemoveProcessSet(*set); !s.ok()) {
+      return std::fprintf(stderr, "remove set: %s\n", s.ToString().c_str()), 1;
+    }
   }
   std::printf("check ok on rank %d of %d (host %s), data plane %s\n", rank, size,
               options->host.c_str(), options->transport.c_str());

@@ -134,6 +134,9 @@ TEST_F(NetnsTest, AllreduceAllgatherAndBroadcastAcrossTwoHostsRunHierarchically)
   const std::string logs = RunCheckJob("TROIKA_TRANSPORT=auto");
   EXPECT_THAT(logs, HasSubstr("(4 ranks): 2 nodes: shared memory within a node, Gloo between "
                               "nodes (allreduce hierarchical, allgather hierarchical)"));
+  // The process set of ranks 0-2 (check_rank.cc): 2 on host-a, 1 on host-b, chosen alike.
+  EXPECT_THAT(logs, HasSubstr("(3 ranks): 2 nodes: shared memory within a node, Gloo between "
+                              "nodes"));
 }
 
 // Horovod's settings at 0 make the same job flat over Gloo.
