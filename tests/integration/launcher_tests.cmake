@@ -40,8 +40,10 @@ troika_test(netns_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/netns_test.cc
 target_compile_definitions(netns_test PRIVATE
   COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
   AGENT_BINARY="$<TARGET_FILE:troika-agent>"
-  CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
-add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-rank)
+  CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>"
+  FAULT_RANK_BINARY="$<TARGET_FILE:troika-test-fault-rank>")
+add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-rank
+  troika-test-fault-rank)
 
 # User scenarios (tests/integration/scenarios.h) behind agents, launched by troikarun.
 add_executable(troika-test-scenario-rank ${CMAKE_CURRENT_LIST_DIR}/scenario_rank.cc)
