@@ -7,8 +7,10 @@
 #include <limits>
 #include <map>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "libclient/transport/shm/shm_segment.h"
@@ -55,27 +57,59 @@ NodeMap MakeNodeMap(const std::vector<std::string>& node_by_rank,
   return map;
 }
 
+namespace {
+
+// "<free bytes> <escaped node>" per rank, one line each, as rank 0 publishes them.
+std::string Report(uint64_t free, const std::string& node) {
+  return absl::StrCat(free, " ", absl::CEscape(node));
+}
+
+absl::Status ParseReport(int r, const std::string& line, std::vector<uint64_t>& free,
+                         std::vector<std::string>& nodes) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+  if (!absl::SimpleAtoi(parts.first, &free[r]) || !absl::CUnescape(parts.second, &nodes[r])) {
+    return absl::InternalError(absl::StrCat("rank ", r, " said its node as '", line, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Named(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
 absl::StatusOr<NodeMap> ExchangeNodes(const CommunicatorSpec& spec, Store& store) {
+  // Every rank sets its report; rank 0 reads them all and publishes them in one key, which the
+  // others read: 2n store calls, not n^2.
   const std::string prefix = absl::StrCat(spec.store_prefix, "node/");
-  RETURN_IF_ERROR(store.Set(absl::StrCat(prefix, spec.rank),
-                            absl::StrCat(FreeShmBytes(), " ", NodeName(spec))));
+  const std::string all_key = absl::StrCat(prefix, "all");
   std::vector<std::string> nodes(spec.size);
   std::vector<uint64_t> free(spec.size);
   const absl::Time deadline = absl::Now() + spec.timeout;
-  for (int r = 0; r < spec.size; ++r) {
-    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
-    absl::StatusOr<std::string> value = store.Get(absl::StrCat(prefix, r), left);
-    if (!value.ok()) {
-      return absl::Status(
-          value.status().code(),
-          absl::StrCat("waiting for rank ", r, " to say its node: ", value.status().message()));
+  auto left = [&] { return std::max(deadline - absl::Now(), absl::Milliseconds(1)); };
+  if (spec.rank != 0) {
+    RETURN_IF_ERROR(
+        store.Set(absl::StrCat(prefix, spec.rank), Report(FreeShmBytes(), NodeName(spec))));
+    absl::StatusOr<std::string> all = store.Get(all_key, left());
+    if (!all.ok()) return Named("waiting for rank 0 to publish every rank's node", all.status());
+    std::vector<std::string> lines = absl::StrSplit(*all, '\n');
+    if (lines.size() != static_cast<size_t>(spec.size)) {
+      return absl::InternalError(
+          absl::StrCat("rank 0 published ", lines.size(), " nodes for ", spec.size, " ranks"));
     }
-    std::pair<std::string, std::string> parts = absl::StrSplit(*value, absl::MaxSplits(' ', 1));
-    if (!absl::SimpleAtoi(parts.first, &free[r])) {
-      return absl::InternalError(absl::StrCat("rank ", r, " said its node as '", *value, "'"));
-    }
-    nodes[r] = parts.second;
+    for (int r = 0; r < spec.size; ++r) RETURN_IF_ERROR(ParseReport(r, lines[r], free, nodes));
+    return MakeNodeMap(nodes, free);
   }
+  std::vector<std::string> lines = {Report(FreeShmBytes(), NodeName(spec))};
+  for (int r = 1; r < spec.size; ++r) {
+    absl::StatusOr<std::string> value = store.Get(absl::StrCat(prefix, r), left());
+    if (!value.ok())
+      return Named(absl::StrCat("waiting for rank ", r, " to say its node"), value.status());
+    lines.push_back(*value);
+  }
+  for (int r = 0; r < spec.size; ++r) RETURN_IF_ERROR(ParseReport(r, lines[r], free, nodes));
+  RETURN_IF_ERROR(store.Set(all_key, absl::StrJoin(lines, "\n")));
   return MakeNodeMap(nodes, free);
 }
 

@@ -41,8 +41,10 @@ uint64_t FreeShmBytes();
 NodeMap MakeNodeMap(const std::vector<std::string>& node_by_rank,
                     const std::vector<uint64_t>& free_by_rank);
 
-// Publishes this rank's node and free /dev/shm under "<spec.store_prefix>node/<rank>" and
-// reads every rank's; the Store's error (DEADLINE_EXCEEDED after spec.timeout) otherwise.
+// Publishes this rank's node and free /dev/shm under "<spec.store_prefix>node/<rank>"; rank 0
+// reads every rank's and publishes them all under "<spec.store_prefix>node/all", which the
+// others read (2n store calls per communicator). The Store's error (DEADLINE_EXCEEDED after
+// spec.timeout, naming the rank waited for) otherwise.
 absl::StatusOr<NodeMap> ExchangeNodes(const CommunicatorSpec& spec, Store& store);
 
 // The data plane the "auto" transport gives a communicator with this map.
