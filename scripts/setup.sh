@@ -13,9 +13,13 @@
 #                 build/venv with kubernetes-validate and PyYAML from PyPI, TensorFlow
 #                 (tensorflow-cpu 2.21, tf_keras, pytest) in build/venv and TensorFlow 2.16
 #                 in build/venv-tf216 for troika.tensorflow's tests (about 3 GB, a minute
-#                 on a fast link), and the wheels `pip install .` builds with in
-#                 build/wheelhouse), Open MPI (troika-mpi-bench, for bench/shm_compare.py),
-#                 then build everything: the programs, the tests and the benchmarks
+#                 on a fast link), torch 2.15 (PyPI's, the CUDA build, which runs on CPU
+#                 too) with Keras 3.15 and pytest in build/venv-torch2 for troika.keras on
+#                 Keras' torch backend and troika.torch on torch 2 (about 3 GB to download,
+#                 5.5 GB installed, under 2 minutes on a fast link), and the wheels
+#                 `pip install .` builds with in build/wheelhouse), Open MPI
+#                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
+#                 programs, the tests and the benchmarks
 set -euo pipefail
 
 PACKAGES=(
@@ -46,6 +50,11 @@ KUBERNETES_VALIDATE_VERSION=1.37.0
 # on (docs/tensorflow.md).
 TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.21.*" "tf_keras==2.21.*" pytest==8.3.3)
 OLDEST_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.16.*" pytest==8.3.3)
+# troika.keras on Keras 3's torch backend, and troika.torch on torch 2 (Debian's python3-torch is
+# 1.13; every Keras 3 needs torch >= 2.1): build/venv-torch2, from /usr/bin/python3 so that the
+# module built for Debian's Python loads there. PyPI's Linux torch is the CUDA build (its nvidia-*
+# packages are needed to import it); it runs on CPU.
+TORCH2_REQUIREMENTS=("torch==2.15.*" "keras==3.15.*" pytest==8.3.3)
 # The build requirements of `pip install .` (pyproject.toml), downloaded into build/wheelhouse
 # for the test that installs the package offline (tests/python/check_pip_install.sh).
 PIP_BUILD_REQUIREMENTS=(scikit-build-core==1.1.2 pybind11==3.1.0)
@@ -89,19 +98,22 @@ if [[ "$mode" == "--test-tools" ]]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check \
       "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" pyyaml==6.0.3
   fi
-  # $1: the venv, $2: the version prefix wanted, then the requirements. Reads the installed
-  # version without importing TensorFlow (seconds).
-  install_tensorflow() {
-    local env=$1 prefix=$2
-    shift 2
-    if ! "$env/bin/python" -c "import importlib.metadata as m, sys; sys.exit(not m.version('tensorflow-cpu').startswith('$prefix'))" 2>/dev/null; then
+  # $1: the venv, $2: the package whose version says whether it is there, $3: the version
+  # prefix wanted, then the requirements. Reads the installed version without importing the
+  # package (seconds); says how long an install took.
+  install_into() {
+    local env=$1 package=$2 prefix=$3 start=$SECONDS
+    shift 3
+    if ! "$env/bin/python" -c "import importlib.metadata as m, sys; sys.exit(not m.version('$package').startswith('$prefix'))" 2>/dev/null; then
       echo "setup: installing $* into $env"
       [[ -x "$env/bin/pip" ]] || /usr/bin/python3 -m venv "$env"
       "$env/bin/pip" install --quiet --disable-pip-version-check "$@"
+      echo "setup: $env installed in $((SECONDS - start)) s"
     fi
   }
-  install_tensorflow "$venv" 2.21. "${TENSORFLOW_REQUIREMENTS[@]}"
-  install_tensorflow "$root/build/venv-tf216" 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
+  install_into "$venv" tensorflow-cpu 2.21. "${TENSORFLOW_REQUIREMENTS[@]}"
+  install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
+  install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
   wheelhouse="$root/build/wheelhouse"
   if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
     echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
