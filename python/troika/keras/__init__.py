@@ -3,7 +3,8 @@ changing its import line to ``import troika.keras as hvd`` (or ``troika.tensorfl
 same module's names).
 
 It serves the Keras that ``tf.keras`` is (troika.keras._selection): Keras 3 with the TensorFlow
-backend (troika.keras.keras3, over troika.tensorflow's ops; keras3._backend says which
+backend (troika.keras.keras3, over troika.tensorflow's ops) or with the torch backend
+(``KERAS_BACKEND=torch``: the same modules over troika.torch; keras3._backend says which
 backend's functions are used, other backends raise ImportError), or, when TensorFlow routes
 ``tf.keras`` to Keras 2 (``TF_USE_LEGACY_KERAS=1``, the ``tf_keras`` package), Keras 2
 (troika.keras.keras2), with Horovod's Keras 2 behaviour. The names are Horovod's (the union of
@@ -28,11 +29,13 @@ if KERAS2:
     from troika.keras.keras2.optimizer import DistributedOptimizer, PartialDistributedOptimizer
     from troika.keras.keras2.functions import (allreduce, allgather, broadcast, reducescatter,
                                                broadcast_global_variables, load_model)
+    from troika.tensorflow.functions import broadcast_variables
 else:
     from troika.keras.keras3._backend import Compression
     from troika.keras.keras3.optimizer import DistributedOptimizer, PartialDistributedOptimizer
     from troika.keras.keras3.functions import (allreduce, allgather, broadcast, reducescatter,
-                                               broadcast_global_variables, load_model)
+                                               broadcast_global_variables, broadcast_variables,
+                                               load_model)
 from troika.keras import callbacks, elastic  # noqa: E402
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     # Keras.
     "DistributedOptimizer", "PartialDistributedOptimizer", "callbacks", "elastic", "load_model",
     "allreduce", "allgather", "broadcast", "reducescatter", "broadcast_global_variables",
+    "broadcast_variables",
     # The build.
     "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",
     "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built", "start_timeline",

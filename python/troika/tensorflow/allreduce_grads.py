@@ -12,6 +12,7 @@ as its gradient is produced.
 
 import tensorflow as tf
 
+from troika._grouping import plan
 from troika._ops import Average
 from troika.tensorflow.collectives import allreduce, grouped_allreduce, size_op
 
@@ -21,36 +22,6 @@ def var_key(variable):
     cause of horovod#4290), so its identity (the caller keeps the variable alive)."""
     ref = getattr(variable, "ref", None)
     return ref() if ref is not None else ("id", id(variable))
-
-
-def _split(items, n):
-    """`items` in `n` consecutive groups of near-equal size (the first ones one longer)."""
-    q, r = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + q + (1 if i < r else 0)
-        if end > start:
-            out.append(items[start:end])
-        start = end
-    return out
-
-
-def _plan(grads, variables, groups, group_keys):
-    """The positions of the gradients to allreduce (not None), and how to group them: None
-    (each alone), or a tuple of tuples of positions, each one grouped allreduce."""
-    present = tuple(i for i, g in enumerate(grads) if g is not None)
-    if groups is None:
-        return present, None
-    if group_keys is None:
-        return present, tuple(tuple(s) for s in _split(list(present), groups))
-    where = {var_key(variables[i]): i for i in present}
-    split = []
-    for keys in group_keys:
-        members = [where.pop(k) for k in keys if k in where]
-        if members:
-            split.append(tuple(members))
-    split += [(i,) for i in present if var_key(variables[i]) in where]
-    return present, tuple(split)
 
 
 # (options) -> the function make_allreduce_grads_fn returns, and what its key refers to.
@@ -112,7 +83,7 @@ def _build(device_dense, device_sparse, compression, sparse_as_dense, op,
                      for g in grads]
         if not process_set.included():
             return grads
-        indices, split = _plan(grads, vars, groups, group_keys)
+        indices, split = plan(grads, vars, groups, group_keys, var_key)
         if not indices:
             return grads
         present = [grads[i] for i in indices]

@@ -2,15 +2,23 @@
 test_keras_elastic.py): every rank's data and its shard, models made from a seed, and the
 comparisons across ranks. Only the helpers named "gathered" and "assert_same_on_every_rank" run
 collectives. `keras` is tf.keras, the Keras troika.keras serves: Keras 3, or Keras 2 (tf_keras)
-when the test runs with TF_USE_LEGACY_KERAS=1."""
+when the test runs with TF_USE_LEGACY_KERAS=1; with KERAS_BACKEND=torch, Keras 3 on torch (no
+TensorFlow imported; the comparisons' collectives are troika.torch's)."""
+
+import os
 
 import numpy as np
-import tensorflow as tf
 
 import troika.keras as hvd
-import troika.tensorflow as hvd_tf
 
-keras = tf.keras
+if os.environ.get("KERAS_BACKEND") == "torch":
+    import keras
+    import troika.torch as hvd_tf  # only allgather_object, the same as troika.tensorflow's
+else:
+    import tensorflow as tf
+    import troika.tensorflow as hvd_tf
+
+    keras = tf.keras
 
 # Training compared with one process's: float32 sums of the ranks' gradients in another order
 # than one batch's mean, over a few steps.

@@ -7,9 +7,10 @@ tests/python/kill_rank_job.py, run by run_tf_kill_test.py:
 
 --mode fit: Keras (``import troika.keras as hvd``) model.fit with hvd.DistributedOptimizer and
 the callbacks (BroadcastGlobalVariablesCallback, MetricAverageCallback); Keras 3, or Keras 2
-(tf_keras) with TF_USE_LEGACY_KERAS=1. The victim kills itself in a callback before its batch
-KILL_STEP, so the others are inside that batch's train step, waiting in allreduces it never
-submits.
+(tf_keras) with TF_USE_LEGACY_KERAS=1, or Keras 3 on the torch backend with KERAS_BACKEND=torch
+(no TensorFlow imported: troika.keras over troika.torch). The victim kills itself in a callback
+before its batch KILL_STEP, so the others are inside that batch's train step, waiting in
+allreduces it never submits.
 --mode tape: ``import troika.tensorflow as hvd``, a custom loop whose step is a tf.function with
 hvd.DistributedGradientTape; the victim kills itself before its step KILL_STEP.
 --mode tape-eager: the same loop without tf.function; the victim kills itself between its
@@ -30,7 +31,9 @@ import sys
 import time
 
 import numpy as np
-import tensorflow as tf
+
+if os.environ.get("KERAS_BACKEND") != "torch":
+    import tensorflow as tf
 
 VICTIM = 1
 KILL_STEP = 3
@@ -71,7 +74,10 @@ def data(rank, rows):
 
 def train_fit(out):
     import troika.keras as hvd
-    keras = tf.keras
+    if os.environ.get("KERAS_BACKEND") == "torch":
+        import keras
+    else:
+        keras = tf.keras
 
     class KillAt(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):

@@ -11,10 +11,13 @@ the job's docstring says where rank 1 kills itself). Passes when:
     the kill (each survivor writes "raised-after SECONDS TYPE MESSAGE");
   - the job ended (troikarun exited, non-zero since a rank was killed) within a generous
     not-hung bound.
-TF_USE_LEGACY_KERAS=1 in the environment runs MODE fit on Keras 2 (tf_keras).
+TF_USE_LEGACY_KERAS=1 in the environment runs MODE fit on Keras 2 (tf_keras); KERAS_BACKEND=torch
+runs it on Keras 3's torch backend, over troika.torch, whose error is troika.TroikaError
+(hvd.HorovodInternalError) instead of AbortedError.
 
 Exit 77 (skipped) if PYTHON cannot import tensorflow or the build (PYTHONPATH's first entry) has
-no op library. The TensorFlow counterpart of run_kill_test.sh (troika.torch).
+no op library; with KERAS_BACKEND=torch, if PYTHON cannot import torch and keras. The
+TensorFlow counterpart of run_kill_test.sh (troika.torch).
 """
 
 import os
@@ -30,7 +33,9 @@ from process_helpers import read, start, wait_or_kill  # noqa: E402
 VICTIM = 1
 RAISE_WITHIN_S = 5.0
 NOT_HUNG_S = 240  # from the start: TensorFlow's start-up on 2 shared cores, then the kill
-ERROR_TYPE = "tensorflow.python.framework.errors_impl.AbortedError"
+TORCH_BACKEND = os.environ.get("KERAS_BACKEND") == "torch"
+ERROR_TYPE = ("troika.TroikaError" if TORCH_BACKEND else
+              "tensorflow.python.framework.errors_impl.AbortedError")
 
 
 def check_rank(rank, line):
@@ -59,11 +64,18 @@ def main():
     options = sys.argv[6:]
     np_ = int(np_)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
-    if subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
+    if TORCH_BACKEND:
+        if subprocess.call([python, "-c", "import torch, keras"],
+                           stderr=subprocess.DEVNULL) != 0:
+            print("Keras torch-backend kill test skipped: %s cannot import torch and keras "
+                  "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
+            return 77
+    elif subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
         print("TensorFlow kill test skipped: %s cannot import tensorflow" % python)
         return 77
     package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    if not os.path.exists(os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
+    if not TORCH_BACKEND and not os.path.exists(
+            os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
         print("TensorFlow kill test skipped: the build has no troika.tensorflow op library")
         return 77
     failures = []
@@ -76,8 +88,9 @@ def main():
         code = wait_or_kill(job, NOT_HUNG_S)
         print("troikarun %s, mode %s%s: exited %s after %.1f s" % (
             " ".join(["-np", str(np_)] + options), mode,
-            " (TF_USE_LEGACY_KERAS=%s)" % os.environ["TF_USE_LEGACY_KERAS"]
-            if "TF_USE_LEGACY_KERAS" in os.environ else "", code, time.time() - t0))
+            "".join(" (%s=%s)" % (k, os.environ[k]) for k in
+                    ("TF_USE_LEGACY_KERAS", "KERAS_BACKEND") if k in os.environ),
+            code, time.time() - t0))
         if code is None:
             failures.append("the job did not end within %d s (killed)" % NOT_HUNG_S)
         elif code == 0:

@@ -4,14 +4,20 @@
 # --test-tools installs tensorflow-cpu there). Exit 77 (skipped) if PYTHON cannot import
 # tensorflow and pytest, or if the build has no op library (troika/tensorflow/_troika_tf_ops.so
 # under PYTHONPATH). Only this directory's conftest.py applies (--confcutdir): the one above is
-# PyTorch's. TROIKARUN_ARGS: more troikarun options.
+# PyTorch's. TROIKARUN_ARGS: more troikarun options. With KERAS_BACKEND=torch (troika.keras on
+# Keras' torch backend, over troika.torch), PYTHON needs torch, keras and pytest instead
+# (build/venv-torch2), and no op library.
 set -eu
 troikarun=$1 np=$2 python=$3 file=$4
-if ! "$python" -c 'import tensorflow, pytest' 2>/dev/null; then
+if [ "${KERAS_BACKEND:-}" = torch ]; then
+  if ! "$python" -c 'import torch, keras, pytest' 2>/dev/null; then
+    echo "Keras torch-backend tests skipped: $python cannot import torch, keras and pytest (scripts/setup.sh --test-tools installs them into build/venv-torch2)"
+    exit 77
+  fi
+elif ! "$python" -c 'import tensorflow, pytest' 2>/dev/null; then
   echo "TensorFlow tests skipped: $python cannot import tensorflow and pytest (scripts/setup.sh --test-tools installs them into build/venv)"
   exit 77
-fi
-if [ ! -f "${PYTHONPATH%%:*}/troika/tensorflow/_troika_tf_ops.so" ]; then
+elif [ ! -f "${PYTHONPATH%%:*}/troika/tensorflow/_troika_tf_ops.so" ]; then
   echo "TensorFlow tests skipped: the build has no troika.tensorflow op library (no TensorFlow at configure time)"
   exit 77
 fi

@@ -15,13 +15,15 @@ from tensorflow.python.ops import control_flow_util
 from troika import InvalidArgumentError
 from troika.tensorflow import collectives
 from troika.tensorflow.compression import Compression
+from troika.tensorflow.elastic import TensorFlowKerasState as KerasStateBase
+from troika.tensorflow.elastic import run as elastic_run
 from troika.tensorflow.functions import broadcast_variables as _broadcast_variables
 from troika.tensorflow.gradient_tape import make_allreduce_grads_fn
 
 __all__ = ["Compression", "native_variable", "variable_key", "make_gradient_allreducer",
            "broadcast_variables", "check_not_xla", "is_sparse", "to_dense", "divide", "read",
            "init_scope", "allreduce_value", "allgather_value", "broadcast_value",
-           "reducescatter_value"]
+           "reducescatter_value", "KerasStateBase", "elastic_run"]
 
 
 def native_variable(variable):

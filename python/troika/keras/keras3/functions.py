@@ -1,9 +1,11 @@
 """horovod.tensorflow.keras's functions: ``allreduce``, ``allgather``, ``broadcast`` and
-``reducescatter`` on tensor-compatible values (run eagerly; the result is a tensor),
-``broadcast_global_variables`` and ``load_model``."""
+``reducescatter`` on tensor-compatible values (run eagerly; the result is a tensor of the
+backend: a tf.Tensor, or a torch.Tensor on the torch backend), ``broadcast_global_variables``
+and ``load_model``; and ``broadcast_variables`` (Troika's, as horovod.tensorflow's)."""
 
 import keras
 
+from troika import global_process_set
 from troika._ops import Average
 from troika.keras.keras3 import _backend as backend
 from troika.keras.keras3._backend import Compression
@@ -34,14 +36,23 @@ def reducescatter(value, name=None, op=Average):
     return backend.reducescatter_value(value, name, op)
 
 
+def broadcast_variables(variables, root_rank, process_set=global_process_set):
+    """Assigns `root_rank`'s values to `variables` (Keras variables: a model's, an optimizer's)
+    on every rank of `process_set`; for custom loops (model.fit has
+    BroadcastGlobalVariablesCallback). Not in horovod.keras; horovod.tensorflow's, on Keras'
+    variables and on either backend."""
+    backend.broadcast_variables(list(variables), root_rank, process_set)
+
+
 def broadcast_global_variables(root_rank):
-    """Horovod's TF1-style global-variable broadcast, which TensorFlow 2 (eager) has no use
-    for: raises, naming what to use instead (as Horovod does when executing eagerly)."""
+    """Horovod's TF1-style global-variable broadcast, which Keras 3 (eager, or TensorFlow 2's
+    graphs) has no use for: raises, naming what to use instead (as Horovod does when executing
+    eagerly)."""
     raise RuntimeError(
-        "hvd.broadcast_global_variables(): TensorFlow 2 runs eagerly and keeps no global "
-        "variables to broadcast. Broadcast the model's and optimizer's own variables: "
+        "hvd.broadcast_global_variables(): Keras 3 keeps no global variables to broadcast. "
+        "Broadcast the model's and optimizer's own variables: "
         "hvd.callbacks.BroadcastGlobalVariablesCallback(%d) in model.fit, or "
-        "troika.tensorflow.broadcast_variables(model.variables, root_rank=%d)"
+        "hvd.broadcast_variables(model.variables + optimizer.variables, root_rank=%d)"
         % (root_rank, root_rank))
 
 

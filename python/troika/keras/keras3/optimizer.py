@@ -7,10 +7,11 @@ As Horovod does, the result is an instance of a class made for it: a subclass of
 optimizer's class, with the same name, module and config, built from the wrapped optimizer's
 config. So ``isinstance``, ``learning_rate``, ``get_config``/``from_config`` and saving behave as
 the wrapped optimizer's, and a saved model loads with plain Keras (as the wrapped optimizer) or
-with ``troika.keras.load_model`` (distributed again). The gradient allreduces are Troika's ops
-(troika.tensorflow), so they run eagerly and inside the ``tf.function`` of the train step, each
-submitted as soon as the backward pass produced its gradient; not inside XLA (jit_compile=True
-raises, naming jit_compile=False).
+with ``troika.keras.load_model`` (distributed again). On the TensorFlow backend the gradient
+allreduces are Troika's ops (troika.tensorflow), so they run eagerly and inside the
+``tf.function`` of the train step, each submitted as soon as the backward pass produced its
+gradient; not inside XLA (jit_compile=True raises, naming jit_compile=False). On the torch
+backend they are troika.torch's, all submitted when ``apply`` is called (keras3/_torch.py).
 """
 
 import warnings
