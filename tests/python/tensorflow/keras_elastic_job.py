@@ -5,6 +5,7 @@ elastic callbacks), for run_keras_elastic_test.py:
     troikarun -np 3 --min-np 2 -- python3 keras_elastic_job.py --pid-dir DIR
 
 Keras 3, or Keras 2 (tf_keras) with TF_USE_LEGACY_KERAS=1: the script is the same (tf.keras).
+With KERAS_BACKEND=torch, Keras 3 on the torch backend (``import keras``; no TensorFlow).
 The state commits every --commit-every batches and at each epoch's end; when a rank is lost,
 hvd.elastic.run restores the last commit, the survivors go on as the job's next generation
 (the learning rate scaled to its size, as Horovod's examples do) and model.fit runs the epochs
@@ -22,11 +23,15 @@ import os
 import time
 
 import numpy as np
-import tensorflow as tf
 
-import troika.keras as hvd
+if os.environ.get("KERAS_BACKEND") == "torch":
+    import keras
+else:
+    import tensorflow as tf
 
-keras = tf.keras
+    keras = tf.keras
+
+import troika.keras as hvd  # noqa: E402 - after Keras, as user scripts import it
 
 
 def parse_args():

@@ -8,7 +8,8 @@ ranks with identical weights, and troikarun exits 0.
     run_keras_elastic_test.py TROIKARUN PYTHON KERAS_ELASTIC_JOB
 
 Exit 77 (skipped) if PYTHON cannot import tensorflow or the build (PYTHONPATH's first entry) has
-no op library.
+no op library. With KERAS_BACKEND=torch in the environment, the job runs once, on Keras 3's
+torch backend (troika.keras over troika.torch); skipped if PYTHON cannot import torch and keras.
 """
 
 import os
@@ -85,15 +86,25 @@ def check(code, out, err, killed_at):
 def main():
     troikarun, python, script = sys.argv[1:4]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
-    if subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
+    torch_backend = os.environ.get("KERAS_BACKEND") == "torch"
+    if torch_backend:
+        if subprocess.call([python, "-c", "import torch, keras"],
+                           stderr=subprocess.DEVNULL) != 0:
+            print("Keras elastic test skipped: %s cannot import torch and keras "
+                  "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
+            return 77
+    elif subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
         print("Keras elastic test skipped: %s cannot import tensorflow" % python)
         return 77
     package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    if not os.path.exists(os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
+    if not torch_backend and not os.path.exists(
+            os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
         print("Keras elastic test skipped: the build has no troika.tensorflow op library")
         return 77
     failures = []
-    for keras, legacy in (("Keras 3", None), ("Keras 2", "1")):
+    variants = ((("Keras 3 (torch backend)", None),) if torch_backend else
+                (("Keras 3", None), ("Keras 2", "1")))
+    for keras, legacy in variants:
         os.environ.pop("TF_USE_LEGACY_KERAS", None)
         if legacy:
             os.environ["TF_USE_LEGACY_KERAS"] = legacy
@@ -109,9 +120,9 @@ def main():
     for failure in failures:
         print("FAIL: " + failure)
     if not failures:
-        print("PASS: in an elastic model.fit job with Keras 3 and with Keras 2, the survivors of "
-              "a SIGKILLed rank went back to their last commit and finished identical as 2 "
-              "ranks")
+        print("PASS: in an elastic model.fit job with %s, the survivors of a SIGKILLed rank "
+              "went back to their last commit and finished identical as 2 ranks"
+              % " and with ".join(k for k, _ in variants))
     return 1 if failures else 0
 
 
