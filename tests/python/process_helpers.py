@@ -21,6 +21,16 @@ def read(path):
         return ""
 
 
+def can_import(python, modules):
+    """Whether the interpreter `python` (a path that may not exist: a test venv not made) imports
+    `modules` (a comma-separated list, as an import statement takes them)."""
+    try:
+        return subprocess.call([python, "-c", "import " + modules], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0
+    except OSError:
+        return False
+
+
 def parent_of(pid):
     """The parent pid of a running process (from /proc)."""
     stat = read("/proc/%d/stat" % pid)

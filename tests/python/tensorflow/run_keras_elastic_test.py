@@ -15,13 +15,13 @@ torch backend (troika.keras over troika.torch); skipped if PYTHON cannot import 
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from process_helpers import WaitFailed, kill, read, start, wait_for, wait_or_kill  # noqa: E402
+from process_helpers import (WaitFailed, can_import, kill, read, start,  # noqa: E402
+                             wait_for, wait_or_kill)
 
 EPOCHS = 3
 COMMIT_EVERY = 5
@@ -88,12 +88,11 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
     torch_backend = os.environ.get("KERAS_BACKEND") == "torch"
     if torch_backend:
-        if subprocess.call([python, "-c", "import torch, keras"],
-                           stderr=subprocess.DEVNULL) != 0:
+        if not can_import(python, "torch, keras"):
             print("Keras elastic test skipped: %s cannot import torch and keras "
                   "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
             return 77
-    elif subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
+    elif not can_import(python, "tensorflow"):
         print("Keras elastic test skipped: %s cannot import tensorflow" % python)
         return 77
     package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]

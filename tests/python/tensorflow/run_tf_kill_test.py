@@ -22,13 +22,12 @@ TensorFlow counterpart of run_kill_test.sh (troika.torch).
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from process_helpers import read, start, wait_or_kill  # noqa: E402
+from process_helpers import can_import, read, start, wait_or_kill  # noqa: E402
 
 VICTIM = 1
 RAISE_WITHIN_S = 5.0
@@ -65,12 +64,11 @@ def main():
     np_ = int(np_)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
     if TORCH_BACKEND:
-        if subprocess.call([python, "-c", "import torch, keras"],
-                           stderr=subprocess.DEVNULL) != 0:
+        if not can_import(python, "torch, keras"):
             print("Keras torch-backend kill test skipped: %s cannot import torch and keras "
                   "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
             return 77
-    elif subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
+    elif not can_import(python, "tensorflow"):
         print("TensorFlow kill test skipped: %s cannot import tensorflow" % python)
         return 77
     package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
