@@ -12,8 +12,14 @@ the same way, and MetricAverageCallback averages its metrics over the ranks.
     PYTHONPATH=build/python build/agent/troikarun -np 2 -- \\
         build/venv/bin/python examples/keras/keras_mnist_like.py --epochs 3
 
-With Horovod, change the import line to `import horovod.tensorflow.keras as hvd` and launch with
-`horovodrun -np 2 python3 ...`; nothing else differs.
+On Keras' torch backend (troika.keras over troika.torch, no TensorFlow needed), the same script:
+
+    KERAS_BACKEND=torch PYTHONPATH=build/python build/agent/troikarun -np 2 -- \\
+        build/venv-torch2/bin/python examples/keras/keras_mnist_like.py --epochs 3
+
+With Horovod (TensorFlow backend only), change the import line to `import horovod.keras as hvd`
+(or `horovod.tensorflow.keras`) and launch with `horovodrun -np 2 python3 ...`; nothing else
+differs.
 """
 
 import argparse
@@ -21,10 +27,14 @@ import os
 import time
 
 import numpy as np
-import tensorflow as tf
+
+if os.environ.get("KERAS_BACKEND") == "torch":
+    import torch
+else:
+    import tensorflow as tf
 import keras
 
-import troika.tensorflow.keras as hvd
+import troika.keras as hvd  # troika.tensorflow.keras: the same names, TensorFlow only
 
 
 def parse_args():
@@ -77,7 +87,10 @@ def make_model():
 def main():
     args = parse_args()
     # Horovod's advice for CPU training: one intra-op thread per rank.
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    if keras.backend.backend() == "torch":
+        torch.set_num_threads(1)
+    else:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     hvd.init()
 
     # The training set, then a quarter as many validation samples of the same classes.
@@ -98,7 +111,8 @@ def main():
     opt = hvd.DistributedOptimizer(keras.optimizers.SGD(scaled_lr, momentum=args.momentum),
                                    compression=compression)
     # XLA cannot call Troika's collectives: keep the train step uncompiled (Keras' default,
-    # jit_compile="auto", compiles it with XLA when a GPU is present).
+    # jit_compile="auto", compiles it with XLA when a GPU is present on TensorFlow; on the torch
+    # backend it is off).
     model.compile(optimizer=opt,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=False)

@@ -2,14 +2,19 @@
 # run_keras_example.sh TROIKARUN PYTHON EXAMPLE: runs examples/keras/keras_mnist_like.py on 2
 # ranks for 3 epochs and checks that it finishes with rank 0's summary line and that the
 # (rank-averaged) loss fell. Exit 77 (skipped) if PYTHON cannot import tensorflow and keras, or
-# if the build has no op library (as run_tf_pytest.sh).
+# if the build has no op library (as run_tf_pytest.sh). With KERAS_BACKEND=torch (Keras' torch
+# backend, troika.keras over troika.torch): skipped if PYTHON cannot import torch and keras.
 set -eu
 troikarun=$1 python=$2 example=$3
-if ! "$python" -c 'import tensorflow, keras' 2>/dev/null; then
+if [ "${KERAS_BACKEND:-}" = torch ]; then
+  if ! "$python" -c 'import torch, keras' 2>/dev/null; then
+    echo "skipped: $python cannot import torch and keras (scripts/setup.sh --test-tools installs them into build/venv-torch2)"
+    exit 77
+  fi
+elif ! "$python" -c 'import tensorflow, keras' 2>/dev/null; then
   echo "skipped: $python cannot import tensorflow and keras (scripts/setup.sh --test-tools)"
   exit 77
-fi
-if [ ! -f "${PYTHONPATH%%:*}/troika/tensorflow/_troika_tf_ops.so" ]; then
+elif [ ! -f "${PYTHONPATH%%:*}/troika/tensorflow/_troika_tf_ops.so" ]; then
   echo "skipped: the build has no troika.tensorflow op library (no TensorFlow at configure time)"
   exit 77
 fi
