@@ -440,7 +440,7 @@ void Job::FlushLocked() {
   const bool admits = lifecycle_.running() && !sessions_.resyncing() && !lifecycle_.detached();
   const bool admit = admits && generations_.CutAtCommit(responses);
   if (!responses.empty()) {
-    negotiation_.Sending(responses);
+    negotiation_.Sending(responses, now);
     auto down = std::make_shared<DownMessage>();
     down->responses = std::move(responses);
     // Every id ends while making some tensor ready, so it goes with that tensor's response.

@@ -59,8 +59,8 @@ std::vector<Response> JobNegotiation::Poll(absl::Time now, const std::set<int>& 
   return responses;
 }
 
-void JobNegotiation::Sending(const std::vector<Response>& responses) {
-  for (NegotiationObserver* observer : observers_) observer->OnSending(responses);
+void JobNegotiation::Sending(const std::vector<Response>& responses, absl::Time now) {
+  for (NegotiationObserver* observer : observers_) observer->OnSending(responses, now);
 }
 
 void JobNegotiation::MaybePublishSchedule(absl::FunctionRef<bool()> job_ready) {

@@ -63,8 +63,8 @@ class JobNegotiation {
   // `departed`: the ranks that left); the observers are told their allreduce bytes.
   // `next_poll`: when a held queue is due (InfiniteFuture if none).
   std::vector<Response> Poll(absl::Time now, const std::set<int>& departed, absl::Time* next_poll);
-  // `responses` (from Poll, perhaps cut) are about to be sent: the observers are told.
-  void Sending(const std::vector<Response>& responses);
+  // `responses` (from Poll, perhaps cut) are about to be sent at `now`: the observers are told.
+  void Sending(const std::vector<Response>& responses, absl::Time now);
   // Set 0's cache ids that ended since the last call; sent with the responses of the same
   // Poll (ranks apply them after those responses).
   std::vector<int32_t> TakeEndedCacheIds() { return sets_.whole_job().TakeEndedCacheIds(); }

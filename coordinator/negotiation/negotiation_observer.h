@@ -33,8 +33,8 @@ class NegotiationObserver {
   virtual void OnAllreduceResponses(const std::vector<int64_t>& bytes,
                                     int64_t fusion_threshold_bytes) {}
 
-  // Responses about to be sent to every session, in the job's one order.
-  virtual void OnSending(const std::vector<Response>& responses) {}
+  // Responses about to be sent to every session at `now`, in the job's one order.
+  virtual void OnSending(const std::vector<Response>& responses, absl::Time now) {}
 };
 
 }  // namespace troika::coordinator

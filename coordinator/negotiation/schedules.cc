@@ -19,9 +19,9 @@ Schedules::Schedules(std::string job, int size, ScheduleOptions options,
       broadcast_(std::move(broadcast)),
       detector_(options.enabled ? std::make_unique<ScheduleDetector>() : nullptr) {}
 
-void Schedules::OnSending(const std::vector<Response>& responses) {
+void Schedules::OnSending(const std::vector<Response>& responses, absl::Time now) {
   if (!seeking()) return;
-  for (const Response& response : responses) detector_->Observe(response);
+  for (const Response& response : responses) detector_->Observe(response, now);
 }
 
 void Schedules::MaybePublish() {

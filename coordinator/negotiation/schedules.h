@@ -67,8 +67,8 @@ class Schedules : public NegotiationObserver {
   Schedules(const Schedules&) = delete;
   Schedules& operator=(const Schedules&) = delete;
 
-  // Responses about to be sent feed the detector while no schedule is in force.
-  void OnSending(const std::vector<Response>& responses) override;
+  // Responses about to be sent (at `now`) feed the detector while no schedule is in force.
+  void OnSending(const std::vector<Response>& responses, absl::Time now) override;
 
   // Whether a schedule may be published: schedules are on and none is in force.
   bool seeking() const { return detector_ != nullptr && !active_; }

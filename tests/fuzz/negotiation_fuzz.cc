@@ -77,7 +77,7 @@ void Run(FuzzedDataProvider& in) {
     negotiation.ReportReady(now);
     absl::Time next;
     std::vector<Response> responses = negotiation.Poll(now, departed, &next);
-    negotiation.Sending(responses);
+    negotiation.Sending(responses, now);
     negotiation.TakeEndedCacheIds();
     negotiation.MaybePublishSchedule([] { return true; });
     negotiation.Pending();

@@ -41,7 +41,7 @@ class Recorder : public NegotiationObserver {
     for (int64_t b : bytes) allreduce_bytes.push_back(b);
     fusion_threshold = threshold;
   }
-  void OnSending(const std::vector<Response>& responses) override {
+  void OnSending(const std::vector<Response>& responses, absl::Time) override {
     sent += static_cast<int>(responses.size());
   }
 
@@ -84,7 +84,7 @@ class JobNegotiationTest : public ::testing::Test {
     negotiation_.ReportReady(kT0);
     absl::Time next;
     std::vector<Response> responses = negotiation_.Poll(kT0, {}, &next);
-    negotiation_.Sending(responses);
+    negotiation_.Sending(responses, kT0);
     return responses;
   }
 

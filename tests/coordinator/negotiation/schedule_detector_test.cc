@@ -1,11 +1,13 @@
-// ScheduleDetector: a period is found once the latest tensors repeat `repeats` times, fused
-// as they may be; any response that cannot be scheduled starts over.
+// ScheduleDetector: a period is found once the latest tensors repeat `repeats` times, in order
+// or as a set starting at the steps' pauses, fused as they may be; any response that cannot be
+// scheduled starts over.
 
 #include "coordinator/negotiation/schedule_detector.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace troika::coordinator {
@@ -146,6 +148,114 @@ TEST(ScheduleDetectorTest, AfterAResetWithMoreRepeatsThePeriodMustRecurThatOften
   d.Observe(Hit({1}));
   d.Observe(Hit({2}));
   EXPECT_TRUE(d.Period());
+}
+
+// Feeds steps of responses (by their cache ids) with a pause of 50 ms before each step's first
+// response and 1 ms between the others, from `*t` on.
+void Steps(ScheduleDetector& d, const std::vector<std::vector<std::vector<int32_t>>>& steps,
+           absl::Time* t) {
+  for (const auto& step : steps) {
+    *t += absl::Milliseconds(50);
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (i > 0) *t += absl::Milliseconds(1);
+      d.Observe(Hit(step[i]), *t);
+    }
+  }
+}
+
+TEST(ScheduleDetectorTest, AStepsTensorsInVaryingOrderFormASetPeriod) {
+  ScheduleDetector d;
+  absl::Time t = absl::UnixEpoch();
+  Steps(d, {{{1}, {2, 3}, {4}}}, &t);
+  EXPECT_FALSE(d.Period()) << "seen once";
+  Steps(d, {{{3}, {1}, {4, 2}}}, &t);
+  ASSERT_TRUE(d.Period());
+  // The latest step's responses, in the order they came, fused as they were.
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{3}, {1}, {4, 2}}));
+  Steps(d, {{{2}, {4}, {1}, {3}}}, &t);
+  ASSERT_TRUE(d.Period());
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{2}, {4}, {1}, {3}}));
+}
+
+TEST(ScheduleDetectorTest, ASetPeriodStartsAtTheStepsPauseNotInsideASteps) {
+  // Every step submits 1 and 2 (in either order), then 3 and 4 (in either order): the runs
+  // from the middle of a step to the middle of the next hold the same set too.
+  const std::vector<std::vector<std::vector<int32_t>>> steps = {
+      {{1}, {2}, {3}, {4}}, {{2}, {1}, {4}, {3}}, {{1}, {2}, {4}, {3}}};
+  ScheduleDetector d;
+  absl::Time t = absl::UnixEpoch();
+  Steps(d, {steps[0], steps[1]}, &t);
+  ASSERT_TRUE(d.Period());
+  t += absl::Milliseconds(50);
+  d.Observe(Hit({1}), t += absl::Milliseconds(1));
+  d.Observe(Hit({2}), t += absl::Milliseconds(1));
+  // [4 3 | 1 2] repeats [3 4 | 2 1] as a set, but its runs do not start at their pause.
+  EXPECT_FALSE(d.Period()) << "a rotation straddling the steps' boundary";
+  d.Observe(Hit({4}), t += absl::Milliseconds(1));
+  d.Observe(Hit({3}), t += absl::Milliseconds(1));
+  ASSERT_TRUE(d.Period());
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{1}, {2}, {4}, {3}}));
+
+  // Without pauses (responses sent at one time) nothing tells a step's boundary: no set
+  // period forms, while a step in one order still forms an exact one.
+  ScheduleDetector untimed;
+  for (const auto& step : steps) {
+    for (const auto& ids : step) untimed.Observe(Hit(ids));
+    EXPECT_FALSE(untimed.Period());
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (const auto& ids : steps[2]) untimed.Observe(Hit(ids));
+  }
+  ASSERT_TRUE(untimed.Period());
+  EXPECT_EQ(Ids(*untimed.Period()), (std::vector<std::vector<int32_t>>{{1}, {2}, {4}, {3}}));
+}
+
+TEST(ScheduleDetectorTest, ATensorCrossingTheStepsBoundaryFormsNoSetPeriod) {
+  ScheduleDetector d;
+  absl::Time t = absl::UnixEpoch();
+  // Step 2's tensor 4 comes after step 3's tensor 1, and step 4's after step 5's first.
+  Steps(d, {{{1}, {2}, {3}, {4}}, {{2}, {1}, {3}}, {{1}, {4}, {2}, {3}, {4}}}, &t);
+  EXPECT_FALSE(d.Period());
+  Steps(d, {{{3}, {2}, {1}}}, &t);
+  EXPECT_FALSE(d.Period());
+  t += absl::Milliseconds(50);
+  for (int32_t id : {2, 4, 3, 1}) {
+    d.Observe(Hit({id}), t += absl::Milliseconds(1));
+    EXPECT_FALSE(d.Period()) << "after " << id;
+  }
+  d.Observe(Hit({4}), t += absl::Milliseconds(1));
+  EXPECT_FALSE(d.Period());
+  // Two steps that keep their tensors form one.
+  Steps(d, {{{4}, {3}, {2}, {1}}, {{1}, {2}, {3}, {4}}}, &t);
+  ASSERT_TRUE(d.Period());
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{1}, {2}, {3}, {4}}));
+}
+
+TEST(ScheduleDetectorTest, ATensorMissingFromAStepFormsNoSetPeriodUntilStepsRepeatAgain) {
+  ScheduleDetector d;
+  absl::Time t = absl::UnixEpoch();
+  Steps(d, {{{1}, {2}, {3}, {4}}, {{2}, {1}, {4}}}, &t);
+  EXPECT_FALSE(d.Period());
+  Steps(d, {{{1}, {3}, {2}, {4}}}, &t);
+  EXPECT_FALSE(d.Period()) << "the step before lacked 3";
+  Steps(d, {{{4}, {3}, {2}, {1}}}, &t);
+  ASSERT_TRUE(d.Period());
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{4}, {3}, {2}, {1}}));
+}
+
+TEST(ScheduleDetectorTest, ASetPeriodMustRecurAsOftenAsTheResetAsks) {
+  ScheduleDetector d;
+  d.Reset(3);
+  absl::Time t = absl::UnixEpoch();
+  Steps(d, {{{1}, {2}, {3}}, {{3}, {2}, {1}}}, &t);
+  EXPECT_FALSE(d.Period()) << "twice";
+  Steps(d, {{{2}, {1}, {3}}}, &t);
+  ASSERT_TRUE(d.Period());
+  EXPECT_EQ(Ids(*d.Period()), (std::vector<std::vector<int32_t>>{{2}, {1}, {3}}));
+  // A tensor twice in a run is no set period either.
+  ScheduleDetector twice;
+  Steps(twice, {{{1}, {2}, {1}}, {{1}, {2}, {1}}}, &t);
+  EXPECT_FALSE(twice.Period());
 }
 
 }  // namespace

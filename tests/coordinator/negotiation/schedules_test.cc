@@ -51,7 +51,7 @@ class SchedulesTest : public ::testing::Test {
       }
       std::vector<Response> responses = PollNow(whole_job_);
       for (const Response& r : responses) ids_[r.names.at(0)] = r.cache_ids.at(0);
-      schedules_.OnSending(responses);
+      schedules_.OnSending(responses, kT0);
     }
     schedules_.MaybePublish();
   }
