@@ -428,10 +428,21 @@ TEST(ScheduleTest, ARankStoppingInAScheduledStepIsPendingAndTheStallShutdownAbor
   const absl::Time start = absl::Now();
   std::vector<std::string> errors(kRanks);
   std::vector<absl::Duration> failed_after(kRanks);
+  // The ranks' progress reports arrive one by one (each within 50 ms): the job's pending
+  // tensors show the other ranks as they report, until only rank 1 is missing. The latest
+  // non-empty snapshot before the abort is what is checked.
   std::vector<coordinator::PendingTensorInfo> seen;
+  auto only_rank_1_missing = [&] {
+    if (seen.size() != 2) return false;
+    for (const coordinator::PendingTensorInfo& p : seen) {
+      if (p.missing_ranks != std::vector<int>{1}) return false;
+    }
+    return true;
+  };
   std::thread watcher([&] {
-    while (seen.empty() && absl::Now() - start < absl::Seconds(6)) {
-      seen = job->Describe().pending;
+    while (!only_rank_1_missing() && absl::Now() - start < absl::Seconds(6)) {
+      std::vector<coordinator::PendingTensorInfo> pending = job->Describe().pending;
+      if (!pending.empty()) seen = std::move(pending);
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
