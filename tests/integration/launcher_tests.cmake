@@ -88,17 +88,20 @@ target_compile_definitions(shm_data_plane_test PRIVATE
   CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
 add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-rank)
 
-# Suites that run every collective over the data plane (the default "auto": shared memory,
-# every rank being on this host) again over forced shared memory and over forced Gloo:
-# process sets, join, groups, the cache, schedules, faults and early exits.
-add_test(NAME collectives_over_shm COMMAND collectives_test)
-set_tests_properties(collectives_over_shm PROPERTIES
-  ENVIRONMENT TROIKA_TEST_TRANSPORT=shm TIMEOUT 600)
+# Suites that run every collective over the data plane: by default ("auto") that is shared
+# memory, every rank being on this host (collectives_test's discovered tests, and the
+# suites below), so collectives_test is not run again over forced shm. The process suites
+# run again over forced shared memory (what the leak check below follows), and everything
+# that moves bytes runs again over forced Gloo, which stays the data plane between hosts:
+# process sets, join, groups, the cache, output buffers, faults and early exits. Left out
+# over Gloo: suites of the control plane alone (attaches, job isolation, a thousand jobs,
+# schedule deviations and order), which do not depend on the data plane.
 foreach(test scenario_process_test fault_test elastic_test)
   add_test(NAME ${test}_over_shm COMMAND ${test})
   set_tests_properties(${test}_over_shm PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=shm TIMEOUT 300)
 endforeach()
-add_test(NAME collectives_over_gloo COMMAND collectives_test)
+add_test(NAME collectives_over_gloo COMMAND collectives_test
+  "--gtest_filter=-LongLivedCoordinatorTest.*:AttachTest.*:JobIsolationTest.*:Kinds/ScheduleDeviationTest.*:ScheduleOrderTest.*")
 set_tests_properties(collectives_over_gloo PROPERTIES
   ENVIRONMENT TROIKA_TEST_TRANSPORT=gloo TIMEOUT 600)
 foreach(test scenario_process_test fault_test elastic_test)
@@ -110,4 +113,4 @@ endforeach()
 add_test(NAME shm_segments_not_leaked
   COMMAND sh -c "for f in /dev/shm/troika-shm-*; do [ -e \"$f\" ] || continue; p=\${f#/dev/shm/troika-shm-}; [ -d /proc/\${p%%-*} ] || { echo \"leaked: $f\"; exit 1; }; done")
 set_tests_properties(shm_segments_not_leaked PROPERTIES DEPENDS
-  "collectives_over_shm;scenario_process_test_over_shm;fault_test_over_shm;elastic_test_over_shm")
+  "scenario_process_test_over_shm;fault_test_over_shm;elastic_test_over_shm")
