@@ -132,10 +132,16 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = entries[0];
     const size_t bytes = Bytes(e.request);
-    if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
-    transport::Scale(e.out, bytes / element, dtype, response.prescale);
+    // Unscaled, the data plane reads the input and writes the output itself (no copy first
+    // where it can: shared memory); a prescale is applied to a copy in the output.
+    const void* from = e.in;
+    if (response.prescale != 1.0) {
+      if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
+      transport::Scale(e.out, bytes / element, dtype, response.prescale);
+      from = e.out;
+    }
     marks_.copied_in = Mark();
-    if (absl::Status s = comm_->Allreduce(e.out, bytes / element, dtype, op); !s.ok()) {
+    if (absl::Status s = comm_->AllreduceInto(from, e.out, bytes / element, dtype, op); !s.ok()) {
       return s;
     }
     marks_.reduced = Mark();

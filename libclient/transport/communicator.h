@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "absl/status/status.h"
@@ -28,6 +29,17 @@ class Communicator {
   // In-place elementwise reduction of `count` elements of `dtype` at `data` across the group.
   // `op` is kSum, kMin, kMax or kProduct (averaging is the caller's post-scale).
   virtual absl::Status Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) = 0;
+
+  // Out-of-place Allreduce: reduces the `count` elements at `in` across the group into `out`;
+  // `in` is only read. `in == out` is Allreduce(out); otherwise they do not overlap. The
+  // default copies `in` into `out` and reduces in place; a data plane that can read its
+  // input and write its output separately (shared memory, the in-memory fake) overrides it
+  // and saves that copy. Same thread contract and errors as Allreduce.
+  virtual absl::Status AllreduceInto(const void* in, void* out, size_t count, DataType dtype,
+                                     ReduceOp op) {
+    if (in != out && count > 0) std::memcpy(out, in, count * DataTypeSize(dtype));
+    return Allreduce(out, count, dtype, op);
+  }
 
   // Gathers `recv_bytes[r]` bytes from every rank r into `out`, concatenated in rank order.
   // `in` holds this rank's recv_bytes[rank()] bytes; `in` may alias its place in `out`.

@@ -135,19 +135,31 @@ TEST_P(CollectivesTest, AllreduceEveryOpDtypeAndSize) {
   }
 }
 
+// Fused (7 elements) and alone (>= 1 MiB, the runner's one-tensor path), in and out of place.
 TEST_P(CollectivesTest, AllreduceAppliesPrescaleAndPostscale) {
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16}) {
-    std::string name = Name("scaled");
-    Check(name, [&](int rank, Context& c) -> std::string {
-      auto in =
-          MakeTensor(dtype, 7, [&](size_t i) { return Value(ReduceOp::kSum, dtype, rank, i); });
-      absl::Status s = c.Allreduce(name, in.data(), in.data(), dtype, {7},
-                                   {.op = ReduceOp::kAverage, .prescale = 4, .postscale = 0.5})
-                           .Wait();
-      if (!s.ok()) return s.ToString();
-      return Compare(dtype, in.data(), 7,
-                     [&](size_t i) { return 2 * Reduce(ReduceOp::kAverage, dtype, size(), i); });
-    });
+    for (size_t count : {size_t{7}, (size_t{1} << 20) / DataTypeSize(dtype) + 3}) {
+      for (bool in_place : {true, false}) {
+        std::string name = Name("scaled");
+        Check(absl::StrCat(name, " x", count, in_place ? " in place" : ""),
+              [&](int rank, Context& c) -> std::string {
+                auto in = MakeTensor(
+                    dtype, count, [&](size_t i) { return Value(ReduceOp::kSum, dtype, rank, i); });
+                const auto original = in;
+                std::vector<uint8_t> separate(in.size());
+                void* out = in_place ? in.data() : separate.data();
+                absl::Status s =
+                    c.Allreduce(name, in.data(), out, dtype, {static_cast<int64_t>(count)},
+                                {.op = ReduceOp::kAverage, .prescale = 4, .postscale = 0.5})
+                        .Wait();
+                if (!s.ok()) return s.ToString();
+                if (!in_place && in != original) return "the input changed";
+                return Compare(dtype, out, count, [&](size_t i) {
+                  return 2 * Reduce(ReduceOp::kAverage, dtype, size(), i);
+                });
+              });
+      }
+    }
   }
 }
 

@@ -65,28 +65,39 @@ void HierarchicalCommunicator::Abort() {
   AbortParts();
 }
 
-absl::Status HierarchicalCommunicator::HierarchicalAllreduce(void* data, size_t count,
-                                                             DataType dtype, ReduceOp op) {
+absl::Status HierarchicalCommunicator::HierarchicalAllreduce(const void* in, void* out,
+                                                             size_t count, DataType dtype,
+                                                             ReduceOp op) {
+  const size_t bytes = count * DataTypeSize(dtype);
   const size_t chunk = std::max<size_t>(kPipelineChunkBytes / DataTypeSize(dtype), 1);
   if (count > 2 * chunk) {
-    return PipelinedAllreduce(parts_.local.get(), parts_.cross.get(), data, count, dtype, op,
-                              chunk);
+    if (in != out) std::memcpy(out, in, bytes);
+    return PipelinedAllreduce(parts_.local.get(), parts_.cross.get(), out, count, dtype, op, chunk);
   }
   if (parts_.local) {
-    if (absl::Status s = parts_.local->Allreduce(data, count, dtype, op); !s.ok()) return s;
+    if (absl::Status s = parts_.local->AllreduceInto(in, out, count, dtype, op); !s.ok()) {
+      return s;
+    }
+  } else if (in != out && bytes > 0) {
+    std::memcpy(out, in, bytes);
   }
   if (parts_.cross) {
-    if (absl::Status s = parts_.cross->Allreduce(data, count, dtype, op); !s.ok()) return s;
+    if (absl::Status s = parts_.cross->Allreduce(out, count, dtype, op); !s.ok()) return s;
   }
-  if (parts_.local) return parts_.local->Broadcast(data, count * DataTypeSize(dtype), 0);
+  if (parts_.local) return parts_.local->Broadcast(out, bytes, 0);
   return absl::OkStatus();
 }
 
 absl::Status HierarchicalCommunicator::Allreduce(void* data, size_t count, DataType dtype,
                                                  ReduceOp op) {
+  return AllreduceInto(data, data, count, dtype, op);
+}
+
+absl::Status HierarchicalCommunicator::AllreduceInto(const void* in, void* out, size_t count,
+                                                     DataType dtype, ReduceOp op) {
   return Run("allreduce", [&] {
-    if (!hierarchical_allreduce_) return parts_.flat->Allreduce(data, count, dtype, op);
-    return HierarchicalAllreduce(data, count, dtype, op);
+    if (!hierarchical_allreduce_) return parts_.flat->AllreduceInto(in, out, count, dtype, op);
+    return HierarchicalAllreduce(in, out, count, dtype, op);
   });
 }
 
@@ -99,7 +110,7 @@ absl::Status HierarchicalCommunicator::ReduceScatter(void* data, std::span<const
     }
     if (!hierarchical_allreduce_) return parts_.flat->ReduceScatter(data, counts, dtype, op);
     const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
-    return HierarchicalAllreduce(data, total, dtype, op);
+    return HierarchicalAllreduce(data, data, total, dtype, op);
   });
 }
 

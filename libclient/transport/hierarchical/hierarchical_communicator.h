@@ -48,6 +48,10 @@ class HierarchicalCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(map_.node_of.size()); }
   absl::Status Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) override;
+  // The flat path passes `in` and `out` on; the hierarchical path reduces in -> out within
+  // the node, then on `out` (the pipelined one copies `in` into `out` first).
+  absl::Status AllreduceInto(const void* in, void* out, size_t count, DataType dtype,
+                             ReduceOp op) override;
   absl::Status Allgatherv(const void* in, void* out, std::span<const size_t> recv_bytes) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
@@ -61,7 +65,8 @@ class HierarchicalCommunicator : public Communicator {
   // Runs `body` unless the communicator is dead; on its error aborts every part and returns
   // the error, naming `op`, the rank and the node.
   absl::Status Run(const char* op, absl::FunctionRef<absl::Status()> body);
-  absl::Status HierarchicalAllreduce(void* data, size_t count, DataType dtype, ReduceOp op);
+  absl::Status HierarchicalAllreduce(const void* in, void* out, size_t count, DataType dtype,
+                                     ReduceOp op);
   absl::Status HierarchicalAllgatherv(const void* in, void* out,
                                       std::span<const size_t> recv_bytes);
   // HierarchicalAllgatherv when node-major order is rank order: straight into `out`.

@@ -43,15 +43,30 @@ class MemoryCommunicator : public Communicator {
   int size() const override { return group_->size(); }
 
   absl::Status Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) override {
-    const Call call{
-        .kind = CollectiveType::kAllreduce, .out = data, .count = count, .dtype = dtype, .op = op};
+    return AllreduceInto(data, data, count, dtype, op);
+  }
+
+  // Each rank reduces its block from every rank's input into its output, then copies the
+  // other blocks from their owners' outputs. An input is only read (it may be the output).
+  absl::Status AllreduceInto(const void* in, void* out, size_t count, DataType dtype,
+                             ReduceOp op) override {
+    const Call call{.kind = CollectiveType::kAllreduce,
+                    .in = in,
+                    .out = out,
+                    .count = count,
+                    .dtype = dtype,
+                    .op = op};
     return Run(call, [&]() -> absl::Status {
       const size_t width = DataTypeSize(dtype);
-      char* mine = static_cast<char*>(data);
+      char* mine = static_cast<char*>(out);
       const auto [begin, end] = EvenBlock(count, size(), rank_);
+      if (in != out && end > begin) {
+        std::memcpy(mine + begin * width, static_cast<const char*>(in) + begin * width,
+                    (end - begin) * width);
+      }
       for (int q = 0; q < size(); ++q) {
         if (q == rank_) continue;
-        const char* theirs = static_cast<const char*>(group_->call(q).out);
+        const char* theirs = static_cast<const char*>(group_->call(q).in);
         ReduceInto(mine + begin * width, theirs + begin * width, end - begin, dtype, op);
       }
       RETURN_IF_ERROR(group_->Arrive(rank_, timeout_));

@@ -100,56 +100,67 @@ absl::Status ShmCommunicator::Run(const char* what, Body&& body) {
 }
 
 absl::Status ShmCommunicator::Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) {
+  return AllreduceInto(data, data, count, dtype, op);
+}
+
+absl::Status ShmCommunicator::AllreduceInto(const void* in, void* out, size_t count, DataType dtype,
+                                            ReduceOp op) {
   return Run("allreduce", [&]() -> absl::Status {
     RETURN_IF_ERROR(CheckReduction(dtype, op));
-    if (size() == 1) return absl::OkStatus();
     const size_t width = DataTypeSize(dtype);
+    if (size() == 1) {
+      if (in != out) Copy(out, in, count * width);
+      return absl::OkStatus();
+    }
+    const char* from = static_cast<const char*>(in);
+    char* to = static_cast<char*>(out);
     if (count > 0 && count * width <= kOneBarrierBytes) {
-      return AllreduceSmall(static_cast<char*>(data), count, dtype, op);
+      return AllreduceSmall(from, to, count, dtype, op);
     }
     const size_t per_piece = kBufferBytes / width;
-    char* bytes = static_cast<char*>(data);
     for (size_t at = 0; at < count; at += per_piece) {
-      RETURN_IF_ERROR(
-          AllreducePiece(bytes + at * width, std::min(per_piece, count - at), dtype, op));
+      RETURN_IF_ERROR(AllreducePiece(from + at * width, to + at * width,
+                                     std::min(per_piece, count - at), dtype, op));
     }
     return absl::OkStatus();
   });
 }
 
-absl::Status ShmCommunicator::AllreduceSmall(char* data, size_t count, DataType dtype,
-                                             ReduceOp op) {
+absl::Status ShmCommunicator::AllreduceSmall(const char* in, char* out, size_t count,
+                                             DataType dtype, ReduceOp op) {
   const size_t bytes = count * DataTypeSize(dtype);
   const int p = NextParity();
-  Copy(segment_->buffer(rank_, p), data, bytes);
+  Copy(segment_->buffer(rank_, p), in, bytes);
   RETURN_IF_ERROR(Step());
-  Copy(data, segment_->buffer(0, p), bytes);
-  for (int q = 1; q < size(); ++q) ReduceInto(data, segment_->buffer(q, p), count, dtype, op);
+  Copy(out, segment_->buffer(0, p), bytes);
+  for (int q = 1; q < size(); ++q) ReduceInto(out, segment_->buffer(q, p), count, dtype, op);
   return absl::OkStatus();
 }
 
-// Stage every slice but this rank's own; reduce the own slice from the peers' staged copies
-// into `data` and publish it; then copy the peers' reduced slices out.
-absl::Status ShmCommunicator::AllreducePiece(char* data, size_t count, DataType dtype,
-                                             ReduceOp op) {
+// Stage every slice of `in` but this rank's own; reduce the own slice from `in` and the
+// peers' staged copies into `out` and publish it; then copy the peers' reduced slices out.
+// `in` is only read (it may be `out`).
+absl::Status ShmCommunicator::AllreducePiece(const char* in, char* out, size_t count,
+                                             DataType dtype, ReduceOp op) {
   const int n = size();
   const size_t w = DataTypeSize(dtype);
   const int p = NextParity();
   char* mine = segment_->buffer(rank_, p);
   const auto [begin, end] = EvenBlock(count, n, rank_);
-  Copy(mine, data, begin * w);
-  Copy(mine + end * w, data + end * w, (count - end) * w);
+  Copy(mine, in, begin * w);
+  Copy(mine + end * w, in + end * w, (count - end) * w);
   RETURN_IF_ERROR(Step());
+  if (in != out) Copy(out + begin * w, in + begin * w, (end - begin) * w);
   for (int q = 0; q < n; ++q) {
     if (q == rank_ || end == begin) continue;
-    ReduceInto(data + begin * w, segment_->buffer(q, p) + begin * w, end - begin, dtype, op);
+    ReduceInto(out + begin * w, segment_->buffer(q, p) + begin * w, end - begin, dtype, op);
   }
-  Copy(mine + begin * w, data + begin * w, (end - begin) * w);
+  Copy(mine + begin * w, out + begin * w, (end - begin) * w);
   RETURN_IF_ERROR(Step());
   for (int q = 0; q < n; ++q) {
     if (q == rank_) continue;
     const auto [qbegin, qend] = EvenBlock(count, n, q);
-    Copy(data + qbegin * w, segment_->buffer(q, p) + qbegin * w, (qend - qbegin) * w);
+    Copy(out + qbegin * w, segment_->buffer(q, p) + qbegin * w, (qend - qbegin) * w);
   }
   return absl::OkStatus();
 }

@@ -53,6 +53,9 @@ class ShmCommunicator : public Communicator {
   int size() const override { return segment_->ranks(); }
 
   absl::Status Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) override;
+  // Stages from `in` and writes the reduced slices straight to `out`: no copy of in to out.
+  absl::Status AllreduceInto(const void* in, void* out, size_t count, DataType dtype,
+                             ReduceOp op) override;
   absl::Status Allgatherv(const void* in, void* out, std::span<const size_t> recv_bytes) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
@@ -67,8 +70,8 @@ class ShmCommunicator : public Communicator {
   // and returns it with the collective and rank in its message.
   template <typename Body>
   absl::Status Run(const char* what, Body&& body);
-  absl::Status AllreducePiece(char* data, size_t count, DataType dtype, ReduceOp op);
-  absl::Status AllreduceSmall(char* data, size_t count, DataType dtype, ReduceOp op);
+  absl::Status AllreducePiece(const char* in, char* out, size_t count, DataType dtype, ReduceOp op);
+  absl::Status AllreduceSmall(const char* in, char* out, size_t count, DataType dtype, ReduceOp op);
   // Waits for every rank.
   absl::Status Step() { return sync_->Barrier(timeout_); }
   // The staging buffer parity of the next phase.

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -157,6 +158,34 @@ inline void CheckAllreduceOnRank(Communicator& comm, const std::vector<TypedBuff
           << TypeOpName(c.dtype, c.op) << " count " << c.count << " rank " << r << " elem " << i;
     }
   }
+}
+
+// AllreduceInto with a separate output: the output (filled with 0x5a bytes first) holds the
+// reduction and the input is left as it was.
+inline void CheckAllreduceIntoOnRank(Communicator& comm, const std::vector<TypedBuffer>& expected) {
+  const int r = comm.rank();
+  const std::vector<ReduceCase> cases = ReduceCases();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const ReduceCase& c = cases[k];
+    const TypedBuffer in = Input(c.dtype, c.op, r, c.count);
+    TypedBuffer out(c.dtype, c.count);
+    if (out.bytes() > 0) std::memset(out.data(), 0x5a, out.bytes());
+    const absl::Status status = comm.AllreduceInto(in.data(), out.data(), c.count, c.dtype, c.op);
+    ASSERT_TRUE(status.ok()) << status;
+    const TypedBuffer unchanged = Input(c.dtype, c.op, r, c.count);
+    for (size_t i = 0; i < c.count; ++i) {
+      ASSERT_EQ(out.Get(i), expected[k].Get(i))
+          << TypeOpName(c.dtype, c.op) << " count " << c.count << " rank " << r << " elem " << i;
+      ASSERT_EQ(in.Get(i), unchanged.Get(i))
+          << "input changed: " << TypeOpName(c.dtype, c.op) << " count " << c.count << " rank " << r
+          << " elem " << i;
+    }
+  }
+}
+
+inline void CheckAllreduceInto(Comms& comms) {
+  const std::vector<TypedBuffer> expected = AllreduceExpected(static_cast<int>(comms.size()));
+  OnEveryRank(comms, [&](int r) { CheckAllreduceIntoOnRank(*comms[r], expected); });
 }
 
 inline void CheckAllreduce(Comms& comms) {

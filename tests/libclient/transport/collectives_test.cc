@@ -44,6 +44,10 @@ TEST_P(CollectivesTest, AllreduceMatchesReferenceForEveryDtypeOpAndSize) {
   conformance::CheckAllreduce(comms_);
 }
 
+TEST_P(CollectivesTest, AllreduceIntoSeparateOutputMatchesReferenceAndKeepsInput) {
+  conformance::CheckAllreduceInto(comms_);
+}
+
 TEST_P(CollectivesTest, ReduceScatterMatchesReferenceForEveryDtypeOpAndBlockLayout) {
   conformance::CheckReduceScatter(comms_);
 }
