@@ -201,6 +201,20 @@ def check_writable_dirs(docs):
         for flag, path in dirs.items():
             if not any(path == m or path.startswith(m + "/") for m in mounts):
                 fail(f"{name} writes --{flag}={path}, which is on its read-only root file system")
+        if kind == "Job":
+            check_shared_memory(find(docs, kind, name)["spec"]["template"]["spec"], c, name)
+
+
+def check_shared_memory(pod, c, name):
+    """A training pod's ranks move their bytes through /dev/shm (the default data plane on one
+    host, docs/shm.md): it must be a memory-backed volume, not the container's 64 MiB."""
+    volume = next((m["name"] for m in c.get("volumeMounts", [])
+                   if m["mountPath"].rstrip("/") == "/dev/shm"), None)
+    if volume is None:
+        fail(f"{name} mounts no volume at /dev/shm (the container's own is 64 MiB)")
+    spec = next(v for v in pod["volumes"] if v["name"] == volume)
+    if spec.get("emptyDir", {}).get("medium") != "Memory":
+        fail(f"{name}'s /dev/shm volume '{volume}' is not an emptyDir with medium: Memory")
 
 
 def documented_metrics():
