@@ -3,10 +3,9 @@
 // parts (Lifecycle, Roster, Sessions, Generations) and returns a decision that the Job
 // carries out — a Verdict, or where an attach goes; it changes nothing itself.
 //
-//  - Ranks lost (a failed exit, a session's lost connection): an elastic job that runs, with at
-//  least its
-//    minimum of ranks left, ends its generation (the survivors renumbered in order); any other
-//    job aborts (docs/elastic.md).
+//  - Ranks lost (a failed exit, a session's lost connection): an elastic job that runs, with
+//    at least its minimum of ranks left, ends its generation (the survivors renumbered in
+//    order); any other job aborts (docs/elastic.md).
 //  - A rank's process ended (its agent's report): one that exited cleanly before joining
 //    departs; a failure is a loss. One that had left (goodbye) a job that forms again is a left
 //    rank's exit: the next incarnation cannot form without it, and a failure aborts the
