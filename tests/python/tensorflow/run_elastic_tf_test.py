@@ -14,14 +14,10 @@ no op library.
 
 import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from process_helpers import WaitFailed, kill, read, start, wait_for, wait_or_kill  # noqa: E402
+from runner_common import run_killed_elastic_job, skip_reason
 
 COMMIT_EVERY = 5
 EPOCHS = 3
@@ -31,22 +27,9 @@ RESET_WITHIN_MS = 10000  # TensorFlow's processes share 2 cores here; the core's
 def run_job(troikarun, python, script, mode):
     """The job of 3 ranks with rank 2 SIGKILLed once it trains; (exit code, stdout, stderr,
     kill time in unix ms)."""
-    with tempfile.TemporaryDirectory(prefix="troika-elastic-tf-") as d:
-        out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        job = start([troikarun, "-np", "3", "--min-np", "2", "--", python, script, "--mode", mode,
-                     "--pid-dir", d, "--epochs", str(EPOCHS), "--commit-every",
-                     str(COMMIT_EVERY)], out_path, err_path)
-        try:
-            wait_for(lambda: read(os.path.join(d, "pid.2")).strip(), 180, "rank 2's pid file",
-                     job)
-        except WaitFailed:
-            kill(job)
-            return None, read(out_path), read(err_path), 0
-        time.sleep(0.5)  # mid-training
-        killed_at = time.time() * 1000
-        os.kill(int(read(os.path.join(d, "pid.2"))), signal.SIGKILL)
-        code = wait_or_kill(job, 240)
-        return code, read(out_path), read(err_path), killed_at
+    return run_killed_elastic_job(
+        troikarun, python, script, ["--mode", mode, "--epochs", str(EPOCHS), "--commit-every",
+                                    str(COMMIT_EVERY)], "troika-elastic-tf-")
 
 
 def check(code, out, err, killed_at):
@@ -82,12 +65,9 @@ def check(code, out, err, killed_at):
 def main():
     troikarun, python, script = sys.argv[1:4]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
-    if subprocess.call([python, "-c", "import tensorflow"], stderr=subprocess.DEVNULL) != 0:
-        print("TensorFlow elastic test skipped: %s cannot import tensorflow" % python)
-        return 77
-    package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    if not os.path.exists(os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
-        print("TensorFlow elastic test skipped: the build has no troika.tensorflow op library")
+    skip = skip_reason(python, "TensorFlow elastic test")
+    if skip:
+        print(skip)
         return 77
     failures = []
     for mode in ("keras", "v1"):

@@ -14,14 +14,10 @@ torch backend (troika.keras over troika.torch); skipped if PYTHON cannot import 
 
 import os
 import re
-import signal
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from process_helpers import (WaitFailed, can_import, kill, read, start,  # noqa: E402
-                             wait_for, wait_or_kill)
+from runner_common import run_killed_elastic_job, skip_reason
 
 EPOCHS = 3
 COMMIT_EVERY = 5
@@ -31,22 +27,9 @@ RESET_WITHIN_MS = 10000  # TensorFlow's processes share 2 cores here; the core's
 def run_job(troikarun, python, script):
     """The job of 3 ranks with rank 2 SIGKILLed once it trains; (exit code, stdout, stderr,
     kill time in unix ms)."""
-    with tempfile.TemporaryDirectory(prefix="troika-keras-elastic-") as d:
-        out_path, err_path = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        job = start([troikarun, "-np", "3", "--min-np", "2", "--", python, script,
-                     "--pid-dir", d, "--epochs", str(EPOCHS), "--commit-every",
-                     str(COMMIT_EVERY)], out_path, err_path)
-        try:
-            wait_for(lambda: read(os.path.join(d, "pid.2")).strip(), 180, "rank 2's pid file",
-                     job)
-        except WaitFailed:
-            kill(job)
-            return None, read(out_path), read(err_path), 0
-        time.sleep(0.5)  # mid-training
-        killed_at = time.time() * 1000
-        os.kill(int(read(os.path.join(d, "pid.2"))), signal.SIGKILL)
-        code = wait_or_kill(job, 240)
-        return code, read(out_path), read(err_path), killed_at
+    return run_killed_elastic_job(
+        troikarun, python, script, ["--epochs", str(EPOCHS), "--commit-every",
+                                    str(COMMIT_EVERY)], "troika-keras-elastic-")
 
 
 def check(code, out, err, killed_at):
@@ -87,18 +70,9 @@ def main():
     troikarun, python, script = sys.argv[1:4]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
     torch_backend = os.environ.get("KERAS_BACKEND") == "torch"
-    if torch_backend:
-        if not can_import(python, "torch, keras"):
-            print("Keras elastic test skipped: %s cannot import torch and keras "
-                  "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
-            return 77
-    elif not can_import(python, "tensorflow"):
-        print("Keras elastic test skipped: %s cannot import tensorflow" % python)
-        return 77
-    package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    if not torch_backend and not os.path.exists(
-            os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
-        print("Keras elastic test skipped: the build has no troika.tensorflow op library")
+    skip = skip_reason(python, "Keras elastic test", torch_backend)
+    if skip:
+        print(skip)
         return 77
     failures = []
     variants = ((("Keras 3 (torch backend)", None),) if torch_backend else

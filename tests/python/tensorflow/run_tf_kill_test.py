@@ -26,8 +26,10 @@ import sys
 import tempfile
 import time
 
+from runner_common import skip_reason
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from process_helpers import can_import, read, start, wait_or_kill  # noqa: E402
+from process_helpers import read, start, wait_or_kill  # noqa: E402
 
 VICTIM = 1
 RAISE_WITHIN_S = 5.0
@@ -63,18 +65,10 @@ def main():
     options = sys.argv[6:]
     np_ = int(np_)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the ranks' TensorFlow, less chatty
-    if TORCH_BACKEND:
-        if not can_import(python, "torch, keras"):
-            print("Keras torch-backend kill test skipped: %s cannot import torch and keras "
-                  "(scripts/setup.sh --test-tools installs them into build/venv-torch2)" % python)
-            return 77
-    elif not can_import(python, "tensorflow"):
-        print("TensorFlow kill test skipped: %s cannot import tensorflow" % python)
-        return 77
-    package = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    if not TORCH_BACKEND and not os.path.exists(
-            os.path.join(package, "troika", "tensorflow", "_troika_tf_ops.so")):
-        print("TensorFlow kill test skipped: the build has no troika.tensorflow op library")
+    skip = skip_reason(python, "Keras torch-backend kill test" if TORCH_BACKEND else
+                       "TensorFlow kill test", TORCH_BACKEND)
+    if skip:
+        print(skip)
         return 77
     failures = []
     with tempfile.TemporaryDirectory(prefix="troika-tf-kill-") as d:
