@@ -54,17 +54,22 @@ if [[ -n $module ]]; then
   # into the bundle only, never into the repository.
   if [[ -n ${TROIKA_BUNDLE_HOROVOD:-} ]]; then
     hv=$TROIKA_BUNDLE_HOROVOD
+    # The parts of Horovod's launcher its test helpers import (horovod_compat.py's list).
+    read -r -a helpers < <(cd "$root/scripts" && python3 -c \
+      'import horovod_compat; print(" ".join(horovod_compat.RUNNER_HELPERS))')
     if [[ ! -d $hv/test ]]; then  # a git directory without a work tree (e.g. a mirror): v0.28.1
       git_dir=$hv
       hv=$(mktemp -d)
       git --git-dir="$git_dir" archive v0.28.1 test/parallel/test_torch.py test/utils \
-        horovod/runner/util/threads.py | tar -x -C "$hv"
+        "${helpers[@]}" | tar -x -C "$hv"
     fi
-    mkdir -p "$out/horovod/test/parallel" "$out/horovod/test/utils" \
-      "$out/horovod/horovod/runner/util" "$out/horovod/site"
+    mkdir -p "$out/horovod/test/parallel" "$out/horovod/test/utils" "$out/horovod/site"
     cp "$hv/test/parallel/test_torch.py" "$out/horovod/test/parallel/"
     cp "$hv"/test/utils/*.py "$out/horovod/test/utils/"
-    cp "$hv/horovod/runner/util/threads.py" "$out/horovod/horovod/runner/util/"
+    for path in "${helpers[@]}"; do
+      mkdir -p "$out/horovod/$(dirname "$path")"
+      cp "$hv/$path" "$out/horovod/$path"
+    done
     cp "$root/scripts/horovod_compat.py" "$out/horovod/"
     for pkg in cloudpickle mock; do
       cp -r "$(/usr/bin/python3 -c "import os, $pkg; print(os.path.dirname($pkg.__file__))")" \

@@ -17,17 +17,27 @@ struct CopyBatch {
 };
 
 // Storage types and the type each computes in (as the CPU planes do).
+// Each also gives the factor a scale is multiplied by (Factor), in its Compute type.
 struct Half {
   using Storage = __half;
   using Compute = float;
   static __device__ float Load(__half v) { return __half2float(v); }
   static __device__ __half Store(float v) { return __float2half_rn(v); }
+  // Rounded to float16 first, as Horovod scales float16 on the GPU (a float16 multiply; the
+  // CPU scales it in float32): the float product of two float16 values is exact, so rounding
+  // it gives that multiply's result. A factor beyond float16's range stays float32 rather than
+  // becoming infinity.
+  static __device__ float Factor(double scale) {
+    const float rounded = __half2float(__double2half(scale));
+    return isinf(rounded) ? static_cast<float>(scale) : rounded;
+  }
 };
 struct BFloat16 {
   using Storage = __nv_bfloat16;
   using Compute = float;
   static __device__ float Load(__nv_bfloat16 v) { return __bfloat162float(v); }
   static __device__ __nv_bfloat16 Store(float v) { return __float2bfloat16_rn(v); }
+  static __device__ float Factor(double scale) { return static_cast<float>(scale); }
 };
 template <typename T>
 struct Floating {  // computes in T: float32 scales in float32 (reduce.cc's ScaleFloat)
@@ -35,11 +45,13 @@ struct Floating {  // computes in T: float32 scales in float32 (reduce.cc's Scal
   using Compute = T;
   static __device__ T Load(T v) { return v; }
   static __device__ T Store(T v) { return v; }
+  static __device__ T Factor(double scale) { return static_cast<T>(scale); }
 };
 template <typename T>
 struct Integer {
   using Storage = T;
   using Compute = double;
+  static __device__ double Factor(double scale) { return scale; }
   static __device__ double Load(T v) { return static_cast<double>(v); }
   // Toward zero, saturating; NaN becomes 0 (reduce.cc's SaturatingTruncate).
   static __device__ T Store(double v) {
@@ -57,6 +69,7 @@ struct Integer {
 struct Bool {
   using Storage = uint8_t;
   using Compute = double;
+  static __device__ double Factor(double scale) { return scale; }
   static __device__ double Load(uint8_t v) { return v != 0 ? 1.0 : 0.0; }
   static __device__ uint8_t Store(double v) { return v != 0.0 ? 1 : 0; }
 };
@@ -76,7 +89,8 @@ constexpr bool kIsFloating<Floating<T>> = true;
 // scales and divides those in 16 bits).
 template <typename In, typename Domain, typename Out>
 __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divisor,
-                                           typename Domain::Compute inverse, double scale) {
+                                           typename Domain::Compute inverse, bool scaled,
+                                           typename Domain::Compute factor) {
   typename Domain::Storage v;
   if constexpr (std::is_same_v<In, Domain>) {
     v = x;
@@ -96,8 +110,8 @@ __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divis
       v = Domain::Store(Domain::Load(v) * inverse);
     }
   }
-  if (scale != 1.0) {
-    v = Domain::Store(Domain::Load(v) * static_cast<typename Domain::Compute>(scale));
+  if (scaled) {
+    v = Domain::Store(Domain::Load(v) * factor);
   }
   if constexpr (std::is_same_v<Domain, Out>) {
     return v;
@@ -115,13 +129,14 @@ __global__ void BatchedCopyKernel(CopyBatch batch, int64_t divisor, double scale
   OutT* dst = static_cast<OutT*>(item.dst);
   const typename Domain::Compute inverse =
       static_cast<typename Domain::Compute>(1.0 / static_cast<double>(divisor));
+  const typename Domain::Compute factor = Domain::Factor(scale);
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < item.count;
        i += stride) {
     if (src == nullptr) {
       dst[i] = Out::Store(0);
     } else {
-      dst[i] = Transform<In, Domain, Out>(src[i], divisor, inverse, scale);
+      dst[i] = Transform<In, Domain, Out>(src[i], divisor, inverse, scale != 1.0, factor);
     }
   }
 }

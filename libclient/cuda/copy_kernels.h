@@ -7,7 +7,10 @@
 // integers are scaled in double and truncated toward zero, saturating (NaN becomes 0), and
 // divided exactly; float32 and float64 are scaled in their own type (the factor rounded to it
 // first, as Horovod's scaling does) and divided in it; float16 and bfloat16 in float32 (the
-// divisor as a product with its reciprocal), rounded to nearest even.
+// divisor as a product with its reciprocal), rounded to nearest even. One difference, which
+// is Horovod's too: a float16 tensor (not one packed from float32) is scaled by the factor
+// rounded to float16 (Horovod's GPU scales float16 by a float16 multiply; its CPU, and ours, in
+// float32), unless that rounding overflows.
 
 #include <cuda_runtime.h>
 

@@ -205,6 +205,14 @@ def test_alltoall_with_splits(dtype, variant):
     assert received.tolist() == [me + 1] * n
 
 
+def test_alltoall_received_splits_take_the_splits_tensors_dtype():
+    """As Horovod's splits.new(): int64 splits give int64 received_splits (lists: int32)."""
+    n = hvd.size()
+    x = torch.arange(2 * n, dtype=torch.float32)
+    _, received = hvd.alltoall(x, splits=torch.full([n], 2, dtype=torch.int64))
+    assert received.dtype == torch.int64 and received.tolist() == [2] * n
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_alltoall_even_split(dtype):
     n, me = hvd.size(), hvd.rank()

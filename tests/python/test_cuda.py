@@ -93,7 +93,14 @@ def test_alltoall_device_result(dev):
                + 100 * hvd.rank(), dev)
     out, received = hvd.alltoall(x, splits=splits)
     assert out.device == dev
+    assert received.device.type == "cpu" and received.dtype == torch.int32
     assert received.tolist() == [(r + hvd.rank()) % 3 for r in range(n)]
+    # Splits given as a tensor on the GPU: received_splits is one too (Horovod's
+    # splits.new()), whichever device the data is on.
+    for data in (x, x.cpu()):
+        _, on_gpu = hvd.alltoall(data, splits=torch.tensor(splits, dtype=torch.int32, device=dev))
+        assert on_gpu.device == dev and on_gpu.dtype == torch.int32
+        assert on_gpu.tolist() == received.tolist()
     parts = []
     for r in range(n):
         s = [(r + j) % 3 for j in range(n)]
@@ -113,6 +120,19 @@ def test_reducescatter(dev):
     assert_equal(y.cpu(), full[start:start + rows[hvd.rank()]])
 
 
+@pytest.mark.parametrize("where", ["prescale_factor", "postscale_factor"])
+def test_float16_is_scaled_by_the_factor_rounded_to_float16(dev, where):
+    """As Horovod's GPU does (a float16 multiply; on the CPU the factor stays float32): the
+    result equals torch's float16 product with the factor as a float16 tensor, exactly."""
+    factor = 0.1915194503788923  # not a float16: rounding it changes some products
+    x = torch.arange(-100, 100, dtype=torch.float16, device=dev)
+    want = x * torch.tensor(factor, dtype=torch.float16, device=dev) * hvd.size()
+    y = hvd.allreduce(x, op=hvd.Sum, **{where: factor})
+    assert torch.equal(y, want)
+    in_float32 = (x.float() * factor).half() * hvd.size()
+    assert not torch.equal(in_float32, want)  # the case tells the two apart
+
+
 def test_grouped_allreduce(dev):
     shapes, ranks = [[3], [4, 4], [1]], list(range(hvd.size()))
     xs = [queued(rank_input(torch.float32, s, hvd.rank()), dev) for s in shapes]
@@ -122,7 +142,7 @@ def test_grouped_allreduce(dev):
 
 
 def test_a_group_on_two_devices_is_refused(dev):
-    with pytest.raises(ValueError, match="one device"):
+    with pytest.raises(RuntimeError, match="one device"):  # Horovod's type
         hvd.grouped_allreduce([torch.ones(2, device=dev), torch.ones(2)])
 
 

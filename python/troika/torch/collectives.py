@@ -259,9 +259,17 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         full, source.data_ptr(), dt, shape(source), split_list,
         process_set=ps_id, device=device, ready_stream=stream)
 
+    # received_splits: like `splits` when that is a tensor (its dtype and device, as Horovod's
+    # splits.new()), else int32 on the CPU.
+    if isinstance(splits, torch.Tensor):
+        splits_dtype, splits_device = splits.dtype, splits.device
+    else:
+        splits_dtype, splits_device = torch.int32, torch.device("cpu")
+
     def finish():
         out = result_from(native, tensor.dtype, tensor.device)
-        return out, torch.tensor(native.received_splits, dtype=torch.int32)
+        return out, torch.tensor(native.received_splits, dtype=splits_dtype,
+                                 device=splits_device)
 
     return register(pending(native, (tensor, source),
                             autograd.attach(finish, tensor, _alltoall_gradient, process_set),

@@ -56,8 +56,9 @@ def _check_group(tensors):
         if device is None:
             device = t.device
         elif t.device != device:
-            raise ValueError("a grouped operation's tensors must be on one device: %s and %s"
-                             % (device, t.device))
+            # RuntimeError, as Horovod raises it (from its C++ core).
+            raise RuntimeError("a grouped operation's tensors must be on one device: %s and %s"
+                               % (device, t.device))
     return tensors
 
 
