@@ -6,13 +6,16 @@
 // in blocks alternating with the same loop written against troika.torch (hvd.allreduce), so
 // both go through the same context, job, process and moment of a shared machine: their ratio
 // is what the Python layer adds. The loop is troika.torch's synchronous allreduce in C++: one
-// float32, Sum, one name ("latency", as the Python modes), each waited before the next.
+// float32, Sum, one name ("allreduce.latency": what hvd.allreduce(..., name="latency")
+// negotiates, as the Python modes), each waited before the next.
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 
 #include "troika/troika.h"
+
+constexpr char kName[] = "allreduce.latency";
 
 extern "C" int troika_bench_allreduce_loop(uintptr_t context, int iters, double* seconds) {
   auto* ctx = reinterpret_cast<troika::Context*>(context);
@@ -23,7 +26,7 @@ extern "C" int troika_bench_allreduce_loop(uintptr_t context, int iters, double*
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
     absl::Status s =
-        ctx->Allreduce("latency", &value, &value, troika::DataType::kFloat32, {1}, sum).Wait();
+        ctx->Allreduce(kName, &value, &value, troika::DataType::kFloat32, {1}, sum).Wait();
     if (!s.ok()) {
       std::fprintf(stderr, "troika_bench_allreduce_loop: %s\n", s.ToString().c_str());
       return -1;

@@ -15,9 +15,13 @@ allreduces, each waited before the next, through
 
 in alternating blocks (c++ api, module, module+alloc, torch, torch_, then module, ...,
 c++ api, ...: the first rotates): the same job, process and context for all, so that drift of a shared machine hits all alike and the ratios are what
-the Python layer adds. All submit the same request (one name), and nothing else runs between
-the blocks, so a steady-state schedule (troikarun's default) holds across them; a tensor of its
-own per mode, or a barrier between blocks, would end the schedule at every block. Rank 0
+the Python layer adds. All submit the same request (one name: "allreduce.latency", which
+troika.torch negotiates for name="latency"), and nothing else runs between the blocks, so a
+steady-state schedule (troikarun's default) holds across them; a name of its own per mode, or a
+barrier between blocks, would end the schedule at every block, and the first mode after a
+change would pay the negotiations that form it again (until 2026-11-28 the C++ and module
+modes used "latency": the C++ API and hvd.allreduce, each right after such a change, read
+about 2x slower than they are). Rank 0
 prints one line per mode: "<mode>: <us> us per allreduce". Launched by bench/torch_bench.py.
 
     troikarun -np 4 -- python3 bench/torch_allreduce_latency.py --iters 2000
@@ -32,6 +36,9 @@ import torch
 
 import troika
 import troika.torch as hvd
+
+
+NAME = "allreduce.latency"  # what every mode negotiates (latency_loop.cc's too)
 
 
 def main():
@@ -59,14 +66,14 @@ def main():
 
     def module(n):
         for _ in range(n):
-            ctx.allreduce_wait("latency", ptr, ptr, f32, [1], hvd.Sum, 1.0, 1.0, 0)
+            ctx.allreduce_wait(NAME, ptr, ptr, f32, [1], hvd.Sum, 1.0, 1.0, 0)
 
     dtypes = {torch.float32: f32}
 
     def module_alloc(n):
         for _ in range(n):
             out = torch.empty_like(t)
-            ctx.allreduce_wait("latency", t.data_ptr(), out.data_ptr(), dtypes[t.dtype],
+            ctx.allreduce_wait(NAME, t.data_ptr(), out.data_ptr(), dtypes[t.dtype],
                                t.shape, hvd.Sum, 1.0, 1.0, 0)
 
     def torch_out(n):

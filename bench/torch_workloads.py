@@ -7,7 +7,8 @@ job: each workload runs through
             (bench/workload_loop.cc in BUILD/bench/libtroika_bench_loop.so, called with ctypes)
   and through troika.torch, the calls a Horovod script makes for it (MODES below),
 
-in alternating blocks of the same length (the first mode rotates from one round of blocks to
+with the same tensor names (troika.torch negotiates name="bench/N" as "allreduce.bench/N",
+the C++ workload's name), in alternating blocks of the same length (the first mode rotates from one round of blocks to
 the next), so that the same job, context, data plane and moment of a shared machine serve all,
 and the ratios are what the front end adds. Each block's iteration count is set once per
 workload from the C++ API's warm-up time (the slowest rank's), the same on every rank.
@@ -45,10 +46,13 @@ WORKLOADS = {
 
 def torch_modes(kind, nbytes, tensors, size):
     """[(mode, fn(iters))]: the workload through troika.torch, as a Horovod script calls it.
-    Buffers start zeroed, as troika-bench's: sums of zeros stay zeros."""
+    Buffers start zeroed, as troika-bench's: sums of zeros stay zeros. The names negotiate as
+    the C++ workload's (bench/workloads.cc), so a steady-state schedule holds across the modes'
+    blocks; until 2026-11-28 they differed, and the first mode after each change of names paid
+    the negotiations that form the schedule again."""
     if kind in ("allreduce", "latency"):
         t = torch.zeros(nbytes // 4, dtype=torch.float32)
-        name = "torch/%s/%d" % (kind, nbytes)
+        name = "bench/latency" if kind == "latency" else "bench/%d" % nbytes
 
         def out_of_place(n):
             for _ in range(n):
@@ -61,7 +65,7 @@ def torch_modes(kind, nbytes, tensors, size):
         return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place)]
     if kind == "many_small":
         ts = [torch.zeros(nbytes // 4, dtype=torch.float32) for _ in range(tensors)]
-        names = ["torch/small/%d" % i for i in range(tensors)]
+        names = ["bench/small/%d" % i for i in range(tensors)]
         pairs = list(zip(ts, names))
 
         def async_in_place(n):  # DistributedOptimizer's call, Horovod's too
@@ -80,7 +84,7 @@ def torch_modes(kind, nbytes, tensors, size):
                 ("hvd.allreduce_async", async_out_of_place)]
     if kind == "allgather":
         t = torch.zeros(nbytes // size, dtype=torch.uint8)
-        name = "torch/allgather/%d" % nbytes
+        name = "bench/%d" % (t.numel() * size)  # the output's bytes, as the C++ name rounds them
 
         def allgather(n):
             for _ in range(n):
@@ -89,7 +93,7 @@ def torch_modes(kind, nbytes, tensors, size):
         return [("hvd.allgather", allgather)]
     if kind == "broadcast":
         t = torch.zeros(nbytes, dtype=torch.uint8)
-        name = "torch/broadcast/%d" % nbytes
+        name = "bench/%d" % nbytes
 
         def in_place(n):  # broadcast_parameters' call
             for _ in range(n):

@@ -7,6 +7,11 @@
 namespace troika::bench {
 namespace {
 
+// Tensor names are "<op>.bench/...", what troika.torch negotiates for name="bench/..."
+// (Horovod's "<op>.<name>"), so that bench/torch_workloads.py's troika.torch modes submit the
+// same requests as these and one steady-state schedule holds across its alternating blocks
+// (a change of names would make the mode after it pay the negotiations that form it again).
+
 // Buffers start zeroed: in-place reductions then keep producing zeros, never overflowing
 // into infinities or slow denormals however many iterations run.
 class AllreduceWorkload : public Workload {
@@ -35,7 +40,7 @@ class AllgatherWorkload : public Workload {
       : in_(bytes / ranks),
         out_(bytes),
         recv_bytes_(ranks, bytes / ranks),
-        name_(absl::StrCat("bench/allgather/", bytes)) {}
+        name_(absl::StrCat("allgather.bench/", bytes)) {}
   absl::Status RunRaw(transport::Communicator& raw) override {
     return raw.Allgatherv(in_.data(), out_.data(), recv_bytes_);
   }
@@ -53,7 +58,7 @@ class AllgatherWorkload : public Workload {
 class BroadcastWorkload : public Workload {
  public:
   explicit BroadcastWorkload(size_t bytes)
-      : data_(bytes), name_(absl::StrCat("bench/broadcast/", bytes)) {}
+      : data_(bytes), name_(absl::StrCat("broadcast.bench/", bytes)) {}
   absl::Status RunRaw(transport::Communicator& raw) override {
     return raw.Broadcast(data_.data(), data_.size(), /*root=*/0);
   }
@@ -75,7 +80,7 @@ class AlltoallWorkload : public Workload {
       : in_(bytes),
         out_(bytes),
         split_bytes_(ranks, bytes / ranks),
-        name_(absl::StrCat("bench/alltoall/", bytes)) {}
+        name_(absl::StrCat("alltoall.bench/", bytes)) {}
   absl::Status RunRaw(transport::Communicator& raw) override {
     return raw.Alltoallv(in_.data(), split_bytes_, out_.data(), split_bytes_);
   }
@@ -95,7 +100,7 @@ class ReducescatterWorkload : public Workload {
   ReducescatterWorkload(size_t bytes, int ranks)
       : data_(bytes / sizeof(float)),
         counts_(ranks, data_.size() / ranks),
-        name_(absl::StrCat("bench/reducescatter/", bytes)) {}
+        name_(absl::StrCat("reducescatter.bench/", bytes)) {}
   absl::Status RunRaw(transport::Communicator& raw) override {
     return raw.ReduceScatter(data_.data(), counts_, DataType::kFloat32, ReduceOp::kSum);
   }
@@ -119,7 +124,7 @@ class ManySmallWorkload : public Workload {
   ManySmallWorkload(size_t bytes, int tensors) {
     for (int i = 0; i < tensors; ++i) {
       tensors_.emplace_back(bytes / sizeof(float));
-      names_.push_back(absl::StrCat("bench/small/", i));
+      names_.push_back(absl::StrCat("allreduce.bench/small/", i));
     }
   }
   absl::Status RunRaw(transport::Communicator& raw) override {
@@ -217,10 +222,10 @@ size_t EffectiveBytes(Kind kind, size_t requested, int ranks) {
 std::unique_ptr<Workload> MakeWorkload(Kind kind, size_t bytes, int tensors, int ranks, bool wait) {
   switch (kind) {
     case Kind::kAllreduce:
-      return std::make_unique<AllreduceWorkload>(bytes, absl::StrCat("bench/allreduce/", bytes),
+      return std::make_unique<AllreduceWorkload>(bytes, absl::StrCat("allreduce.bench/", bytes),
                                                  wait);
     case Kind::kLatency:
-      return std::make_unique<AllreduceWorkload>(bytes, "bench/latency", wait);
+      return std::make_unique<AllreduceWorkload>(bytes, "allreduce.bench/latency", wait);
     case Kind::kAllgather:
       return std::make_unique<AllgatherWorkload>(bytes, ranks);
     case Kind::kBroadcast:
