@@ -8,9 +8,9 @@ are, as Horovod's does: such loops allreduce with ``hvd.DistributedGradientTape`
 
 Both of Keras 2's optimizer class trees are wrapped: ``tf.keras.optimizers.*`` (tf_keras'
 ``optimizer.Optimizer``) and ``tf.keras.optimizers.legacy.*`` (``OptimizerV2``), and their loss
-scale optimizers. As Horovod's, the result is an instance of a subclass of the wrapped
-optimizer's class, with its name, module and config, made from its config: ``isinstance``,
-``optimizer.lr``, ``get_config``/``from_config`` and saving behave as the wrapped optimizer's.
+scale optimizers. As Horovod's, the result is an instance of a class made for it
+(troika.keras._distributed, shared with Keras 3): ``isinstance``, ``optimizer.lr``,
+``get_config``/``from_config`` and saving behave as the wrapped optimizer's.
 
 With ``backward_passes_per_step`` N, gradients are summed in variables of the optimizer's own
 (``_agg_helper``: its ``counter`` counts the steps summed) and allreduced every N-th
@@ -19,13 +19,12 @@ With ``backward_passes_per_step`` N, gradients are summed in variables of the op
 """
 
 import contextlib
-import warnings
 
 import tensorflow as tf
 import tf_keras
 
-from troika import global_process_set
-from troika._ops import Average, Sum
+from troika.keras import _distributed
+from troika.keras._distributed import CallableList, KeySet
 from troika.tensorflow.allreduce_grads import (make_allreduce_grads_fn, reduce_gradients,
                                                var_key)
 from troika.tensorflow.compression import Compression
@@ -33,22 +32,6 @@ from troika.tensorflow.library import check_not_xla
 
 # The optimizer bases of Keras 2 (tf_keras): the current and the legacy (OptimizerV2) tree.
 _OPTIMIZER_BASES = (tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer)
-
-
-class CallableList(list):
-    """``optimizer.variables``: a list that may also be called (``optimizer.variables()``),
-    whichever of the two a Keras 2 script uses."""
-
-    def __call__(self):
-        return self
-
-
-class _Settings:
-    """The arguments of one DistributedOptimizer call: every instance of its class (those
-    from_config makes included) is distributed with them."""
-
-    def __init__(self, **arguments):
-        self.__dict__.update(arguments)
 
 
 class LocalGradientAggregation:
@@ -151,7 +134,7 @@ class _DistributedOptimizer:
         self._troika_allreduce_grads = make_allreduce_grads_fn(
             s.device_dense, s.device_sparse, s.compression, s.sparse_as_dense, s.op,
             s.gradient_predivide_factor, s.groups, s.process_set)
-        self._troika_local = _KeySet()
+        self._troika_local = KeySet()
         self._agg_helper = None
         if s.backward_passes_per_step > 1:
             self._agg_helper = LocalGradientAggregation(
@@ -212,47 +195,6 @@ class _DistributedOptimizer:
             lambda: base.apply_gradients(*args, **kwargs), self)
 
 
-class _KeySet:
-    """A set of variable keys kept out of TensorFlow's attribute tracking."""
-
-    def __init__(self):
-        self._keys = set()
-
-    def add(self, key):
-        self._keys.add(key)
-
-    def __contains__(self, key):
-        return key in self._keys
-
-    def __bool__(self):
-        return bool(self._keys)
-
-    def __len__(self):
-        return len(self._keys)
-
-
-def _distributed_class(optimizer_class, settings):
-    """The class of a DistributedOptimizer wrapping an `optimizer_class`: a subclass with the
-    same name, module and qualified name, so that Keras serializes it as the wrapped one."""
-    base = getattr(optimizer_class, "_troika_wrapped_class", optimizer_class)
-    return type(base.__name__, (_DistributedOptimizer, base), {
-        "__module__": base.__module__, "__qualname__": base.__qualname__,
-        "__doc__": base.__doc__, "_troika_settings": settings, "_troika_wrapped_class": base})
-
-
-def _check_arguments(op, gradient_predivide_factor, backward_passes_per_step, groups):
-    if op != Average and op != Sum:
-        raise ValueError("DistributedOptimizer reduces gradients with op=Average or op=Sum")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor applies to op=Average only")
-    if backward_passes_per_step <= 0:
-        raise ValueError("backward_passes_per_step must be 1 or more, got %r"
-                         % (backward_passes_per_step,))
-    if groups is not None and not (isinstance(groups, list) or groups > 0):
-        raise ValueError("groups: a positive number of groups, or a list of lists of "
-                         "variables; got %r" % (groups,))
-
-
 def _check_optimizer(optimizer):
     if isinstance(optimizer, _OPTIMIZER_BASES):
         return
@@ -264,85 +206,9 @@ def _check_optimizer(optimizer):
                                            type(optimizer).__name__))
 
 
-def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
-                         compression=Compression.none, sparse_as_dense=False,
-                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
-                         average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=global_process_set, scale_local_gradients=True):
-    """An optimizer that allreduces the gradients (Average by default) it computes before
-    `optimizer`, a Keras 2 optimizer, applies them. Returns a new instance of a subclass of
-    `optimizer`'s class made from its config (module docstring).
-
-    Arguments as Horovod's horovod.tensorflow.keras.DistributedOptimizer:
-      name: accepted for Horovod's signature; the optimizer keeps its own name and config.
-      compression: Compression.none or Compression.fp16 for the allreduces.
-      sparse_as_dense: allreduce sparse gradients (tf.IndexedSlices) as dense tensors; they are
-        allgathered otherwise.
-      gradient_predivide_factor: with op=Average, scale by 1/f before the sum and f/size after.
-      op: Average or Sum.
-      backward_passes_per_step, average_aggregated_gradients: sum the gradients of that many
-        steps locally and allreduce and apply them once (divided by the steps if
-        average_aggregated_gradients); every step counts in `optimizer.iterations`.
-      num_groups (deprecated), groups: a number of groups of consecutive gradients, or lists
-        of variables, each allreduced as one grouped operation.
-      process_set: the ranks the gradients are reduced over.
-      scale_local_gradients: divide the gradients of variables registered with
-        register_local_var by the process set's size.
-    """
-    if num_groups != 0:
-        warnings.warn("DistributedOptimizer: num_groups is deprecated, pass groups",
-                      DeprecationWarning)
-        if groups is None:
-            groups = num_groups
-    _check_arguments(op, gradient_predivide_factor, backward_passes_per_step, groups)
-    _check_optimizer(optimizer)
-    settings = _Settings(
-        name=name, device_dense=device_dense, device_sparse=device_sparse,
-        compression=compression, sparse_as_dense=sparse_as_dense,
-        gradient_predivide_factor=gradient_predivide_factor, op=op,
-        backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
-        process_set=process_set, scale_local_gradients=scale_local_gradients)
-    cls = _distributed_class(type(optimizer), settings)
-    return cls.from_config(optimizer.get_config())
-
-
-def distribute_in_place(optimizer, compression=Compression.none):
-    """Makes `optimizer` itself (with its state: what load_model loaded) a
-    DistributedOptimizer with Horovod's default arguments and `compression`."""
-    settings = _Settings(
-        name=None, device_dense="", device_sparse="", compression=compression,
-        sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average,
-        backward_passes_per_step=1, average_aggregated_gradients=False, groups=None,
-        process_set=global_process_set, scale_local_gradients=True)
-    optimizer.__class__ = _distributed_class(type(optimizer), settings)
-    optimizer._troika_configure()
-    return optimizer
-
-
-def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
-                                compression=Compression.none, sparse_as_dense=False,
-                                gradient_predivide_factor=1.0, op=Average, groups=None,
-                                process_set=global_process_set, local_layers=None,
-                                scale_local_gradients=True):
-    """A DistributedOptimizer whose `local_layers`' (Keras layers) gradients are not allreduced
-    but stay this rank's (divided by the set's size if scale_local_gradients)."""
-    if local_layers is None:
-        local_layers = []
-    elif isinstance(local_layers, tf_keras.layers.Layer):
-        local_layers = [local_layers]
-    elif not all(isinstance(layer, tf_keras.layers.Layer) for layer in local_layers):
-        raise ValueError("PartialDistributedOptimizer: local_layers must be Keras layers")
-    opt = DistributedOptimizer(optimizer, name=name, device_dense=device_dense,
-                               device_sparse=device_sparse, compression=compression,
-                               sparse_as_dense=sparse_as_dense,
-                               gradient_predivide_factor=gradient_predivide_factor, op=op,
-                               groups=groups, process_set=process_set,
-                               scale_local_gradients=scale_local_gradients)
-    for layer in local_layers:
-        for var in layer.trainable_weights:
-            opt.register_local_var(var)
-    return opt
+DistributedOptimizer, PartialDistributedOptimizer, distribute_in_place = (
+    _distributed.entry_points(__name__, _DistributedOptimizer, _check_optimizer,
+                              tf_keras.layers.Layer, Compression.none))
 
 
 def build_optimizer(optimizer, variables):
