@@ -30,6 +30,13 @@ bool OpState::Complete(absl::Status s) {
     if (std::shared_ptr<WaitTracker> t = tracker.lock()) t->PollEnded(polled);
   }
   if (step_clock) step_clock->OpFinished();
+  // A callback hands the completion to the application (a graph's kernel, whose downstream
+  // ops may submit what depends on the result; an eager op's waiting thread): seen, as a
+  // Wait's is (WaitTracker::Observed), and before the callback runs, so that whatever it
+  // leads to is submitted after the count moved.
+  if (!callbacks.empty()) {
+    if (std::shared_ptr<WaitTracker> t = tracker.lock()) t->Observed();
+  }
   // `status` is final once done: read without mu.
   for (auto& callback : callbacks) callback(status);
   return true;

@@ -92,8 +92,8 @@ class WaitTracker {
   void Waiting(const std::string& name);
   void SetFlush(std::function<void(const std::string& name)> flush);
 
-  // A thread saw an op complete (a Wait returned, a Poll found it done): what it submits next
-  // may depend on the result. Observations() counts them (steady-state schedules keep such
+  // A thread saw an op complete (a Wait returned, a Poll found it done, a completion callback
+  // of Handle::OnDone is about to run): what is submitted next may depend on the result. Observations() counts them (steady-state schedules keep such
   // submissions out of the collective of what came before, ClientSchedule::Submit).
   void Observed() { observations_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t Observations() const { return observations_.load(std::memory_order_relaxed); }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/forwarding_channel.h"
@@ -20,35 +21,52 @@
 namespace troika::testing::schedule_steps {
 namespace {
 
-// One step of four allreduces "t0".."t3" of 6 floats, submitted a few milliseconds apart (so
-// that negotiation makes a response of each); `wait_after_t1`: t1 is waited for before t2 is
-// submitted (t2 may depend on t1's result). Every result is checked.
-void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, bool wait_after_t1) {
+// How a step's t2 follows t1: freely, or only once the rank learned that t1 completed (t2 may
+// depend on t1's result) — by waiting for it, or by a completion callback no thread waits in
+// (Handle::OnDone with caller_waits false: a graph's kernel, whose downstream op submits t2).
+enum class AfterT1 { kFree, kWait, kCallback };
+
+// t1's elements: with a callback, enough that the collective takes longer than registering the
+// callback after the submission (a callback registered before completion is the case that
+// went unseen before 2026-11-28), else 6.
+int64_t T1Elements(AfterT1 after) { return after == AfterT1::kCallback ? 1 << 20 : 6; }
+
+// One step of four allreduces "t0".."t3" (6 floats, t1 as T1Elements), submitted a few
+// milliseconds apart (so that negotiation makes a response of each), t2 after t1 as `after`
+// says. Every result is checked; a step that does not complete within 30 s fails.
+void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, AfterT1 after) {
   OnEveryRank(kRanks, [&](int rank) {
     std::vector<std::vector<float>> in;
     std::vector<Handle> handles;
     for (int t = 0; t < 4; ++t) {
-      in.push_back(Input(rank, t, 6));
+      const int64_t elements = t == 1 ? T1Elements(after) : 6;
+      in.push_back(Input(rank, t, elements));
       handles.push_back(contexts[rank]->Allreduce(absl::StrCat("t", t), in[t].data(), in[t].data(),
-                                                  DataType::kFloat32, {6}));
-      if (wait_after_t1 && t == 1) {
+                                                  DataType::kFloat32, {elements}));
+      if (t == 1 && after == AfterT1::kWait) {
         ASSERT_TRUE(handles[1].Wait().ok()) << handles[1].Wait();
+      } else if (t == 1 && after == AfterT1::kCallback) {
+        absl::Notification done;
+        handles[1].OnDone([&](const absl::Status&) { done.Notify(); }, /*caller_waits=*/false);
+        ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)))
+            << "rank " << rank << ": t1 never completed (in one collective with t2?)";
       }
       absl::SleepFor(absl::Milliseconds(3));
     }
     for (int t = 0; t < 4; ++t) {
       ASSERT_TRUE(handles[t].Wait().ok()) << handles[t].Wait();
-      ExpectNear(in[t], Sum(t, 6), absl::StrCat("rank ", rank, ", t", t));
+      ExpectNear(in[t], Sum(t, static_cast<int64_t>(in[t].size())),
+                 absl::StrCat("rank ", rank, ", t", t));
     }
   });
 }
 
 // Steps until the job runs a schedule of `entries` collectives (false after 30 s).
 bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coordinator::Job& job,
-                          int entries, bool wait_after_t1) {
+                          int entries, AfterT1 after) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
-    SpacedStep(contexts, wait_after_t1);
+    SpacedStep(contexts, after);
     const coordinator::ScheduleInfo info = job.Describe().schedules;
     if (info.active != 0 && info.entries == entries) return true;
   }
@@ -57,17 +75,17 @@ bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coord
 
 // Steps of SpacedStep until the job runs a schedule of `entries` collectives that replaced the
 // first schedule (a response per tensor), then 10 more steps: it holds.
-void ExpectStepsSettleInto(int entries, bool wait_after_t1) {
+void ExpectStepsSettleInto(int entries, AfterT1 after) {
   TestCluster cluster(Schedules(true));
   auto contexts = cluster.Join("job", kRanks);
   std::shared_ptr<coordinator::Job> job = FindJob(cluster);
   ASSERT_NE(job, nullptr);
-  ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, wait_after_t1))
+  ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, after))
       << "no schedule of " << entries << " collectives formed";
   const coordinator::ScheduleInfo settled = job->Describe().schedules;
   EXPECT_GT(settled.active, 1) << "the first schedule (a response per tensor) did not give way";
   EXPECT_EQ(settled.tensors, 4);
-  for (int s = 0; s < 10; ++s) SpacedStep(contexts, wait_after_t1);
+  for (int s = 0; s < 10; ++s) SpacedStep(contexts, after);
   EXPECT_EQ(job->Describe().schedules.active, settled.active) << "the settled schedule ended";
   ShutdownAll(contexts);
 }
@@ -75,13 +93,20 @@ void ExpectStepsSettleInto(int entries, bool wait_after_t1) {
 // The ranks' reports show that none of a step's allreduces waits for another's result: the
 // schedule of one response per tensor gives way to one of a single collective, which holds.
 TEST(ScheduleTest, AllreducesNoRankWaitsBetweenRunAsOneCollectiveOnceReported) {
-  ExpectStepsSettleInto(1, /*wait_after_t1=*/false);
+  ExpectStepsSettleInto(1, AfterT1::kFree);
 }
 
 // A rank waits for t1 before it submits t2: t1 and t2 never share a collective (it would
 // never complete), while t0 joins t1 and t2 joins t3.
 TEST(ScheduleTest, AnAllreduceSubmittedAfterAWaitStaysOutOfTheCollectiveBeforeIt) {
-  ExpectStepsSettleInto(2, /*wait_after_t1=*/true);
+  ExpectStepsSettleInto(2, AfterT1::kWait);
+}
+
+// The same when the rank learns of t1's completion by its callback alone (a graph whose op
+// takes t1's result): until 2026-11-28 such a completion went unseen when the callback was
+// registered before it, t1 and t2 shared a collective, and the step never completed.
+TEST(ScheduleTest, AnAllreduceSubmittedAfterACompletionCallbackStaysOutOfTheCollectiveBeforeIt) {
+  ExpectStepsSettleInto(2, AfterT1::kCallback);
 }
 
 // Every allreduce is waited for before the next is submitted (as synchronous ones are): no

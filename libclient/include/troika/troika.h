@@ -226,7 +226,9 @@ class Handle {
   // for the operation for deadlock detection (docs/protocol.md, Deadlocks) until then, as in
   // Wait() (and the request leaves at once, as for a Wait); false: the rank may be computing
   // meanwhile (an op of a graph still running), and the request leaves with the send cycle's
-  // batch.
+  // batch. Either way, what the rank submits after the callback ran may depend on the result,
+  // as after a Wait(): a steady-state schedule never puts it in one collective with this
+  // operation (docs/design/schedules.md, Buckets).
   void OnDone(std::function<void(const absl::Status&)> callback, bool caller_waits = false) const;
   // GPU operations: blocks only until the operation has been issued on the device (or has
   // failed), then makes `stream` (a cudaStream_t; null: the legacy default stream) wait for

@@ -163,3 +163,27 @@ def test_ops_before_init_fail_clearly():
     hvd.init()
     np.testing.assert_array_equal(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(),
                                   [float(hvd.size())])
+
+
+def test_allreduces_chained_in_a_function_keep_running_under_steady_state_schedules():
+    # Each allreduce takes the one before's result, so the function submits it only after the
+    # kernel's completion callback: a steady-state schedule must keep them in collectives of
+    # their own. Until 2026-11-28 a completion delivered to a callback registered before it
+    # went unseen, the schedule fused the three into one collective once the ranks' reports
+    # came in (large tensors: the callback is registered first), and the step hung.
+    n = hvd.size()
+    x = tf.Variable(tf.ones([1 << 22]))  # 16 MiB
+
+    @tf.function
+    def step():
+        a = hvd.allreduce(x, op=hvd.Sum, name="chain.a")
+        b = hvd.allreduce(a * 2.0, op=hvd.Sum, name="chain.b")
+        return hvd.allreduce(b * 0.5, op=hvd.Sum, name="chain.c")
+
+    def steps():
+        for _ in range(150):  # a schedule, its reports, and a bucketed one: well within
+            c = step()
+        return c.numpy()
+
+    c = finishes(steps, seconds=120)
+    assert np.all(c == float(n ** 3))
