@@ -92,12 +92,20 @@ if [[ -n $module ]]; then
     suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
     flags=$(sed -n 's/^CXX_\(DEFINES\|INCLUDES\|FLAGS\) = //p' "$dir/flags.make" |
             sed "s#-isystem [^ ]*python3[^ ]*#-isystem $include#" | tr '\n' ' ')
-    object=$here/python/module$suffix.o
-    link=$(sed "s#CMakeFiles/_troika.dir/troika_module.cc.o#$object#;
-                s#troika/_troika[^ ]*\.so#$here/python/troika/_troika$suffix#" "$dir/link.txt")
-    (cd "$build/python" && eval "c++ $flags -c '$root/python/troika_module.cc' -o '$object'" &&
-      eval "$link")
-    rm -f "$object"
+    # Each of the module's objects (CMakeFiles/_troika.dir/SOURCE.o, SOURCE under python/)
+    # compiled again, in place of the build's in its link line.
+    objects=$here/python/objects$suffix
+    mkdir -p "$objects"
+    link=$(sed "s#troika/_troika[^ ]*\.so#$here/python/troika/_troika$suffix#" "$dir/link.txt")
+    for built in $(grep -o 'CMakeFiles/_troika\.dir/[^ ]*\.o' "$dir/link.txt"); do
+      source=${built#CMakeFiles/_troika.dir/}
+      source=${source%.o}
+      object=$objects/${source//\//_}.o
+      (cd "$build/python" && eval "c++ $flags -c '$root/python/$source' -o '$object'")
+      link=${link/$built/$object}
+    done
+    (cd "$build/python" && eval "$link")
+    rm -rf "$objects"
     echo "gpu_bundle: module for $("$python" -V 2>&1): _troika$suffix"
   done
 fi

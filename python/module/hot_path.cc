@@ -1,0 +1,108 @@
+#include "python/module/hot_path.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "python/module/arguments.h"
+#include "python/module/handles.h"
+
+namespace py = pybind11;
+
+namespace troika::py_module {
+namespace {
+
+// Advises the kernel on the whole pages of [address, address + bytes), a result buffer the
+// framework has just allocated: a large allocation is a fresh mapping, and writing it faults
+// once per 4 KiB page — at 64 MiB that costs more than copying it. Asks for transparent huge
+// pages (MADV_HUGEPAGE: a fault per 2 MiB) and, with `populate`, maps the pages now
+// (MADV_POPULATE_WRITE, Linux 5.14+, without the GIL) instead of inside the collective: a
+// receive that faults stalls the transfer it is part of, on every rank downstream of it.
+// Advice only: the memory, its contents and its owner are unchanged, and a kernel without
+// transparent huge pages (or with them off, or too old to populate) ignores it. Returns whether
+// the kernel took the huge-page advice.
+bool AdviseFreshBuffer(uintptr_t address, size_t bytes, bool populate) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (address + page - 1) / page * page;
+  const uintptr_t end = (address + bytes) / page * page;
+  if (address == 0 || end <= begin) return false;
+  bool huge = false;
+#ifdef MADV_HUGEPAGE
+  huge = madvise(Ptr(begin), end - begin, MADV_HUGEPAGE) == 0;
+#endif
+#ifdef MADV_POPULATE_WRITE
+  if (populate) {
+    py::gil_scoped_release release;
+    madvise(Ptr(begin), end - begin, MADV_POPULATE_WRITE);
+  }
+#else
+  (void)populate;
+#endif
+  return huge;
+}
+
+// Context.allreduce without pybind11's dispatch, for the front ends' hot path (issue 36: 256
+// small allreduces a step): _troika.submit_allreduce(context, name, input, output, dtype,
+// shape, op, prescale, postscale, process_set, device, ready_stream), all positional, as
+// Context.allreduce takes them; returns the Handle. pybind11's general dispatcher (argument
+// records, a conversion flag per argument, overload passes) costs more than the conversions
+// themselves; a METH_FASTCALL function reads its arguments straight off the call.
+PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 12) {
+    PyErr_Format(PyExc_TypeError, "submit_allreduce takes 12 positional arguments (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  try {
+    auto& c = py::cast<troika::Context&>(py::handle(args[0]));
+    const std::string name = py::cast<std::string>(py::handle(args[1]));
+    py::detail::type_caster<Dims> shape;
+    if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
+    auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
+    auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
+    const int device = static_cast<int>(integer(10));
+    troika::AllreduceOptions options =
+        MakeAllreduceOptions(static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
+                             py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)),
+                             device, py::cast<uintptr_t>(py::handle(args[11])));
+    PyHandle h = Wrap(c.Allreduce(name, address(2), address(3), ToDataType(integer(4)),
+                                  std::move(static_cast<Dims&>(shape).v), options),
+                      device);
+    return py::cast(std::move(h)).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (py::cast_error& e) {  // as pybind11's dispatcher: a wrong argument type
+    PyErr_SetString(PyExc_TypeError, (std::string("submit_allreduce: ") + e.what()).c_str());
+  } catch (py::reference_cast_error& e) {  // `context` is not a Context (None, say)
+    PyErr_SetString(PyExc_TypeError, "submit_allreduce: the first argument must be a Context");
+  } catch (py::builtin_exception& e) {  // ValueError (ToDataType, ToReduceOp), ...
+    e.set_error();
+  }
+  return nullptr;
+}
+
+PyMethodDef g_fast_functions[] = {
+    {"submit_allreduce",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SubmitAllreduce)), METH_FASTCALL,
+     "Context.allreduce(...) as submit_allreduce(context, name, input, output, dtype, shape, op, "
+     "prescale, postscale, process_set, device, ready_stream), positional only: the same "
+     "submission without pybind11's argument dispatch (the front ends' per-tensor path)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+void AddHotPath(py::module_& m) {
+  m.def("advise_fresh_buffer", &AdviseFreshBuffer, py::arg("address"), py::arg("bytes"),
+        py::arg("populate") = false,
+        "Advises the kernel on a freshly allocated host buffer (its whole pages): transparent "
+        "huge pages (MADV_HUGEPAGE), so that its first writes fault once per 2 MiB instead of "
+        "once per 4 KiB; with populate, its pages mapped now (MADV_POPULATE_WRITE, without the "
+        "GIL) rather than inside the collective that writes it. Advice only; returns whether "
+        "the kernel took the huge-page advice");
+  if (PyModule_AddFunctions(m.ptr(), g_fast_functions) != 0) throw py::error_already_set();
+}
+
+}  // namespace troika::py_module
