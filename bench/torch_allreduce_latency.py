@@ -14,8 +14,8 @@ allreduces, each waited before the next, through
   torch_:  hvd.allreduce_(t, op=hvd.Sum)   (troika.torch, in place)
 
 in alternating blocks (c++ api, module, module+alloc, torch, torch_, then module, ...,
-c++ api, ...: the first rotates): the same job, process and context for all, so that drift of a shared machine hits all alike and the ratios are what
-the Python layer adds. All submit the same request (one name: "allreduce.latency", which
+c++ api, ...: the first rotates): the same job, process and context for all, so that drift of
+a shared machine hits all alike and the ratios are what the Python layer adds. All submit the same request (one name: "allreduce.latency", which
 troika.torch negotiates for name="latency"), and nothing else runs between the blocks, so a
 steady-state schedule (troikarun's default) holds across them; a name of its own per mode, or a
 barrier between blocks, would end the schedule at every block, and the first mode after a

@@ -8,9 +8,9 @@ job: each workload runs through
   and through troika.torch, the calls a Horovod script makes for it (MODES below),
 
 with the same tensor names (troika.torch negotiates name="bench/N" as "allreduce.bench/N",
-the C++ workload's name), in alternating blocks of the same length (the first mode rotates from one round of blocks to
-the next), so that the same job, context, data plane and moment of a shared machine serve all,
-and the ratios are what the front end adds. Each block's iteration count is set once per
+the C++ workload's name), in alternating blocks of the same length (the first mode rotates
+from one round of blocks to the next), so that the same job, context, data plane and moment of
+a shared machine serve all, and the ratios are what the front end adds. Each block's iteration count is set once per
 workload from the C++ API's warm-up time (the slowest rank's), the same on every rank.
 
 Rank 0 prints one line per workload and mode, the slowest rank's mean time per iteration:

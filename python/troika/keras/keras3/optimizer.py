@@ -4,13 +4,14 @@ train step and custom loops call) allreduces the gradients across the ranks befo
 optimizer applies them.
 
 As Horovod does, the result is an instance of a class made for it (troika.keras._distributed,
-shared with Keras 2): ``isinstance``, ``learning_rate``, ``get_config``/``from_config`` and saving
-behave as the wrapped optimizer's, and a saved model loads with plain Keras (as the wrapped
-optimizer) or with ``troika.keras.load_model`` (distributed again). On the TensorFlow backend the gradient
-allreduces are Troika's ops (troika.tensorflow), so they run eagerly and inside the
-``tf.function`` of the train step, each submitted as soon as the backward pass produced its
-gradient; not inside XLA (jit_compile=True raises, naming jit_compile=False). On the torch
-backend they are troika.torch's, all submitted when ``apply`` is called (keras3/_torch.py).
+shared with Keras 2): ``isinstance``, ``learning_rate``, ``get_config``/``from_config`` and
+saving behave as the wrapped optimizer's, and a saved model loads with plain Keras (as the
+wrapped optimizer) or with ``troika.keras.load_model`` (distributed again). On the TensorFlow
+backend the gradient allreduces are Troika's ops (troika.tensorflow), so they run eagerly and
+inside the ``tf.function`` of the train step, each submitted as soon as the backward pass
+produced its gradient; not inside XLA (jit_compile=True raises, naming jit_compile=False). On
+the torch backend they are troika.torch's, all submitted when ``apply`` is called
+(keras3/_torch.py).
 """
 
 import keras
