@@ -93,8 +93,9 @@ class WaitTracker {
   void SetFlush(std::function<void(const std::string& name)> flush);
 
   // A thread saw an op complete (a Wait returned, a Poll found it done, a completion callback
-  // of Handle::OnDone is about to run): what is submitted next may depend on the result. Observations() counts them (steady-state schedules keep such
-  // submissions out of the collective of what came before, ClientSchedule::Submit).
+  // of Handle::OnDone is about to run): what is submitted next may depend on the result.
+  // Observations() counts them (steady-state schedules keep such submissions out of the collective
+  // of what came before, ClientSchedule::Submit).
   void Observed() { observations_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t Observations() const { return observations_.load(std::memory_order_relaxed); }
 

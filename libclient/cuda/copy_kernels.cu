@@ -89,7 +89,7 @@ constexpr bool kIsFloating<Floating<T>> = true;
 // scales and divides those in 16 bits).
 template <typename In, typename Domain, typename Out>
 __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divisor,
-                                           typename Domain::Compute inverse, bool scaled,
+                                           typename Domain::Compute inverse,
                                            typename Domain::Compute factor) {
   typename Domain::Storage v;
   if constexpr (std::is_same_v<In, Domain>) {
@@ -110,7 +110,7 @@ __device__ typename Out::Storage Transform(typename In::Storage x, int64_t divis
       v = Domain::Store(Domain::Load(v) * inverse);
     }
   }
-  if (scaled) {
+  if (factor != 1) {  // a factor of 1 leaves every value as it is
     v = Domain::Store(Domain::Load(v) * factor);
   }
   if constexpr (std::is_same_v<Domain, Out>) {
@@ -136,7 +136,7 @@ __global__ void BatchedCopyKernel(CopyBatch batch, int64_t divisor, double scale
     if (src == nullptr) {
       dst[i] = Out::Store(0);
     } else {
-      dst[i] = Transform<In, Domain, Out>(src[i], divisor, inverse, scale != 1.0, factor);
+      dst[i] = Transform<In, Domain, Out>(src[i], divisor, inverse, factor);
     }
   }
 }

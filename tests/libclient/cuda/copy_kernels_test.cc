@@ -287,14 +287,17 @@ void CheckBatch(CopyKernelsTest& test, const std::vector<size_t>& counts, const 
   }
 }
 
+// (scale, divisor) pairs; the last scale is inexact in float16 (the factor of Horovod's
+// prescale test).
+const std::vector<std::pair<double, int64_t>> kScalesAndDivisors = {
+    {1.0, 1}, {0.5, 1}, {-3.25, 1}, {1.0, 3}, {0.125, 7}, {1e10, 1}, {0.1915194503788923, 1}};
+
 TEST_F(CopyKernelsTest, EveryDtypeWithScalingAndDivisionMatchesTheCpu) {
   auto device = [&](const std::vector<uint8_t>& h) { return Device(h); };
   auto host = [&](const void* d, size_t b) { return Host(d, b); };
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dtype = static_cast<DataType>(d);
-    for (auto [scale, divisor] : std::vector<std::pair<double, int64_t>>{
-             {1.0, 1}, {0.5, 1}, {-3.25, 1}, {1.0, 3}, {0.125, 7}, {1e10, 1},
-             {0.1915194503788923, 1}}) {  // the last inexact in float16 (Horovod's test's)
+    for (auto [scale, divisor] : kScalesAndDivisors) {
       CheckBatch(*this, kCounts, {dtype, dtype, scale, divisor},
                  std::string(DataTypeName(dtype)) + " scale " + std::to_string(scale) +
                      " divisor " + std::to_string(divisor),
