@@ -354,172 +354,6 @@ std::shared_ptr<NodeRelay> Agent::Relay() {
   return relay_;
 }
 
-void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
-  if (ReformBeforeSession(memberships.status())) return;
-  if (memberships.ok()) {
-    const int64_t epoch = memberships->front().epoch;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      epoch_ = epoch;
-    }
-    // The upstream Hello is queued before any rank can open a session (they wait in the gate),
-    // and before the relay sends what it holds.
-    OpenSession(std::nullopt);
-    Relay()->Attached(epoch);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      session_open_ = true;
-    }
-  } else {
-    TROIKA_LOG(WARNING) << memberships.status();
-    std::lock_guard<std::mutex> lock(mu_);
-    attach_error_ = std::string(memberships.status().message());
-  }
-  const bool failed = !memberships.ok();
-  gate_.Complete(std::move(memberships));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    attach_settled_ = true;
-  }
-  if (failed) supervisor_->Stop("the node could not attach to the job");
-  Wake();
-}
-
-void Agent::OpenSession(const std::optional<SessionResume>& resume) {
-  std::vector<int> ranks;
-  int64_t epoch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ranks = LiveRanks();
-    epoch = epoch_;
-  }
-  upstream_->OpenSession(
-      options_.job, ranks, epoch, resume,
-      [this](std::shared_ptr<const DownMessage> m) { OnDown(std::move(m)); },
-      [this](const absl::Status& s) { OnClosed(s); });
-}
-
-void Agent::OnDown(std::shared_ptr<const DownMessage> message) {
-  if (message->membership_change) return Reform(std::move(message));
-  Relay()->Deliver(message);
-  if (message->resumed) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      awaiting_resume_ = false;
-    }
-    TROIKA_LOG(WARNING) << "job '" << options_.job << "' resumed with the coordinator";
-    Wake();
-    return;
-  }
-  if (message->abort_reason.empty()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (abort_ == nullptr) abort_ = message;
-  }
-  // Ranks waiting to attach again (the job forming anew) learn why too.
-  gate_.Complete(absl::AbortedError(message->abort_reason));
-  supervisor_->Stop("the job was aborted");
-  Wake();
-}
-
-void Agent::OnClosed(const absl::Status& status) {
-  std::string lost;
-  bool reconnect = false;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (reincarnating_) {
-      // The ended incarnation's session closed (Reincarnate): the next one's opens.
-      lock.unlock();
-      return OpenNextIncarnation(status);
-    }
-    if (reforming_ && status.ok()) {
-      // The ended generation's session closed (Reform): this node's survivors attach as the
-      // next one.
-      reforming_ = false;
-      const std::vector<int> live = LiveRanks();
-      const int64_t epoch = epoch_;    // the next generation's (Reform)
-      session_closed_ = live.empty();  // nothing of this node goes on
-      lock.unlock();
-      if (!live.empty()) {
-        upstream_->Attach(
-            options_.job, live, options_.host, epoch, options_.attach_timeout,
-            [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
-      }
-      Wake();
-      return;
-    }
-    reforming_ = false;
-    session_closed_ = true;
-    awaiting_resume_ = false;
-    if (!close_requested_ && abort_ == nullptr) {
-      // Only a broken connection is worth reconnecting for: an error status is the
-      // coordinator's answer, and its message says so ("the coordinator ended the session:
-      // rank 0 already has a session").
-      lost = status.ok() ? absl::StrCat("lost the coordinator: the coordinator at ",
-                                        options_.coordinator, " ended the session")
-             : absl::IsUnavailable(status) || absl::IsCancelled(status)
-                 ? absl::StrCat("lost the coordinator: ", status.message())
-                 : std::string(status.message());
-      reconnect = absl::IsUnavailable(status) && options_.reconnect_timeout > absl::ZeroDuration();
-      if (reconnect) {
-        reconnecting_ = true;
-        reconnect_deadline_ = absl::Now() + options_.reconnect_timeout;
-      }
-    }
-  }
-  if (reconnect) {
-    Relay()->Suspend();
-    TROIKA_LOG(WARNING) << "lost the coordinator (" << lost << "); reconnecting for up to "
-                        << absl::FormatDuration(options_.reconnect_timeout);
-    Reconnect();
-  } else if (!lost.empty()) {
-    GiveUp(lost);
-  }
-  Wake();
-}
-
-void Agent::GiveUp(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reconnecting_ = false;
-    awaiting_resume_ = false;
-    if (!lost_.empty() || abort_ != nullptr || close_requested_) return;
-    lost_ = why;
-  }
-  // The ranks learn why at once, instead of waiting on a coordinator that is gone.
-  auto abort = std::make_shared<DownMessage>();
-  abort->abort_reason = why;
-  Relay()->Deliver(std::move(abort));
-  gate_.Complete(absl::UnavailableError(why));  // ranks waiting to attach again
-  supervisor_->Stop(why);
-  Wake();
-}
-
-void Agent::FinishUpstream(bool signalled) {
-  // Whatever the ranks did (goodbyes, exit reports) is queued upstream; it only reaches the
-  // coordinator once the node is attached and its session open. A user who stopped the agent
-  // with a signal does not wait for other nodes to show up.
-  const absl::Time attach_deadline =
-      signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
-  if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
-  // A node resuming with a restarted coordinator sends its goodbyes once resumed; one moving
-  // to the job's next incarnation, on that one's session.
-  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_ && !reincarnating_; },
-                signalled ? absl::Now() + absl::Seconds(1)
-                          : absl::Now() + options_.reconnect_timeout + absl::Seconds(5)) > 0) {
-    return;
-  }
-  bool open;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    open = session_open_ && !session_closed_;
-    close_requested_ = true;
-  }
-  if (!open) return;
-  upstream_->CloseSession();
-  WaitUntil([this] { return session_closed_; }, absl::Now() + options_.liveness_timeout);
-}
-
 template <typename Predicate>
 int Agent::WaitUntil(Predicate done, absl::Time deadline) {
   for (;;) {
@@ -546,6 +380,31 @@ int Agent::WaitUntil(Predicate done, absl::Time deadline) {
       return static_cast<int>(info.ssi_signo);
     }
   }
+}
+
+void Agent::FinishUpstream(bool signalled) {
+  // Whatever the ranks did (goodbyes, exit reports) is queued upstream; it only reaches the
+  // coordinator once the node is attached and its session open. A user who stopped the agent
+  // with a signal does not wait for other nodes to show up.
+  const absl::Time attach_deadline =
+      signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
+  if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
+  // A node resuming with a restarted coordinator sends its goodbyes once resumed; one moving
+  // to the job's next incarnation, on that one's session.
+  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_ && !reincarnating_; },
+                signalled ? absl::Now() + absl::Seconds(1)
+                          : absl::Now() + options_.reconnect_timeout + absl::Seconds(5)) > 0) {
+    return;
+  }
+  bool open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open = session_open_ && !session_closed_;
+    close_requested_ = true;
+  }
+  if (!open) return;
+  upstream_->CloseSession();
+  WaitUntil([this] { return session_closed_; }, absl::Now() + options_.liveness_timeout);
 }
 
 void Agent::Wake() {
