@@ -99,7 +99,7 @@ class JobTelemetry : public NegotiationObserver {
   // Closes the timeline; FAILED_PRECONDITION if none is being written. Returns what was
   // written.
   absl::StatusOr<TimelineInfo> StopTimeline();
-  // An elastic job's timeline goes on in its next generation (Job::EndGenerationLocked):
+  // An elastic job's timeline goes on in its next generation (Succession::EndGeneration):
   // the one being written (null if none), and the successor's taking it over.
   std::unique_ptr<Timeline> TakeTimeline() { return std::move(timeline_); }
   void AdoptTimeline(std::unique_ptr<Timeline> timeline) { timeline_ = std::move(timeline); }

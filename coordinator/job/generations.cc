@@ -25,6 +25,14 @@ void Generations::Sending(absl::Time now) {
   if (on_recovered_) std::exchange(on_recovered_, nullptr)(now - created_at_);
 }
 
+void Generations::Describe(JobInfo& info, absl::Time now) const {
+  info.epoch = epoch_;
+  info.min_size = min_size_;
+  info.max_size = max_size_;
+  info.generation_cause = cause_;
+  info.age = now - created_at_;
+}
+
 MembershipChange Generations::Survivors(const std::vector<int>& lost,
                                         const std::set<int>& departed) const {
   MembershipChange change;
@@ -44,8 +52,6 @@ std::shared_ptr<Job> Generations::NextGenerationOf(const std::shared_ptr<Job>& s
                                                    const std::string& why) {
   successor_ = next_generation_(change.size, change.epoch, cause, why);
   PassLineage(self);
-  successor_->AdoptJoiners(std::move(joining_));
-  joining_.clear();
   return successor_;
 }
 
@@ -56,6 +62,10 @@ std::shared_ptr<Job> Generations::NextIncarnationOf(const std::shared_ptr<Job>& 
     PassLineage(self);
   }
   return successor_;
+}
+
+void Generations::AbortForming(AbortCause cause, const std::string& reason) {
+  if (forms_again() && successor_) successor_->Abort(cause, reason);  // lock order: job, successor
 }
 
 void Generations::PassLineage(const std::shared_ptr<Job>& self) {

@@ -7,7 +7,8 @@
 //  - a job that is not elastic: its next incarnation, formed by ranks that shut down and attach
 //    again, and the exits of ranks that left this one (they will never attach again).
 // It makes the successor (through the job's factories), moves the job's lineage on to it, and
-// hands it the joining nodes.
+// keeps the joining nodes until the job hands them over (TakeJoiners), and ends a next
+// incarnation still forming when the job is aborted.
 //
 // Thread contract: not thread-safe; the owning Job serialises every call under its lock.
 
@@ -18,11 +19,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/messages.h"
+#include "coordinator/job/job_info.h"
 #include "coordinator/job/job_options.h"
 #include "coordinator/job/roster.h"
 
@@ -62,13 +65,16 @@ class Generations {
   int min_size() const { return min_size_; }
   int max_size() const { return max_size_; }
   absl::Time created_at() const { return created_at_; }
+  // Fills `info`'s epoch, sizes, cause and age (at `now`).
+  void Describe(JobInfo& info, absl::Time now) const;
   // The generation sends responses at `now`: a generation after the first tells how long
   // after the one before ended it recovered (JobOptions::on_recovered), once.
   void Sending(absl::Time now);
 
   // The next generation's ranks without `lost` and `departed` (survivors keep their order).
   MembershipChange Survivors(const std::vector<int>& lost, const std::set<int>& departed) const;
-  // Makes the next generation of `self` for `change`; the joining nodes wait on in it.
+  // Makes the next generation of `self` for `change` (the joining nodes wait on in it once
+  // the job hands them over).
   std::shared_ptr<Job> NextGenerationOf(const std::shared_ptr<Job>& self,
                                         const MembershipChange& change,
                                         std::optional<AbortCause> cause, const std::string& why);
@@ -76,11 +82,15 @@ class Generations {
   std::shared_ptr<Job> NextIncarnationOf(const std::shared_ptr<Job>& self, bool* made);
   // The generation or incarnation that replaced this one, or null.
   const std::shared_ptr<Job>& successor() const { return successor_; }
+  // The job was aborted: a next incarnation still forming ends with it. (An elastic job's
+  // successor begins as its generation ends, never by an abort.)
+  void AbortForming(AbortCause cause, const std::string& reason);
   // From now on the successors move `lineage` on (JobLineage).
   void Track(const std::shared_ptr<JobLineage>& lineage) { lineage_ = lineage; }
 
   // Joining nodes (elastic jobs).
   void Join(Joiner joiner) { joining_.push_back(std::move(joiner)); }
+  std::vector<Joiner> TakeJoiners() { return std::exchange(joining_, {}); }
   // The ranks of the joining nodes that still wait; cancelled ones are let go.
   int JoiningRanks();
   // Nodes wait to join and `responses` (about to be sent) hold the commit barrier: cuts them

@@ -79,6 +79,7 @@ bool Lifecycle::Abort(AbortCause cause, const std::string& reason, std::optional
   sessions_.Broadcast(std::move(down));
   FailWaiting(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));
+  generations_.AbortForming(cause, reason);
   return true;
 }
 

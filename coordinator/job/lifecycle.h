@@ -67,7 +67,8 @@ class Lifecycle {
   bool FinishIfAllDeparted();
   // → kAborted: calls on_abort, sends "job 'x' aborted: <reason>" (with the exit that caused
   // it, if any) to every session, and fails the waiting attaches, the joining nodes and the
-  // key-value waits with it (ABORTED); a resumption under way is dropped. A finished job is
+  // key-value waits with it (ABORTED); a resumption under way is dropped, and a next
+  // incarnation still forming is aborted too (Generations::AbortForming). A finished job is
   // aborted only with `finished_too`. Returns false, doing nothing, if the job was over.
   bool Abort(AbortCause cause, const std::string& reason, std::optional<RankExit> exit,
              bool finished_too);

@@ -204,6 +204,15 @@ MembershipPolicy::AttachRoute MembershipPolicy::RouteAttach(const std::vector<in
   return {Kind::kRefuse, lifecycle_.CheckNotOver("it takes no new ranks")};
 }
 
+absl::Status MembershipPolicy::AcceptsSession(int64_t epoch) const {
+  if (absl::Status s = lifecycle_.CheckRunning("no session can open"); !s.ok()) return s;
+  if (epoch != generations_.epoch()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", job_, "' is at epoch ", generations_.epoch(), ", the session asked for ", epoch));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MembershipPolicy::CheckNode(int nproc) const {
   if (lifecycle_.detached()) return absl::UnavailableError("the coordinator is restarting");
   if (nproc < 1) {

@@ -98,6 +98,9 @@ class MembershipPolicy {
   // `again`); answered at once (it runs); or it waits for the other ranks.
   AttachRoute RouteAttach(const std::vector<int>& ranks, bool again) const;
 
+  // Whether a session may bind at `epoch`: the job runs (UNAVAILABLE while detached,
+  // FAILED_PRECONDITION naming its state otherwise), at that epoch (FAILED_PRECONDITION).
+  absl::Status AcceptsSession(int64_t epoch) const;
   // Whether a node of `nproc` ranks may register at all (UNAVAILABLE while detached,
   // INVALID_ARGUMENT for no ranks).
   absl::Status CheckNode(int nproc) const;

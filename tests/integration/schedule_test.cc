@@ -395,7 +395,7 @@ TEST(ScheduleTest, ProgressReportsFeedStragglerStatisticsAndMetrics) {
   ASSERT_EQ(job->Describe().schedules.active, 1) << "no schedule formed";
   // Reports go up about once a second: every round arrives within a few.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (job->StragglerSnapshot().tensors < 2 * kSteps && absl::Now() < deadline) {
+  while (job->Describe().stragglers.tensors < 2 * kSteps && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   const coordinator::JobInfo info = job->Describe();

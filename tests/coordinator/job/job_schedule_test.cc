@@ -25,20 +25,20 @@ using test_util::Samples;
 using ::testing::HasSubstr;
 
 TEST_F(JobScheduleTest, RoundsEveryRankReportedBecomeStragglerStatisticsAndMetrics) {
-  const int64_t before = job_->StragglerSnapshot().tensors;
+  const int64_t before = job_->Describe().stragglers.tensors;
   const int64_t counted = job_->MetricsSnapshot().ops[0].count;
   // Rank 0's tensors waited 40 ms for their entries, rank 1's 10 ms: rank 1 came 30 ms later.
   ASSERT_TRUE(job_->ReportExec(&s0_, Report(0, 0, 3, {50, 50}, 10)).ok());
-  EXPECT_EQ(job_->StragglerSnapshot().tensors, before) << "rank 1 has not reported yet";
+  EXPECT_EQ(job_->Describe().stragglers.tensors, before) << "rank 1 has not reported yet";
   ASSERT_TRUE(job_->ReportExec(&s1_, Report(1, 0, 2, {20, 20}, 10)).ok());
-  StragglerSnapshot s = job_->StragglerSnapshot();
+  StragglerSnapshot s = job_->Describe().stragglers;
   EXPECT_EQ(s.tensors, before + 2 * 2) << "rounds 0 and 1, 2 tensors each";
   EXPECT_EQ(s.ranks[1].max_lateness, absl::Milliseconds(30));
   EXPECT_EQ(s.ranks[0].max_lateness, absl::ZeroDuration());
   EXPECT_EQ(job_->MetricsSnapshot().ops[0].count, counted + 4);
   // Round 2 completes with rank 1's next report; a round reported again counts once.
   ASSERT_TRUE(job_->ReportExec(&s1_, Report(1, 1, 2, {20, 20}, 10)).ok());
-  EXPECT_EQ(job_->StragglerSnapshot().tensors, before + 3 * 2);
+  EXPECT_EQ(job_->Describe().stragglers.tensors, before + 3 * 2);
 }
 
 TEST_F(JobScheduleTest, WaitingTensorsArePendingWithTheRanksThatDoNotReportThem) {

@@ -360,7 +360,7 @@ TEST_F(JobTest, StragglerSnapshotRecordsLatenessOfReadyTensors) {
   ASSERT_TRUE(job->Submit(&s0, {Request(0, "x")}).ok());
   clock_.Advance(absl::Milliseconds(30));
   ASSERT_TRUE(job->Submit(&s1, {Request(1, "x")}).ok());
-  StragglerSnapshot snapshot = job->StragglerSnapshot();
+  StragglerSnapshot snapshot = job->Describe().stragglers;
   EXPECT_EQ(snapshot.tensors, 1);
   ASSERT_EQ(snapshot.ranks.size(), 2u);
   EXPECT_EQ(snapshot.ranks[1].mean_lateness, absl::Milliseconds(30));

@@ -1,0 +1,69 @@
+#include "coordinator/job/succession.h"
+
+#include <utility>
+
+#include "common/logging.h"
+#include "coordinator/job/job.h"
+
+namespace troika::coordinator {
+
+Succession::Succession(std::string job, Generations& generations, Lifecycle& lifecycle,
+                       Roster& roster, Inspection& inspection, Clock& clock)
+    : job_(std::move(job)),
+      generations_(generations),
+      lifecycle_(lifecycle),
+      roster_(roster),
+      inspection_(inspection),
+      clock_(clock) {}
+
+void Succession::EndGeneration(const std::shared_ptr<Job>& self, MembershipChange change,
+                               std::optional<AbortCause> cause, const std::string& reason,
+                               std::optional<RankExit> exit) {
+  // The generation ends as an abort does (every session told, attaches and key-value waits
+  // failed), but the job goes on: the owner serves the successor under its name from now on.
+  std::shared_ptr<Job> successor = generations_.NextGenerationOf(self, change, cause, reason);
+  const int size = change.size;
+  lifecycle_.EndGeneration(std::move(change), reason, std::move(exit));
+  std::unique_ptr<Timeline> timeline = inspection_.TakeTimeline();
+  if (timeline) timeline->MembershipChange(clock_.Now(), lifecycle_.abort_reason(), size);
+  successor->Inherit({.joiners = generations_.TakeJoiners(), .timeline = std::move(timeline)});
+}
+
+void Succession::AdmitJoiners(const std::shared_ptr<Job>& self) {
+  Generations::Admission admission = generations_.Admit(roster_.departed());
+  const int size = admission.change.size;
+  const int64_t epoch = admission.change.epoch;
+  EndGeneration(self, std::move(admission.change), std::nullopt, admission.reason, std::nullopt);
+  for (size_t i = 0; i < admission.joiners.size(); ++i) {
+    admission.joiners[i].done(NodeBlock{admission.first_ranks[i], -1, size, epoch});
+  }
+}
+
+std::shared_ptr<Job> Succession::NextIncarnation(const std::shared_ptr<Job>& self) {
+  bool made = false;
+  std::shared_ptr<Job> next = generations_.NextIncarnationOf(self, &made);
+  if (!made) return next;
+  TROIKA_LOG(INFO) << "job '" << job_ << "': ranks attach again; it forms anew (epoch "
+                   << generations_.epoch() + 1 << ")";
+  next->Inherit({.nodes = roster_.nodes(),
+                 .left_exits = generations_.left_exits(),
+                 .timeline = inspection_.TakeTimeline()});
+  return next;
+}
+
+std::shared_ptr<Job> Succession::Serving() const {
+  const std::shared_ptr<Job>& successor = generations_.successor();
+  if (successor && lifecycle_.running() && successor->state() == Lifecycle::State::kAttaching) {
+    return nullptr;
+  }
+  return successor;
+}
+
+std::map<int, RankExit> Succession::Inherit(Inheritance inheritance) {
+  for (Generations::Joiner& joiner : inheritance.joiners) generations_.Join(std::move(joiner));
+  roster_.AddNodes(inheritance.nodes);  // a restarted agent gets its block back (saved as it runs)
+  inspection_.AdoptTimeline(std::move(inheritance.timeline));
+  return std::move(inheritance.left_exits);
+}
+
+}  // namespace troika::coordinator
