@@ -96,6 +96,12 @@ class Agent {
   // node's ranks in the change, renumbers them, tells the ranks that have a session, and
   // attaches the next generation: true. Else false: the attach failed.
   bool ReformBeforeSession(const absl::Status& changed);
+  // Attaches this node's `live` ranks upstream for elastic generation `epoch` (after the
+  // first); OnAttached gets the answer. An attach that finds no coordinator (UNAVAILABLE: it
+  // is restarting under the job) is sent again every kRegisterAgain until `retry_until`
+  // (InfinitePast: --reconnect_timeout from now); the restarted coordinator restores the job.
+  void AttachGeneration(std::vector<int> live, int64_t epoch,
+                        absl::Time retry_until = absl::InfinitePast());
   // What a change leaves this node: its ranks in the next generation, the next generation's
   // relay, the restarted ranks it admits (local index, rank), the failed ones it drops
   // (local index, join id) and the exited ones it keeps (rank, how it ended).
@@ -122,8 +128,8 @@ class Agent {
   // went, or came back and still restores its jobs) is sent again every
   // kRegisterAgain, while the agent goes on (its own reconnecting gives up in time).
   void RegisterRestart(int local, const std::string& join_id);
-  // The pause before a registration that failed UNAVAILABLE is sent again (Register,
-  // RegisterRestart).
+  // The pause before a registration or a generation's attach that failed UNAVAILABLE is sent
+  // again (Register, RegisterRestart, AttachGeneration).
   static constexpr absl::Duration kRegisterAgain = absl::Milliseconds(200);
   void Rejoin(int local, const NodeBlock& block);
   // Starts local rank `local` again as rank `rank` of generation `epoch` of `size` ranks.

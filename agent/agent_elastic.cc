@@ -138,9 +138,7 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   message->membership_change = *change;
   old->Deliver(std::move(message));
   // This node attaches the next generation.
-  upstream_->Attach(
-      options_.job, next.live, options_.host, change->epoch, options_.attach_timeout,
-      [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+  AttachGeneration(next.live, change->epoch);
   RestartRanks(*change, next);
   return true;
 }
@@ -218,9 +216,27 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
   gate_.Reset();
   service_->Reform(block.size, live, std::move(next), std::nullopt);
   Relaunch(local, block.first_rank, block.size, block.epoch);
-  upstream_->Attach(
-      options_.job, live, options_.host, block.epoch, options_.attach_timeout,
-      [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
+  AttachGeneration(live, block.epoch);
+}
+
+void Agent::AttachGeneration(std::vector<int> live, int64_t epoch, absl::Time retry_until) {
+  if (retry_until == absl::InfinitePast()) retry_until = absl::Now() + options_.reconnect_timeout;
+  upstream_->Attach(options_.job, live, options_.host, epoch, options_.attach_timeout,
+                    [this, live, epoch, retry_until](absl::StatusOr<std::vector<Membership>> m) {
+                      bool again;
+                      {
+                        std::lock_guard<std::mutex> lock(mu_);
+                        again = absl::IsUnavailable(m.status()) && abort_ == nullptr &&
+                                !close_requested_ && absl::Now() + kRegisterAgain < retry_until;
+                      }
+                      if (!again) return OnAttached(std::move(m));
+                      TROIKA_LOG(WARNING)
+                          << "attaching generation " << epoch << " of job '" << options_.job
+                          << "': " << m.status().message() << "; attaching again";
+                      scheduler_->RunAfter(kRegisterAgain, [this, live, epoch, retry_until] {
+                        AttachGeneration(live, epoch, retry_until);
+                      });
+                    });
 }
 
 void Agent::Relaunch(int local, int rank, int size, int64_t epoch) {

@@ -103,11 +103,7 @@ void Agent::OnClosed(const absl::Status& status) {
       const int64_t epoch = epoch_;    // the next generation's (Reform)
       session_closed_ = live.empty();  // nothing of this node goes on
       lock.unlock();
-      if (!live.empty()) {
-        upstream_->Attach(
-            options_.job, live, options_.host, epoch, options_.attach_timeout,
-            [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
-      }
+      if (!live.empty()) AttachGeneration(live, epoch);
       Wake();
       return;
     }
