@@ -16,7 +16,9 @@ ratio Troika / MWMS. Target: >= 1.
 --interleaved adds, per repetition, one troikarun -np N job of bench/tf_interleaved_steps.py:
 the same step without communication, with Troika (per gradient, and groups=1) and with MWMS, in
 alternating blocks of a few steps in the same processes, so that every variant sees the same
-moments of a shared machine: ms per step (wall and CPU) and context switches per step.
+moments of a shared machine: ms per step (wall and CPU) and context switches per step, each
+block after --settle untimed steps (a switch of variant changes Troika's step, which a job then
+negotiates until its new steady-state schedule is published; their time is printed as well).
 
     python3 bench/tf_bench.py --np 2 --repeat 3        # from the repository root, after the build
     python3 bench/tf_bench.py --np 4 --repeat 5 --model cnn
@@ -60,6 +62,9 @@ def parse_args():
                         "e.g. 0,1 runs both beside MWMS")
     p.add_argument("--interleaved", action="store_true",
                    help="also bench/tf_interleaved_steps.py, one job per repetition")
+    p.add_argument("--settle", type=int, default=10,
+                   help="--interleaved: untimed steps at the start of every block, each variant "
+                        "(bench/tf_interleaved_steps.py)")
     p.add_argument("--skip-jobs", action="store_true",
                    help="not the side-by-side jobs (with --interleaved: that part only)")
     p.add_argument("--timeout", type=int, default=900, help="seconds for one run")
@@ -167,7 +172,7 @@ def interleaved(args, env, bench_args):
         state = load()
         ports = ",".join(str(p) for p in free_ports(args.np))
         cmd = ([args.troikarun, "-np", str(args.np), "--", args.python, INTERLEAVED,
-                "--mwms-ports", ports] + bench_args)
+                "--mwms-ports", ports, "--settle", str(args.settle)] + bench_args)
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
         text = out.stdout + out.stderr
         found = re.findall(STEP_LINE, text, re.M)

@@ -9,10 +9,17 @@ blocks: one rank of a troikarun job (bench/tf_bench.py --interleaved starts it).
             the rank and --mwms-ports), as bench/mwms_synthetic_benchmark.py runs it.
 
 Every variant has its own model of the example's (--model, --batch-size, ...) and runs
---steps steps per block; the blocks rotate, --blocks rounds. On a shared machine whose load
-swings within minutes, blocks of a second or two each see the same machine. Rank 0 prints per
-variant the median wall and CPU (this process, every thread) milliseconds per step, and the
-voluntary context switches per step of this process's threads by name.
+--settle untimed steps, then --steps timed steps per block; the blocks rotate, --blocks rounds.
+On a shared machine whose load swings within minutes, blocks of a second or two each see the
+same machine. Rank 0 prints per variant the median wall and CPU (this process, every thread)
+milliseconds per timed step, the voluntary context switches per timed step of this process's
+threads by name, and the median of the settling steps' milliseconds.
+
+Why settle: each switch to another variant changes the job's step. A Troika job then ends its
+steady-state schedule and negotiates until it has found and published the new step's (a few
+steps, with buckets more), which a training job pays once, not every 20 steps. The settling
+steps are each variant's first steps after a switch, untimed for all four alike; their own
+time is printed (`settle`), so that cost stays in view. --settle 0 times them too.
 """
 
 import argparse
@@ -56,6 +63,8 @@ def main():
     p.add_argument("--mwms-ports", required=True, help="one localhost port per rank, a,b,...")
     p.add_argument("--steps", type=int, default=20, help="steps per block")
     p.add_argument("--blocks", type=int, default=6, help="rounds of blocks")
+    p.add_argument("--settle", type=int, default=10,
+                   help="untimed steps at the start of every block (see the docstring)")
     ours, rest = p.parse_known_args()
     args = synthetic.parse_args(rest)
     synthetic.configure(args)
@@ -112,6 +121,7 @@ def main():
         for _ in range(args.num_warmup_batches):
             float(step())
     wall = {name: [] for name in variants}
+    settle = {name: [] for name in variants}
     cpu = {name: [] for name in variants}
     switches = {name: {} for name in variants}
     names = list(variants)
@@ -119,6 +129,12 @@ def main():
         shift = b % len(names)
         for name in names[shift:] + names[:shift]:
             step = variants[name]
+            if ours.settle:
+                t = time.perf_counter()
+                for _ in range(ours.settle):
+                    loss = step()
+                float(loss)
+                settle[name].append((time.perf_counter() - t) / ours.settle * 1e3)
             before = thread_switches()
             t, c = time.perf_counter(), time.process_time()
             for _ in range(ours.steps):
@@ -131,15 +147,18 @@ def main():
                                           + count - before.get(thread, 0))
     if rank == 0:
         steps = ours.steps * ours.blocks
-        print("model %s, batch %d per rank, %d ranks, %d blocks of %d steps per variant"
-              % (args.model, args.batch_size, size, ours.blocks, ours.steps), flush=True)
+        print("model %s, batch %d per rank, %d ranks, %d blocks of %d steps per variant (after %d "
+              "untimed)" % (args.model, args.batch_size, size, ours.blocks, ours.steps,
+                            ours.settle), flush=True)
         for name in names:
             busy = sorted(((n / steps, thread) for thread, n in switches[name].items()
                            if n >= steps), reverse=True)
-            print("%-9s: %.2f ms/step (%s), cpu %.2f ms/step; switches/step: %s"
+            print("%-9s: %.2f ms/step (%s), cpu %.2f ms/step; switches/step: %s%s"
                   % (name, np.median(wall[name]), " ".join("%.1f" % w for w in wall[name]),
                      np.median(cpu[name]),
-                     ", ".join("%s %.0f" % (thread, n) for n, thread in busy)), flush=True)
+                     ", ".join("%s %.0f" % (thread, n) for n, thread in busy),
+                     "; settle %.2f ms/step" % np.median(settle[name]) if ours.settle else ""),
+                  flush=True)
 
 
 if __name__ == "__main__":
