@@ -104,6 +104,7 @@ void Agent::Reform(std::shared_ptr<const DownMessage> message) {
     reforming_ = true;
     session_open_ = false;
   }
+  next.relay->Follows(message);  // before a rank's session can reach it
   StartGeneration(change, next);
   // The ranks learn of the change: their operations fail with it, and they attach again.
   old->Deliver(std::move(message));
@@ -129,13 +130,14 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
     awaiting_resume_ = false;
     session_closed_ = false;
   }
+  auto message = std::make_shared<DownMessage>();
+  message->abort_reason = std::string(changed.message());
+  message->membership_change = *change;
+  next.relay->Follows(message);  // before a rank's session can reach it
   StartGeneration(*change, next);
   // No session to close. Ranks still waiting in the gate were answered ABORTED and ask again
   // (AgentService::CreateJob answers them with the change); ranks with a session (the node
   // was taking the job back from a restarted coordinator) learn it as from a session.
-  auto message = std::make_shared<DownMessage>();
-  message->abort_reason = std::string(changed.message());
-  message->membership_change = *change;
   old->Deliver(std::move(message));
   // This node attaches the next generation.
   AttachGeneration(next.live, change->epoch);

@@ -39,6 +39,11 @@ void NodeRelay::Attached(int64_t epoch) {
   for (const auto& [rank, exit] : exits_) upstream_.SendRankExit(exit);
 }
 
+void NodeRelay::Follows(std::shared_ptr<const DownMessage> change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  follows_ = std::move(change);
+}
+
 void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_ != nullptr) return;  // nothing follows an abort
@@ -273,6 +278,10 @@ int NodeRelay::waiting() const {
 absl::Status NodeRelay::OpenSession(const std::vector<int>& ranks, int64_t epoch,
                                     SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (follows_ != nullptr && epoch < follows_->membership_change->epoch) {
+    sink->Send(follows_);
+    return absl::OkStatus();
+  }
   if (epoch_ < 0) {
     return absl::UnavailableError(
         absl::StrCat("job '", options_.job, "' is not attached on this node yet"));

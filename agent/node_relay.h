@@ -103,6 +103,12 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   // the ranks' sessions may open (until then OpenSession fails with UNAVAILABLE), and exit
   // reports of ranks that ended before go up (the upstream takes nothing between sessions).
   void Attached(int64_t epoch);
+  // Before the relay serves any session: its generation follows the one `change` ended (a
+  // DownMessage with abort_reason and membership_change). A session of an earlier epoch that
+  // opens here — a rank that attached before the change, whose session reached the agent
+  // after it — is sent `change`, as the ended generation's sessions were, so that the rank
+  // follows it; it is bound to no rank (whatever else it sends is refused).
+  void Follows(std::shared_ptr<const DownMessage> change);
   // What came down the upstream session: for every local session, the same message. After
   // an abort, sessions that open later get the abort at once and submissions are dropped.
   void Deliver(std::shared_ptr<const DownMessage> message);
@@ -193,7 +199,8 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   std::map<int, RankState> ranks_;
   std::map<session::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;
-  std::shared_ptr<const DownMessage> abort_;  // set once aborted
+  std::shared_ptr<const DownMessage> abort_;    // set once aborted
+  std::shared_ptr<const DownMessage> follows_;  // Follows()
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;

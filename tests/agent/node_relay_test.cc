@@ -464,6 +464,34 @@ TEST_F(NodeRelayTest, SessionEndingWithoutGoodbyeWhileTheProcessLivesIsReportedL
   EXPECT_EQ(upstream_.sent().size(), 1u) << "reported once";
 }
 
+// A rank that attached for generation 2, whose session reaches the agent after the job went
+// on as generation 3 (the relay of generation 3 is in force, not attached yet): it is sent the
+// change that ended generation 2, as that generation's sessions were, not refused UNAVAILABLE
+// (which the rank would take for a lost agent and fail).
+TEST_F(NodeRelayTest, ALateSessionOfTheEndedGenerationIsSentTheChange) {
+  NodeRelayOptions options;
+  options.size = 3;
+  options.ranks = {0, 1};
+  auto relay = std::make_shared<NodeRelay>(options, upstream_, scheduler_, clock_);
+  auto change = std::make_shared<DownMessage>();
+  change->abort_reason = "membership of job 'train' changed: rank 2 exited";
+  change->membership_change = MembershipChange{};
+  change->membership_change->epoch = 3;
+  change->membership_change->size = 3;
+  relay->Follows(change);
+  ASSERT_TRUE(relay->OpenSession({0}, 2, &sink2_).ok());
+  ASSERT_EQ(sink2_.messages().size(), 1u);
+  EXPECT_EQ(sink2_.messages()[0], change);
+  EXPECT_TRUE(absl::IsPermissionDenied(relay->Submit(&sink2_, {Request(0, "x")})))
+      << "the late session is bound to no rank";
+  EXPECT_TRUE(absl::IsUnavailable(relay->OpenSession({0}, 3, &sink3_)))
+      << "generation 3's own sessions wait for the relay to attach";
+  relay->Attached(3);
+  ASSERT_TRUE(relay->OpenSession({0}, 3, &sink3_).ok());
+  EXPECT_TRUE(sink3_.messages().empty());
+  EXPECT_TRUE(upstream_.sent().empty());
+}
+
 TEST_F(NodeRelayTest, SessionsAreCheckedLikeTheCoordinatorChecksThem) {
   NodeRelayOptions options;
   options.size = 4;
