@@ -21,14 +21,19 @@ TensorRequest Request(const std::string& name, CollectiveType type, DataType dty
   return r;
 }
 
+// A reduction's op and scale factors, from `options`.
+void SetReduction(TensorRequest& r, const AllreduceOptions& options) {
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+}
+
 }  // namespace
 
 Handle Context::Allreduce(const std::string& name, const void* in, void* out, DataType dtype,
                           std::vector<int64_t> shape, AllreduceOptions options) {
   TensorRequest r = Request(name, CollectiveType::kAllreduce, dtype, std::move(shape));
-  r.reduce_op = options.op;
-  r.prescale = options.prescale;
-  r.postscale = options.postscale;
+  SetReduction(r, options);
   r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, out, options.device, options.compression, std::nullopt,
                        options.wait);
@@ -61,9 +66,7 @@ Handle Context::Alltoall(const std::string& name, const void* in, DataType dtype
 Handle Context::Reducescatter(const std::string& name, const void* in, DataType dtype,
                               std::vector<int64_t> shape, AllreduceOptions options) {
   TensorRequest r = Request(name, CollectiveType::kReducescatter, dtype, std::move(shape));
-  r.reduce_op = options.op;
-  r.prescale = options.prescale;
-  r.postscale = options.postscale;
+  SetReduction(r, options);
   r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, nullptr, options.device, options.compression);
 }
@@ -90,9 +93,7 @@ Handle Context::ReducescatterInto(const std::string& name, const void* in, void*
                                   size_t out_bytes, DataType dtype, std::vector<int64_t> shape,
                                   AllreduceOptions options) {
   TensorRequest r = Request(name, CollectiveType::kReducescatter, dtype, std::move(shape));
-  r.reduce_op = options.op;
-  r.prescale = options.prescale;
-  r.postscale = options.postscale;
+  SetReduction(r, options);
   r.process_set = options.process_set;
   return impl_->Submit(std::move(r), in, out, options.device, options.compression, out_bytes);
 }
@@ -141,11 +142,7 @@ std::vector<internal::Entry> GroupEntries(const std::string& group,
   std::vector<internal::Entry> entries;
   for (const GroupTensor& t : tensors) {
     TensorRequest r = Request(t.name, type, t.dtype, t.shape);
-    if (reduce != nullptr) {
-      r.reduce_op = reduce->op;
-      r.prescale = reduce->prescale;
-      r.postscale = reduce->postscale;
-    }
+    if (reduce != nullptr) SetReduction(r, *reduce);
     r.group = group;
     r.group_size = static_cast<int>(tensors.size());
     r.process_set = process_set;
