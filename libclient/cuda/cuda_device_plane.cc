@@ -1,24 +1,21 @@
 // The GPU device plane: NCCL communicators per process set, a stream-ordered device fusion
-// buffer packed and unpacked by the batched copy kernels, and a finisher thread that completes
-// operations when their CUDA event fires (docs/gpu.md).
+// buffer packed and unpacked by the batched copy kernels; a Finisher completes operations when
+// their CUDA event fires (docs/gpu.md).
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/thread_name.h"
 #include "libclient/cuda/copy_kernels.h"
 #include "libclient/cuda/cuda_status.h"
+#include "libclient/cuda/finisher.h"
 #include "libclient/cuda/nccl_comm.h"
 #include "libclient/cuda/nccl_library.h"
 #include "libclient/cuda/nccl_types.h"
@@ -31,6 +28,7 @@ using cuda::CopyItem;
 using cuda::CopyTransform;
 using cuda::CudaError;
 using cuda::Event;
+using cuda::Finisher;
 using cuda::NcclComm;
 using cuda::NcclLibrary;
 using cuda::NcclType;
@@ -46,7 +44,8 @@ uint8_t* At(const void* base, size_t offset) {
 
 class CudaDevicePlane final : public DevicePlane {
  public:
-  explicit CudaDevicePlane(DevicePlaneOptions options) : options_(std::move(options)) {}
+  explicit CudaDevicePlane(DevicePlaneOptions options)
+      : options_(std::move(options)), finisher_(aborted_, comms_mu_, options_.on_failure) {}
   ~CudaDevicePlane() override { Stop(); }
 
   absl::Status CheckDevice(int ordinal) override {
@@ -70,19 +69,12 @@ class CudaDevicePlane final : public DevicePlane {
   void Stop() override;
 
  private:
-  struct InFlight {
-    std::shared_ptr<Event> done;
-    std::vector<std::shared_ptr<OpState>> states;
-    std::vector<absl::Status> outcomes;  // by state: a rank's own failure (Entry::outcome)
-    std::vector<std::shared_ptr<uint8_t>> discarded;  // results received and thrown away
-    NcclComm* comm = nullptr;  // checked for asynchronous errors while waiting
-  };
-
   // Loads NCCL, once, at the first GPU operation (never when libtroika is loaded: a framework
   // imported later must find its own NCCL, docs/gpu.md); a failure stays, and every GPU
   // operation reports it. Any thread.
   absl::Status LoadNccl();
-  // Executor thread: the device, stream and finisher, made at the first operation.
+  // Executor thread: the device and stream made, and the finisher started, at the first
+  // operation.
   absl::Status Prepare(const std::vector<Entry>& entries);
   absl::StatusOr<NcclComm*> Comm(const DeviceGroup& group);
   // Makes the stream wait for what produced the entries' inputs.
@@ -103,9 +95,6 @@ class CudaDevicePlane final : public DevicePlane {
   absl::Status Broadcast(const Response& r, Entry& e);
   absl::Status Alltoall(const Response& r, Entry& e);
   absl::Status Reducescatter(const Response& r, Entry& e);
-
-  void Finish();
-  void Fail(std::deque<InFlight>& ops, const absl::Status& status);
 
   const DevicePlaneOptions options_;
   std::atomic<bool> aborted_{false};
@@ -129,11 +118,7 @@ class CudaDevicePlane final : public DevicePlane {
   std::map<int, std::unique_ptr<NcclComm>> comms_;  // by process set; guarded by comms_mu_
   std::vector<std::unique_ptr<NcclComm>> retired_;  // dropped sets'; guarded by comms_mu_
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<InFlight> in_flight_;  // guarded by mu_; in issue order
-  bool stopping_ = false;           // guarded by mu_
-  std::thread finisher_;
+  Finisher finisher_;  // after what it refers to
 };
 
 absl::Status CudaDevicePlane::LoadNccl() {
@@ -159,10 +144,7 @@ absl::Status CudaDevicePlane::Prepare(const std::vector<Entry>& entries) {
   if (stream_ == nullptr) {
     TROIKA_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                        "creating Troika's CUDA stream");
-    finisher_ = std::thread([this] {
-      NameThisThread("troika-finish");
-      Finish();
-    });
+    finisher_.Start(device_);
   }
   return absl::OkStatus();
 }
@@ -313,7 +295,7 @@ absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup
   TROIKA_CUDA_RETURN(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming),
                      "cudaEventCreate");
   TROIKA_CUDA_RETURN(cudaEventRecord(done->event, stream_), "recording the completion event");
-  InFlight op{done, {}, {}, std::move(discarded_), comm_};
+  Finisher::Op op{done, {}, {}, std::move(discarded_), comm_};
   discarded_.clear();
   for (Entry& e : entries) {
     if (!e.state) continue;  // a joined rank's stand-in
@@ -327,11 +309,7 @@ absl::Status CudaDevicePlane::Launch(const Response& response, const DeviceGroup
     op.states.push_back(e.state);
     op.outcomes.push_back(e.outcome);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.push_back(std::move(op));
-  }
-  cv_.notify_one();
+  finisher_.Push(std::move(op));
   return absl::OkStatus();
 }
 
@@ -499,64 +477,6 @@ absl::Status CudaDevicePlane::Reducescatter(const Response& r, Entry& e) {
   return Copy({{mine, data, counts[rank]}}, {wire, r.dtype, r.postscale, reduction.divisor});
 }
 
-void CudaDevicePlane::Finish() {
-  if (device_ >= 0) cudaSetDevice(device_);
-  for (;;) {
-    InFlight op;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !in_flight_.empty(); });
-      if (in_flight_.empty()) return;
-      op = in_flight_.front();
-    }
-    absl::Status status;
-    for (int polls = 0;; ++polls) {
-      cudaError_t e = cudaEventQuery(op.done->event);
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) {
-        status = CudaError(e, "a GPU operation failed");
-        break;
-      }
-      if (aborted_.load()) {
-        status = absl::CancelledError("the GPU data plane was aborted");
-        break;
-      }
-      if (polls % 64 == 63) {
-        std::lock_guard<std::mutex> lock(comms_mu_);
-        status = op.comm->AsyncError();
-        if (!status.ok()) break;
-      }
-      // Spin briefly (small ops finish in microseconds), then poll without burning a core.
-      if (polls < 200) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-    std::deque<InFlight> failed;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (status.ok()) {
-        in_flight_.pop_front();
-      } else {
-        failed.swap(in_flight_);
-      }
-    }
-    if (status.ok()) {
-      for (size_t i = 0; i < op.states.size(); ++i) op.states[i]->Complete(op.outcomes[i]);
-    } else {
-      // The context fails; every issued operation reports why (an abort's reason if known).
-      Fail(failed, options_.on_failure ? options_.on_failure(status) : status);
-    }
-  }
-}
-
-void CudaDevicePlane::Fail(std::deque<InFlight>& ops, const absl::Status& status) {
-  for (InFlight& op : ops) {
-    for (auto& state : op.states) state->Complete(status);
-  }
-}
-
 void CudaDevicePlane::DropGroup(int set) {
   std::lock_guard<std::mutex> lock(comms_mu_);
   auto it = comms_.find(set);
@@ -573,13 +493,7 @@ void CudaDevicePlane::Abort() {
 }
 
 void CudaDevicePlane::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  cv_.notify_one();
-  if (finisher_.joinable()) finisher_.join();
+  finisher_.Stop();  // it may still ask the communicators for errors
   {
     std::lock_guard<std::mutex> lock(comms_mu_);
     comms_.clear();
