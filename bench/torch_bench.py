@@ -84,7 +84,12 @@ def parse_args():
                         "build/python), run alternately with this one (label 'before')")
     p.add_argument("--no-cuda", action="store_true",
                    help="the synthetic benchmark on the CPU even where torch sees GPUs")
-    return p.parse_args()
+    args = p.parse_args()
+    unknown = [w for w in args.workloads.split(",") if w and w != "all" and w not in WORKLOADS]
+    if unknown:
+        p.error("--workloads: unknown %s (known: all, %s)"
+                % (", ".join(unknown), ", ".join(WORKLOADS)))
+    return args
 
 
 def load():

@@ -5,7 +5,10 @@ job: each workload runs through
   c++ api:  troika-bench's own workload (bench/workloads.h: its buffers, names and calls, as its
             "troika" column), in a C++ loop on this process's own context
             (bench/workload_loop.cc in BUILD/bench/libtroika_bench_loop.so, called with ctypes)
-  and through troika.torch, the calls a Horovod script makes for it (MODES below),
+  and through troika.torch, the calls a Horovod script makes for it (torch_modes below),
+  and, for the allreduces, through the compiled module alone ("module": troika._troika called
+  straight from a Python loop, in place, none of troika.torch's code: the least any Python
+  front end does),
 
 with the same tensor names (troika.torch negotiates name="bench/N" as "allreduce.bench/N",
 the C++ workload's name), in alternating blocks of the same length (the first mode rotates
@@ -29,8 +32,10 @@ import torch
 
 import troika
 import troika.torch as hvd
+from troika import _troika
 
 MiB = 1 << 20
+_F32 = troika.DTYPES["float32"]
 
 # name -> (troika-bench kind, bytes (many_small: one tensor's), tensors, warm-up iterations).
 # Sizes as troika-bench counts them: the allreduce and broadcast buffer, the allgather output.
@@ -62,7 +67,14 @@ def torch_modes(kind, nbytes, tensors, size):
             for _ in range(n):
                 hvd.allreduce_(t, op=hvd.Sum, name=name)
 
-        return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place)]
+        ctx, ptr, full, f32 = troika.context(), t.data_ptr(), "allreduce." + name, _F32
+
+        def module(n):
+            for _ in range(n):
+                ctx.allreduce_wait(full, ptr, ptr, f32, t.shape, _troika.SUM, 1.0, 1.0, 0)
+
+        return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place),
+                ("module", module)]
     if kind == "many_small":
         ts = [torch.zeros(nbytes // 4, dtype=torch.float32) for _ in range(tensors)]
         names = ["bench/small/%d" % i for i in range(tensors)]
@@ -80,8 +92,19 @@ def torch_modes(kind, nbytes, tensors, size):
                 for h in handles:
                     hvd.synchronize(h)
 
+        ctx = troika.context()
+        submissions = [(t.data_ptr(), "allreduce." + nm, t.shape) for t, nm in pairs]
+
+        def module(n):
+            for _ in range(n):
+                handles = [_troika.submit_allreduce(ctx, nm, ptr, ptr, _F32, shape, _troika.SUM,
+                                                    1.0, 1.0, 0, -1, 0)
+                           for ptr, nm, shape in submissions]
+                for h in handles:
+                    h.wait()
+
         return [("hvd.allreduce_async_", async_in_place),
-                ("hvd.allreduce_async", async_out_of_place)]
+                ("hvd.allreduce_async", async_out_of_place), ("module", module)]
     if kind == "allgather":
         t = torch.zeros(nbytes // size, dtype=torch.uint8)
         name = "bench/%d" % (t.numel() * size)  # the output's bytes, as the C++ name rounds them
