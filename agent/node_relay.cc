@@ -8,7 +8,6 @@
 #include "common/logging.h"
 #include "common/request_check.h"
 #include "common/schedule_drops.h"
-#include "common/wire.h"
 
 namespace troika::agent {
 
@@ -20,7 +19,8 @@ NodeRelay::NodeRelay(NodeRelayOptions options, RelayUpstream& upstream, Schedule
       upstream_(upstream),
       scheduler_(scheduler),
       clock_(clock),
-      aggregator_(options_.ranks, options_.aggregation_window) {
+      aggregator_(options_.ranks, options_.aggregation_window),
+      ledger_(options_.replay_log_responses) {
   for (int rank : options_.ranks) ranks_[rank] = RankState{};
 }
 
@@ -48,7 +48,9 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_ != nullptr) return;  // nothing follows an abort
   // What a restarted coordinator asks of the agent is not for the ranks.
-  if (message->replay_to > 0) return AnswerReplayLocked(message->replay_from, message->replay_to);
+  if (message->replay_to > 0) {
+    return upstream_.SendReplay(ledger_.Replay(message->replay_from, message->replay_to));
+  }
   if (message->resumed) {
     suspended_ = false;
     return ResendLocked();
@@ -67,7 +69,7 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
       cache_names_[response.cache_ids[i]] = response.names[i];
     }
   }
-  TrackLocked(*message);
+  ledger_.Received(*message, cache_names_);
   v1::RequestBatch released;  // tensors of a set that now has all its local members
   for (const Response& response : message->responses) {
     TrackProcessSetLocked(response, &released);
@@ -80,64 +82,13 @@ void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
   for (auto& [sink, ranks] : sessions_) sink->Send(message);
 }
 
-void NodeRelay::TrackLocked(const DownMessage& message) {
-  if (message.seq > 0 && !message.responses.empty()) {
-    if (message.seq != received_ + 1) {
-      TROIKA_LOG(WARNING) << "responses numbered from " << message.seq << " after " << received_;
-    }
-    for (const Response& response : message.responses) log_.push_back(response);
-    received_ = message.seq + static_cast<int64_t>(message.responses.size()) - 1;
-    while (static_cast<int>(log_.size()) > options_.replay_log_responses) log_.pop_front();
-  }
-  for (const Response& response : message.responses) {
-    for (int32_t id : response.cache_ids) max_cache_id_ = std::max(max_cache_id_, id);
-    if (!response.ids_known) {
-      for (const std::string& name : response.names) ForgetSentLocked(response.process_set, name);
-      continue;
-    }
-    for (int32_t id : response.cache_ids) {
-      if (auto name = cache_names_.find(id); name != cache_names_.end()) {
-        ForgetSentLocked(response.process_set, name->second);
-      }
-    }
-  }
-  // A miss: the rank sends that request again, in full, as a new one.
-  for (const CacheMiss& miss : message.misses) {
-    for (auto it = sent_.begin(); it != sent_.end(); ++it) {
-      v1::Request& request = it->request;
-      if (request.cache_id() != miss.cache_id) continue;
-      auto* ranks = request.mutable_ranks();
-      auto rank = std::find(ranks->begin(), ranks->end(), miss.rank);
-      if (rank != ranks->end()) {
-        ranks->erase(rank);
-        if (!ranks->empty()) break;
-      } else if (!ranks->empty() || request.rank() != miss.rank) {
-        continue;
-      }
-      auto& index = sent_by_key_[it->key];
-      index.erase(std::find(index.begin(), index.end(), it));
-      if (index.empty()) sent_by_key_.erase(it->key);
-      sent_.erase(it);
-      break;
-    }
-  }
-}
-
-void NodeRelay::ForgetSentLocked(int process_set, const std::string& name) {
-  auto it = sent_by_key_.find({process_set, name});
-  if (it == sent_by_key_.end()) return;
-  for (auto sent : it->second) sent_.erase(sent);
-  sent_by_key_.erase(it);
-}
-
 void NodeRelay::BeginScheduleLocked(const Schedule& schedule) {
   v1::RequestBatch batch;
   aggregator_.Expire(absl::InfiniteFuture(), &batch);
   SendBatchLocked(batch);
   ArmWindowTimerLocked();
-  max_schedule_id_ = std::max(max_schedule_id_, schedule.id);
   RelaySchedule active{schedule.id, ScheduleTensors(schedule), {}, {}};
-  for (const std::string& name : active.tensors.names) ForgetSentLocked(0, name);
+  ledger_.Scheduled(schedule.id, active.tensors.names);
   for (const auto& [rank, state] : ranks_) {
     if (!state.departed && !state.reported) active.executing.insert(rank);
   }
@@ -173,25 +124,8 @@ absl::Status NodeRelay::DeviateSchedule(SessionSink* sink, int64_t id,
   return absl::OkStatus();
 }
 
-void NodeRelay::AnswerReplayLocked(int64_t from, int64_t to) {
-  // Answered with what the log holds; the coordinator aborts the job if that is not all.
-  v1::ResponseBatch batch;
-  const int64_t first = received_ - static_cast<int64_t>(log_.size()) + 1;
-  if (from >= first && to <= received_) {
-    batch.set_seq(from);
-    for (int64_t seq = from; seq <= to; ++seq) {
-      ToWire(log_[static_cast<size_t>(seq - first)], batch.add_responses());
-    }
-  } else {
-    TROIKA_LOG(WARNING) << "the coordinator asked for responses " << from << " to " << to
-                        << "; this agent holds " << first << " to " << received_;
-  }
-  upstream_.SendReplay(std::move(batch));
-}
-
 void NodeRelay::ResendLocked() {
-  v1::RequestBatch batch;
-  for (const Sent& sent : sent_) *batch.add_requests() = sent.request;
+  v1::RequestBatch batch = ledger_.Unanswered();
   TROIKA_LOG(INFO) << "resumed with the coordinator: sending " << batch.requests_size()
                    << " requests again";
   if (batch.requests_size() > 0) upstream_.SendRequests(std::move(batch));
@@ -210,7 +144,7 @@ void NodeRelay::Suspend() {
 
 SessionResume NodeRelay::ResumeState() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {received_, max_cache_id_, max_schedule_id_};
+  return ledger_.Resume();
 }
 
 void NodeRelay::ProcessExited(int rank, int exit_code, int signal) {
@@ -495,10 +429,9 @@ void NodeRelay::SendBatchLocked(v1::RequestBatch& batch) {
   }
   // Kept until a response names the tensor, to be sent again to a restarted coordinator.
   for (const v1::Request& request : batch.requests()) {
-    std::pair<int, std::string> key{request.process_set(), request.name()};
-    if (request.cache_id() != 0) key.second = CacheKeyLocked(request.cache_id());
-    sent_.push_back({request, key});
-    sent_by_key_[key].push_back(std::prev(sent_.end()));
+    ledger_.Sent(request,
+                 {request.process_set(),
+                  request.cache_id() != 0 ? CacheKeyLocked(request.cache_id()) : request.name()});
   }
   counts_.requests_forwarded += batch.requests_size();
   if (!suspended_) upstream_.SendRequests(std::move(batch));

@@ -26,14 +26,12 @@
 // from the responses that announced the id, and go upstream compacted as one id request.
 //
 // Coordinator restart (docs/protocol.md): the relay keeps what it forwarded and got no
-// response for, and the latest responses it received, numbered. While the upstream session
-// is down (Suspend) nothing goes upstream; the agent reconnects and resumes with
+// response for, and the latest responses it received, numbered (RelayLedger). While the upstream
+// session is down (Suspend) nothing goes upstream; the agent reconnects and resumes with
 // ResumeState(). The restarted coordinator may ask for responses other nodes missed (answered
 // from the log), then says `resumed`: the relay sends again everything without a response,
 // then the goodbyes and exit reports of its ranks. The ranks notice nothing but a pause.
 
-#include <deque>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +42,7 @@
 
 #include "absl/time/time.h"
 #include "agent/aggregator.h"
+#include "agent/relay_ledger.h"
 #include "common/clock.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
@@ -168,17 +167,13 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   void SendBatchLocked(v1::RequestBatch& batch);
   void ArmWindowTimerLocked();
   void ReportLost(int rank);
-  // What came down, for restart: numbering, the log, cache ids, and what it answered.
-  void TrackLocked(const DownMessage& message);
-  void AnswerReplayLocked(int64_t from, int64_t to);
   // Sends again what got no response, then the ranks' goodbyes and exits.
   void ResendLocked();
-  void ForgetSentLocked(int process_set, const std::string& name);
   // Marks `exit.rank` reported and sends its exit report (kept for a restarted coordinator).
   void SendExitLocked(const RankExit& exit);
   // The aggregation key of a request sent as cache id `id`.
   std::string CacheKeyLocked(int32_t id) const;
-  // A schedule came down: what waits here goes upstream now, and is forgotten for restart
+  // A schedule came down: what waits here goes upstream now, and is forgotten by the ledger
   // as the coordinator drops it (the ranks execute it as the schedule's).
   void BeginScheduleLocked(const Schedule& schedule);
   // Whether `request` is one of the schedule's tensors from a rank still executing it (the
@@ -220,19 +215,9 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   std::map<std::string, std::vector<int>> set_proposals_;
   // The coordinator's latest ClientSettings, for sessions that open after they came.
   std::optional<ClientSettings> settings_;
-  // Restart. Forwarded requests without a response yet, in the order sent, indexed by
-  // (process set, tensor name; for an id request the name the id stood for).
-  struct Sent {
-    v1::Request request;
-    std::pair<int, std::string> key;
-  };
-  std::list<Sent> sent_;
-  std::map<std::pair<int, std::string>, std::vector<std::list<Sent>::iterator>> sent_by_key_;
+  // Restart: what a restarted coordinator needs of this node.
+  RelayLedger ledger_;
   bool suspended_ = false;
-  int64_t received_ = 0;           // responses 1 .. received_ came down
-  std::deque<Response> log_;       // the latest of them, the last one numbered received_
-  int32_t max_cache_id_ = 0;       // the highest id announced
-  int64_t max_schedule_id_ = 0;    // the highest schedule id received
   std::map<int, RankExit> exits_;  // exit reports sent upstream (or held until Attached), by rank
   Scheduler::TaskId window_timer_ = 0;
   absl::Time window_due_ = absl::InfiniteFuture();
