@@ -19,6 +19,12 @@ namespace troika::agent {
 
 void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   if (ReformBeforeSession(memberships.status())) return;
+  // The generation may end as soon as its session is open, and the change reach this node on
+  // that session (Reform, on the upstream's thread) before this returns: what follows is
+  // then this generation's only, and neither completes the next one's gate nor marks its
+  // session open.
+  const uint64_t gate = gate_.generation();
+  const std::shared_ptr<NodeRelay> relay = Relay();
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
     {
@@ -28,10 +34,10 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
     // The upstream Hello is queued before any rank can open a session (they wait in the gate),
     // and before the relay sends what it holds.
     OpenSession(std::nullopt);
-    Relay()->Attached(epoch);
+    relay->Attached(epoch);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      session_open_ = true;
+      if (relay_ == relay) session_open_ = true;
     }
   } else {
     TROIKA_LOG(WARNING) << memberships.status();
@@ -39,10 +45,10 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
     attach_error_ = std::string(memberships.status().message());
   }
   const bool failed = !memberships.ok();
-  gate_.Complete(std::move(memberships));
+  gate_.Complete(std::move(memberships), gate);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    attach_settled_ = true;
+    if (relay_ == relay) attach_settled_ = true;
   }
   if (failed) supervisor_->Stop("the node could not attach to the job");
   Wake();

@@ -21,7 +21,8 @@ void AttachGate::Wait(const std::vector<int>& ranks, Callback done) {
   Answer(outcome, waiter);
 }
 
-void AttachGate::Complete(absl::StatusOr<std::vector<Membership>> memberships) {
+void AttachGate::Complete(absl::StatusOr<std::vector<Membership>> memberships,
+                          std::optional<uint64_t> generation) {
   absl::StatusOr<std::map<int, Membership>> outcome = std::map<int, Membership>();
   if (memberships.ok()) {
     for (const Membership& m : *memberships) (*outcome)[m.rank] = m;
@@ -31,7 +32,7 @@ void AttachGate::Complete(absl::StatusOr<std::vector<Membership>> memberships) {
   std::vector<Waiter> waiters;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (outcome_.has_value()) return;
+    if (outcome_.has_value() || (generation && *generation != generation_)) return;
     outcome_ = outcome;
     waiters.swap(waiters_);
   }
@@ -44,12 +45,18 @@ void AttachGate::Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     outcome_.reset();
     waiters.swap(waiters_);
+    ++generation_;
   }
   for (const Waiter& waiter : waiters) {
     waiter.done(absl::AbortedError(
         absl::StrCat("the job's membership changed while ", FormatRanks(waiter.ranks),
                      " attached: attach with the numbers of its next generation")));
   }
+}
+
+uint64_t AttachGate::generation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
 }
 
 void AttachGate::Answer(const absl::StatusOr<std::map<int, Membership>>& outcome,

@@ -1,5 +1,6 @@
 #include "agent/attach_gate.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -50,6 +51,26 @@ TEST(AttachGateTest, FailedAttachFailsEveryWaiterWithTheSameErrorAndOnlyTheFirst
   for (const absl::Status& s : errors) {
     EXPECT_EQ(s, absl::DeadlineExceededError("ranks 0-1 did not attach within 60s"));
   }
+}
+
+// The node's attach for a generation completes after that generation already ended (its
+// change came down the session the attach opened, and the gate was reset for the next): the
+// ranks attaching with the next generation's numbers must not get the ended one's.
+TEST(AttachGateTest, TheOutcomeOfAnAttachForAGenerationThatEndedIsDropped) {
+  AttachGate gate;
+  const uint64_t ended = gate.generation();
+  gate.Reset();  // the change reached the node first
+  std::vector<int> answered;
+  gate.Wait({2}, [&](absl::StatusOr<std::vector<Membership>> m) {
+    ASSERT_TRUE(m.ok());
+    answered.push_back(m->front().size);
+  });
+  gate.Complete(NodeMemberships(), ended);
+  EXPECT_TRUE(answered.empty()) << "the ended generation's memberships answer no one";
+  std::vector<Membership> next = NodeMemberships();
+  for (Membership& m : next) m.size = 3;
+  gate.Complete(next, gate.generation());
+  EXPECT_THAT(answered, ::testing::ElementsAre(3));
 }
 
 TEST(AttachGateTest, AfterAResetWaitersWaitForTheNextGenerationsAttach) {
