@@ -38,7 +38,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                 std::move(options.on_record)),
       policy_(name_, size, lifecycle_, roster_, sessions_, generations_),
       forming_(name_, size, roster_, generations_, lifecycle_, recorder_, policy_),
-      succession_(name_, generations_, lifecycle_, roster_, inspection_, clock) {}
+      succession_(name_, generations_, lifecycle_, roster_, sessions_, inspection_, clock) {}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -88,6 +88,7 @@ void Job::RegisterNode(const std::string& host, int nproc, int node_rank, Regist
 absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
                               session::SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.OpenFollower(sink, epoch)) return absl::OkStatus();
   RETURN_IF_ERROR(sessions_.CanOpen());
   RETURN_IF_ERROR(policy_.AcceptsSession(epoch));
   return sessions_.Open(ranks, sink, roster_.departed());
@@ -129,7 +130,8 @@ void Job::ResumedLocked(const Sessions::Resumed& resumed) {
 
 absl::Status Job::Submit(session::SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (lifecycle_.state() == State::kAborted) return absl::OkStatus();  // the session was told why
+  // Aborted, or a session of the generation before: the session was told why.
+  if (lifecycle_.state() == State::kAborted || sessions_.Following(sink)) return absl::OkStatus();
   if (sessions_.resyncing()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", name_, "' is resuming after a coordinator restart: requests wait for 'resumed'"));
@@ -152,6 +154,7 @@ template <typename F>
 absl::Status Job::Owned(session::SessionSink* sink, const std::vector<int>& ranks, const char* what,
                         F then) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.Following(sink)) return absl::OkStatus();  // of the generation before
   RETURN_IF_ERROR(sessions_.CheckOwns(sink, ranks, what));
   if constexpr (std::is_void_v<std::invoke_result_t<F>>) {
     then();

@@ -83,8 +83,9 @@ bool Lifecycle::Abort(AbortCause cause, const std::string& reason, std::optional
   return true;
 }
 
-void Lifecycle::EndGeneration(MembershipChange change, const std::string& reason,
-                              std::optional<RankExit> exit) {
+std::shared_ptr<const DownMessage> Lifecycle::EndGeneration(MembershipChange change,
+                                                            const std::string& reason,
+                                                            std::optional<RankExit> exit) {
   state_ = State::kAborted;
   abort_reason_ =
       absl::StrCat(reason, "; the job goes on with ", change.size,
@@ -99,8 +100,9 @@ void Lifecycle::EndGeneration(MembershipChange change, const std::string& reason
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
   down->membership_change = std::move(change);
-  sessions_.Broadcast(std::move(down));
+  sessions_.Broadcast(down);
   kv_.Close(absl::AbortedError(message));
+  return down;
 }
 
 void Lifecycle::Detach(const std::string& reason) {

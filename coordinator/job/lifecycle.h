@@ -75,9 +75,11 @@ class Lifecycle {
   // → kAborted as an elastic generation ends for `change` (the successor exists already):
   // every session is told the change, the waiting attaches are answered ABORTED with it
   // (MembershipChanged), key-value waits fail; on_abort is not called. The abort reason
-  // becomes `reason` and the generation the job goes on as.
-  void EndGeneration(MembershipChange change, const std::string& reason,
-                     std::optional<RankExit> exit);
+  // becomes `reason` and the generation the job goes on as. Returns what the sessions were
+  // told.
+  std::shared_ptr<const DownMessage> EndGeneration(MembershipChange change,
+                                                   const std::string& reason,
+                                                   std::optional<RankExit> exit);
   // The coordinator stops but keeps the job for a restarted one: every session ends with
   // UNAVAILABLE `reason`, the waiting attaches, joining nodes and key-value waits fail with
   // it, and the job is never done. Nothing happens to a job that is over.

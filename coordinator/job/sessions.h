@@ -68,6 +68,16 @@ class Sessions {
   bool resyncing() const { return resync_.has_value(); }
   void CancelResync() { resync_.reset(); }
 
+  // This job is the elastic generation that `change` made of generation `epoch`. A session of
+  // that generation that opens here (its agent attached it, and the change reached the
+  // coordinator before the session did) is sent `change`, as that generation's sessions were,
+  // and owns no rank: OpenFollower.
+  void Follows(std::shared_ptr<const DownMessage> change, int64_t epoch);
+  // Whether a session of `epoch` follows the change to this generation: if so it was sent the
+  // change, and what it sends until it closes is void (Following).
+  bool OpenFollower(session::SessionSink* sink, int64_t epoch);
+  bool Following(session::SessionSink* sink) const { return followers_.contains(sink); }
+
   // Unbinds `sink`: its ranks, or empty if it had none.
   std::vector<int> Close(session::SessionSink* sink);
   bool Owns(session::SessionSink* sink, int rank) const;
@@ -95,11 +105,14 @@ class Sessions {
   const std::string job_;
   std::map<session::SessionSink*, std::vector<int>> ranks_;
   std::vector<session::SessionSink*> of_rank_;
-  int64_t next_seq_ = 1;                  // the number of the next response broadcast
-  bool fresh_ = false;                    // a session opened without resuming
-  bool resumed_ = false;                  // the sessions resumed after a coordinator restart
-  std::optional<SessionsResync> resync_;  // while the sessions resume
-  ClientSettings settings_;               // what the sessions were last sent
+  int64_t next_seq_ = 1;                       // the number of the next response broadcast
+  bool fresh_ = false;                         // a session opened without resuming
+  bool resumed_ = false;                       // the sessions resumed after a coordinator restart
+  std::optional<SessionsResync> resync_;       // while the sessions resume
+  ClientSettings settings_;                    // what the sessions were last sent
+  std::shared_ptr<const DownMessage> change_;  // Follows
+  int64_t changed_from_ = 0;
+  std::set<session::SessionSink*> followers_;
 };
 
 }  // namespace troika::coordinator

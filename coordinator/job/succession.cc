@@ -8,11 +8,12 @@
 namespace troika::coordinator {
 
 Succession::Succession(std::string job, Generations& generations, Lifecycle& lifecycle,
-                       Roster& roster, Inspection& inspection, Clock& clock)
+                       Roster& roster, Sessions& sessions, Inspection& inspection, Clock& clock)
     : job_(std::move(job)),
       generations_(generations),
       lifecycle_(lifecycle),
       roster_(roster),
+      sessions_(sessions),
       inspection_(inspection),
       clock_(clock) {}
 
@@ -23,10 +24,14 @@ void Succession::EndGeneration(const std::shared_ptr<Job>& self, MembershipChang
   // failed), but the job goes on: the owner serves the successor under its name from now on.
   std::shared_ptr<Job> successor = generations_.NextGenerationOf(self, change, cause, reason);
   const int size = change.size;
-  lifecycle_.EndGeneration(std::move(change), reason, std::move(exit));
+  std::shared_ptr<const DownMessage> told =
+      lifecycle_.EndGeneration(std::move(change), reason, std::move(exit));
   std::unique_ptr<Timeline> timeline = inspection_.TakeTimeline();
   if (timeline) timeline->MembershipChange(clock_.Now(), lifecycle_.abort_reason(), size);
-  successor->Inherit({.joiners = generations_.TakeJoiners(), .timeline = std::move(timeline)});
+  successor->Inherit({.joiners = generations_.TakeJoiners(),
+                      .timeline = std::move(timeline),
+                      .change = std::move(told),
+                      .ended_epoch = generations_.epoch()});
 }
 
 void Succession::AdmitJoiners(const std::shared_ptr<Job>& self) {
@@ -63,6 +68,7 @@ std::map<int, RankExit> Succession::Inherit(Inheritance inheritance) {
   for (Generations::Joiner& joiner : inheritance.joiners) generations_.Join(std::move(joiner));
   roster_.AddNodes(inheritance.nodes);  // a restarted agent gets its block back (saved as it runs)
   inspection_.AdoptTimeline(std::move(inheritance.timeline));
+  if (inheritance.change) sessions_.Follows(std::move(inheritance.change), inheritance.ended_epoch);
   return std::move(inheritance.left_exits);
 }
 

@@ -26,6 +26,7 @@
 #include "coordinator/job/inspection.h"
 #include "coordinator/job/lifecycle.h"
 #include "coordinator/job/roster.h"
+#include "coordinator/job/sessions.h"
 
 namespace troika::coordinator {
 
@@ -39,11 +40,15 @@ class Succession {
     std::map<int, std::string> nodes;          // an incarnation's node blocks
     std::map<int, RankExit> left_exits;        // ranks that left an incarnation, then ended
     std::unique_ptr<Timeline> timeline;
+    // An elastic generation's: what the sessions of the generation that ended were told, and
+    // its epoch (Sessions::Follows).
+    std::shared_ptr<const DownMessage> change;
+    int64_t ended_epoch = 0;
   };
 
   // The parts are the job's own and outlive this.
   Succession(std::string job, Generations& generations, Lifecycle& lifecycle, Roster& roster,
-             Inspection& inspection, Clock& clock);
+             Sessions& sessions, Inspection& inspection, Clock& clock);
   Succession(const Succession&) = delete;
   Succession& operator=(const Succession&) = delete;
 
@@ -69,6 +74,7 @@ class Succession {
   Generations& generations_;
   Lifecycle& lifecycle_;
   Roster& roster_;
+  Sessions& sessions_;
   Inspection& inspection_;
   Clock& clock_;
 };

@@ -117,6 +117,21 @@ TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) 
   EXPECT_EQ(next->min_size(), 2);
   job->CloseSession(&a, absl::OkStatus());
   job->CloseSession(&b, absl::OkStatus());
+  // A session of generation 1 that reaches the coordinator only now (its agent attached it
+  // before the loss) is sent the change too, so that its agent follows it, and is void; it
+  // was once refused ("no session can open" while generation 2 attaches), which stopped its
+  // agent's ranks.
+  FakeSink late;
+  ASSERT_TRUE(next->OpenSession({2, 3}, 1, &late).ok());
+  ASSERT_EQ(late.messages().size(), 1u);
+  ASSERT_TRUE(late.messages()[0].membership_change.has_value());
+  EXPECT_EQ(late.messages()[0].membership_change->epoch, 2);
+  EXPECT_THAT(late.messages()[0].abort_reason, HasSubstr("the job goes on with 3 ranks"));
+  EXPECT_TRUE(next->Submit(&late, {Allreduce(2, "grad")}).ok());
+  EXPECT_TRUE(next->Goodbye(&late, {2, 3}).ok());
+  next->CloseSession(&late, absl::OkStatus());
+  EXPECT_EQ(late.messages().size(), 1u);
+  EXPECT_EQ(next->state(), Job::State::kAttaching) << "nothing it sent counted";
   std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0}}, {"b", {1, 2}}});
   ASSERT_EQ(m[0].size(), 1u);
   ASSERT_EQ(m[1].size(), 2u);
@@ -127,8 +142,8 @@ TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) 
   EXPECT_EQ(m[1][1].local_rank, 1);
   FakeSink a2, b2;
   ASSERT_TRUE(next->OpenSession({0}, 2, &a2).ok());
-  EXPECT_EQ(next->OpenSession({1, 2}, 1, &b2).code(), absl::StatusCode::kFailedPrecondition)
-      << "a session of the ended generation";
+  EXPECT_EQ(next->OpenSession({1, 2}, 3, &b2).code(), absl::StatusCode::kFailedPrecondition)
+      << "a generation that never was";
   ASSERT_TRUE(next->OpenSession({1, 2}, 2, &b2).ok());
   EXPECT_EQ(next->state(), Job::State::kRunning);
   bool created = true;

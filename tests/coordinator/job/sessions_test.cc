@@ -1,6 +1,6 @@
 // Sessions on its own: binding and ownership, numbering of broadcast responses, settings, and
 // the resumption of every session after a coordinator restart (replay asked of the most
-// advanced one).
+// advanced one); a late session of the generation before (sent the change).
 
 #include "coordinator/job/sessions.h"
 
@@ -48,6 +48,29 @@ TEST(SessionsTest, BindsRanksOnceAndChecksOwnership) {
   EXPECT_FALSE(sessions.empty());
   sessions.Close(&b);
   EXPECT_TRUE(sessions.empty());
+}
+
+TEST(SessionsTest, ALateSessionOfTheGenerationBeforeIsSentTheChangeAndOwnsNoRank) {
+  Sessions sessions("j", 2, {});
+  FakeSink late, other;
+  EXPECT_FALSE(sessions.OpenFollower(&late, 1)) << "no change made this generation";
+  auto change = std::make_shared<DownMessage>();
+  change->abort_reason = "membership of job 'j' changed: ...";
+  change->membership_change = MembershipChange{};
+  change->membership_change->epoch = 2;
+  sessions.Follows(change, 1);
+  EXPECT_FALSE(sessions.OpenFollower(&other, 3)) << "another generation's";
+  EXPECT_TRUE(other.messages().empty());
+  ASSERT_TRUE(sessions.OpenFollower(&late, 1));
+  ASSERT_EQ(late.messages().size(), 1u);
+  EXPECT_EQ(late.messages()[0].abort_reason, change->abort_reason);
+  EXPECT_TRUE(sessions.Following(&late));
+  EXPECT_FALSE(sessions.Owns(&late, 0));
+  EXPECT_TRUE(sessions.empty()) << "binds no rank";
+  sessions.Broadcast(std::make_shared<DownMessage>());
+  EXPECT_EQ(late.messages().size(), 1u) << "the generation's broadcasts are not for it";
+  EXPECT_THAT(sessions.Close(&late), ElementsAre());
+  EXPECT_FALSE(sessions.Following(&late));
 }
 
 TEST(SessionsTest, ResponsesAreNumberedInBroadcastOrder) {

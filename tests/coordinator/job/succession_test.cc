@@ -41,7 +41,7 @@ class SuccessionTest : public ::testing::Test {
                                                *sessions_, *lifecycle_, scheduler_, clock_, mu_,
                                                [this] { return std::weak_ptr<const void>(self_); });
     succession_ = std::make_unique<Succession>("j", *generations_, *lifecycle_, *roster_,
-                                               *inspection_, clock_);
+                                               *sessions_, *inspection_, clock_);
     self_ = NewJob(kSize, options_.epoch);  // stands for the job that owns the parts
   }
   std::shared_ptr<Job> NewJob(int size, int64_t epoch) {
