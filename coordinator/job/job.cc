@@ -198,8 +198,11 @@ absl::Status Job::DeviateSchedule(session::SessionSink* sink, int64_t id,
 
 void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A session of the generation before was never this job's: the job attaching (no node yet,
+  // no session) is not abandoned for it.
+  const bool follower = sessions_.Following(sink);
   ApplyLocked(policy_.SessionClosed(sessions_.Close(sink), ended));
-  lifecycle_.MaybeDone();
+  if (!follower) lifecycle_.MaybeDone();
 }
 
 // --- Membership changes: MembershipPolicy's verdicts ---

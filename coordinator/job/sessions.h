@@ -69,9 +69,9 @@ class Sessions {
   void CancelResync() { resync_.reset(); }
 
   // This job is the elastic generation that `change` made of generation `epoch`. A session of
-  // that generation that opens here (its agent attached it, and the change reached the
-  // coordinator before the session did) is sent `change`, as that generation's sessions were,
-  // and owns no rank: OpenFollower.
+  // that generation that opens here (its agent attached it, and the generation ended before
+  // the session reached the coordinator) is sent `change`, as that generation's sessions
+  // were, and owns no rank: OpenFollower. Its closing does not count for this job (Job).
   void Follows(std::shared_ptr<const DownMessage> change, int64_t epoch);
   // Whether a session of `epoch` follows the change to this generation: if so it was sent the
   // change, and what it sends until it closes is void (Following).

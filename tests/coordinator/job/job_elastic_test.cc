@@ -81,6 +81,13 @@ class JobElasticTest : public ::testing::Test {
   }
   static constexpr char kCommit[] = "troika/elastic/commit/0";
 
+  // Returns once what the scheduler has due now ran (a job's end is posted there).
+  void SettleScheduler() {
+    std::promise<void> ran;
+    scheduler_.RunAfter(absl::ZeroDuration(), [&ran] { ran.set_value(); });
+    ran.get_future().wait();
+  }
+
   // The registry goes first: nothing may run on its scheduler then (a job ending calls
   // back into it there).
   void TearDown() override { scheduler_.Stop(); }
@@ -132,6 +139,8 @@ TEST_F(JobElasticTest, ALostRankEndsTheGenerationAndTheSurvivorsGoOnRenumbered) 
   next->CloseSession(&late, absl::OkStatus());
   EXPECT_EQ(late.messages().size(), 1u);
   EXPECT_EQ(next->state(), Job::State::kAttaching) << "nothing it sent counted";
+  SettleScheduler();
+  EXPECT_EQ(Find(), next) << "no node attached it yet, and it is not abandoned for that session";
   std::vector<std::vector<Membership>> m = AttachNodes(*next, {{"a", {0}}, {"b", {1, 2}}});
   ASSERT_EQ(m[0].size(), 1u);
   ASSERT_EQ(m[1].size(), 2u);
