@@ -102,6 +102,7 @@ bool NodeRelay::DroppedForScheduleLocked(const TensorRequest& request) {
 
 absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   for (int rank : ranks) {
     if (absl::Status s = CheckOwnedLocked(sink, rank); !s.ok()) return s;
   }
@@ -117,6 +118,7 @@ absl::Status NodeRelay::EndSchedule(SessionSink* sink, int64_t id, const std::ve
 absl::Status NodeRelay::DeviateSchedule(SessionSink* sink, int64_t id,
                                         const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   for (int rank : ranks) {
     if (absl::Status s = CheckOwnedLocked(sink, rank); !s.ok()) return s;
   }
@@ -213,6 +215,7 @@ absl::Status NodeRelay::OpenSession(const std::vector<int>& ranks, int64_t epoch
                                     SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   if (follows_ != nullptr && epoch < follows_->membership_change->epoch) {
+    followers_.insert(sink);
     sink->Send(follows_);
     return absl::OkStatus();
   }
@@ -261,7 +264,8 @@ absl::Status NodeRelay::CheckOwnedLocked(SessionSink* sink, int rank) const {
 
 absl::Status NodeRelay::Submit(SessionSink* sink, std::vector<TensorRequest> requests) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (abort_ != nullptr) return absl::OkStatus();  // the session was told why
+  // The session was told why: the abort, or the change it follows (void, Follows).
+  if (abort_ != nullptr || followers_.contains(sink)) return absl::OkStatus();
   counts_.requests_received += static_cast<int64_t>(requests.size());
   for (TensorRequest& request : requests) {
     if (absl::Status s = CheckOwnedLocked(sink, request.rank); !s.ok()) return s;
@@ -328,6 +332,7 @@ void NodeRelay::TrackProcessSetLocked(const Response& response, v1::RequestBatch
 
 absl::Status NodeRelay::Goodbye(SessionSink* sink, const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   std::vector<int> leaving;
   for (int rank : ranks) {
     if (absl::Status s = CheckOwnedLocked(sink, rank); !s.ok()) return s;
@@ -344,6 +349,7 @@ absl::Status NodeRelay::Goodbye(SessionSink* sink, const std::vector<int>& ranks
 
 absl::Status NodeRelay::ReportExit(SessionSink* sink, const RankExit& exit) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   if (absl::Status s = CheckOwnedLocked(sink, exit.rank); !s.ok()) return s;
   RankState& state = ranks_[exit.rank];
   if (abort_ != nullptr || state.departed || state.reported) return absl::OkStatus();
@@ -354,6 +360,7 @@ absl::Status NodeRelay::ReportExit(SessionSink* sink, const RankExit& exit) {
 
 absl::Status NodeRelay::ReportWaitState(SessionSink* sink, const WaitState& state) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   if (absl::Status s = CheckOwnedLocked(sink, state.rank); !s.ok()) return s;
   const RankState& rank = ranks_[state.rank];
   if (abort_ != nullptr || rank.departed || rank.reported || suspended_) return absl::OkStatus();
@@ -363,6 +370,7 @@ absl::Status NodeRelay::ReportWaitState(SessionSink* sink, const WaitState& stat
 
 absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.contains(sink)) return absl::OkStatus();  // void (Follows)
   if (absl::Status s = CheckOwnedLocked(sink, report.rank); !s.ok()) return s;
   const RankState& rank = ranks_[report.rank];
   if (abort_ != nullptr || rank.departed || rank.reported || suspended_) return absl::OkStatus();
@@ -372,6 +380,7 @@ absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) 
 
 void NodeRelay::CloseSession(SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (followers_.erase(sink) > 0) return;  // owned no rank
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;
   for (int rank : it->second) {

@@ -106,7 +106,8 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   // DownMessage with abort_reason and membership_change). A session of an earlier epoch that
   // opens here — a rank that attached before the change, whose session reached the agent
   // after it — is sent `change`, as the ended generation's sessions were, so that the rank
-  // follows it; it is bound to no rank (whatever else it sends is refused).
+  // follows it; it is bound to no rank, and what it sends until it closes is void, as at the
+  // coordinator (Sessions::OpenFollower).
   void Follows(std::shared_ptr<const DownMessage> change);
   // What came down the upstream session: for every local session, the same message. After
   // an abort, sessions that open later get the abort at once and submissions are dropped.
@@ -196,6 +197,7 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   Aggregator aggregator_;
   std::shared_ptr<const DownMessage> abort_;    // set once aborted
   std::shared_ptr<const DownMessage> follows_;  // Follows()
+  std::set<session::SessionSink*> followers_;   // the sessions sent follows_, until they close
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;

@@ -173,14 +173,23 @@ TEST_F(NodeRelayTest, ALateSessionOfTheEndedGenerationIsSentTheChange) {
   ASSERT_TRUE(relay->OpenSession({0}, 2, &sink2_).ok());
   ASSERT_EQ(sink2_.messages().size(), 1u);
   EXPECT_EQ(sink2_.messages()[0], change);
-  EXPECT_TRUE(absl::IsPermissionDenied(relay->Submit(&sink2_, {Request(0, "x")})))
-      << "the late session is bound to no rank";
+  // It is bound to no rank: what it sends is void, as at the coordinator (not refused, which
+  // would end its stream with an error after the change).
+  EXPECT_TRUE(relay->Submit(&sink2_, {Request(0, "x")}).ok());
+  EXPECT_TRUE(relay->ReportWaitState(&sink2_, WaitState{.rank = 0, .waiting_for = {}}).ok());
+  EXPECT_TRUE(relay->ReportExit(&sink2_, RankExit{0, "node-b", 1, 0, "failed"}).ok());
+  EXPECT_TRUE(relay->Goodbye(&sink2_, {0}).ok());
+  EXPECT_TRUE(relay->EndSchedule(&sink2_, 1, {0}).ok());
   EXPECT_TRUE(absl::IsUnavailable(relay->OpenSession({0}, 3, &sink3_)))
       << "generation 3's own sessions wait for the relay to attach";
   relay->Attached(3);
-  ASSERT_TRUE(relay->OpenSession({0}, 3, &sink3_).ok());
+  ASSERT_TRUE(relay->OpenSession({0}, 3, &sink3_).ok()) << "rank 0 is not taken by the late one";
   EXPECT_TRUE(sink3_.messages().empty());
-  EXPECT_TRUE(upstream_.sent().empty());
+  EXPECT_TRUE(upstream_.sent().empty()) << "nothing of the late session went upstream";
+  EXPECT_EQ(relay->counts().requests_received, 0);
+  // Once closed, its sink is no follower: a session at the same address would be served.
+  relay->CloseSession(&sink2_, absl::OkStatus());
+  EXPECT_TRUE(absl::IsPermissionDenied(relay->Submit(&sink2_, {Request(0, "y")})));
 }
 
 TEST_F(NodeRelayTest, SessionsAreCheckedLikeTheCoordinatorChecksThem) {
