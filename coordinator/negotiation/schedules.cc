@@ -14,10 +14,10 @@ Schedules::Schedules(std::string job, int size, ScheduleOptions options,
                      const Negotiator& whole_job, Broadcast broadcast)
     : job_(std::move(job)),
       size_(size),
-      buckets_(options.buckets),
       whole_job_(whole_job),
       broadcast_(std::move(broadcast)),
-      detector_(options.enabled ? std::make_unique<ScheduleDetector>() : nullptr) {}
+      detector_(options.enabled ? std::make_unique<ScheduleDetector>() : nullptr),
+      bucketing_(options.buckets, whole_job) {}
 
 void Schedules::OnSending(const std::vector<Response>& responses, absl::Time now) {
   if (!seeking()) return;
@@ -29,10 +29,13 @@ void Schedules::MaybePublish() {
   std::optional<std::vector<Response>> period = detector_->Period();
   if (!period) return;
   const size_t negotiated = period->size();
-  std::vector<Response> entries = Bucket(*period);
-  if (entries.size() < negotiated && !StartsAfterACut(*period) &&
-      ++unaligned_publications_ <= kMaxUnalignedPublications) {
-    return;  // a later response may end the period where a step ends
+  std::vector<Response> entries = bucketing_.Bucket(*period);
+  // The detector's period starts wherever the latest response left it, and a bucket cannot
+  // cross its end: a rotation that ends inside a bucket would settle the job on more
+  // collectives than the reports require, because of when negotiation happened to be idle.
+  const size_t fewest = bucketing_.Fewest(*period);
+  if (entries.size() > fewest && ++unaligned_publications_ <= kMaxUnalignedPublications) {
+    return;  // the period moves by a response with each response
   }
   unaligned_publications_ = 0;
   Schedule schedule{next_id_++, std::move(entries)};
@@ -53,7 +56,8 @@ void Schedules::MaybePublish() {
       .cut_after = {},
       .full_rounds = 0,
       .learned = false,
-      .bucketed = schedule.entries.size() < negotiated};
+      .bucketed = schedule.entries.size() < negotiated,
+      .fewest = fewest};
   for (int r = 0; r < size_; ++r) active.executing.insert(r);
   for (size_t e = 0; e < schedule.entries.size(); ++e) {
     const Response& entry = schedule.entries[e];
@@ -93,10 +97,9 @@ void Schedules::Leave(int rank) {
   TROIKA_LOG(INFO) << "job '" << job_ << "': schedule " << active_->id << " ended";
   // A bucketed schedule that ended before every rank completed one round of it most likely
   // fused a tensor with one it depends on through something the ranks cannot see (not a Wait
-  // or a Poll): after kMaxYoungBucketedEnds, this job's schedules keep negotiation's fusion.
-  if (active_->bucketed && active_->full_rounds == 0 &&
-      ++young_bucketed_ends_ == kMaxYoungBucketedEnds) {
-    TROIKA_LOG(WARNING) << "job '" << job_ << "': " << kMaxYoungBucketedEnds
+  // or a Poll): after Bucketing::kMaxYoungEnds, this job's schedules keep negotiation's fusion.
+  if (active_->bucketed && active_->full_rounds == 0 && bucketing_.EndedYoung()) {
+    TROIKA_LOG(WARNING) << "job '" << job_ << "': " << Bucketing::kMaxYoungEnds
                         << " fused schedules ended in their first "
                         << "step; schedules keep negotiation's fusion from now on";
   }
@@ -245,80 +248,22 @@ void Schedules::Revoke() {
 void Schedules::Learn() {
   ActiveSchedule& schedule = *active_;
   schedule.learned = true;
-  const size_t tensors = schedule.period.size();
-  for (size_t n = 0; n < tensors; ++n) {  // the last: with the next round's first
-    std::pair<std::string, std::string> pair{schedule.period[n].name,
-                                             schedule.period[(n + 1) % tensors].name};
-    if (schedule.cut_after.count(static_cast<int>(n)) > 0) {
-      joinable_.erase(pair);
-      separable_.insert(std::move(pair));
-    } else if (separable_.count(pair) == 0) {
-      joinable_.insert(std::move(pair));
-    }
-  }
-  if (schedule.bucketed || schedule.revoked) return;
-  const size_t collectives = Bucket(schedule.responses).size();
-  if (collectives >= schedule.responses.size()) return;
+  std::vector<std::string> names;
+  for (const ActiveSchedule::Tensor& tensor : schedule.period) names.push_back(tensor.name);
+  bucketing_.Learn(names, schedule.cut_after);
+  if (schedule.revoked) return;
+  // Bucketed or not, a schedule gives way when its reports permit fewer collectives than were
+  // possible when it was published: it was built from one step's negotiation and what the job
+  // knew then. It never gives way for its rotation alone (MaybePublish put that off as long
+  // as it would), so each revoke needs a pair newly joinable, and a job settles.
+  const size_t collectives = bucketing_.Fewest(schedule.responses);
+  if (collectives >= schedule.fewest) return;
   // Ranks deviate at the next entry none has entered; negotiation then sees the steps repeat
   // again, and the next schedule is published bucketed.
   TROIKA_LOG(INFO) << "job '" << job_ << "': schedule " << schedule.id << " ends: its "
                    << schedule.responses.size() << " responses can run as " << collectives
                    << " collectives";
   Revoke();
-}
-
-bool Schedules::StartsAfterACut(const std::vector<Response>& period) const {
-  std::vector<const std::string*> names;
-  for (const Response& entry : period) {
-    for (const std::string& name : entry.names) names.push_back(&name);
-  }
-  auto separable = [&](size_t n) {
-    return separable_.count({*names[n], *names[(n + 1) % names.size()]}) > 0;
-  };
-  if (separable(names.size() - 1)) return true;
-  for (size_t n = 0; n + 1 < names.size(); ++n) {
-    if (separable(n)) return false;
-  }
-  return true;  // no step boundary known: any rotation is as good
-}
-
-std::vector<Response> Schedules::Bucket(std::vector<Response> period) const {
-  if (!buckets_ || young_bucketed_ends_ >= kMaxYoungBucketedEnds) return period;
-  const int64_t limit = whole_job_.options().fusion_threshold_bytes;
-  auto joinable = [&](const std::string& a, const std::string& b) {
-    return joinable_.count({a, b}) > 0;
-  };
-  auto all_joinable = [&](const Response& r) {
-    for (size_t i = 0; i + 1 < r.names.size(); ++i) {
-      if (!joinable(r.names[i], r.names[i + 1])) return false;
-    }
-    return true;
-  };
-  auto bytes_of = [&](const Response& r) {
-    int64_t bytes = 0;
-    for (int32_t id : r.cache_ids) bytes += whole_job_.CachedBytes(id);
-    return bytes;
-  };
-  std::vector<Response> buckets;
-  int64_t bytes = 0;
-  bool open = false;  // buckets.back() may take more entries
-  for (Response& entry : period) {
-    const int64_t entry_bytes = bytes_of(entry);
-    if (open && Fusible(buckets.back(), entry) && bytes + entry_bytes <= limit &&
-        joinable(buckets.back().names.back(), entry.names.front()) && all_joinable(entry)) {
-      Response& bucket = buckets.back();
-      bucket.names.insert(bucket.names.end(), entry.names.begin(), entry.names.end());
-      bucket.cache_ids.insert(bucket.cache_ids.end(), entry.cache_ids.begin(),
-                              entry.cache_ids.end());
-      bucket.elements.insert(bucket.elements.end(), entry.elements.begin(), entry.elements.end());
-      bytes += entry_bytes;
-      continue;
-    }
-    open = all_joinable(entry);
-    bytes = entry_bytes;
-    buckets.push_back(std::move(entry));
-  }
-  return buckets;
 }
 
 std::vector<PendingTensor> Schedules::Pending() const {

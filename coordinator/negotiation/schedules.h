@@ -3,9 +3,9 @@
 // sent to the job's ranks repeat (ScheduleDetector), the period is published as a schedule:
 // the ranks execute it without requests, and report their progress in it. Schedules owns the
 // schedule in force and what the job learnt from those before it: which neighbouring tensors
-// may share a collective (the next schedule is fused — "bucketed" — up to the fusion
-// threshold), how often schedules ended (each asks the next one to be seen repeating once
-// more), and the ids handed out.
+// may share a collective (Bucketing: schedules are fused — "bucketed" — as far as the reports
+// permit), how often schedules ended (each asks the next one to be seen repeating once more),
+// and the ids handed out.
 //
 // A schedule is published when the job can take one (the caller checks: every rank in a
 // session, negotiation idle, ...) and announced, or revoked, to every session through the
@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
+#include "coordinator/negotiation/bucketing.h"
 #include "coordinator/negotiation/negotiation_observer.h"
 #include "coordinator/negotiation/negotiator.h"
 #include "coordinator/negotiation/schedule_detector.h"
@@ -74,8 +75,9 @@ class Schedules : public NegotiationObserver {
   bool seeking() const { return detector_ != nullptr && !active_; }
   // Publishes the period the detector found (after the responses sent last), bucketed where
   // the job learnt it may be, and tells every session. Call only when the job can take a
-  // schedule now. A period that would be bucketed waits for a rotation that starts where a
-  // step does (at most kMaxUnalignedPublications calls).
+  // schedule now. A period whose rotation runs in more collectives than another rotation of it
+  // would waits for a response that makes it start there (at most kMaxUnalignedPublications
+  // calls).
   void MaybePublish();
 
   // Whether `request` (a rank's, any set) is one of the schedule's tensors from a rank that
@@ -109,8 +111,9 @@ class Schedules : public NegotiationObserver {
   // A report about a schedule not in force, or of a rank that left it, is history: OK, and
   // nothing in `rounds`. INVALID_ARGUMENT, recording nothing, if it is not whole rounds of the
   // schedule in force or names a tensor it lacks. Once kLearnRounds rounds completed, learns
-  // which neighbouring tensors may share a collective, and revokes the schedule if it could
-  // run in fewer collectives (the next one is bucketed).
+  // which neighbouring tensors may share a collective, and revokes the schedule if its tensors
+  // could now run in fewer collectives than when it was published (the next one is bucketed
+  // so).
   absl::Status Progress(int rank, const ScheduleProgress& progress, absl::Time sent_at,
                         Rounds* rounds);
 
@@ -125,9 +128,6 @@ class Schedules : public NegotiationObserver {
 
   static constexpr int64_t kLearnRounds = 3;
   static constexpr int kMaxUnalignedPublications = 64;
-  // Bucketed schedules that ended in their first round before schedules keep negotiation's
-  // fusion (see Leave).
-  static constexpr int kMaxYoungBucketedEnds = 2;
 
  private:
   struct ActiveSchedule {
@@ -162,7 +162,9 @@ class Schedules : public NegotiationObserver {
     std::set<int> cut_after;
     int64_t full_rounds = 0;
     bool learned = false;   // Learn ran
-    bool bucketed = false;  // entries fused beyond negotiation's (Bucket)
+    bool bucketed = false;  // entries fused beyond negotiation's (Bucketing::Bucket)
+    // The fewest collectives its period could run in when it was published (Bucketing::Fewest).
+    size_t fewest = 0;
   };
 
   // Whether `progress` is whole rounds of `schedule` naming only its tensors.
@@ -173,21 +175,14 @@ class Schedules : public NegotiationObserver {
   // The active schedule's round `round` every rank reported: its tensors as ready records.
   void CompleteRound(const ActiveSchedule::Round& round, Rounds* rounds) const;
   // Records which of the active schedule's neighbouring tensors may share a collective
-  // (joinable_, separable_); revokes it if it can run in fewer collectives.
+  // (bucketing_); revokes it if it can now run in fewer collectives.
   void Learn();
   // Tells every session to deviate from the active schedule.
   void Revoke();
-  // `period`, neighbouring fusible entries fused up to the fusion threshold where every pair
-  // of neighbouring tensors in the result is joinable_.
-  std::vector<Response> Bucket(std::vector<Response> period) const;
-  // Whether `period` (cyclic) starts right after a pair of tensors that must not share a
-  // collective, or has no such pair: buckets then end where steps do.
-  bool StartsAfterACut(const std::vector<Response>& period) const;
 
   // Constant after construction.
   const std::string job_;
   const int size_;
-  const bool buckets_;
   const Negotiator& whole_job_;
   const Broadcast broadcast_;
 
@@ -197,12 +192,8 @@ class Schedules : public NegotiationObserver {
   int64_t next_id_ = 1;
   int published_ = 0;
   int ended_ = 0;  // schedules that ended: each asks one more repeat of the next
-  // Pairs of neighbouring tensors (by name, in a period's order) that ran in a schedule for
-  // kLearnRounds rounds without a rank seeing a completion between their submissions (they
-  // may share a collective), and pairs some rank did see one between (they may not).
-  std::set<std::pair<std::string, std::string>> joinable_, separable_;
-  int unaligned_publications_ = 0;  // attempts put off by StartsAfterACut
-  int young_bucketed_ends_ = 0;     // see Leave
+  Bucketing bucketing_;
+  int unaligned_publications_ = 0;  // attempts put off for a rotation in fewer collectives
 };
 
 }  // namespace troika::coordinator

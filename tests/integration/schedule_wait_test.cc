@@ -32,8 +32,11 @@ enum class AfterT1 { kFree, kWait, kCallback };
 int64_t T1Elements(AfterT1 after) { return after == AfterT1::kCallback ? 1 << 20 : 6; }
 
 // One step of four allreduces "t0".."t3" (6 floats, t1 as T1Elements), submitted a few
-// milliseconds apart (so that negotiation makes a response of each), t2 after t1 as `after`
-// says. Every result is checked; a step that does not complete within 30 s fails.
+// milliseconds apart, t2 after t1 as `after` says. Every result is checked; a step that does
+// not complete within 30 s fails. The spacing makes negotiation's grouping finer than the
+// ranks' reports allow (a response per tensor, mostly), so that the first schedule has
+// something to give way to; what the job settles on does not depend on it (however the steps
+// were negotiated, SchedulesConvergenceTest).
 void SpacedStep(std::vector<std::unique_ptr<Context>>& contexts, AfterT1 after) {
   OnEveryRank(kRanks, [&](int rank) {
     std::vector<std::vector<float>> in;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/negotiation/bucketing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/negotiation/negotiator_test_util.h"
@@ -35,7 +36,8 @@ class SchedulesTest : public ::testing::Test {
       : schedules_("train", kSize, options, whole_job_,
                    [this](std::shared_ptr<const DownMessage> m) { sent_.push_back(*m); }) {}
 
-  // One step; then a schedule is published if one was found (the job could take one).
+  // One step; after each response a schedule is published if one was found (the job could
+  // take one), as Job offers one after every flush.
   void Step() {
     for (const auto& [name, elements] : {std::pair<std::string, int64_t>{"x", 2}, {"y", 3}}) {
       for (int rank = 0; rank < kSize; ++rank) {
@@ -52,8 +54,8 @@ class SchedulesTest : public ::testing::Test {
       std::vector<Response> responses = PollNow(whole_job_);
       for (const Response& r : responses) ids_[r.names.at(0)] = r.cache_ids.at(0);
       schedules_.OnSending(responses, kT0);
+      schedules_.MaybePublish();
     }
-    schedules_.MaybePublish();
   }
 
   // Steps until a schedule is published (at most `steps`); returns it.
@@ -241,12 +243,31 @@ TEST_F(SchedulesTest, ACompletionSeenBetweenNeighboursKeepsThemApart) {
   ASSERT_TRUE(first);
   for (int rank = 0; rank < kSize; ++rank) {
     ScheduleProgress p = Report(first->id, 0, Schedules::kLearnRounds, 2, {5, 5}, 1);
+    p.cut_after = {0, 1};  // y may need x's result, and the next step's x y's
+    Schedules::Rounds rounds;
+    ASSERT_TRUE(schedules_.Progress(rank, p, kT0, &rounds).ok());
+  }
+  EXPECT_EQ(EndSchedulesSent(), 0) << "no neighbours may share a collective: nothing to gain";
+  EXPECT_EQ(schedules_.Info().active, first->id);
+}
+
+// The pair of a period's last tensor and the next round's first is a pair like any other: with
+// a completion seen between x and y alone, y shares a collective with the next step's x.
+TEST_F(SchedulesTest, NeighboursAcrossThePeriodsEndAreFusedWhenNoRankWaitsBetweenThem) {
+  std::optional<Schedule> first = StepUntilPublished();
+  ASSERT_TRUE(first);
+  for (int rank = 0; rank < kSize; ++rank) {
+    ScheduleProgress p = Report(first->id, 0, Schedules::kLearnRounds, 2, {5, 5}, 1);
     p.cut_after = {0};  // y may need x's result
     Schedules::Rounds rounds;
     ASSERT_TRUE(schedules_.Progress(rank, p, kT0, &rounds).ok());
   }
-  EXPECT_EQ(EndSchedulesSent(), 0) << "x and y cannot share a collective: nothing to gain";
-  EXPECT_EQ(schedules_.Info().active, first->id);
+  ASSERT_EQ(EndSchedulesSent(), 1) << "y and the next x may share a collective";
+  schedules_.End(first->id, {0, 1});
+  std::optional<Schedule> second = StepUntilPublished();
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->entries.size(), 1u);
+  EXPECT_EQ(second->entries[0].names, (std::vector<std::string>{"y", "x"}));
 }
 
 TEST_F(SchedulesTest, BucketedSchedulesEndingInTheirFirstRoundTwiceKeepNegotiationsFusion) {
@@ -254,7 +275,7 @@ TEST_F(SchedulesTest, BucketedSchedulesEndingInTheirFirstRoundTwiceKeepNegotiati
   ASSERT_TRUE(schedule);
   RunRounds(*schedule, 0, Schedules::kLearnRounds);
   schedules_.End(schedule->id, {0, 1});
-  for (int young = 0; young < Schedules::kMaxYoungBucketedEnds; ++young) {
+  for (int young = 0; young < Bucketing::kMaxYoungEnds; ++young) {
     schedule = StepUntilPublished();
     ASSERT_TRUE(schedule);
     EXPECT_EQ(schedule->entries.size(), 1u) << "bucketed";
@@ -263,7 +284,7 @@ TEST_F(SchedulesTest, BucketedSchedulesEndingInTheirFirstRoundTwiceKeepNegotiati
   schedule = StepUntilPublished();
   ASSERT_TRUE(schedule);
   EXPECT_EQ(schedule->entries.size(), 2u) << "negotiation's fusion from now on";
-  EXPECT_EQ(schedules_.Info().ended, 1 + Schedules::kMaxYoungBucketedEnds);
+  EXPECT_EQ(schedules_.Info().ended, 1 + Bucketing::kMaxYoungEnds);
 }
 
 TEST_F(SchedulesTest, ADeviationRevokesOnceAndTheScheduleEndsWhenNoRankExecutesIt) {
