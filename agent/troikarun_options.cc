@@ -23,7 +23,8 @@ Options:
                            non-zero, killed, their agent killed) and at least M remain, the
                            job goes on with the survivors, renumbered (its next generation),
                            instead of aborting; ranks use troika::elastic::Run to carry on
-                           from their last commit; troikarun exits 0 if the job finished;
+                           from their last commit; troikarun exits 0 if the job finished
+                           (its last generation's ranks all shut down and exited 0);
                            default 0: not elastic (any lost rank or agent ends the job)
   --max-np X               an elastic job's maximum: troika-agents started for the job while
                            it runs (new or returning nodes, docs/elastic.md) are admitted at

@@ -18,6 +18,7 @@
 //   "generation E first step at MS"            once the first step of a later generation is done
 //   "done steps S size N epoch E weights H"    at the end (H: a hash of the weights' bits)
 //   "error <status>"                           and exits 3 on any other error.
+// It exits 0, or --exit_code once done.
 
 #include <unistd.h>
 
@@ -47,6 +48,9 @@ ABSL_FLAG(std::string, fail_at, "",
           "tests: MEMBER:restore (the rank that started as MEMBER exits 1 the first time it "
           "restores its commit, while its agent attaches the next generation) or "
           "MEMBER:sync (when it syncs in a later generation, attached)");
+ABSL_FLAG(int, exit_code, 0,
+          "tests: exit with this code once training is done and the job shut down (a rank "
+          "that fails after it left)");
 ABSL_FLAG(int, min_generation, 0,
           "train on past --steps until the job is at this generation (tests: training lasts "
           "as long as the membership changes they make)");
@@ -187,5 +191,5 @@ int main(int argc, char** argv) {
   std::printf("done steps %lld size %d epoch %lld weights %016llx\n",
               static_cast<long long>(model.step()), size, static_cast<long long>(epoch),
               static_cast<unsigned long long>(HashBits(model.weights())));
-  return 0;
+  return absl::GetFlag(FLAGS_exit_code);
 }

@@ -261,7 +261,9 @@ void Job::LeftRankExitedLocked(const RankExit& exit) {
   // is the cause, which its ranks were told; this rank's exit followed.
   if (next && next->state() == State::kAborted) return;
   ApplyLocked(policy_.LeftRankExited(exit));
-  if (next) next->RankGone(exit);  // one made later learns it when it is made
+  // An incarnation formed anew numbers its ranks as this one did (one made later learns it
+  // when it is made); an elastic generation renumbers them, and this rank is not among them.
+  if (next && generations_.forms_again()) next->RankGone(exit);
 }
 
 void Job::RankGone(const RankExit& exit) {

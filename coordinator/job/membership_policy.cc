@@ -114,8 +114,10 @@ Verdict MembershipPolicy::SessionClosed(const std::vector<int>& ranks,
 
 Verdict MembershipPolicy::Exit(const RankExit& exit) const {
   if (roster_.departed(exit.rank)) {
-    // It had left cleanly. Whether it can still attach again matters to a job that forms again.
-    if (!generations_.forms_again()) return {};
+    // It had left cleanly, but its process failed after that: the job failed, whatever kind
+    // it is (an elastic job's last ranks exiting 1 after shutdown did not finish it). A clean
+    // exit matters only to a job that forms again: that rank will not attach again.
+    if (!Failed(exit) && !generations_.forms_again()) return {};
     return Verdict::LeftRankExited(exit);
   }
   if (!Failed(exit)) {

@@ -76,7 +76,8 @@ class MembershipPolicy {
   // session ended for what it sent, the job aborts (kProtocolError). kNone unless the job
   // runs and is not detached.
   Verdict SessionClosed(const std::vector<int>& ranks, const absl::Status& ended) const;
-  // A rank's process ended: kDepart, a loss (Lose), kLeftRankExited or kNone.
+  // A rank's process ended: kDepart, a loss (Lose), kLeftRankExited (a rank that had left
+  // failed, in any job, or exited in a job that forms again) or kNone.
   Verdict Exit(const RankExit& exit) const;
   // The process of a rank that had left this incarnation ended (kLeftRankExited): a failure
   // aborts this incarnation, finished or not (kAbort); else kNone.

@@ -35,6 +35,7 @@ namespace troika::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_F(ElasticTest, AKilledRanksSurvivorsGoOnFromTheirLastCommitAndEndIdentical) {
   Start(4, 2, 400);
@@ -359,6 +360,27 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
     EXPECT_TRUE(std::regex_search(out, synced, std::regex(R"(\[2\] synced to step [1-9]\d*)")))
         << "the new process took rank 0's state\n"
         << out;
+  }
+}
+
+// A job whose every rank fails — here after training, once they shut down — did not finish:
+// troikarun exits non-zero, elastic or not, with restarts or not, and names a failed rank
+// (issue 46: an elastic job exited 0, "the job finished", and with --max-restarts it hung with
+// the failed rank held for a restart).
+TEST_F(ElasticTest, AJobWhoseRanksAllFailFailsInEveryMode) {
+  for (const char* mode : {"", "--min-np 2", "--min-np 2 --max-restarts 2", "--min-np 1"}) {
+    SCOPED_TRACE(mode);
+    dir_ = MakeScratchDir("elastic-fail");
+    troikarun_ = StartShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 ", mode, " -- ",
+                                         EXAMPLE_ELASTIC_BINARY, " --steps=20 --exit_code=5 >",
+                                         dir_, "/stdout 2>", dir_, "/stderr"));
+    const int code = WaitWithTimeout(troikarun_, absl::Seconds(60));
+    EXPECT_NE(code, 0) << Out() << Err();
+    EXPECT_NE(code, -1) << "troikarun did not exit within 60 s\n" << Out() << Err();
+    EXPECT_THAT(Out(), HasSubstr("done steps 20"));
+    EXPECT_THAT(Err(), HasSubstr("exited with code 5"));
+    EXPECT_THAT(Err(), Not(HasSubstr("the job finished")));
+    EXPECT_THAT(Err(), Not(HasSubstr("starts again")));
   }
 }
 

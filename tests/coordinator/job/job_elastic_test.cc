@@ -394,6 +394,25 @@ TEST_F(JobElasticTest, TheTimelineGoesOnInTheNextGenerationWithTheChangeMarked) 
   std::remove(path.c_str());
 }
 
+// Every rank shut down (the job finished), then one's process exited 1: the job failed, and
+// the node is told why (issue 46: troikarun read such a job as finished and exited 0).
+TEST_F(JobElasticTest, ARankFailingAfterItShutDownFailsTheFinishedJob) {
+  std::shared_ptr<Job> job = Create(2, 1);
+  AttachAll(*job, {"a", "a"});
+  FakeSink node;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &node).ok());
+  ASSERT_TRUE(job->Goodbye(&node, {0, 1}).ok());
+  EXPECT_EQ(job->state(), Job::State::kFinished);
+  ASSERT_TRUE(job->ReportExit(&node, {0, "a", 0, 0}).ok());
+  EXPECT_EQ(job->state(), Job::State::kFinished) << "a clean exit after shutdown";
+  ASSERT_TRUE(job->ReportExit(&node, {1, "a", 1, 0}).ok());
+  EXPECT_EQ(job->state(), Job::State::kAborted);
+  EXPECT_THAT(job->abort_reason(), HasSubstr("rank 1 on a exited with code 1 after it shut down"));
+  ASSERT_FALSE(node.messages().empty());
+  EXPECT_THAT(node.messages().back().abort_reason,
+              HasSubstr("rank 1 on a exited with code 1 after it shut down"));
+}
+
 TEST_F(JobElasticTest, AJoiningNodeLearnsThatTheJobEnded) {
   std::shared_ptr<Job> job = Create(2, 1, 3);
   AttachAll(*job, {"a", "a"});

@@ -4,6 +4,7 @@
 
 #include "coordinator/job/membership_policy.h"
 
+#include <csignal>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -167,10 +168,20 @@ TEST(MembershipPolicyTest, FailedExitIsALossWithTheAgentsVerdict) {
   EXPECT_EQ(v.exit->exit_code, 3);
 }
 
-TEST(MembershipPolicyTest, ExitOfARankThatLeftMattersOnlyToAJobThatFormsAgain) {
-  auto plain = Make(2);
-  plain->roster.Depart(0);
-  EXPECT_EQ(plain->policy.Exit(Exit(0, 1)).kind, Kind::kNone);
+// A clean exit of a rank that left matters only to a job that forms again (it will not attach
+// again); a failed one fails every job, an elastic one too (issue 46: an elastic job whose
+// ranks all exited 1 after they shut down was reported finished, and troikarun exited 0).
+TEST(MembershipPolicyTest, ExitOfARankThatLeftFailsEveryJobIfItFailedElseMattersToOneFormingAgain) {
+  for (JobOptions options : {JobOptions{}, Elastic(1)}) {
+    auto p = Make(2, options);
+    p->roster.Depart(0);
+    EXPECT_EQ(p->policy.Exit(Exit(0, 0)).kind, Kind::kNone);
+    Verdict failed = p->policy.Exit(Exit(0, 1));
+    EXPECT_EQ(failed.kind, Kind::kLeftRankExited);
+    EXPECT_EQ(p->policy.LeftRankExited(*failed.exit).kind, Kind::kAbort);
+    EXPECT_TRUE(p->policy.LeftRankExited(*failed.exit).finished_too);
+    EXPECT_EQ(p->policy.Exit(Exit(0, 0, SIGKILL)).kind, Kind::kLeftRankExited);
+  }
   auto again = Make(2, FormsAgain());
   again->roster.Depart(0);
   Verdict v = again->policy.Exit(Exit(0, 1));
