@@ -131,6 +131,9 @@ class Agent {
   // The pause before a registration or a generation's attach that failed UNAVAILABLE is sent
   // again (Register, RegisterRestart, AttachGeneration).
   static constexpr absl::Duration kRegisterAgain = absl::Milliseconds(200);
+  // A node with no rank left: its restarting ranks admitted at the commit that answered local
+  // rank `local`'s registration with `block` (every one whose join id `block.admitted` names:
+  // ranks registered one by one are admitted together) start again and attach as one node.
   void Rejoin(int local, const NodeBlock& block);
   // Starts local rank `local` again as rank `rank` of generation `epoch` of `size` ranks.
   void Relaunch(int local, int rank, int size, int64_t epoch);

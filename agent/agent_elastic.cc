@@ -202,12 +202,25 @@ void Agent::RegisterRestart(int local, const std::string& join_id) {
 
 void Agent::Rejoin(int local, const NodeBlock& block) {
   std::shared_ptr<NodeRelay> next;
-  const std::vector<int> live = {block.first_rank};
+  std::vector<std::pair<int, int>> rejoined;  // local index, its rank in block's generation
+  std::vector<int> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!restarting_.erase(local)) return;
-    current_[local] = block.first_rank;
-    left_.erase(ranks_[local]);
+    if (!restarting_.count(local)) return;
+    rejoined.emplace_back(local, block.first_rank);
+    for (const auto& [other, join_id] : restarting_) {
+      auto admitted = std::find_if(block.admitted.begin(), block.admitted.end(),
+                                   [&](const auto& a) { return a.join_id == join_id; });
+      if (other != local && admitted != block.admitted.end()) {
+        rejoined.emplace_back(other, admitted->first_rank);
+      }
+    }
+    for (const auto& [index, rank] : rejoined) {
+      restarting_.erase(index);
+      current_[index] = rank;
+      left_.erase(ranks_[index]);
+    }
+    live = LiveRanks();
     next = relay_ = MakeRelay(block.size, live);
     session_open_ = false;
     session_closed_ = false;
@@ -217,7 +230,7 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
   }
   gate_.Reset();
   service_->Reform(block.size, live, std::move(next), std::nullopt);
-  Relaunch(local, block.first_rank, block.size, block.epoch);
+  for (const auto& [index, rank] : rejoined) Relaunch(index, rank, block.size, block.epoch);
   AttachGeneration(live, block.epoch);
 }
 

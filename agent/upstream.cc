@@ -128,8 +128,10 @@ void Upstream::RegisterNode(const std::string& job, int size, const std::string&
           std::lock_guard<std::mutex> lock(mu_);
           job_token_ = response.token();
         }
-        done(NodeBlock{response.first_rank(), response.node_rank(), response.size(),
-                       response.epoch()});
+        NodeBlock block{
+            response.first_rank(), response.node_rank(), response.size(), response.epoch(), {}};
+        for (const v1::Admitted& a : response.admitted()) block.admitted.push_back(FromWire(a));
+        done(std::move(block));
       });
 }
 

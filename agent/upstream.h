@@ -64,6 +64,9 @@ struct NodeBlock {
   int node_rank = 0;  // -1: a node admitted to a running elastic job
   int size = 0;       // ranks of the generation the block belongs to
   int64_t epoch = 0;  // that generation
+  // A node admitted at a commit: every node admitted with it that gave a join id, this one too
+  // (RegisterNodeResponse.admitted).
+  std::vector<MembershipChange::Admitted> admitted;
 };
 
 class Upstream final : public RelayUpstream {

@@ -187,11 +187,16 @@ void ToWire(const MembershipChange& in, v1::MembershipChange* out) {
   out->mutable_next_rank()->Assign(in.next_rank.begin(), in.next_rank.end());
   out->set_at_commit(in.at_commit);
   out->set_joined(in.joined);
-  for (const MembershipChange::Admitted& a : in.admitted) {
-    v1::Admitted* wire = out->add_admitted();
-    wire->set_join_id(a.join_id);
-    wire->set_first_rank(a.first_rank);
-  }
+  for (const MembershipChange::Admitted& a : in.admitted) ToWire(a, out->add_admitted());
+}
+
+void ToWire(const MembershipChange::Admitted& in, v1::Admitted* out) {
+  out->set_join_id(in.join_id);
+  out->set_first_rank(in.first_rank);
+}
+
+MembershipChange::Admitted FromWire(const v1::Admitted& in) {
+  return {in.join_id(), in.first_rank()};
 }
 
 MembershipChange FromWire(const v1::MembershipChange& in) {
@@ -201,7 +206,7 @@ MembershipChange FromWire(const v1::MembershipChange& in) {
   out.next_rank.assign(in.next_rank().begin(), in.next_rank().end());
   out.at_commit = in.at_commit();
   out.joined = in.joined();
-  for (const v1::Admitted& a : in.admitted()) out.admitted.push_back({a.join_id(), a.first_rank()});
+  for (const v1::Admitted& a : in.admitted()) out.admitted.push_back(FromWire(a));
   return out;
 }
 

@@ -28,6 +28,8 @@ void ToWire(const RankExit& in, v1::RankExit* out);
 RankExit FromWire(const v1::RankExit& in);
 void ToWire(const MembershipChange& in, v1::MembershipChange* out);
 MembershipChange FromWire(const v1::MembershipChange& in);
+void ToWire(const MembershipChange::Admitted& in, v1::Admitted* out);
+MembershipChange::Admitted FromWire(const v1::Admitted& in);
 // An elastic job's generation ended: ABORTED with `message` and `change` as its payload
 // (kMembershipChangePayload), and back (none unless ABORTED with a well-formed payload).
 absl::Status MembershipChanged(const std::string& message, const MembershipChange& change);

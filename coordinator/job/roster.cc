@@ -128,7 +128,7 @@ absl::StatusOr<NodeBlock> Roster::Reserve(const std::string& host, int nproc, in
   const int nodes = size_ / nproc;
   if (node_rank < 0) {
     for (const auto& [n, h] : nodes_) {
-      if (h == host) return NodeBlock{n * nproc, n, size_, epoch_};  // a restarted agent
+      if (h == host) return NodeBlock{n * nproc, n, size_, epoch_, {}};  // a restarted agent
     }
     node_rank = 0;
     while (nodes_.count(node_rank)) ++node_rank;
@@ -144,7 +144,7 @@ absl::StatusOr<NodeBlock> Roster::Reserve(const std::string& host, int nproc, in
                                                  "' is taken by host '", it->second, "'"));
   }
   *added = inserted;
-  return NodeBlock{node_rank * nproc, node_rank, size_, epoch_};
+  return NodeBlock{node_rank * nproc, node_rank, size_, epoch_, {}};
 }
 
 void Roster::AddNodes(const std::map<int, std::string>& nodes) {

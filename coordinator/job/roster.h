@@ -29,6 +29,8 @@ struct NodeBlock {
   int node_rank = 0;  // -1: a node admitted to a running elastic job
   int size = 0;
   int64_t epoch = 0;  // the generation of `size` ranks
+  // A node admitted at a commit: every node admitted with it that gave a join id.
+  std::vector<MembershipChange::Admitted> admitted;
 };
 
 class Roster {

@@ -38,9 +38,10 @@ void Succession::AdmitJoiners(const std::shared_ptr<Job>& self) {
   Generations::Admission admission = generations_.Admit(roster_.departed());
   const int size = admission.change.size;
   const int64_t epoch = admission.change.epoch;
+  const std::vector<MembershipChange::Admitted> admitted = admission.change.admitted;
   EndGeneration(self, std::move(admission.change), std::nullopt, admission.reason, std::nullopt);
   for (size_t i = 0; i < admission.joiners.size(); ++i) {
-    admission.joiners[i].done(NodeBlock{admission.first_ranks[i], -1, size, epoch});
+    admission.joiners[i].done(NodeBlock{admission.first_ranks[i], -1, size, epoch, admitted});
   }
 }
 

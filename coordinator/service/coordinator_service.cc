@@ -238,6 +238,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterNode(grpc::CallbackServerC
           response->set_node_rank(block->node_rank);
           response->set_size(block->size);
           response->set_epoch(block->epoch);
+          for (const auto& a : block->admitted) ToWire(a, response->add_admitted());
         }
         reactor->Finish(ToGrpc(block.status()));
       },

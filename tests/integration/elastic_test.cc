@@ -363,6 +363,34 @@ TEST_F(ElasticTest, AnAgentStartsAKilledRankAgainAndItRejoinsAtACommit) {
   }
 }
 
+// Both ranks of one agent are killed at once, with restarts left: the node has no rank left and
+// registers each again on its own; the commit that admits them admits both, and both start
+// again and attach as one node (issue 46: only the first was started, the other never attached
+// and the agent never exited).
+TEST_F(ElasticTest, AnAgentWhoseRanksAllDiedStartsBothAgainAndTheyRejoinTogether) {
+  troikarun_ = StartShell(absl::StrCat(
+      "exec ", TROIKARUN_BINARY, " -np 4 --nproc-per-node 2 --min-np 2 --max-restarts 2 -- ",
+      EXAMPLE_ELASTIC_BINARY, " --pid_dir=", dir_, " --steps=400 --commit_every=", kCommitEvery,
+      " >", dir_, "/stdout 2>", dir_, "/stderr"));
+  const pid_t third = WaitForPid(2), fourth = WaitForPid(3);
+  ASSERT_NE(third, 0) << Err();
+  ASSERT_NE(fourth, 0) << Err();
+  ASSERT_EQ(ParentOf(third), ParentOf(fourth)) << "the same agent's";
+  ASSERT_EQ(kill(third, SIGKILL), 0);
+  ASSERT_EQ(kill(fourth, SIGKILL), 0);
+  ASSERT_EQ(WaitWithTimeout(troikarun_, absl::Seconds(120)), 0) << Out() << Err();
+  const std::string err = Err();
+  EXPECT_THAT(err, HasSubstr("rank 2 of this node starts again as rank"));
+  EXPECT_THAT(err, HasSubstr("rank 3 of this node starts again as rank"));
+  // Whichever way the commits fell, the job ends with all four ranks, identical.
+  std::smatch last;
+  const std::string out = Out();
+  ASSERT_TRUE(std::regex_search(out, last, std::regex(R"(done steps 400 size (\d) epoch (\d+))")))
+      << out;
+  EXPECT_EQ(last[1], "4") << out << err;
+  ExpectFinishedIdentical({0, 1, 2, 3}, 400, 4, std::stoi(last[2]));
+}
+
 // A job whose every rank fails — here after training, once they shut down — did not finish:
 // troikarun exits non-zero, elastic or not, with restarts or not, and names a failed rank
 // (issue 46: an elastic job exited 0, "the job finished", and with --max-restarts it hung with
