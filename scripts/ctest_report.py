@@ -6,7 +6,8 @@ Usage: ctest_report.py JUNIT_XML [LAST_TEST_LOG]
 ctest (run with --output-junit) hides the output of skipped tests, so GTEST_SKIP's message
 (and the message of a test skipped by SKIP_RETURN_CODE) never reaches the console. This prints
 each skipped test with its reason, grouped by reason, then as its last line the counts:
-"P passed, F failed, S skipped". Failed counts what ctest counts as failed: failures,
+"P passed, F failed, S skipped". Before that it lists the ten slowest tests with their
+times, and their share of the summed test time (where the suite's time goes). Failed counts what ctest counts as failed: failures,
 timeouts and tests that could not be run (a missing executable). The output of a test comes
 from the JUnit report, else from ctest's LastTest.log (which has every test's output).
 """
@@ -66,8 +67,10 @@ def main():
     log_outputs = outputs_from_log(sys.argv[2]) if len(sys.argv) > 2 else {}
     passed = failed = 0
     skipped = {}  # reason -> test names
+    times = []  # (seconds, name)
     for case in root.iter("testcase"):
         name = case.get("name", "?")
+        times.append((float(case.get("time", 0) or 0), name))
         status = case.get("status", "")
         if status == "run":
             passed += 1
@@ -83,6 +86,14 @@ def main():
                 continue
             out = case.findtext("system-out") or log_outputs.get(name, "")
             skipped.setdefault(skip_reason(out, message), []).append(name)
+    total = sum(t for t, _ in times)
+    if total > 0:
+        slowest = sorted(times, reverse=True)[:10]
+        print(f"Slowest tests (of {total:.0f} s summed over {len(times)} tests; ctest runs them "
+              f"in parallel):")
+        for seconds, name in slowest:
+            print(f"  {seconds:7.1f} s  {name}")
+        print(f"  the ten: {sum(t for t, _ in slowest) / total:.0%} of the summed time")
     count = sum(len(names) for names in skipped.values())
     if count:
         print(f"Skipped tests ({count}), by reason:")
