@@ -83,8 +83,10 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  apt_start=$SECONDS
   apt-get update
   apt-get install -y --no-install-recommends "${missing[@]}"
+  echo "setup: the Debian packages installed in $((SECONDS - apt_start)) s"
 fi
 
 [[ "$mode" == "--runtime" || "$mode" == "--no-build" ]] && exit 0
@@ -111,19 +113,37 @@ if [[ "$mode" == "--test-tools" ]]; then
       echo "setup: $env installed in $((SECONDS - start)) s"
     fi
   }
+  # The build compiles against build/venv's TensorFlow; the other environments only the tests
+  # use, so they download and unpack while the build compiles (mostly network and disk: on a
+  # fresh machine this hides about two minutes). Their output is shown once the build is done.
   install_into "$venv" tensorflow-cpu 2.21. "${TENSORFLOW_REQUIREMENTS[@]}"
-  install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
-  install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
-  wheelhouse="$root/build/wheelhouse"
-  if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
-    echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
-    "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
-      "${PIP_BUILD_REQUIREMENTS[@]}"
-  fi
+  test_envs_log="$root/build/setup-test-envs.log"
+  (
+    install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
+    wheelhouse="$root/build/wheelhouse"
+    if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
+      echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
+      "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
+        "${PIP_BUILD_REQUIREMENTS[@]}"
+    fi
+  ) >"$test_envs_log" 2>&1 &
+  test_envs=$!
 fi
+build_start=$SECONDS
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${TROIKA_BUILD_TYPE:-RelWithDebInfo}"
 if [[ "$mode" == "--test-tools" ]]; then
-  cmake --build "$root/build" -j2
+  build_status=0
+  cmake --build "$root/build" -j2 || build_status=$?
+  envs_status=0
+  wait "$test_envs" || envs_status=$?
+  cat "$test_envs_log"
+  if ((envs_status != 0)); then
+    echo "setup: installing the tests' Python environments failed (exit status $envs_status)" >&2
+    exit "$envs_status"
+  fi
+  if ((build_status != 0)); then exit "$build_status"; fi
+  echo "setup: the build took $((SECONDS - build_start)) s"
 else
   cmake --build "$root/build" -j2 --target "${RUN_TARGETS[@]}"
 fi

@@ -22,7 +22,7 @@ add_dependencies(agent_process_test troika-agent troikarun troika-coordinator tr
 add_executable(troika-test-fault-rank ${CMAKE_CURRENT_LIST_DIR}/fault_rank.cc)
 target_link_libraries(troika-test-fault-rank PRIVATE troika absl::strings absl::time)
 troika_test(fault_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc
-  LIBS absl::strings absl::time TIMEOUT 300)
+  LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
 target_compile_definitions(fault_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
@@ -49,7 +49,7 @@ add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-ra
 add_executable(troika-test-scenario-rank ${CMAKE_CURRENT_LIST_DIR}/scenario_rank.cc)
 target_link_libraries(troika-test-scenario-rank PRIVATE troika absl::strings absl::time)
 troika_test(scenario_process_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/scenario_process_test.cc
-  LIBS absl::strings absl::time TIMEOUT 300)
+  LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
 target_compile_definitions(scenario_process_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   SCENARIO_RANK_BINARY="$<TARGET_FILE:troika-test-scenario-rank>")
@@ -59,7 +59,7 @@ add_dependencies(scenario_process_test troikarun troika-agent troika-test-scenar
 # a coordinator restart.
 foreach(test elastic_test elastic_restart_test)
   troika_test(${test} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${test}.cc
-    LIBS absl::strings absl::time TIMEOUT 300)
+    LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
   target_compile_definitions(${test} PRIVATE
     TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
     COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
@@ -90,16 +90,12 @@ add_dependencies(shm_data_plane_test troikarun troika-agent troika-test-check-ra
 
 # Suites that run every collective over the data plane: by default ("auto") that is shared
 # memory, every rank being on this host (collectives_test's discovered tests, and the
-# suites below), so collectives_test is not run again over forced shm. The process suites
-# run again over forced shared memory (what the leak check below follows), and everything
+# suites below), so no suite is run again over forced shm (the leak check below follows the
+# process suites' discovered tests, which use it), and everything
 # that moves bytes runs again over forced Gloo, which stays the data plane between hosts:
 # process sets, join, groups, the cache, output buffers, faults and early exits. Left out
 # over Gloo: suites of the control plane alone (attaches, job isolation, a thousand jobs,
 # schedule deviations and order), which do not depend on the data plane.
-foreach(test scenario_process_test fault_test elastic_test)
-  add_test(NAME ${test}_over_shm COMMAND ${test})
-  set_tests_properties(${test}_over_shm PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=shm TIMEOUT 300)
-endforeach()
 add_test(NAME collectives_over_gloo COMMAND collectives_test
   "--gtest_filter=-LongLivedCoordinatorTest.*:AttachTest.*:JobIsolationTest.*:Kinds/ScheduleDeviationTest.*:ScheduleOrderTest.*")
 set_tests_properties(collectives_over_gloo PROPERTIES
@@ -112,5 +108,4 @@ endforeach()
 # whose creator is gone.
 add_test(NAME shm_segments_not_leaked
   COMMAND sh -c "for f in /dev/shm/troika-shm-*; do [ -e \"$f\" ] || continue; p=\${f#/dev/shm/troika-shm-}; [ -d /proc/\${p%%-*} ] || { echo \"leaked: $f\"; exit 1; }; done")
-set_tests_properties(shm_segments_not_leaked PROPERTIES DEPENDS
-  "scenario_process_test_over_shm;fault_test_over_shm;elastic_test_over_shm")
+set_tests_properties(shm_segments_not_leaked PROPERTIES FIXTURES_CLEANUP shm_processes)
