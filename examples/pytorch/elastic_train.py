@@ -24,6 +24,7 @@ once it has trained a few batches (for tests).
 import argparse
 import hashlib
 import os
+import signal
 import time
 
 import torch
@@ -49,6 +50,9 @@ def parse_args():
     p.add_argument("--fail-at-restore", type=int, default=-1, metavar="MEMBER",
                    help="tests: the rank that started as MEMBER exits 1 when it restores its "
                         "commit after a loss, while the others attach the next generation")
+    p.add_argument("--fail-at-reset", type=int, default=-1, metavar="MEMBER",
+                   help="tests: the rank that started as MEMBER is killed (SIGKILL) in its "
+                        "reset callback in generation 2, while the others sync rank 0's state")
     return p.parse_args()
 
 
@@ -73,6 +77,9 @@ def main():
     progress = {"total": 0, "wrote_pid": False}  # batches this rank trained in all
 
     def on_reset():
+        if member == args.fail_at_reset and troika.generation() == 2:
+            print("killed at reset", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         for group in optimizer.param_groups:
             group["lr"] = args.lr * hvd.size()
         print("reset: rank %d of %d at %d (restored to epoch %d batch %d, %d batches in all; "

@@ -60,6 +60,12 @@ _noname_counters = {}
 # native code submits to the context without Python (troika.tensorflow's op library) rebind
 # to it there.
 _context_hooks = []
+# Called (without arguments) at the end of every shutdown(), once the context has shut down:
+# its operations have failed and the core no longer touches their buffers. A generation's end
+# is such a shutdown (enter_next_generation). The layers above drop there what they hold of
+# the context that ended (troika._handles: the handles and names in flight), so that nothing
+# of it outlives it or collides with the next one.
+_shutdown_hooks = []
 
 
 class ProcessSet:
@@ -134,7 +140,8 @@ def init(comm=None, process_sets=None):
 
 
 def shutdown():
-    """Leaves the job; later operations fail until init() (pending ones fail now)."""
+    """Leaves the job; later operations fail until init() (pending ones fail now, and every
+    handle and name of the context that ended is forgotten: _shutdown_hooks)."""
     global _context
     with _lock:
         ctx, _context = _context, None
@@ -146,15 +153,21 @@ def shutdown():
         if ctx is not None:
             for hook in _context_hooks:
                 hook(None)
-    if ctx is not None:
-        ctx.shutdown()
+    try:
+        if ctx is not None:
+            ctx.shutdown()
+    finally:  # also when the shutdown raises the failure that ended the context
+        for hook in _shutdown_hooks:
+            hook()
 
 
 def enter_next_generation(change):
     """An elastic job went on without some ranks (``change``: a TroikaError's
     ``membership_change``, docs/elastic.md): leaves the generation that ended; the next init()
     joins the next one, with the rank the change gives this process. False if it gives this
-    process none (then nothing changes)."""
+    process none (then nothing changes). Everything in flight of the generation that ended is
+    forgotten (shutdown()): its handles and the names they held, its process sets, the counts
+    behind generated names."""
     global _generation
     with _lock:
         ctx = _context

@@ -9,6 +9,10 @@ front end whose results need another wait subclasses Pending (troika.torch's CUD
 caller's stream waits, not the CPU). Thread-safe: any thread may submit, poll and synchronize
 (each step is one operation on a dict or a set, which the interpreter makes atomic).
 
+A context's handles and names end with it: every troika.shutdown() (hvd.shutdown(), and an
+elastic job's generation ending, troika.enter_next_generation) forgets them once the core has
+shut down, so that nothing of a generation that ended holds a name in the next one (issue 46).
+
 Kept lean: with many small tensors per step, every call and object here is paid hundreds of
 times a step (docs/PERFORMANCE.md, issue 36).
 """
@@ -75,12 +79,13 @@ class NativeGroup:
 
 
 # Operations in flight: handle number -> Pending. Keeps the buffers the core reads and writes
-# alive until synchronize().
+# alive until synchronize(), or until the context shuts down (_forget_all).
 _pending = {}
 # The (process set id, name) of every named operation with a handle not yet synchronized: a
 # second submission of one raises at once, however soon the first completed (Horovod's window,
 # its cycle, is wide enough that its users and tests count on this; the core alone frees a name
-# when the operation completes).
+# when the operation completes). Only a handle still registered frees its name: one of a
+# context that ended (_forget_all) never frees the next context's.
 _names = set()
 # Handle numbers: 1, 2, ... (next() on it is atomic).
 _handle_numbers = itertools.count(1)
@@ -134,12 +139,21 @@ def synchronize(handle):
         finish = pending.finish
         return pending.result if finish is None else finish()
     finally:
-        _pending.pop(handle, None)
-        _names.discard(pending.key)
+        if _pending.pop(handle, None) is not None:  # else forgotten with its context
+            _names.discard(pending.key)
+
+
+def _forget_all():
+    """Forgets every handle and name (troika.shutdown calls it once the context has shut down:
+    the core no longer uses the buffers the Pendings keep). A handle of the context that ended
+    is then unknown: synchronize() returns None, poll() raises ValueError."""
+    _pending.clear()
+    _names.clear()
+
+
+troika._shutdown_hooks.append(_forget_all)
 
 
 def shutdown():
-    """Leaves the job; pending operations fail."""
-    _pending.clear()
-    _names.clear()
+    """Leaves the job; pending operations fail, and every handle and name is forgotten."""
     troika.shutdown()

@@ -10,6 +10,9 @@
 
   - rank 2, and rank 3 as it restores its commit (--fail-at-restore 3), while ranks 0-1
     attach generation 2: they follow the second change and finish as 2 ranks;
+  - rank 2, and rank 3 in its reset callback (--fail-at-reset 3), while ranks 0-1 sync rank
+    0's state in generation 2: their broadcasts fail with the change, and they go on as
+    generation 3 (nothing of generation 2 holds a name there: issue 46) and finish as 2 ranks;
 
 and, in a job of 2 ranks with --max-np 4, runs the troika-agent command troikarun prints for
 adding ranks once the job trains: at the next commit both ranks raise HostsUpdatedInterrupt
@@ -321,6 +324,31 @@ def main():
         f.append("the log does not say that rank 3's loss made generation 3")
     failures += named("second loss while attaching", f, out, err)
 
+    # Rank 2 is lost, and rank 3 in its reset callback in generation 2, while ranks 0 and 1
+    # sync rank 0's state (broadcast_parameters: its first handle raises the change, the rest
+    # are never synchronized). They go on as generation 3, whose sync submits the same names,
+    # and finish the epochs as 2 identical ranks (issue 46: every rank raised
+    # DuplicateNameError there, which ended the job).
+    code, out, err, _ = run_job(troikarun, python, script, 4,
+                                lambda d: int(read(os.path.join(d, "pid.2"))),
+                                script_args=("--fail-at-reset", "3"))
+    f = []
+    if code != 0:
+        f.append("troikarun exited %s" % code)
+    f += check_finished(out, [0, 1], 2)
+    if re.findall(r"\[[01]\] done epochs (\d+)", out) != ["3", "3"]:
+        f.append("ranks 0 and 1 did not both finish the 3 epochs")
+    if "[3] killed at reset" not in out:
+        f.append("rank 3 was not killed in its reset callback")
+    for r in (0, 1):
+        if not re.search(r"\[%d\] reset: rank %d of 2 " % (r, r), out):
+            f.append("rank %d did not reset to generation 3 (rank %d of 2)" % (r, r))
+    if "the job goes on with 2 ranks as generation 3" not in err:
+        f.append("the log does not say that rank 3's loss made generation 3")
+    if "DuplicateNameError" in out + err or "already in flight" in out + err:
+        f.append("a name of generation 2 was still in flight in generation 3")
+    failures += named("second loss while syncing", f, out, err)
+
     # --max-restarts: rank 2 is lost, then started again and admitted at a commit as rank 3.
     code, out, err, _ = run_job(troikarun, python, script, 4,
                                 lambda d: int(read(os.path.join(d, "pid.2"))),
@@ -340,7 +368,8 @@ def main():
         print("FAIL: " + failure)
     if not failures:
         print("PASS: a killed rank's and a killed agent's survivors went on and ended identical; "
-              "a loss below the minimum aborted; an added agent's ranks joined at a commit (and one "
+              "a loss below the minimum aborted; a second loss while attaching or while "
+              "syncing was followed; an added agent's ranks joined at a commit (and one "
               "that never attached was left out); a "
               "restarted rank rejoined; ten joins and losses in turn leaked nothing")
     return 1 if failures else 0

@@ -4,6 +4,7 @@ states' commit, restore and sync, ElasticSampler's sharding, and run()'s reset l
 import pytest
 import torch
 
+import troika
 import troika.torch as hvd
 from conftest import assert_equal
 
@@ -94,3 +95,34 @@ def test_run_resets_on_hosts_updated_and_propagates_other_errors():
         mismatch(state)
     assert raised.value.membership_change is None
     hvd.allreduce(torch.ones(1), name="elastic.after")  # the job goes on
+
+
+def test_what_was_in_flight_ends_with_the_context_that_ended():
+    # Issue 46: an elastic generation ends with troika.shutdown() (enter_next_generation); a
+    # named operation still unsynchronized then (a loss during the survivors' sync left
+    # broadcast_parameters' later handles so) kept its name, and the next generation's same
+    # operation raised DuplicateNameError on every rank. The optimizer's gradients in flight
+    # must not outlive it either (zero_grad() would raise, whatever state object is used).
+    torch.manual_seed(3)
+    model = torch.nn.Linear(4, 1)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    if hvd.rank() == 0:  # submitted here alone: in flight until the shutdown fails them
+        model(torch.ones(2, 4)).sum().backward()
+        left = hvd.broadcast_async_(torch.zeros(3), 0, name="elastic.left_in_flight")
+    hvd.barrier()  # rank 0 submitted before any rank shuts down
+    troika.shutdown()  # as at a generation's end
+    troika.init()
+    if hvd.rank() == 0:
+        with pytest.raises(ValueError, match="has been cleared"):
+            hvd.poll(left)
+        assert hvd.synchronize(left) is None
+    # Every name is free in the next context, on every rank, and the optimizer steps.
+    out = hvd.broadcast_(torch.full([3], float(hvd.rank())), 0, name="elastic.left_in_flight")
+    assert_equal(out, torch.zeros(3))
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    for k, v in model.state_dict().items():  # every rank's gradient is 2: 0.1 * 2 off
+        assert_equal(v, start[k] - 0.2)

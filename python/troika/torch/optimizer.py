@@ -10,9 +10,11 @@ waits only for what is still in flight, then runs the wrapped optimizer's update
 import contextlib
 import functools
 import warnings
+import weakref
 
 import torch
 
+import troika
 from troika import global_process_set
 from troika._handles import synchronize
 from troika._ops import Average
@@ -86,6 +88,7 @@ class _DistributedMixin:
         self._member = process_set.included()
         if self._member:
             self._register_hooks()
+        _optimizers.add(self)
 
     def _register_hooks(self):
         for g in self._grads:
@@ -218,7 +221,7 @@ class _DistributedMixin:
 
     def _troika_reset(self):
         """Forgets the gradients in flight (an elastic job's generation ended under them:
-        elastic.TorchState.restore)."""
+        elastic.TorchState.restore; and after every troika.shutdown(), _forget_in_flight)."""
         for g in self._in_flight:  # the core may still use their buffers: wait for it
             try:
                 g.pending[0]()
@@ -265,6 +268,22 @@ class _DistributedMixin:
                 "optimizer.step() or optimizer.synchronize(): the gradients' allreduces are "
                 "still in flight")
         return super().zero_grad(*args, **kwargs)
+
+
+# Every DistributedOptimizer (weakly): what each has in flight ends with the context.
+_optimizers = weakref.WeakSet()
+
+
+def _forget_in_flight():
+    """After every troika.shutdown() (an elastic generation's end is one): each optimizer
+    forgets the gradients it had in flight, which failed with the context, so that the next
+    context's zero_grad() and backward pass do not find them pending (whatever state object
+    the script uses)."""
+    for optimizer in list(_optimizers):
+        optimizer._troika_reset()
+
+
+troika._shutdown_hooks.append(_forget_in_flight)
 
 
 class _Grad:

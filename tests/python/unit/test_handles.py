@@ -99,6 +99,66 @@ def test_shutdown_forgets_every_handle_and_name():
     _handles.operation_name("allreduce", "w", 0)
 
 
+class FakeContext:
+    """The process's context in an elastic job, as enter_next_generation sees it: its shutdown
+    records how many handles were still registered then, and raises the failure that ended
+    the generation."""
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.registered_at_shutdown = None
+
+    def shutdown(self):
+        self.registered_at_shutdown = len(_handles._pending)
+        raise troika.TroikaError("ABORTED: membership of job 'j' changed")
+
+
+def test_a_generation_end_forgets_its_handles_and_names_once_the_core_shut_down():
+    # Issue 46: a loss while the survivors synced (broadcast_parameters: the first handle raised,
+    # the others were never synchronized) left the names taken, and the next generation's sync
+    # raised DuplicateNameError on every rank, which no elastic loop recovers from.
+    handles = []
+    for name in ("bias", "weight"):
+        key = _handles.operation_name("broadcast", "broadcast_parameters." + name, 0)[1]
+        handles.append(_handles.register(Pending(FakeNative(), (), lambda: None, key)))
+    ctx = troika._context = FakeContext(rank=2)
+    try:
+        assert troika.enter_next_generation({"next_rank": [0, -1, 1], "size": 2, "epoch": 2})
+    finally:
+        troika._context, troika._generation = None, None
+    # Kept while the core shut down (it may still have used their buffers), forgotten after.
+    assert ctx.registered_at_shutdown == 2
+    for h in handles:
+        with pytest.raises(ValueError, match="not created or has been cleared"):
+            _handles.poll(h)
+        assert _handles.synchronize(h) is None
+    # The next generation submits them again.
+    for name in ("bias", "weight"):
+        _handles.operation_name("broadcast", "broadcast_parameters." + name, 0)
+
+
+def test_a_handle_of_an_ended_generation_never_frees_a_name_of_the_next():
+    # Waited for while the generation ends, and the next submits the same name meanwhile.
+    name = ("broadcast", "w", 0)
+    taken = []
+
+    class EndsMeanwhile(FakeNative):
+        def wait(self):
+            troika.shutdown()  # the generation ends (no job here: only the hooks run)
+            key = _handles.operation_name(*name)[1]
+            taken.append(_handles.register(Pending(FakeNative(), (), lambda: None, key)))
+            raise troika.TroikaError("ABORTED: membership of job 'j' changed")
+
+    old = _handles.register(Pending(EndsMeanwhile(), (), lambda: None,
+                                    _handles.operation_name(*name)[1]))
+    with pytest.raises(troika.TroikaError, match="membership"):
+        _handles.synchronize(old)
+    with pytest.raises(troika.DuplicateNameError):  # still the next generation's
+        _handles.operation_name(*name)
+    _handles.synchronize(taken[0])
+    _handles.operation_name(*name)
+
+
 def test_pending_waits_before_making_its_result():
     native = FakeNative()
     assert Pending(native, (), lambda: native.waited).complete() == 1
