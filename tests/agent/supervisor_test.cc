@@ -7,12 +7,16 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "agent/posix_process_launcher.h"
 #include "gmock/gmock.h"
@@ -54,6 +58,24 @@ bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 class SupervisorTest : public ::testing::Test {
  protected:
+  SupervisorTest() {
+    std::string pattern = ::testing::TempDir() + "/supervisor_test-XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
+  }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp"; }
+  ~SupervisorTest() override {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // A file a callback creates when something has happened, and the shell words that wait
+  // for it: the ranks wait on the event, never on a guess of how long it takes.
+  std::string Marker(const std::string& name) const { return dir_ + "/" + name; }
+  static void Touch(const std::string& path) { std::ofstream(path).put('\n'); }
+  static std::string WaitFor(const std::string& path) {
+    return absl::StrCat("while [ ! -e '", path, "' ]; do sleep 0.01; done; ");
+  }
+
   SupervisorResult RunRanks(int n, const std::string& script, SupervisorOptions options = {}) {
     Supervisor supervisor(launcher_, out_, err_, std::move(options));
     absl::Status started = supervisor.Start(ShellRanks(n, script));
@@ -61,14 +83,24 @@ class SupervisorTest : public ::testing::Test {
     return supervisor.Run();
   }
 
+  std::string dir_;
   PosixProcessLauncher launcher_;
   CapturingSink out_;
   CapturingSink err_;
 };
 
 TEST_F(SupervisorTest, ForwardsOutputWithRankPrefixesAndSucceeds) {
-  SupervisorResult result =
-      RunRanks(2, "sleep 0.$RANK; echo out $RANK; echo err $RANK >&2; printf 'tail %s' $RANK");
+  // Rank 1 writes once rank 0's exit was seen (after its output was forwarded), so the
+  // ranks' lines come in one order.
+  SupervisorOptions options;
+  options.on_exit = [&](int rank, const ExitStatus&) {
+    if (rank == 0) Touch(Marker("rank0-exited"));
+  };
+  SupervisorResult result = RunRanks(2,
+                                     "if [ $RANK = 1 ]; then " + WaitFor(Marker("rank0-exited")) +
+                                         "fi; echo out $RANK; echo err $RANK >&2; printf 'tail %s' "
+                                         "$RANK",
+                                     options);
   EXPECT_EQ(result.ExitCode(), 0);
   EXPECT_EQ(result.failed_rank, -1);
   EXPECT_EQ(out_.text(), "[0] out 0\n[0] tail 0\n[1] out 1\n[1] tail 1\n");
@@ -76,10 +108,12 @@ TEST_F(SupervisorTest, ForwardsOutputWithRankPrefixesAndSucceeds) {
 }
 
 TEST_F(SupervisorTest, FailingRankIsReportedAndStopsTheOthers) {
+  SupervisorOptions options;
+  options.grace_period = absl::Seconds(120);  // far beyond the bound below, however slow
   const absl::Time start = absl::Now();
-  SupervisorResult result =
-      RunRanks(3, "if [ $RANK = 1 ]; then echo bye >&2; sleep 0.2; exit 3; fi; exec sleep 100");
-  EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "SIGTERM, not the grace period, ends them";
+  SupervisorResult result = RunRanks(
+      3, "if [ $RANK = 1 ]; then echo bye >&2; sleep 0.2; exit 3; fi; exec sleep 1000", options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "SIGTERM, not the grace period, ends them";
   EXPECT_EQ(result.failed_rank, 1);
   EXPECT_EQ(result.ExitCode(), 3);
   EXPECT_EQ(result.exits[0].signal, SIGTERM);
@@ -135,13 +169,17 @@ TEST_F(SupervisorTest, AReleasedOrStoppedHoldEndsTheRun) {
     SupervisorOptions options;
     options.stop_on_failure = false;
     Supervisor* self = nullptr;
+    absl::Notification held;
     options.on_exit = [&](int rank, const ExitStatus& exit) {
       if (!exit.ok()) self->Hold(rank);
+      held.Notify();
     };
     Supervisor supervisor(launcher_, out_, err_, options);
     self = &supervisor;
     ASSERT_TRUE(supervisor.Start(ShellRanks(1, "exit 3")).ok());
     std::thread giver([&] {
+      held.WaitForNotification();  // a release before the hold would release nothing
+      // Not needed for the outcome: lets Run() (very likely) block in poll() first.
       absl::SleepFor(absl::Milliseconds(200));
       if (stop) {
         supervisor.Stop("the job was aborted");
@@ -152,7 +190,7 @@ TEST_F(SupervisorTest, AReleasedOrStoppedHoldEndsTheRun) {
     const absl::Time start = absl::Now();
     SupervisorResult result = supervisor.Run();
     giver.join();
-    EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << (stop ? "stopped" : "released");
+    EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << (stop ? "stopped" : "released");
     EXPECT_EQ(result.exits[0].code, 3);
   }
 }
@@ -168,13 +206,17 @@ TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   SupervisorOptions options;
   options.grace_period = absl::Milliseconds(300);
   options.name = "agent";
+  // Rank 0 fails once rank 1 ignores SIGTERM (a SIGTERM before its trap would end it).
+  const std::string trapped = Marker("rank1-trapped");
   const absl::Time start = absl::Now();
-  SupervisorResult result = RunRanks(
-      2, "if [ $RANK = 0 ]; then sleep 0.2; exit 1; fi; trap '' TERM; while :; do sleep 0.05; done",
-      options);
+  SupervisorResult result =
+      RunRanks(2,
+               "if [ $RANK = 0 ]; then " + WaitFor(trapped) + "exit 1; fi; trap '' TERM; : > '" +
+                   trapped + "'; while :; do sleep 0.05; done",
+               options);
   const absl::Duration elapsed = absl::Now() - start;
   EXPECT_GE(elapsed, absl::Milliseconds(300));
-  EXPECT_LT(elapsed, absl::Seconds(4));
+  EXPECT_LT(elapsed, absl::Seconds(60)) << "not hung";
   EXPECT_EQ(result.ExitCode(), 1);
   EXPECT_THAT(result.killed_ranks, ElementsAre(1));
   EXPECT_EQ(result.exits[1].signal, SIGKILL);
@@ -183,7 +225,13 @@ TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
 }
 
 TEST_F(SupervisorTest, ExitedRanksDoNotStopTheOthers) {
-  SupervisorResult result = RunRanks(2, "sleep 0.$RANK; echo done $RANK");
+  SupervisorOptions options;  // rank 1 goes on only after rank 0's exit was seen
+  options.on_exit = [&](int rank, const ExitStatus&) {
+    if (rank == 0) Touch(Marker("rank0-exited"));
+  };
+  SupervisorResult result = RunRanks(
+      2, "if [ $RANK = 1 ]; then " + WaitFor(Marker("rank0-exited")) + "fi; echo done $RANK",
+      options);
   EXPECT_EQ(result.ExitCode(), 0);
   EXPECT_EQ(out_.text(), "[0] done 0\n[1] done 1\n");
   EXPECT_EQ(err_.text(), "");
@@ -291,11 +339,11 @@ TEST_F(SupervisorTest, WorksWithoutExitDescriptors) {
   ASSERT_TRUE(supervisor
                   .Start(ShellRanks(2,
                                     "if [ $RANK = 1 ]; then exec >&- 2>&-; sleep 0.2; exit 4; "
-                                    "fi; exec sleep 100"))
+                                    "fi; exec sleep 1000"))
                   .ok());
   const absl::Time start = absl::Now();
   SupervisorResult result = supervisor.Run();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "not hung";
   EXPECT_EQ(result.failed_rank, 1);
   EXPECT_EQ(result.ExitCode(), 4);
   EXPECT_EQ(result.exits[0].signal, SIGTERM);
@@ -306,9 +354,14 @@ TEST_F(SupervisorTest, LabelsNameAndPrefixTheProcesses) {
   options.labels = {4, 5};
   options.name = "troika-agent";
   std::vector<std::pair<int, int>> exits;
-  options.on_exit = [&](int rank, const ExitStatus& exit) { exits.emplace_back(rank, exit.code); };
-  SupervisorResult result =
-      RunRanks(2, "echo out $RANK; if [ $RANK = 1 ]; then sleep 0.2; exit 6; fi", options);
+  options.on_exit = [&](int rank, const ExitStatus& exit) {
+    exits.emplace_back(rank, exit.code);
+    if (rank == 4) Touch(Marker("rank4-exited"));
+  };
+  // The second process fails only after the first one's exit was seen.
+  SupervisorResult result = RunRanks(
+      2, "echo out $RANK; if [ $RANK = 1 ]; then " + WaitFor(Marker("rank4-exited")) + "exit 6; fi",
+      options);
   // Two processes write concurrently: each line is whole and labelled, in either order.
   EXPECT_THAT(absl::StrSplit(out_.text(), '\n', absl::SkipEmpty()),
               ::testing::UnorderedElementsAre("[4] out 0", "[5] out 1"));
@@ -329,15 +382,18 @@ TEST_F(SupervisorTest, OutputCanPassThroughUnprefixed) {
 
 TEST_F(SupervisorTest, StopDelayLetsRanksExitOnTheirOwnBeforeSigterm) {
   SupervisorOptions options;
-  options.stop_delay = absl::Seconds(2);
+  // Rank 1 exits once told to stop (rank 0's failure was seen), within a delay that a slow
+  // machine cannot exhaust; rank 2 never does.
+  options.stop_delay = absl::Seconds(10);
+  options.on_first_failure = [&](int, const ExitStatus&) { Touch(Marker("told")); };
   SupervisorResult result = RunRanks(3,
-                                     "if [ $RANK = 0 ]; then exit 2; fi; if [ $RANK = 1 ]; then "
-                                     "sleep 0.2; exit 0; fi; exec sleep 100",
+                                     "if [ $RANK = 0 ]; then exit 2; fi; if [ $RANK = 1 ]; then " +
+                                         WaitFor(Marker("told")) + "exit 0; fi; exec sleep 1000",
                                      options);
   EXPECT_EQ(result.ExitCode(), 2);
   EXPECT_TRUE(result.exits[1].ok()) << "rank 1 exited on its own, unsignalled";
   EXPECT_EQ(result.exits[2].signal, SIGTERM);
-  EXPECT_THAT(err_.text(), HasSubstr("troikarun: sent SIGTERM to rank 2 (still running 2s after "
+  EXPECT_THAT(err_.text(), HasSubstr("troikarun: sent SIGTERM to rank 2 (still running 10s after "
                                      "being told to stop)"));
 }
 
@@ -348,7 +404,7 @@ TEST_F(SupervisorTest, StopEndsEveryRankAndNamesTheReason) {
   supervisor.Stop("ignored: only the first reason counts");
   const absl::Time start = absl::Now();
   SupervisorResult result = supervisor.Run();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "SIGTERM, not a hang";
   EXPECT_EQ(result.failed_rank, -1) << "ranks stopped on request are not failures";
   EXPECT_EQ(result.stop_reason, "the job was aborted");
   EXPECT_EQ(result.exits[0].signal, SIGTERM);
