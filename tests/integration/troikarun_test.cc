@@ -24,6 +24,14 @@ std::string Troikarun(const std::string& args, const std::string& script) {
   return absl::StrCat("exec ", TROIKARUN_BINARY, " ", args, " -- /bin/sh -c '", script, "'");
 }
 
+// Shell words (for a rank's script) that wait until ranks 0 .. ranks-1 wrote their pids to
+// dir/pid.<rank>: a rank that acts on the others then waits for them to run, not for a time.
+std::string WaitForPidFiles(const std::string& dir, int ranks) {
+  std::string words = "for r in";
+  for (int r = 0; r < ranks; ++r) absl::StrAppend(&words, " ", r);
+  return absl::StrCat(words, "; do while [ ! -s ", dir, "/pid.$r ]; do sleep 0.05; done; done; ");
+}
+
 // The losses rank 0 printed, in order.
 std::vector<double> Losses(const std::string& out) {
   std::vector<double> losses;
@@ -186,13 +194,14 @@ TEST(TroikarunTest, RanksGetHorovodsEnvironmentWithEachAgentANode) {
 
 TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
   const std::string dir = MakeScratchDir("troikarun-fail");
+  // Rank 2 fails once every rank runs (has written its pid).
   CommandResult r = RunShell(
-      Troikarun("-np 4", absl::StrCat("echo $$ > ", dir,
-                                      "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 2 ]; then sleep 1; "
-                                      "exit 1; fi; exec sleep 60")),
-      dir, absl::Seconds(30));
+      Troikarun("-np 4",
+                absl::StrCat("echo $$ > ", dir, "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 2 ]; ",
+                             "then ", WaitForPidFiles(dir, 4), "exit 1; fi; exec sleep 600")),
+      dir, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_LT(r.elapsed, absl::Seconds(90)) << "the other ranks were not stopped";
   EXPECT_THAT(r.err, HasSubstr("troika-agent: rank 2 exited with code 1; stopping the other 3"));
   EXPECT_THAT(r.err, HasSubstr("troika-agent: job aborted: rank 2 on "));
   EXPECT_TRUE(std::regex_search(
@@ -205,15 +214,15 @@ TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
 
 TEST(TroikarunTest, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   const std::string dir = MakeScratchDir("troikarun-kill");
-  CommandResult r = RunShell(
-      Troikarun(
-          "-np 3 --grace_period 1s",
-          absl::StrCat("echo $$ > ", dir,
-                       "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 0 ]; then sleep 1; kill -9 $$; "
-                       "fi; trap \"\" TERM; exec sleep 60")),
-      dir, absl::Seconds(30));
+  // Every rank ignores SIGTERM before it writes its pid; rank 0 dies once all have.
+  CommandResult r =
+      RunShell(Troikarun("-np 3 --grace_period 1s",
+                         absl::StrCat("trap \"\" TERM; echo $$ > ", dir,
+                                      "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 0 ]; then ",
+                                      WaitForPidFiles(dir, 3), "kill -9 $$; fi; exec sleep 600")),
+               dir, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
-  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_LT(r.elapsed, absl::Seconds(90)) << "the ranks were not killed";
   EXPECT_THAT(r.err, HasSubstr("troika-agent: rank 0 was killed by signal 9 (Killed)"));
   EXPECT_THAT(r.err, HasSubstr("sent SIGKILL to ranks 1, 2 (still running 1s after"));
   for (pid_t pid : ReadRankPids(dir, 3)) EXPECT_TRUE(ProcessGone(pid)) << pid;
@@ -227,9 +236,9 @@ TEST(TroikarunTest, FailingRankStopsRanksBlockedInTroika) {
                                       "/pid.$TROIKA_RANK; if [ $TROIKA_RANK = 2 ]; then sleep 1; "
                                       "exit 3; fi; exec ",
                                       EXAMPLE_TRAIN_BINARY, " --steps 1000000")),
-      dir, absl::Seconds(30));
+      dir, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_LT(r.elapsed, absl::Seconds(90)) << "the blocked ranks were not stopped";
   EXPECT_TRUE(std::regex_search(
       r.err, std::regex("troikarun: job failed: rank 2 on \\S+ exited with code 3\n")))
       << r.err;
@@ -242,14 +251,14 @@ TEST(TroikarunTest, SigtermIsForwardedToEveryRank) {
       Troikarun("-np 2", absl::StrCat("trap \"echo got TERM; exit 7\" TERM; echo $$ > ", dir,
                                       "/pid.$TROIKA_RANK; while :; do sleep 0.05; done")),
       " >", dir, "/stdout 2>", dir, "/stderr"));
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (ReadRankPids(dir, 2).size() < 2 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::vector<pid_t> pids = ReadRankPids(dir, 2);
   ASSERT_EQ(pids.size(), 2u) << "the ranks did not start";
   ASSERT_EQ(kill(troikarun, SIGTERM), 0);
-  EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(10)), 128 + SIGTERM);
+  EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(60)), 128 + SIGTERM);
   const std::string out = ReadFile(dir + "/stdout");
   EXPECT_THAT(out, HasSubstr("[0] got TERM\n"));
   EXPECT_THAT(out, HasSubstr("[1] got TERM\n"));
