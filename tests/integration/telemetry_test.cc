@@ -197,12 +197,31 @@ TEST(TelemetryTest, TroikactlStopsATimelineAndRefusesPathsOutsideTheTimelineDir)
   for (auto& c : contexts) ASSERT_TRUE(c->Shutdown().ok());
 }
 
+// Whether every rank but `rank` submitted `name` and `rank` did not (as the coordinator
+// sees it).
+bool PendingOnlyOn(coordinator::Job& job, const std::string& name, int rank) {
+  for (const coordinator::PendingTensorInfo& p : job.Describe().pending) {
+    if (p.name == name && p.missing_ranks == std::vector<int>{rank}) return true;
+  }
+  return false;
+}
+
 TEST(TelemetryTest, RankSleeping50MsBeforeEachAllreduceIsTheStragglerInTroikactl) {
   TestCluster cluster;
   auto contexts = cluster.Join("slow", kRanks);
+  auto job = cluster.coordinator().registry().Find("slow");
+  ASSERT_TRUE(job.ok()) << job.status();
   OnEveryRank(kRanks, [&](int rank) {
     for (int step = 0; step < 12; ++step) {
-      if (rank == 2) absl::SleepFor(absl::Milliseconds(50));
+      if (rank == 2) {
+        // Last for every tensor however the machine delays the others: it submits once theirs
+        // arrived (a not-hung bound), then 50 ms late.
+        const absl::Time deadline = absl::Now() + absl::Seconds(60);
+        while (!PendingOnlyOn(**job, "grad", 2) && absl::Now() < deadline) {
+          absl::SleepFor(absl::Milliseconds(1));
+        }
+        absl::SleepFor(absl::Milliseconds(50));
+      }
       float x = 1;
       ASSERT_TRUE(contexts[rank]->Allreduce("grad", &x, &x, DataType::kFloat32, {1}).Wait().ok());
     }
