@@ -69,7 +69,8 @@ class FaultTest : public ::testing::Test {
     return pids;
   }
 
-  // Waits for troikarun (bounded); then every rank and agent must be gone.
+  // Waits for troikarun (a not-hung bound: how soon the others learn is ExpectErrorsOnSurvivors'
+  // to check); then every rank and agent must be gone.
   void ExpectEverythingGoneWithin(absl::Duration timeout, int* exit_code) {
     *exit_code = WaitWithTimeout(troikarun_, timeout);
     EXPECT_NE(*exit_code, -1) << "troikarun still running after " << timeout;
@@ -97,7 +98,7 @@ TEST_F(FaultTest, KilledRankFailsEveryOtherRankWithinFiveSeconds) {
   const int64_t t0 = absl::ToUnixMillis(absl::Now());
   ASSERT_EQ(kill(ReadPids("pid")[2], SIGKILL), 0);
   int exit_code;
-  ExpectEverythingGoneWithin(absl::Seconds(10), &exit_code);
+  ExpectEverythingGoneWithin(absl::Seconds(60), &exit_code);
   EXPECT_EQ(exit_code, 128 + SIGKILL);
   std::string all = ReadFile(dir_ + "/stdout") + ReadFile(dir_ + "/stderr");
   EXPECT_THAT(all, HasSubstr("rank 2"));
@@ -126,7 +127,7 @@ TEST_F(FaultTest, KilledAgentFailsTheOtherNodesRanksWithinFiveSeconds) {
   const int64_t t0 = absl::ToUnixMillis(absl::Now());
   ASSERT_EQ(kill(ReadPids("ppid")[3], SIGKILL), 0);  // the agent of ranks 2 and 3
   int exit_code;
-  ExpectEverythingGoneWithin(absl::Seconds(10), &exit_code);
+  ExpectEverythingGoneWithin(absl::Seconds(60), &exit_code);
   EXPECT_NE(exit_code, 0);
   ExpectErrorsOnSurvivors(t0, {0, 1});
 }

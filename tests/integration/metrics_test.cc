@@ -87,10 +87,10 @@ TEST(MetricsTest, FourRankJobIsVisibleOnTheMetricsPortAndPassesPromtool) {
       ctx.MarkStep();
     }
   });
-  // Step samples go up about once a second.
+  // Step samples go up about once a second (60 s: a not-hung bound).
   const std::string steps = R"(troika_step_duration_seconds_count{troika_job="metrics"})";
   std::string text = Scrape(cluster);
-  for (int i = 0; i < 100 && Sample(text, steps) < kSize * kSteps; ++i) {
+  for (int i = 0; i < 600 && Sample(text, steps) < kSize * kSteps; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     text = Scrape(cluster);
   }

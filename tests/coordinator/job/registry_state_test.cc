@@ -100,8 +100,8 @@ TEST_F(StateStoreTest, RecordGoesWhenTheJobIsReleasedAndBadRecordsAreSkipped) {
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(store_->Load().size(), 1u);
   (*job)->Abort(AbortCause::kCancelled, "test");
-  // The registry releases a done job from the scheduler's thread.
-  for (int i = 0; i < 200 && !store_->Load().empty(); ++i) usleep(10000);
+  // The registry releases a done job from the scheduler's thread (60 s: a not-hung bound).
+  for (int i = 0; i < 6000 && !store_->Load().empty(); ++i) usleep(10000);
   EXPECT_TRUE(store_->Load().empty());
 }
 

@@ -102,7 +102,7 @@ TEST(ShmProcessTest, AbortInOneProcessWakesAPeerBlockedInAnother) {
     const absl::Status status = comm.Allreduce(&x, 1, DataType::kFloat32, ReduceOp::kSum);
     EXPECT_TRUE(absl::IsCancelled(status)) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), "Abort() was called on rank 1")) << status;
-    EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30)) << "not woken";
   });
   EXPECT_EQ(group.WaitAll(), std::vector<int>({0, 0}));
 }
@@ -126,7 +126,7 @@ TEST_F(ShmTransportTest, AbortOnOneRankWakesEveryWaitingRank) {
     waiters.emplace_back([&, r] {
       const absl::Status status = comms[r]->Barrier();
       EXPECT_TRUE(absl::IsCancelled(status)) << status;
-      EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+      EXPECT_LT(Clock::now() - start, std::chrono::seconds(30)) << "not woken";
     });
   }
   for (std::thread& t : waiters) t.join();
