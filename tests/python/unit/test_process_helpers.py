@@ -61,9 +61,10 @@ def test_start_writes_the_output_to_files_in_a_session_of_its_own(tmp_path):
 
 def test_stop_ends_the_whole_session(tmp_path):
     # A shell that ignores SIGTERM, with a child: SIGKILL after the grace period reaches both.
-    p = start("trap '' TERM; sleep 60 & sleep 60; wait", str(tmp_path / "o"),
+    up = tmp_path / "up"  # written once the shell ignores SIGTERM and its child runs
+    p = start("trap '' TERM; sleep 60 & : > %s; sleep 60; wait" % up, str(tmp_path / "o"),
               str(tmp_path / "e"), shell=True)
-    time.sleep(0.2)
+    wait_for(up.exists, 60, "the shell to start its child", p)
     stop(p, grace=0.5)
     assert p.returncode is not None
     wait_for(lambda: not session_alive(p.pid), 10, "the session to end")
