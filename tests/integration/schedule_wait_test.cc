@@ -76,8 +76,11 @@ bool StepUntilScheduledIn(std::vector<std::unique_ptr<Context>>& contexts, coord
   return false;
 }
 
-// Steps of SpacedStep until the job runs a schedule of `entries` collectives that replaced the
-// first schedule (a response per tensor), then 10 more steps: it holds.
+// Steps of SpacedStep until the job runs a schedule of `entries` collectives, then 10 more
+// steps: it holds. Whether a finer schedule ran first (negotiation grouping the first steps
+// finer than the reports allow) depends on how a busy machine times the steps, so that it gives
+// way is proven without timing, by SchedulesConvergenceTest; here, that the job reaches the
+// grouping the reports allow, whatever came first, and stays there.
 void ExpectStepsSettleInto(int entries, AfterT1 after) {
   TestCluster cluster(Schedules(true));
   auto contexts = cluster.Join("job", kRanks);
@@ -86,7 +89,6 @@ void ExpectStepsSettleInto(int entries, AfterT1 after) {
   ASSERT_TRUE(StepUntilScheduledIn(contexts, *job, entries, after))
       << "no schedule of " << entries << " collectives formed";
   const coordinator::ScheduleInfo settled = job->Describe().schedules;
-  EXPECT_GT(settled.active, 1) << "the first schedule (a response per tensor) did not give way";
   EXPECT_EQ(settled.tensors, 4);
   for (int s = 0; s < 10; ++s) SpacedStep(contexts, after);
   EXPECT_EQ(job->Describe().schedules.active, settled.active) << "the settled schedule ended";
