@@ -57,21 +57,22 @@ class ForwardingChannel : public internal::ControlChannel {
 using WrapChannel = std::function<std::unique_ptr<internal::ControlChannel>(
     int rank, std::unique_ptr<internal::ControlChannel> real)>;
 
-// Joins `size` ranks of `job` to `cluster` concurrently (over Gloo), each through its wrapped
-// channel; every join must succeed.
+// Joins `size` ranks of `job` to `cluster` concurrently, as TestCluster::Join does (over the
+// data plane RankOptions names), each through its wrapped channel; every join must succeed.
 inline std::vector<std::unique_ptr<Context>> JoinThrough(TestCluster& cluster,
                                                          const std::string& job, int size,
                                                          const WrapChannel& wrap) {
   std::vector<std::unique_ptr<Context>> contexts(size);
   OnEveryRank(size, [&](int rank) {
+    const Options options = cluster.RankOptions(job, rank, size);
     auto channel = internal::GrpcControlChannel::Connect(cluster.address(), {.plaintext = true},
                                                          kTestJobToken);
     ASSERT_TRUE(channel.ok()) << channel.status();
-    auto transport = transport::CreateTransport("gloo");
+    auto transport = transport::CreateTransport(
+        options.transport, {options.hierarchical_allreduce, options.hierarchical_allgather});
     ASSERT_TRUE(transport.ok()) << transport.status();
-    auto context =
-        internal::ContextImpl::Create(cluster.RankOptions(job, rank, size),
-                                      wrap(rank, *std::move(channel)), *std::move(transport));
+    auto context = internal::ContextImpl::Create(options, wrap(rank, *std::move(channel)),
+                                                 *std::move(transport));
     ASSERT_TRUE(context.ok()) << "rank " << rank << ": " << context.status();
     contexts[rank] = *std::move(context);
   });

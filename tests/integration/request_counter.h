@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "libclient/transport/transport.h"
 #include "tests/integration/forwarding_channel.h"
 #include "tests/integration/test_cluster.h"
 
@@ -82,25 +81,9 @@ class CountingChannel : public ForwardingChannel {
 inline std::vector<std::unique_ptr<Context>> JoinCounting(TestCluster& cluster,
                                                           const std::string& job, int size,
                                                           RequestCounter& counter) {
-  std::vector<std::unique_ptr<Context>> contexts(size);
-  OnEveryRank(size, [&](int rank) {
-    const Options options = cluster.RankOptions(job, rank, size);
-    auto channel = internal::GrpcControlChannel::Connect(cluster.address(), {.plaintext = true},
-                                                         kTestJobToken);
-    ASSERT_TRUE(channel.ok()) << channel.status();
-    auto transport = transport::CreateTransport(
-        options.transport, {options.hierarchical_allreduce, options.hierarchical_allgather});
-    ASSERT_TRUE(transport.ok()) << transport.status();
-    auto context = internal::ContextImpl::Create(
-        options, std::make_unique<CountingChannel>(*std::move(channel), rank, counter),
-        *std::move(transport));
-    ASSERT_TRUE(context.ok()) << "rank " << rank << ": " << context.status();
-    contexts[rank] = *std::move(context);
+  return JoinThrough(cluster, job, size, [&counter](int rank, auto real) {
+    return std::make_unique<CountingChannel>(std::move(real), rank, counter);
   });
-  for (auto& c : contexts) {
-    if (!c) ADD_FAILURE() << "a rank failed to join";
-  }
-  return contexts;
 }
 
 }  // namespace troika::testing
