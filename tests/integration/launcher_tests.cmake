@@ -109,3 +109,4 @@ endforeach()
 add_test(NAME shm_segments_not_leaked
   COMMAND sh -c "for f in /dev/shm/troika-shm-*; do [ -e \"$f\" ] || continue; p=\${f#/dev/shm/troika-shm-}; [ -d /proc/\${p%%-*} ] || { echo \"leaked: $f\"; exit 1; }; done")
 set_tests_properties(shm_segments_not_leaked PROPERTIES FIXTURES_CLEANUP shm_processes)
+troika_long_poles(collectives_over_gloo 196 elastic_test_over_gloo 84)
