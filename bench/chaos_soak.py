@@ -36,7 +36,7 @@ def main():
     p.add_argument("--timeout", type=int, default=300, help="per seed: longer is a hang")
     p.add_argument("--troikarun", default=os.path.join(ROOT, "build", "agent", "troikarun"))
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--keep", help="write each failing seed's output here")
+    p.add_argument("--keep", help="write each seed's output here (seedN.stdout, seedN.stderr)")
     args = p.parse_args()
     script = os.path.join(ROOT, "tests", "python", "chaos_job.py")
     started = time.time()
