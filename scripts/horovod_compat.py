@@ -8,7 +8,9 @@ started by troikarun, CPU only unless the machine has GPUs. --framework picks th
 torch (test/parallel/test_torch.py), tensorflow (test_tensorflow.py and
 test_tensorflow_process_sets.py; --python must have TensorFlow, e.g. build/venv/bin/python),
 keras (test_tensorflow2_keras.py, horovod.tensorflow.keras and horovod.keras with Keras 2:
---env TF_USE_LEGACY_KERAS=1, and a --python with tf_keras).
+--env TF_USE_LEGACY_KERAS=1, and a --python with tf_keras), mxnet (test_mxnet1.py; --python
+with MXNet 1.9.1, e.g. build/venv-mxnet/bin/python). --horovodrun HOROVODRUN runs the same
+tests against Horovod itself, installed in --python's environment, as the baseline.
 Horovod's code is not part of Troika: give a checkout of horovod/horovod (tag v0.28.1 or master;
 the file is the same) with --horovod; nothing of it is copied into this repository. Its test
 helpers (test/utils/common.py) need cloudpickle and mock (Debian: python3-cloudpickle
@@ -16,7 +18,8 @@ python3-mock) and three pure-Python files of Horovod's launcher (RUNNER_HELPERS)
 the checkout too.
 
   scripts/horovod_compat.py --horovod ~/horovod --np 2 [--np 3] [--mode each|file|both]
-      [--framework torch|tensorflow|keras] [--python /usr/bin/python3] [--build build]
+      [--framework torch|tensorflow|keras|mxnet] [--python /usr/bin/python3] [--build build]
+      [--horovodrun PATH]
       [--tests test_a,test_b] [--markdown OUT.md]
 
 --mode each runs every test as its own job (one failure cannot spill into the next); --mode
@@ -84,6 +87,11 @@ FRONT_ENDS = {
                   version="import importlib, tensorflow as tf; "
                           "k = importlib.import_module(tf.keras.__name__.split('.')[0]); "
                           "print('tensorflow', tf.__version__, 'with', k.__name__, k.__version__)"),
+    # horovod.mxnet on MXNet 1.x (--python: an environment with mxnet 1.9.1, numpy<1.24,
+    # pytest, packaging, cloudpickle and mock, e.g. build/venv-mxnet).
+    "mxnet": dict(tests=["test/parallel/test_mxnet1.py"],
+                  helpers=["test/parallel/base_test_mxnet.py"],
+                  version="import mxnet as mx; print('mxnet', mx.__version__)"),
 }
 
 
@@ -97,6 +105,10 @@ def parse_args():
     p.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"),
                    help="Troika's build folder (troikarun in agent/, the package in python/)")
     p.add_argument("--troikarun", help="troikarun to launch with (default BUILD/agent/troikarun)")
+    p.add_argument("--horovodrun",
+                   help="the baseline: run the tests against Horovod itself (installed in "
+                        "--python's environment), launched by this horovodrun (--gloo), "
+                        "without the alias package")
     p.add_argument("--package", help="the folder holding the troika package (default "
                                      "BUILD/python)")
     p.add_argument("--tests", default="", help="comma-separated test names (default: all)")
@@ -147,10 +159,11 @@ def make_tree(horovod, framework):
 
 def environment(args, root):
     env = dict(os.environ)
+    ours = [] if args.horovodrun else [
+        os.path.join(root, "alias"),
+        os.path.abspath(args.package or os.path.join(args.build, "python"))]
     env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(root, "alias"),
-         os.path.abspath(args.package or os.path.join(args.build, "python"))]
-        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        ours + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     for item in args.env:
@@ -200,10 +213,14 @@ def run_job(args, root, env, np, selectors, reports, deselect=()):
     """One troikarun job of pytest over `selectors` (node ids or files) leaving out the node
     ids `deselect`; each rank writes reports/r<RANK>.xml."""
     os.makedirs(reports, exist_ok=True)
-    troikarun = troikarun_path(args)
-    rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider --junitxml="$1/r$TROIKA_RANK.xml" '
-                '"$@"')
-    cmd = ([troikarun, "-np", str(np), "--", "sh", "-c", rank_cmd, args.python, reports]
+    rank_var = "HOROVOD_RANK" if args.horovodrun else "TROIKA_RANK"
+    rank_cmd = ('exec "$0" -m pytest -q -p no:cacheprovider --junitxml="$1/r$%s.xml" "$@"'
+                % rank_var)
+    if args.horovodrun:
+        launch = [args.horovodrun, "--gloo", "-np", str(np), "-H", "localhost:%d" % np]
+    else:
+        launch = [troikarun_path(args), "-np", str(np), "--"]
+    cmd = (launch + ["sh", "-c", rank_cmd, args.python, reports]
            + list(selectors) + ["--deselect=%s" % d for d in deselect])
     start = time.monotonic()
     try:

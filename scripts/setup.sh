@@ -16,7 +16,9 @@
 #                 on a fast link), torch 2.15 (PyPI's, the CUDA build, which runs on CPU
 #                 too) with Keras 3.15 and pytest in build/venv-torch2 for troika.keras on
 #                 Keras' torch backend and troika.torch on torch 2 (about 3 GB to download,
-#                 5.5 GB installed, under 2 minutes on a fast link), and the wheels
+#                 5.5 GB installed, under 2 minutes on a fast link), MXNet 1.9.1 with
+#                 numpy<1.24 and pytest in build/venv-mxnet for troika.mxnet (a 49 MB
+#                 wheel, 300 MB installed), and the wheels
 #                 `pip install .` builds with in build/wheelhouse), Open MPI
 #                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
 #                 programs, the tests and the benchmarks
@@ -58,6 +60,10 @@ TORCH2_REQUIREMENTS=("torch==2.15.*" "keras==3.15.*" pytest==8.3.3)
 # The build requirements of `pip install .` (pyproject.toml), downloaded into build/wheelhouse
 # for the test that installs the package offline (tests/python/check_pip_install.sh).
 PIP_BUILD_REQUIREMENTS=(scikit-build-core==1.1.2 pybind11==3.1.0)
+# troika.mxnet's tests: MXNet 1.9.1 (its last release), which imports only with numpy < 1.24
+# (it uses np.bool): an environment of its own, build/venv-mxnet (docs/mxnet.md). cloudpickle:
+# broadcast_object and allgather_object pickle with it, as Horovod's do.
+MXNET_REQUIREMENTS=("mxnet==1.9.1" "numpy<1.24" cloudpickle==3.1.1 pytest==8.3.3)
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -121,6 +127,7 @@ if [[ "$mode" == "--test-tools" ]]; then
   (
     install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
     install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
     wheelhouse="$root/build/wheelhouse"
     if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"

@@ -1,14 +1,16 @@
 #!/bin/sh
-# run_kill_test.sh TROIKARUN PYTHON JOB_SCRIPT: kill_rank_job.py on 3 ranks under troikarun. Rank
-# 1 SIGKILLs itself mid-training, so troikarun must exit non-zero; every other rank must have
+# run_kill_test.sh TROIKARUN PYTHON JOB_SCRIPT: kill_rank_job.py on 3 ranks (or TROIKA_KILL_TEST_NP)
+# under troikarun. Rank 1 SIGKILLs itself mid-training, so troikarun must exit non-zero; every other rank must have
 # raised HorovodInternalError (troika.TroikaError) naming rank 1 less than 5 s after the kill
 # (each writes "raised-after SECONDS MESSAGE" to a file in a temporary directory). Exit 77
-# (skipped) if PYTHON lacks torch.
+# (skipped) if PYTHON lacks the framework JOB_SCRIPT trains with: TROIKA_KILL_TEST_IMPORT
+# (default torch).
 set -u
 troikarun=$1 python=$2 script=$3
-np=3 victim=1 limit=5
-if ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "Python kill test skipped: $python cannot import torch (Debian: python3-torch)"
+np=${TROIKA_KILL_TEST_NP:-3} victim=1 limit=5
+framework=${TROIKA_KILL_TEST_IMPORT:-torch}
+if ! "$python" -c "import $framework" 2>/dev/null; then
+  echo "Python kill test skipped: $python cannot import $framework"
   exit 77
 fi
 dir=$(mktemp -d)

@@ -1,0 +1,32 @@
+"""Gradient compression for allreduce, as horovod.mxnet.Compression: ``none`` and ``fp16``
+(floating arrays travel as float16)."""
+
+
+class Compression:
+    """Gradient compression for allreduce (as horovod.mxnet.Compression)."""
+
+    class none:
+        """No compression (the default)."""
+
+        @staticmethod
+        def compress(tensor):
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor
+
+    class fp16:
+        """Floating arrays travel as float16 and come back in their own dtype."""
+
+        @staticmethod
+        def compress(tensor):
+            if "float" in str(tensor.dtype):
+                return tensor.astype("float16", copy=False), tensor.dtype
+            return tensor, tensor.dtype
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            if ctx is not None and "float" in str(ctx):
+                return tensor.astype(ctx, copy=False)
+            return tensor
