@@ -99,8 +99,9 @@ void Run(void* /*run_context*/, void* on_complete, void* param) {
   }
   std::vector<Handle> handles = op->Submit(*context);
   op->left = handles.size();  // before any callback: one may run at once
+  const bool caller_waits = op->request.caller_waits;  // op may be freed by the last OnDone
   for (const Handle& h : handles) {
-    h.OnDone([op](const absl::Status& status) { op->Done(status); });
+    h.OnDone([op](const absl::Status& status) { op->Done(status); }, caller_waits);
   }
 }
 

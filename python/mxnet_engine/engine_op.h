@@ -41,6 +41,10 @@ struct Request {
   int root = 0;             // broadcast: the root's position in the process set
   int priority = 0;         // the engine's priority (Horovod's `priority`)
   MxContext where;          // the arrays' device
+  // Python's thread waits for the result (troika.mxnet's own blocking calls): from the moment
+  // the engine runs the operation, the rank counts as waiting for it, for deadlock detection
+  // (Handle::OnDone's caller_waits). False for the training path: the rank may be computing.
+  bool caller_waits = false;
 };
 
 // The context engine operations submit to when they run (null: none, they then fail saying

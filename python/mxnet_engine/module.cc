@@ -29,7 +29,7 @@ using Entry = std::tuple<std::string, uintptr_t, uintptr_t, int, std::vector<int
 
 void PushOp(int kind, const std::string& group, const std::vector<Entry>& entries, int op,
             double prescale, double postscale, int process_set, int root, int priority,
-            int dev_type, int dev_id) {
+            int dev_type, int dev_id, bool caller_waits) {
   if (kind < 0 || kind > static_cast<int>(Kind::kReducescatter)) {
     throw py::value_error("troika.mxnet: unknown operation kind " + std::to_string(kind));
   }
@@ -52,6 +52,7 @@ void PushOp(int kind, const std::string& group, const std::vector<Entry>& entrie
   request.root = root;
   request.priority = priority;
   request.where = MxContext{dev_type, dev_id};
+  request.caller_waits = caller_waits;
   absl::Status s;
   {
     py::gil_scoped_release release;  // reading an array's data may wait for its writes
@@ -80,6 +81,8 @@ PYBIND11_MODULE(_engine, m) {
   m.def("push", &mx::PushOp, py::arg("kind"), py::arg("group"), py::arg("tensors"),
         py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("process_set"),
         py::arg("root"), py::arg("priority"), py::arg("dev_type"), py::arg("dev_id"),
+        py::arg("caller_waits") = false,
         "Pushes one operation: tensors are (name, input handle, output handle, dtype, shape, "
-        "output bytes); a non-empty group makes them one grouped operation");
+        "output bytes); a non-empty group makes them one grouped operation. caller_waits: "
+        "Python's thread will wait for it (it counts as waiting once the engine runs it)");
 }

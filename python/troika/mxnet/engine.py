@@ -44,13 +44,15 @@ if troika.is_initialized():
 
 
 def push(kind, group, tensors, op=0, prescale=1.0, postscale=1.0, process_set=0, root=0,
-         priority=0, device=(1, 0)):
+         priority=0, device=(1, 0), caller_waits=False):
     """Pushes one operation onto the engine: tensors are (name, input NDArray, output NDArray,
     Troika dtype, shape, output bytes); a non-empty group makes them one grouped operation.
-    Raises MXNetError if the engine refused it."""
+    caller_waits: the caller will wait for the result, and counts as waiting for it (deadlock
+    detection) from when the engine runs it. Raises MXNetError if the engine refused it."""
     try:
         _engine.push(kind, group,
                      [(n, i.handle.value, o.handle.value, d, s, b) for n, i, o, d, s, b in tensors],
-                     op, prescale, postscale, process_set, root, priority, device[0], device[1])
+                     op, prescale, postscale, process_set, root, priority, device[0], device[1],
+                     caller_waits)
     except RuntimeError as e:
         raise mx.base.MXNetError(str(e)) from None

@@ -201,7 +201,8 @@ def _reducescatter(kind, tensors, op, name, priority, process_set, prescale_fact
                         t.shape, _nbytes(out)))
     if entries:
         engine.push(engine.REDUCESCATTER, "" if kind == "reducescatter" else full, entries, op,
-                    prescale_factor, postscale_factor, ps_id, 0, priority, device)
+                    prescale_factor, postscale_factor, ps_id, 0, priority, device,
+                    caller_waits=True)
     for out in outputs:  # as Horovod's: the result is finished when returned
         out.wait_to_read()
     return outputs
