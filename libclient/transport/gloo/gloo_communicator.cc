@@ -17,6 +17,7 @@
 #include "gloo/common/logging.h"
 #include "gloo/transport/pair.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "libclient/transport/argument_checks.h"
 #include "libclient/transport/reduce.h"
 
 namespace troika::transport {
@@ -37,22 +38,6 @@ constexpr size_t kBcubeMaxBytes = 1 << 20;
 char empty_buffer[1];
 
 void* NonNull(void* p) { return p != nullptr ? p : empty_buffer; }
-
-absl::Status CheckPerRank(std::span<const size_t> v, int size, const char* what) {
-  if (v.size() == static_cast<size_t>(size)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " has ", v.size(), " entries; expected one per rank (", size, ")"));
-}
-
-absl::Status CheckReduction(DataType dtype, ReduceOp op) {
-  if (DataTypeSize(dtype) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", static_cast<int>(dtype)));
-  }
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(ReduceOp::kProduct)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", static_cast<int>(op)));
-  }
-  return absl::OkStatus();
-}
 
 // Gloo's reduction callback: c = a (op) b, where c usually aliases a.
 void GlooReduce(void* c, const void* a, const void* b, size_t n, DataType dtype, ReduceOp op) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "libclient/transport/argument_checks.h"
 #include "libclient/transport/reduce.h"
 
 namespace troika::transport {
@@ -41,22 +42,6 @@ std::vector<size_t> Offsets(std::span<const size_t> sizes) {
   std::vector<size_t> offsets(sizes.size() + 1, 0);
   for (size_t q = 0; q < sizes.size(); ++q) offsets[q + 1] = offsets[q] + sizes[q];
   return offsets;
-}
-
-absl::Status CheckPerRank(std::span<const size_t> v, int size, const char* what) {
-  if (v.size() == static_cast<size_t>(size)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " has ", v.size(), " entries; expected one per rank (", size, ")"));
-}
-
-absl::Status CheckReduction(DataType dtype, ReduceOp op) {
-  if (DataTypeSize(dtype) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", static_cast<int>(dtype)));
-  }
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(ReduceOp::kProduct)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", static_cast<int>(op)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
