@@ -283,6 +283,8 @@ def main():
     args = parse_args()
     if os.sep in args.python:  # the jobs run in a temporary folder
         args.python = os.path.abspath(args.python)
+    if args.horovodrun and os.sep in args.horovodrun:
+        args.horovodrun = os.path.abspath(args.horovodrun)
     nps = args.np or [2]
     root = make_tree(os.path.expanduser(args.horovod), args.framework)
     env = environment(args, root)
