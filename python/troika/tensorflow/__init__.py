@@ -8,7 +8,7 @@ a GPU tensor is copied to the host by TensorFlow's placement. Inside an XLA-comp
 (``jit_compile=True``) they raise, naming what to do instead.
 
 Importing it needs TensorFlow (an ImportError otherwise). This module only gathers the names;
-each lives in its own module (docs/python.md).
+each lives in its own module (docs/python.md), the framework-neutral ones in troika._frontend.
 """
 
 try:
@@ -17,14 +17,10 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("troika.tensorflow needs TensorFlow (pip install tensorflow or "
                       "tensorflow-cpu): %s" % _e) from _e
 
-from troika import (TroikaError, DuplicateNameError, InvalidArgumentError, ProcessSet,
-                    global_process_set, add_process_set, remove_process_set, init, is_initialized,
-                    is_homogeneous, size, rank, local_size, local_rank, cross_size, cross_rank,
-                    shutdown)
-from troika._ops import Sum, Average, Min, Max, Product, Adasum
-from troika._basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
-                            mpi_threads_supported, nccl_built, cuda_built, rocm_built, ddl_built,
-                            ccl_built, start_timeline, stop_timeline, TimelineNotAvailable)
+from troika import shutdown, _frontend
+from troika._frontend import *  # noqa: F401,F403
+from troika._frontend import (TroikaError, DuplicateNameError, InvalidArgumentError,
+                              TimelineNotAvailable)
 from troika.tensorflow.compression import Compression
 from troika.tensorflow.util import _executing_eagerly
 from troika.tensorflow.collectives import (allreduce, grouped_allreduce, allgather,
@@ -43,16 +39,8 @@ from troika.tensorflow.sync_batch_norm import SyncBatchNormalization
 from troika.tensorflow import elastic
 from troika.tensorflow import util
 
-# Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
-HorovodInternalError = TroikaError
-
-__all__ = [
-    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
-    "cross_size", "cross_rank", "is_homogeneous", "ProcessSet", "global_process_set",
-    "add_process_set", "remove_process_set",
-    "HorovodInternalError", "TroikaError", "DuplicateNameError", "InvalidArgumentError",
-    "TimelineNotAvailable",
-    "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
+__all__ = _frontend.HOROVOD + _frontend.TROIKA_ERRORS + [
+    "shutdown", "Compression",
     "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
     "broadcast_", "alltoall", "reducescatter", "grouped_reducescatter", "join", "barrier",
     "size_op", "local_size_op", "rank_op", "local_rank_op", "cross_size_op", "cross_rank_op",
@@ -61,7 +49,4 @@ __all__ = [
     "broadcast_global_variables", "BroadcastGlobalVariablesHook",
     "DistributedGradientTape", "PartialDistributedGradientTape", "DistributedOptimizer",
     "SyncBatchNormalization", "elastic",
-    "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",
-    "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
-    "stop_timeline",
 ]

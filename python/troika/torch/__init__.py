@@ -19,59 +19,23 @@ names, "<kind>.<name>" (docs/horovod-compat.md).
 This module only gathers the names; each lives in its own module (docs/python.md):
 troika (the job, process sets), troika._ops (reduce ops), troika._handles (handles, poll,
 synchronize), and here tensors, compression, autograd, collectives, grouped, optimizer,
-functions, sync_batch_norm, elastic and basics.
+functions, sync_batch_norm, elastic and basics. The operations are listed once, in mpi_ops
+(Horovod's module of the same functions), and the framework-neutral names in troika._frontend.
 """
 
-from troika import (TroikaError, DuplicateNameError, InvalidArgumentError, ProcessSet,
-                    global_process_set, add_process_set, remove_process_set, init, is_initialized,
-                    is_homogeneous, size, rank, local_size, local_rank, cross_size, cross_rank)
-from troika._handles import poll, synchronize, shutdown
-from troika._ops import Sum, Average, Min, Max, Product, Adasum
-from troika._basics import (gloo_built, gloo_enabled, mpi_built, mpi_enabled,
-                            mpi_threads_supported, nccl_built, cuda_built, rocm_built,
-                            ddl_built, ccl_built, start_timeline, stop_timeline,
-                            TimelineNotAvailable)
-from troika.torch.compression import Compression
-from troika.torch.collectives import (allreduce, allreduce_async, allreduce_, allreduce_async_,
-                                      sparse_allreduce_async, allgather, allgather_async,
-                                      broadcast, broadcast_async, broadcast_, broadcast_async_,
-                                      alltoall, alltoall_async, reducescatter,
-                                      reducescatter_async, barrier, join)
-from troika.torch.grouped import (grouped_allreduce, grouped_allreduce_async, grouped_allreduce_,
-                                  grouped_allreduce_async_, grouped_allgather,
-                                  grouped_allgather_async, grouped_reducescatter,
-                                  grouped_reducescatter_async)
+from troika import _frontend
+from troika._frontend import (TroikaError, DuplicateNameError, InvalidArgumentError,
+                              TimelineNotAvailable)
+from troika.torch import mpi_ops
+from troika.torch.mpi_ops import *  # noqa: F401,F403
 from troika.torch.optimizer import DistributedOptimizer
 from troika.torch.functions import (broadcast_parameters, broadcast_optimizer_state,
                                     broadcast_object, allgather_object)
 from troika.torch.sync_batch_norm import SyncBatchNorm
 from troika.torch import elastic
 
-# Horovod's exception name: `except hvd.HorovodInternalError` keeps working.
-HorovodInternalError = TroikaError
-
-__all__ = [
-    # The job and its process sets (troika).
-    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
-    "cross_size", "cross_rank", "is_homogeneous", "ProcessSet", "global_process_set",
-    "add_process_set", "remove_process_set",
-    # Errors.
-    "HorovodInternalError", "TroikaError", "DuplicateNameError", "InvalidArgumentError",
-    "TimelineNotAvailable",
-    # Reduce ops, handles, compression.
-    "Sum", "Average", "Min", "Max", "Product", "Adasum", "poll", "synchronize", "Compression",
-    # Collectives.
-    "allreduce", "allreduce_async", "allreduce_", "allreduce_async_", "sparse_allreduce_async",
-    "allgather", "allgather_async", "broadcast", "broadcast_async", "broadcast_",
-    "broadcast_async_", "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",
-    "barrier", "join", "grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
-    "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
-    "grouped_reducescatter", "grouped_reducescatter_async",
+__all__ = mpi_ops.__all__ + _frontend.TROIKA_ERRORS + [
     # Training.
     "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
     "broadcast_object", "allgather_object", "SyncBatchNorm", "elastic",
-    # Build and feature queries, timelines.
-    "gloo_built", "gloo_enabled", "mpi_built", "mpi_enabled", "mpi_threads_supported",
-    "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
-    "stop_timeline",
 ]
