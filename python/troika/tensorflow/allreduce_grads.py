@@ -1,6 +1,8 @@
 """Allreducing a list of gradients with Horovod's options, shared by
 ``DistributedGradientTape`` (gradient_tape.py), the ``tf.compat.v1`` ``DistributedOptimizer``
-(optimizer.py) and the Keras optimizers (troika.keras).
+(optimizer.py) and the Keras optimizers (troika.keras). The tape and the v1 optimizer also
+share Horovod's checks of their arguments (``check_options``) and their rank-local variables
+(``LocalGradients``).
 
 ``make_allreduce_grads_fn`` returns one function per set of options, cached as Horovod caches
 it: a tape or an optimizer made at every step reuses the same ``tf.function`` instead of
@@ -9,6 +11,8 @@ once per structure of gradients), so they are submitted together and run concurr
 a ``tf.function`` or a ``tf.compat.v1`` graph they are ops of that graph, each submitted as soon
 as its gradient is produced.
 """
+
+import warnings
 
 import tensorflow as tf
 
@@ -132,3 +136,54 @@ def reduce_gradients(allreduce_grads, grads, variables, local_keys, scale_local_
                 values = g.values if isinstance(g, tf.IndexedSlices) else g
                 grads[i] = divide(g, set_size(process_set, values.dtype))
     return grads
+
+
+def check_options(op, gradient_predivide_factor, num_groups, groups, warn_num_groups=False):
+    """Horovod's checks of a tape's or a v1 optimizer's arguments: `gradient_predivide_factor`
+    only with Average; `groups` None, a positive int or lists of variables, the deprecated
+    `num_groups` standing for it where it is None (with a DeprecationWarning if
+    `warn_num_groups`, as the v1 optimizer's). Returns `groups` as make_allreduce_grads_fn
+    takes it (0 is None)."""
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        if warn_num_groups:
+            warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
+                          "removed", DeprecationWarning, stacklevel=2)
+        if groups is None:
+            groups = num_groups
+    if groups is not None and not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list of list of "
+                         "tf.Variable.")
+    if groups == 0:
+        groups = None
+    return groups
+
+
+class LocalGradients:
+    """What DistributedGradientTape and the v1 DistributedOptimizer add to their class to
+    allreduce its gradients: Horovod's `process_set` and `scale_local_gradients` attributes,
+    and the rank-local variables, whose gradients are not allreduced but divided by the set's
+    size if scale_local_gradients (reduce_gradients)."""
+
+    def _init_local_gradients(self, device_dense, device_sparse, compression, sparse_as_dense,
+                              op, gradient_predivide_factor, groups, process_set,
+                              scale_local_gradients):
+        self._allreduce_grads = make_allreduce_grads_fn(
+            device_dense, device_sparse, compression, sparse_as_dense, op,
+            gradient_predivide_factor, groups, process_set)
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
+        self._local_keys = set()
+        self._local_variables = []  # keeps the keys' variables alive
+
+    def _register_local(self, variable):
+        self._local_keys.add(var_key(variable))
+        self._local_variables.append(variable)
+
+    def _is_local(self, variable):
+        return var_key(variable) in self._local_keys
+
+    def _reduce(self, grads, variables, use_generic_names=False):
+        return reduce_gradients(self._allreduce_grads, grads, variables, self._local_keys,
+                                self.scale_local_gradients, self.process_set, use_generic_names)

@@ -11,12 +11,11 @@ import tensorflow as tf
 
 from troika import global_process_set
 from troika._ops import Average
-from troika.tensorflow.allreduce_grads import (make_allreduce_grads_fn, reduce_gradients,
-                                               var_key)
+from troika.tensorflow.allreduce_grads import LocalGradients, check_options
 from troika.tensorflow.compression import Compression
 
 
-class _DistributedGradientTape(tf.GradientTape):
+class _DistributedGradientTape(tf.GradientTape, LocalGradients):
     """The methods a DistributedGradientTape adds to the tape's own class."""
 
     def __init__(self, tape, device_dense, device_sparse, compression, sparse_as_dense, op,
@@ -25,27 +24,20 @@ class _DistributedGradientTape(tf.GradientTape):
                  scale_local_gradients=True):
         super(self.__class__, self).__init__(persistent, watch_accessed_variables)
         self._tape = tape
-        self._allreduce_grads = make_allreduce_grads_fn(
-            device_dense, device_sparse, compression, sparse_as_dense, op,
-            gradient_predivide_factor, groups, process_set)
-        self.process_set = process_set
-        self.scale_local_gradients = scale_local_gradients
-        self._local_sources = set()
-        self._local_variables = []  # keeps the keys' variables alive
+        self._init_local_gradients(device_dense, device_sparse, compression, sparse_as_dense, op,
+                                   gradient_predivide_factor, groups, process_set,
+                                   scale_local_gradients)
 
     def register_local_source(self, source):
         """`source`'s gradient is not allreduced (a rank-local variable); it is divided by the
         set's size if scale_local_gradients."""
-        self._local_sources.add(var_key(source))
-        self._local_variables.append(source)
+        self._register_local(source)
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
         flat = tf.nest.flatten(sources)
         gradients = tf.nest.flatten(super(self.__class__, self).gradient(
             target, flat, output_gradients))
-        gradients = reduce_gradients(self._allreduce_grads, gradients, flat,
-                                     self._local_sources, self.scale_local_gradients,
-                                     self.process_set, use_generic_names)
+        gradients = self._reduce(gradients, flat, use_generic_names)
         return tf.nest.pack_sequence_as(sources, gradients)
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None,
@@ -54,7 +46,7 @@ class _DistributedGradientTape(tf.GradientTape):
         gradients = self.gradient(target, sources, output_gradients, use_generic_names)
         local, shared = [], []
         for s, g in zip(sources, gradients):
-            (local if var_key(s) in self._local_sources else shared).append((s, g))
+            (local if self._is_local(s) else shared).append((s, g))
         return local, shared
 
 
@@ -64,16 +56,8 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             process_set=global_process_set, scale_local_gradients=True):
     """Wraps `gradtape` (a tf.GradientTape, before or after recording): its gradient()
     allreduces. Arguments as Horovod's."""
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if num_groups != 0 and groups is None:
-        groups = num_groups
-    if groups is not None and not (isinstance(groups, list) or groups > 0):
-        raise ValueError("groups should be a non-negative integer or a list of list of "
-                         "tf.Variable.")
-    if groups == 0:
-        groups = None
-    cls = type(gradtape.__class__.__name__, (gradtape.__class__,),
+    groups = check_options(op, gradient_predivide_factor, num_groups, groups)
+    cls = type(gradtape.__class__.__name__, (gradtape.__class__, LocalGradients),
                dict(_DistributedGradientTape.__dict__))
     return cls(gradtape._tape, device_dense, device_sparse, compression, sparse_as_dense, op,
                gradient_predivide_factor, groups, gradtape._persistent,

@@ -12,14 +12,11 @@ Keras optimizers have their own ``DistributedOptimizer`` in troika.tensorflow.ke
 troika.keras); given one, this says so.
 """
 
-import warnings
-
 import tensorflow as tf
 
 from troika import global_process_set
 from troika._ops import Average, check_op
-from troika.tensorflow.allreduce_grads import (make_allreduce_grads_fn, reduce_gradients,
-                                               var_key)
+from troika.tensorflow.allreduce_grads import LocalGradients, check_options
 from troika.tensorflow.compression import Compression
 
 _LegacyOptimizer = tf.compat.v1.train.Optimizer
@@ -123,7 +120,7 @@ class _LocalAggregation:
             return tf.cond(tf.equal(self._counter, 0), tf.no_op, count_step)
 
 
-class _DistributedOptimizer(_LegacyOptimizer):
+class _DistributedOptimizer(_LegacyOptimizer, LocalGradients):
     """A tf.compat.v1.train.Optimizer that wraps another and allreduces the gradients between
     computing and applying them."""
 
@@ -136,13 +133,9 @@ class _DistributedOptimizer(_LegacyOptimizer):
             name = "Distributed{}".format(type(optimizer).__name__)
         super().__init__(name=name, use_locking=use_locking)
         self._optimizer = optimizer
-        self._allreduce_grads = make_allreduce_grads_fn(
-            device_dense, device_sparse, compression, sparse_as_dense, op,
-            gradient_predivide_factor, groups, process_set)
-        self.process_set = process_set
-        self.scale_local_gradients = scale_local_gradients
-        self._local_vars = set()
-        self._local_variables = []  # keeps the keys' variables alive
+        self._init_local_gradients(device_dense, device_sparse, compression, sparse_as_dense, op,
+                                   gradient_predivide_factor, groups, process_set,
+                                   scale_local_gradients)
         self._agg_helper = None
         if backward_passes_per_step > 1:
             self._agg_helper = _LocalAggregation(backward_passes_per_step,
@@ -152,12 +145,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
     def register_local_var(self, var):
         """`var`'s gradient is not allreduced (a rank-local variable); it is divided by the
         set's size if scale_local_gradients."""
-        self._local_vars.add(var_key(var))
-        self._local_variables.append(var)
-
-    def _reduce(self, grads, variables):
-        return reduce_gradients(self._allreduce_grads, grads, variables, self._local_vars,
-                                self.scale_local_gradients, self.process_set)
+        self._register_local(var)
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's compute_gradients (same arguments), each gradient allreduced
@@ -215,18 +203,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
             "allreduce the gradients of a custom loop with hvd.DistributedGradientTape"
             % type(optimizer).__name__)
     check_op(op)  # Adasum is refused here, naming the alternatives
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if num_groups != 0:
-        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed",
-                      DeprecationWarning)
-        if groups is None:
-            groups = num_groups
-    if groups is not None and not (isinstance(groups, list) or groups > 0):
-        raise ValueError("groups should be a non-negative integer or a list of list of "
-                         "tf.Variable.")
-    if groups == 0:
-        groups = None
+    groups = check_options(op, gradient_predivide_factor, num_groups, groups,
+                           warn_num_groups=True)
     return _DistributedOptimizer(optimizer, name, use_locking, device_dense, device_sparse,
                                  compression, sparse_as_dense, op, gradient_predivide_factor,
                                  backward_passes_per_step, average_aggregated_gradients, groups,

@@ -18,7 +18,7 @@ from troika.tensorflow.compression import Compression
 from troika.tensorflow.elastic import TensorFlowKerasState as KerasStateBase
 from troika.tensorflow.elastic import run as elastic_run
 from troika.tensorflow.functions import broadcast_variables as _broadcast_variables
-from troika.tensorflow.gradient_tape import make_allreduce_grads_fn
+from troika.tensorflow.allreduce_grads import make_allreduce_grads_fn
 
 __all__ = ["Compression", "native_variable", "variable_key", "make_gradient_allreducer",
            "broadcast_variables", "check_not_xla", "is_sparse", "to_dense", "divide", "read",
