@@ -18,18 +18,17 @@
 #include <cstdio>
 #include <map>
 #include <regex>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/elastic_fixture.h"
 #include "tests/integration/launcher_helpers.h"
+#include "tests/integration/process_holdings.h"
 
 namespace troika::testing {
 namespace {
@@ -213,37 +212,6 @@ TEST_F(ElasticTest, ARankLostWhileTheOthersWaitForANodeThatNeverAttachesIsLostTo
   EXPECT_THAT(log, HasSubstr("killed by signal 9 (Killed); the job goes on with 1 rank as "
                              "generation 4"));
   ExpectFinishedIdentical({0}, 300, 1, 4);
-}
-
-// What a process holds. `threads` counts its threads but those of gRPC's pools (named
-// default-executor and event_engine), which gRPC grows and shrinks with the load within
-// bounds of its own: a coordinator read 11 threads in all in round 1 and 14 in each round
-// after, in one run of 25. A leaked channel, server or completion queue shows in `fds`.
-struct Holdings {
-  int threads = 0, fds = 0;
-  int64_t rss_kib = 0;
-};
-
-Holdings HoldingsOf(pid_t pid) {
-  static const std::set<std::string> kGrpcPools = {"default-executo", "event_engine"};
-  Holdings h;
-  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/task").c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] == '.') continue;
-      const std::string comm =
-          ReadFile(absl::StrCat("/proc/", pid, "/task/", entry->d_name, "/comm"));
-      h.threads += !kGrpcPools.count(std::string(absl::StripAsciiWhitespace(comm)));
-    }
-    closedir(dir);
-  }
-  const std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
-  std::smatch m;
-  if (std::regex_search(status, m, std::regex(R"(VmRSS:\s+(\d+))"))) h.rss_kib = std::stoll(m[1]);
-  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str())) {
-    while (dirent* entry = readdir(dir)) h.fds += entry->d_name[0] != '.';
-    closedir(dir);
-  }
-  return h;
 }
 
 // The one child process of `parent` (an agent's rank); 0 if there is none yet.

@@ -18,7 +18,6 @@
 //   REINIT_FAULT=exit   it exits 0 instead of joining again;
 //   REINIT_FAULT=stay   it stays REINIT_STAY_SECONDS (default 30) without joining, then exits 0.
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,18 +25,18 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "tests/integration/process_holdings.h"
 #include "troika/troika.h"
 
 namespace {
+
+using troika::testing::Holdings;
+using troika::testing::HoldingsOf;
 
 int Fail(const std::string& where, const absl::Status& status, int code = 1) {
   std::printf("error %s: %s\n", where.c_str(), status.ToString().c_str());
@@ -73,37 +72,6 @@ absl::Status Check(troika::Context& c, int cycle) {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-struct Holdings {
-  int threads = 0, fds = 0;
-  int64_t rss_kib = 0;
-};
-
-Holdings HoldingsOf(pid_t pid) {
-  static const std::set<std::string> kGrpcPools = {"default-executo", "event_engine"};
-  Holdings h;
-  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/task").c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] == '.') continue;
-      const std::string comm =
-          ReadFile(absl::StrCat("/proc/", pid, "/task/", entry->d_name, "/comm"));
-      h.threads += !kGrpcPools.count(std::string(absl::StripAsciiWhitespace(comm)));
-    }
-    closedir(dir);
-  }
-  std::istringstream status(ReadFile(absl::StrCat("/proc/", pid, "/status")));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::string kib = line.substr(6);
-      absl::SimpleAtoi(absl::StripAsciiWhitespace(kib.substr(0, kib.find(" kB"))), &h.rss_kib);
-    }
-  }
-  if (DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str())) {
-    while (dirent* entry = readdir(dir)) h.fds += entry->d_name[0] != '.';
-    closedir(dir);
-  }
-  return h;
 }
 
 pid_t ParentOf(pid_t pid) {
