@@ -89,7 +89,11 @@ def main():
     label = mx.nd.array(rng.integers(0, args.num_classes, args.batch_size).astype(np.float32),
                         ctx=ctx)
     # One forward pass gives every parameter its shape before the broadcast and the trainer.
-    net(data)
+    # In training mode: an inference-mode pass on the CPU leaves the convolutions' weights in
+    # oneDNN's (MKL-DNN's) layout, which MXNet 1.9.1's dist KVStore cannot push (its init of
+    # such a key fails, and the server aborts at the first pull: "init K first").
+    with autograd.record():
+        net(data)
     net.hybridize(static_alloc=True, static_shape=True)
     params = net.collect_params()
     opt_params = {"learning_rate": args.lr * size, "momentum": 0.9, "wd": 1e-4}
