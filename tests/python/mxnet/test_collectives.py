@@ -378,6 +378,8 @@ def test_reducescatter_in_a_process_set_and_errors(even_odd):
                                expected(hvd.Sum, "float32", (len(members), 2), members)[me:me + 1])
     with pytest.raises(ValueError, match="scalar"):
         hvd.reducescatter(mx.nd.array(np.float32(1.0).reshape(())))
+    with pytest.raises(ValueError, match="scalar"):
+        hvd.grouped_reducescatter([mx.nd.zeros((3, 1)), mx.nd.array(np.float32(1.0).reshape(()))])
     with pytest.raises(NotImplementedError):
         hvd.reducescatter(x, op=hvd.Max)
     shape = (hvd.size(), 2) if hvd.rank() == 0 else (hvd.size(), 3)
