@@ -97,14 +97,16 @@ void Agent::Reform(std::shared_ptr<const DownMessage> message) {
   const MembershipChange& change = *message->membership_change;
   std::shared_ptr<NodeRelay> old;
   NextGeneration next;
+  int64_t ended = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     old = relay_;
+    ended = epoch_;
     next = ApplyChangeLocked(change);
     reforming_ = true;
     session_open_ = false;
   }
-  next.relay->Follows(message);  // before a rank's session can reach it
+  next.relay->Follows(message, ended);  // before a rank's session can reach it
   StartGeneration(change, next);
   // The ranks learn of the change: their operations fail with it, and they attach again.
   old->Deliver(std::move(message));
@@ -118,12 +120,14 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   if (!change) return false;
   std::shared_ptr<NodeRelay> old;
   NextGeneration next;
+  int64_t ended = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const bool goes_on = std::any_of(current_.begin(), current_.end(),
                                      [&](int rank) { return change->NextRank(rank) >= 0; });
     if (!goes_on || abort_ != nullptr || close_requested_ || !lost_.empty()) return false;
     old = relay_;
+    ended = epoch_;
     next = ApplyChangeLocked(*change);
     // Taking the job back from a restarted coordinator ends here too.
     reconnecting_ = false;
@@ -133,7 +137,7 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   auto message = std::make_shared<DownMessage>();
   message->abort_reason = std::string(changed.message());
   message->membership_change = *change;
-  next.relay->Follows(message);  // before a rank's session can reach it
+  next.relay->Follows(message, ended);  // before a rank's session can reach it
   StartGeneration(*change, next);
   // No session to close. Ranks still waiting in the gate were answered ABORTED and ask again
   // (AgentService::CreateJob answers them with the change); ranks with a session (the node

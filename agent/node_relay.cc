@@ -39,9 +39,9 @@ void NodeRelay::Attached(int64_t epoch) {
   for (const auto& [rank, exit] : exits_) upstream_.SendRankExit(exit);
 }
 
-void NodeRelay::Follows(std::shared_ptr<const DownMessage> change) {
+void NodeRelay::Follows(std::shared_ptr<const DownMessage> change, int64_t ended_epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  follows_ = std::move(change);
+  followers_.Follow(std::move(change), ended_epoch);
 }
 
 void NodeRelay::Deliver(std::shared_ptr<const DownMessage> message) {
@@ -214,11 +214,7 @@ int NodeRelay::waiting() const {
 absl::Status NodeRelay::OpenSession(const std::vector<int>& ranks, int64_t epoch,
                                     SessionSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (follows_ != nullptr && epoch < follows_->membership_change->epoch) {
-    followers_.insert(sink);
-    sink->Send(follows_);
-    return absl::OkStatus();
-  }
+  if (followers_.Open(sink, epoch)) return absl::OkStatus();
   if (epoch_ < 0) {
     return absl::UnavailableError(
         absl::StrCat("job '", options_.job, "' is not attached on this node yet"));
@@ -380,7 +376,7 @@ absl::Status NodeRelay::ReportExec(SessionSink* sink, const ExecReport& report) 
 
 void NodeRelay::CloseSession(SessionSink* sink, const absl::Status& ended) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (followers_.erase(sink) > 0) return;  // owned no rank
+  if (followers_.Close(sink)) return;  // owned no rank
   auto it = sessions_.find(sink);
   if (it == sessions_.end()) return;
   for (int rank : it->second) {

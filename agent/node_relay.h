@@ -46,6 +46,7 @@
 #include "common/clock.h"
 #include "common/messages.h"
 #include "common/scheduler.h"
+#include "common/session/followers.h"
 #include "common/session/session_handler.h"
 #include "common/session/session_sink.h"
 #include "troika/v1/troika.pb.h"
@@ -102,13 +103,13 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   // the ranks' sessions may open (until then OpenSession fails with UNAVAILABLE), and exit
   // reports of ranks that ended before go up (the upstream takes nothing between sessions).
   void Attached(int64_t epoch);
-  // Before the relay serves any session: its generation follows the one `change` ended (a
-  // DownMessage with abort_reason and membership_change). A session of an earlier epoch that
-  // opens here — a rank that attached before the change, whose session reached the agent
-  // after it — is sent `change`, as the ended generation's sessions were, so that the rank
-  // follows it; it is bound to no rank, and what it sends until it closes is void, as at the
-  // coordinator (Sessions::OpenFollower).
-  void Follows(std::shared_ptr<const DownMessage> change);
+  // Before the relay serves any session: its generation follows generation `ended_epoch`,
+  // which `change` ended (a DownMessage with abort_reason and membership_change). A session of
+  // that epoch that opens here — a rank that attached before the change, whose session reached
+  // the agent after it — is sent `change`, as the ended generation's sessions were, so that the
+  // rank follows it; it is bound to no rank, and what it sends until it closes is void
+  // (session::Followers: the coordinator's rule too).
+  void Follows(std::shared_ptr<const DownMessage> change, int64_t ended_epoch);
   // What came down the upstream session: for every local session, the same message. After
   // an abort, sessions that open later get the abort at once and submissions are dropped.
   void Deliver(std::shared_ptr<const DownMessage> message);
@@ -196,8 +197,7 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   std::map<session::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;
   std::shared_ptr<const DownMessage> abort_;    // set once aborted
-  std::shared_ptr<const DownMessage> follows_;  // Follows()
-  std::set<session::SessionSink*> followers_;   // the sessions sent follows_, until they close
+  session::Followers followers_;  // Follows()
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;

@@ -127,20 +127,8 @@ Sessions::Resumed Sessions::Finish(int64_t through) {
   return resumed;
 }
 
-void Sessions::Follows(std::shared_ptr<const DownMessage> change, int64_t epoch) {
-  change_ = std::move(change);
-  changed_from_ = epoch;
-}
-
-bool Sessions::OpenFollower(session::SessionSink* sink, int64_t epoch) {
-  if (change_ == nullptr || epoch != changed_from_) return false;
-  followers_.insert(sink);
-  sink->Send(change_);
-  return true;
-}
-
 std::vector<int> Sessions::Close(session::SessionSink* sink) {
-  followers_.erase(sink);
+  followers_.Close(sink);
   auto it = ranks_.find(sink);
   if (it == ranks_.end()) return {};
   std::vector<int> ranks = std::move(it->second);

@@ -13,11 +13,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/messages.h"
+#include "common/session/followers.h"
 #include "common/session/session_sink.h"
 
 namespace troika::coordinator {
@@ -71,11 +73,16 @@ class Sessions {
   // This job is the elastic generation that `change` made of generation `epoch`. A session of
   // that generation that opens here (its agent attached it, and the generation ended before
   // the session reached the coordinator) is sent `change`, as that generation's sessions
-  // were, and owns no rank: OpenFollower. Its closing does not count for this job (Job).
-  void Follows(std::shared_ptr<const DownMessage> change, int64_t epoch);
+  // were, and owns no rank: OpenFollower (session::Followers, the rule the agent's relay
+  // applies too). Its closing does not count for this job (Job).
+  void Follows(std::shared_ptr<const DownMessage> change, int64_t epoch) {
+    followers_.Follow(std::move(change), epoch);
+  }
   // Whether a session of `epoch` follows the change to this generation: if so it was sent the
   // change, and what it sends until it closes is void (Following).
-  bool OpenFollower(session::SessionSink* sink, int64_t epoch);
+  bool OpenFollower(session::SessionSink* sink, int64_t epoch) {
+    return followers_.Open(sink, epoch);
+  }
   bool Following(session::SessionSink* sink) const { return followers_.contains(sink); }
 
   // Unbinds `sink`: its ranks, or empty if it had none.
@@ -110,9 +117,7 @@ class Sessions {
   bool resumed_ = false;                       // the sessions resumed after a coordinator restart
   std::optional<SessionsResync> resync_;       // while the sessions resume
   ClientSettings settings_;                    // what the sessions were last sent
-  std::shared_ptr<const DownMessage> change_;  // Follows
-  int64_t changed_from_ = 0;
-  std::set<session::SessionSink*> followers_;
+  session::Followers followers_;
 };
 
 }  // namespace troika::coordinator

@@ -169,7 +169,7 @@ TEST_F(NodeRelayTest, ALateSessionOfTheEndedGenerationIsSentTheChange) {
   change->membership_change = MembershipChange{};
   change->membership_change->epoch = 3;
   change->membership_change->size = 3;
-  relay->Follows(change);
+  relay->Follows(change, 2);
   ASSERT_TRUE(relay->OpenSession({0}, 2, &sink2_).ok());
   ASSERT_EQ(sink2_.messages().size(), 1u);
   EXPECT_EQ(sink2_.messages()[0], change);
