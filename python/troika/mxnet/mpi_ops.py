@@ -5,14 +5,15 @@ names, arguments and defaults (0.28.1), and the job's queries.
 allreduce, broadcast and reducescatter are pushed onto MXNet's engine (engine.py): they return
 at once with their output, which the engine lets nothing read before the operation completed,
 and a failure (another rank's shape, a rank that died) is raised by that read as MXNetError,
-as Horovod's are. allgather and alltoall, whose output's shape only the ranks together know,
-wait for their input, run, and return the finished result, as Horovod's wait for theirs;
-reducescatter waits for its result too, as Horovod's does. Their failures raise TroikaError
-(HorovodInternalError, a RuntimeError).
+as Horovod's are; reducescatter returns its result finished, as Horovod's does (a failure:
+MXNetError). allgather and alltoall, whose output's shape only the ranks together know, wait for
+their input, run, and return the finished result, as Horovod's wait for theirs; their failures
+raise TroikaError (HorovodInternalError, a RuntimeError). Where troika.mxnet itself waits, the
+rank counts as waiting for the operation (deadlock detection, docs/mxnet.md).
 
-Errors raised at the call, on every rank alike: a dtype Troika does not reduce (TypeError), an
-array not on the CPU (NotImplementedError), a process set not added (ValueError), op=Adasum
-(NotImplementedError). Operations are negotiated under Horovod's names, "<kind>.<name>", or a
+Errors raised at the call, on every rank alike: an input that is no NDArray (TypeError), an
+array not on the CPU (NotImplementedError), a process set not added or a broadcast root outside
+it (ValueError), op=Adasum (NotImplementedError). Operations are negotiated under Horovod's names, "<kind>.<name>", or a
 generated "<kind>.noname.<N>" (the same on every rank).
 """
 
@@ -54,9 +55,8 @@ def _device(tensor):
     ctx = tensor.context
     if ctx.device_typeid == 2:
         raise NotImplementedError(
-            "troika.mxnet: %s is on %s; troika.mxnet runs on CPU arrays (MXNet's CUDA build "
-            "cannot be installed where Troika's GPU plane is tested: docs/mxnet.md)"
-            % ("the array", ctx))
+            "troika.mxnet: an array is on %s; troika.mxnet runs on CPU arrays (its GPU path "
+            "is not built: docs/mxnet.md, GPU)" % (ctx,))
     return ctx.device_typeid, ctx.device_id
 
 
