@@ -21,8 +21,9 @@ if not os.path.exists(_PATH):
     raise ImportError(
         "troika.tensorflow: this Troika was built without its TensorFlow op library (%s is "
         "missing): build it with TensorFlow importable by the Python the build looks at "
-        "(CMake: -DTROIKA_TENSORFLOW_PYTHON=/path/to/python; pip: `pip install "
-        "--no-build-isolation .` in an environment that has tensorflow)" % _PATH)
+        "(pip: install tensorflow into the environment first, then "
+        "`TROIKA_WITH_TENSORFLOW=1 pip install .`; CMake: "
+        "-DTROIKA_TENSORFLOW_PYTHON=/path/to/python)" % _PATH)
 
 ops = tf.load_op_library(_PATH)
 _native = ctypes.CDLL(_PATH)  # the same loaded library: its C entry point
