@@ -19,7 +19,8 @@
 #                 5.5 GB installed, under 2 minutes on a fast link), MXNet 1.9.1 with
 #                 numpy<1.24 and pytest in build/venv-mxnet for troika.mxnet (a 49 MB
 #                 wheel, 300 MB installed), and the wheels
-#                 `pip install .` builds with in build/wheelhouse), Open MPI
+#                 `pip install .` builds with and tensorflow-cpu 2.21's (320 MB, for the
+#                 pip tests) in build/wheelhouse), Open MPI
 #                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
 #                 programs, the tests and the benchmarks
 set -euo pipefail
@@ -58,8 +59,10 @@ OLDEST_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.16.*" pytest==8.3.3)
 # packages are needed to import it); it runs on CPU.
 TORCH2_REQUIREMENTS=("torch==2.15.*" "keras==3.15.*" pytest==8.3.3)
 # The build requirements of `pip install .` (pyproject.toml), downloaded into build/wheelhouse
-# for the test that installs the package offline (tests/python/check_pip_install.sh).
+# for the tests that install the package offline (tests/python/check_pip_install.sh), and the
+# TensorFlow (with its requirements) that python_pip_install_tensorflow installs there first.
 PIP_BUILD_REQUIREMENTS=(scikit-build-core==1.1.2 pybind11==3.1.0)
+PIP_TEST_TENSORFLOW="tensorflow-cpu==2.21.*"
 # troika.mxnet's tests: MXNet 1.9.1 (its last release), which imports only with numpy < 1.24
 # (it uses np.bool): an environment of its own, build/venv-mxnet (docs/mxnet.md). cloudpickle:
 # broadcast_object and allgather_object pickle with it, as Horovod's do.
@@ -133,6 +136,11 @@ if [[ "$mode" == "--test-tools" ]]; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
       "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
         "${PIP_BUILD_REQUIREMENTS[@]}"
+    fi
+    if ! ls "$wheelhouse"/tensorflow_cpu-2.21.*.whl >/dev/null 2>&1; then
+      echo "setup: downloading $PIP_TEST_TENSORFLOW and its requirements into $wheelhouse"
+      "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
+        "$PIP_TEST_TENSORFLOW"
     fi
   ) >"$test_envs_log" 2>&1 &
   test_envs=$!

@@ -1,33 +1,94 @@
 #!/bin/sh
-# check_pip_install.sh SOURCE_DIR WORK_DIR WHEELHOUSE: `pip install SOURCE_DIR` into a fresh
-# virtual environment (WORK_DIR/venv, with the system's site packages for Debian's torch),
-# as a user would, offline: the build requirements (scikit-build-core, pybind11) come from
-# WHEELHOUSE (scripts/setup.sh --test-tools downloads them). Then, from outside the source
-# tree and without PYTHONPATH, troikarun from the environment's bin/ runs a 2-rank job that
-# imports troika.torch from the environment and allreduces. The CMake build is kept in
-# WORK_DIR/pip-build (a second run rebuilds only what changed).
-# Exit 77 (skipped) without the wheelhouse or without torch for the system's python3.
+# check_pip_install.sh SOURCE_DIR WORK_DIR WHEELHOUSE [FRONT_END]: `pip install SOURCE_DIR` into a
+# fresh virtual environment, as a user of FRONT_END would, offline: the build requirements
+# (scikit-build-core, pybind11) come from WHEELHOUSE (scripts/setup.sh --test-tools downloads
+# them). Then, from outside the source tree and without PYTHONPATH, troikarun from the
+# environment's bin/ runs a 2-rank job that imports the front end from the environment.
+#   torch (the default): WORK_DIR/venv, with the system's site packages for Debian's torch; the
+#     job imports troika.torch and allreduces.
+#   tensorflow: WORK_DIR/venv-tensorflow, without them. First `TROIKA_WITH_TENSORFLOW=1 pip
+#     install` must fail, saying that TensorFlow is missing; then tensorflow-cpu goes in from
+#     WHEELHOUSE (setup.sh downloads it there) as a TensorFlow user installs it, the same
+#     install succeeds, and examples/tensorflow2/tensorflow2_mnist_like.py trains on 2 ranks
+#     with the environment's troikarun and python (checked by run_example.py).
+# Both keep the CMake build in WORK_DIR/pip-build (a second run rebuilds only what changed; the
+# two tests hold a RESOURCE_LOCK on it).
+# Exit 77 (skipped) without the wheelhouse, without torch for the system's python3 (torch) or
+# without the tensorflow-cpu wheel (tensorflow).
 set -eu
-src=$1 work=$2 wheelhouse=$3
+src=$1 work=$2 wheelhouse=$3 front_end=${4:-torch}
 python=/usr/bin/python3
 if ! ls "$wheelhouse"/scikit_build_core-*.whl >/dev/null 2>&1; then
   echo "pip install test skipped: no scikit-build-core wheel in $wheelhouse (scripts/setup.sh --test-tools)"
   exit 77
 fi
-if ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "pip install test skipped: $python cannot import torch (Debian: python3-torch)"
-  exit 77
-fi
+case $front_end in
+  torch)
+    if ! "$python" -c 'import torch' 2>/dev/null; then
+      echo "pip install test skipped: $python cannot import torch (Debian: python3-torch)"
+      exit 77
+    fi
+    venv_name=venv ;;
+  tensorflow)
+    if ! ls "$wheelhouse"/tensorflow_cpu-*.whl >/dev/null 2>&1; then
+      echo "pip install test skipped: no tensorflow-cpu wheel in $wheelhouse (scripts/setup.sh --test-tools)"
+      exit 77
+    fi
+    venv_name="venv-tensorflow" ;;
+  *) echo "check_pip_install.sh: FRONT_END is torch or tensorflow, not $front_end"; exit 2 ;;
+esac
 unset PYTHONPATH
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-rm -rf "$work/venv"
-"$python" -m venv --system-site-packages "$work/venv"
-CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$work/venv/bin/pip" install \
-  --disable-pip-version-check --no-index --find-links "$wheelhouse" \
-  --config-settings=build-dir="$work/pip-build" "$src"
+venv=$work/$venv_name
+rm -rf "$venv"
+started=$(date +%s)
+elapsed() { echo "$1: $(($(date +%s) - started)) s after the start"; }
+# pip_install ARGS...: pip install into the environment, offline, building in WORK_DIR/pip-build.
+pip_install() {
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$venv/bin/pip" install \
+    --disable-pip-version-check --no-index --find-links "$wheelhouse" \
+    --config-settings=build-dir="$work/pip-build" "$@"
+}
+
+if [ "$front_end" = torch ]; then
+  "$python" -m venv --system-site-packages "$venv"
+  pip_install "$src"
+else
+  "$python" -m venv "$venv"
+  # Asked for TensorFlow's op library where there is no TensorFlow: the install fails, saying so.
+  if out=$(TROIKA_WITH_TENSORFLOW=1 pip_install "$src" 2>&1); then
+    echo "$out"; echo "FAIL: TROIKA_WITH_TENSORFLOW=1 installed without TensorFlow"; exit 1
+  fi
+  if ! echo "$out" | tr -s ' \n' '  ' | grep -q 'TROIKA_WITH_TENSORFLOW=1 but no TensorFlow'; then
+    echo "$out"; echo "FAIL: the install failed without saying that TensorFlow is missing"; exit 1
+  fi
+  echo "ok: without TensorFlow, TROIKA_WITH_TENSORFLOW=1 pip install fails:"
+  echo "$out" | grep -A3 'CMake Error'
+  elapsed "the refused install"
+  pip_install "tensorflow-cpu==2.21.*"
+  elapsed "tensorflow-cpu installed"
+  TROIKA_WITH_TENSORFLOW=1 pip_install "$src"
+  elapsed "troika installed"
+fi
 
 cd "$work"
+PATH="$venv/bin:$PATH"
+for program in troikarun troika-agent troika-coordinator troikactl; do
+  [ "$(command -v "$program")" = "$venv/bin/$program" ] || { echo "FAIL: $program is not in the environment's bin/"; exit 1; }
+done
+
+if [ "$front_end" = tensorflow ]; then
+  # run_example.py's exit 77 (cannot import) is a failure here: TensorFlow was just installed.
+  "$python" "$src/tests/python/run_example.py" "$venv/bin/troikarun" "$venv/bin/python" \
+    "$src/examples/tensorflow2/tensorflow2_mnist_like.py" --np 2 --needs tensorflow,keras \
+    --summary "tensorflow2_mnist_like done: 2 ranks, 3 epochs" --loss-falls --same-weights -- \
+    --epochs 3 --num-samples 1024 || { echo "FAIL: the example failed"; exit 1; }
+  elapsed "the example ran"
+  echo "ok: TROIKA_WITH_TENSORFLOW=1 pip install . works: troikarun and troika.tensorflow from $venv"
+  exit 0
+fi
+
 cat > smoke.py <<'PY'
 import sys
 import torch
@@ -40,11 +101,7 @@ assert hvd.__file__.startswith(sys.prefix), (hvd.__file__, sys.prefix)
 print("smoke: rank %d of %d: sum %s, troika.torch from %s" % (hvd.rank(), hvd.size(), total, hvd.__file__))
 hvd.shutdown()
 PY
-PATH="$work/venv/bin:$PATH"
-for program in troikarun troika-agent troika-coordinator troikactl; do
-  [ "$(command -v "$program")" = "$work/venv/bin/$program" ] || { echo "FAIL: $program is not in the environment's bin/"; exit 1; }
-done
 out=$(troikarun -np 2 -- python smoke.py 2>&1) || { echo "$out"; echo "FAIL: the job failed"; exit 1; }
 echo "$out"
 [ "$(echo "$out" | grep -c 'smoke: rank . of 2: sum 3.0')" = 2 ] || { echo "FAIL: not every rank reported"; exit 1; }
-echo "ok: pip install . works: troikarun and troika.torch from $work/venv"
+echo "ok: pip install . works: troikarun and troika.torch from $venv"
