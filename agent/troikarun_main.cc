@@ -4,6 +4,7 @@
 // See kTroikarunUsage.
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +91,18 @@ std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::
   return specs;
 }
 
+// The contents of a /proc file; empty if it cannot be read (its process is gone).
+std::string ReadProcFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n < 0 ? "" : text;
+}
+
 // Sends SIGKILL to every living child of this process; called once the supervisor has reaped
 // the agents, when every child left is a stray. Returns how many children (zombies included)
 // it found.
@@ -102,8 +114,10 @@ int KillStrayChildren() {
   while (dirent* entry = readdir(proc)) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // With read(2), not a stream: a process that exits meanwhile makes the read fail (ESRCH),
+    // which libstdc++'s filebuf throws as an exception even with none enabled (it aborted
+    // troikarun at the end of a job that had finished).
+    const std::string text = ReadProcFile(absl::StrCat("/proc/", pid, "/stat"));
     // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
     const size_t close = text.rfind(')');
     char state = 0;

@@ -98,6 +98,11 @@ void Run(void* /*run_context*/, void* on_complete, void* param) {
     return;
   }
   std::vector<Handle> handles = op->Submit(*context);
+  if (handles.empty()) {  // nothing was submitted: complete now (never leave the engine waiting)
+    op->first = absl::InternalError("no operation was submitted");
+    op->Finish();
+    return;
+  }
   op->left = handles.size();  // before any callback: one may run at once
   const bool caller_waits = op->request.caller_waits;  // op may be freed by the last OnDone
   for (const Handle& h : handles) {
