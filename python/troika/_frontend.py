@@ -38,3 +38,17 @@ TROIKA_ERRORS = ["TroikaError", "DuplicateNameError", "InvalidArgumentError",
                  "TimelineNotAvailable"]
 
 __all__ = HOROVOD
+
+
+class NoCompression:
+    """Every front end's ``Compression.none`` (Horovod's default): the tensor travels as it is.
+    Framework-neutral; each front end's ``fp16`` (and troika.torch's ``bf16``) casts with its
+    own framework."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor

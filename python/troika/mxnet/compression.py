@@ -1,20 +1,13 @@
 """Gradient compression for allreduce, as horovod.mxnet.Compression: ``none`` and ``fp16``
 (floating arrays travel as float16)."""
 
+from troika._frontend import NoCompression
+
 
 class Compression:
     """Gradient compression for allreduce (as horovod.mxnet.Compression)."""
 
-    class none:
-        """No compression (the default)."""
-
-        @staticmethod
-        def compress(tensor):
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor
+    none = NoCompression
 
     class fp16:
         """Floating arrays travel as float16 and come back in their own dtype."""

@@ -3,19 +3,14 @@
 
 import tensorflow as tf
 
+from troika._frontend import NoCompression
+
 
 class Compression:
     """``none``, or ``fp16``: floating tensors are cast to float16 for the allreduce and back
     after it (as horovod.tensorflow.Compression)."""
 
-    class none:
-        @staticmethod
-        def compress(tensor):
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor
+    none = NoCompression
 
     class fp16:
         @staticmethod

@@ -3,19 +3,14 @@
 
 import torch
 
+from troika._frontend import NoCompression
+
 
 class Compression:
     """Gradient compression for allreduce (as horovod.torch.Compression): ``none``, ``fp16``
     (floating tensors travel as float16) and ``bf16`` (as bfloat16)."""
 
-    class none:
-        @staticmethod
-        def compress(tensor):
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor
+    none = NoCompression
 
     class _Cast:
         wire = None
