@@ -196,8 +196,8 @@ class NodeRelay : public session::SessionHandler, public std::enable_shared_from
   std::map<int, RankState> ranks_;
   std::map<session::SessionSink*, std::vector<int>> sessions_;
   Aggregator aggregator_;
-  std::shared_ptr<const DownMessage> abort_;    // set once aborted
-  session::Followers followers_;  // Follows()
+  std::shared_ptr<const DownMessage> abort_;  // set once aborted
+  session::Followers followers_;              // Follows()
   // Tensor names of the cache ids the coordinator announced, so requests sent as ids
   // aggregate with the others of their tensor.
   std::map<int32_t, std::string> cache_names_;

@@ -112,11 +112,11 @@ class Sessions {
   const std::string job_;
   std::map<session::SessionSink*, std::vector<int>> ranks_;
   std::vector<session::SessionSink*> of_rank_;
-  int64_t next_seq_ = 1;                       // the number of the next response broadcast
-  bool fresh_ = false;                         // a session opened without resuming
-  bool resumed_ = false;                       // the sessions resumed after a coordinator restart
-  std::optional<SessionsResync> resync_;       // while the sessions resume
-  ClientSettings settings_;                    // what the sessions were last sent
+  int64_t next_seq_ = 1;                  // the number of the next response broadcast
+  bool fresh_ = false;                    // a session opened without resuming
+  bool resumed_ = false;                  // the sessions resumed after a coordinator restart
+  std::optional<SessionsResync> resync_;  // while the sessions resume
+  ClientSettings settings_;               // what the sessions were last sent
   session::Followers followers_;
 };
 

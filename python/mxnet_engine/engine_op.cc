@@ -54,8 +54,7 @@ struct Op {
     group.reserve(request.tensors.size());
     for (size_t i = 0; i < request.tensors.size(); ++i) {
       const Tensor& t = request.tensors[i];
-      group.push_back(GroupTensor{t.name, inputs[i], outputs[i], t.dtype, t.shape,
-                                  t.output_bytes});
+      group.push_back(GroupTensor{t.name, inputs[i], outputs[i], t.dtype, t.shape, t.output_bytes});
     }
     return group;
   }
@@ -67,8 +66,7 @@ struct Op {
         if (!request.group.empty()) {
           return context.GroupedAllreduce(request.group, Group(), request.reduce);
         }
-        return {context.Allreduce(t.name, inputs[0], outputs[0], t.dtype, t.shape,
-                                  request.reduce)};
+        return {context.Allreduce(t.name, inputs[0], outputs[0], t.dtype, t.shape, request.reduce)};
       case Kind::kBroadcast: {
         OpOptions options;
         options.process_set = request.reduce.process_set;
@@ -103,7 +101,7 @@ void Run(void* /*run_context*/, void* on_complete, void* param) {
     op->Finish();
     return;
   }
-  op->left = handles.size();  // before any callback: one may run at once
+  op->left = handles.size();                           // before any callback: one may run at once
   const bool caller_waits = op->request.caller_waits;  // op may be freed by the last OnDone
   for (const Handle& h : handles) {
     h.OnDone([op](const absl::Status& status) { op->Done(status); }, caller_waits);

@@ -42,8 +42,7 @@ void PushOp(int kind, const std::string& group, const std::vector<Entry>& entrie
       throw py::value_error("troika.mxnet: unknown dtype number " + std::to_string(dtype));
     }
     request.tensors.push_back(Tensor{std::get<0>(e), Ptr(std::get<1>(e)), Ptr(std::get<2>(e)),
-                                     static_cast<DataType>(dtype), std::get<4>(e),
-                                     std::get<5>(e)});
+                                     static_cast<DataType>(dtype), std::get<4>(e), std::get<5>(e)});
   }
   request.reduce.op = static_cast<ReduceOp>(op);
   request.reduce.prescale = prescale;
@@ -78,9 +77,9 @@ PYBIND11_MODULE(_engine, m) {
       [](uintptr_t address) { mx::BindContext(reinterpret_cast<troika::Context*>(address)); },
       py::arg("address"),
       "The troika::Context* (troika._troika.Context.address) operations submit to; 0: none");
-  m.def("push", &mx::PushOp, py::arg("kind"), py::arg("group"), py::arg("tensors"),
-        py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("process_set"),
-        py::arg("root"), py::arg("priority"), py::arg("dev_type"), py::arg("dev_id"),
+  m.def("push", &mx::PushOp, py::arg("kind"), py::arg("group"), py::arg("tensors"), py::arg("op"),
+        py::arg("prescale"), py::arg("postscale"), py::arg("process_set"), py::arg("root"),
+        py::arg("priority"), py::arg("dev_type"), py::arg("dev_id"),
         py::arg("caller_waits") = false,
         "Pushes one operation: tensors are (name, input handle, output handle, dtype, shape, "
         "output bytes); a non-empty group makes them one grouped operation. caller_waits: "

@@ -71,8 +71,8 @@ absl::Status MxnetApi::PushAsync(EngineAsyncFunc fn, void* param, const MxContex
   if (f == nullptr) return absl::FailedPreconditionError("troika.mxnet: MXNet is not bound");
   int property = kCpuPrioritized;
   // No deleter: the parameter is the operation's own, freed by it once it completed.
-  if (f->push_async_nd(fn, param, nullptr, const_cast<MxContext*>(&where), reads, num_reads,
-                       writes, num_writes, &property, priority, name, false) != 0) {
+  if (f->push_async_nd(fn, param, nullptr, const_cast<MxContext*>(&where), reads, num_reads, writes,
+                       num_writes, &property, priority, name, false) != 0) {
     return LastError("MXEnginePushAsyncND");
   }
   return absl::OkStatus();
