@@ -66,6 +66,8 @@ _context_hooks = []
 # the context that ended (troika._handles: the handles and names in flight), so that nothing
 # of it outlives it or collides with the next one.
 _shutdown_hooks = []
+# Every context handed to native code (_bind_native) stays alive while the process runs.
+_bound_contexts = []
 
 
 class ProcessSet:
@@ -183,6 +185,25 @@ def enter_next_generation(change):
     except TroikaError:  # the generation's failure, which the caller is handling
         pass
     return True
+
+
+def _bind_native(bind):
+    """Hands native code that submits without Python (troika.tensorflow's op library,
+    troika.mxnet's engine operations) the process's context: `bind` (taking a troika::Context
+    address, 0 for none) is called with it now if initialized, at every init(), and with 0 at
+    shutdown(). Every context handed over stays alive: an operation that read the previous
+    one just before shutdown() or a re-init still submits to a valid (shut down) context and
+    fails cleanly; after shutdown() operations fail saying to call init()."""
+    def hook(context):
+        if context is None:
+            bind(0)
+            return
+        _bound_contexts.append(context)
+        bind(context.address)
+
+    _context_hooks.append(hook)
+    if _context is not None:
+        hook(_context)
 
 
 def _every_host_has_as_many_ranks(ctx):

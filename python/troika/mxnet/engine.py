@@ -24,23 +24,7 @@ REDUCESCATTER = _engine.REDUCESCATTER
 
 _engine.bind_mxnet(mx.base._LIB._name)
 
-# Every context handed over stays alive: an engine operation that read the previous one just
-# before shutdown() still submits to a valid (shut down) context and fails cleanly. After
-# shutdown() the operations fail saying to call init().
-_bound = []
-
-
-def _bind(context):
-    if context is None:
-        _engine.bind_context(0)
-        return
-    _bound.append(context)
-    _engine.bind_context(context.address)
-
-
-troika._context_hooks.append(_bind)
-if troika.is_initialized():
-    _bind(troika.context())
+troika._bind_native(_engine.bind_context)
 
 
 def push(kind, group, tensors, op=0, prescale=1.0, postscale=1.0, process_set=0, root=0,

@@ -40,23 +40,7 @@ ORDER_INSENSITIVE = frozenset((
 auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS = frozenset(
     auto_control_deps.SKIPPED_ORDER_INSENSITIVE_STATEFUL_OPS | ORDER_INSENSITIVE)
 
-# Every context handed to the op library stays alive: a kernel that read the previous one
-# just before shutdown() or a re-init still submits to a valid (shut down) context and fails
-# cleanly. After shutdown() the ops fail as before init(), saying to call it.
-_bound = []
-
-
-def _bind(context):
-    if context is None:
-        _native.troika_tf_bind_context(0)
-        return
-    _bound.append(context)
-    _native.troika_tf_bind_context(context.address)
-
-
-troika._context_hooks.append(_bind)
-if troika.is_initialized():
-    _bind(troika.context())
+troika._bind_native(_native.troika_tf_bind_context)
 
 
 def check_not_xla(what):
