@@ -11,11 +11,11 @@ namespace {
 // Averaging is a sum followed by a 1/size post-scale.
 ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 
-// The post-reduction step: averaging over the set's size (as Horovod: joined ranks count,
-// adding zeros), then the post-scale.
-void Finish(const Response& r, int size, void* data, size_t count) {
-  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, r.dtype, size);
-  transport::Scale(data, count, r.dtype, r.postscale);
+// The post-reduction step, on `count` elements of `dtype` (the accumulation type): averaging
+// over the set's size (as Horovod: joined ranks count, adding zeros), then the post-scale.
+void Finish(const Response& r, DataType dtype, int size, void* data, size_t count) {
+  if (r.reduce_op == ReduceOp::kAverage) transport::Divide(data, count, dtype, size);
+  transport::Scale(data, count, dtype, r.postscale);
 }
 
 size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
@@ -119,7 +119,10 @@ absl::Status CollectiveRunner::CombineVotes(transport::Communicator& comm, Vote*
 absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<Entry> entries,
                                          Vote* vote) {
   const DataType dtype = response.dtype;
-  const size_t element = DataTypeSize(dtype);
+  // Half types are reduced in float32 (transport::AccumulationType): staged, reduced and
+  // finished wide in the fusion buffer, and rounded once into the outputs.
+  const DataType wide = transport::AccumulationType(dtype, response.reduce_op);
+  const size_t element = DataTypeSize(dtype), wide_element = DataTypeSize(wide);
   const ReduceOp op = WireOp(response.reduce_op);
   size_t total = 0;
   for (const Entry& e : entries) total += Bytes(e.request);
@@ -128,7 +131,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
     if (absl::Status s = CombineVotes(*comm_, vote); !s.ok()) return s;
     if (*vote == Vote::kVoid) return absl::OkStatus();
   }
-  if (!inline_vote && entries.size() == 1 && entries[0].out != nullptr) {
+  if (!inline_vote && entries.size() == 1 && entries[0].out != nullptr && wide == dtype) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = entries[0];
     const size_t bytes = Bytes(e.request);
@@ -136,8 +139,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
     // where it can: shared memory); a prescale is applied to a copy in the output.
     const void* from = e.in;
     if (response.prescale != 1.0) {
-      if (e.out != e.in && bytes > 0) std::memcpy(e.out, e.in, bytes);
-      transport::Scale(e.out, bytes / element, dtype, response.prescale);
+      transport::Convert(e.in, dtype, e.out, dtype, bytes / element, response.prescale);
       from = e.out;
     }
     marks_.copied_in = Mark();
@@ -146,49 +148,49 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
     }
     marks_.reduced = Mark();
     marks_.allreduce_bytes = static_cast<int64_t>(bytes);
-    Finish(response, comm_->size(), e.out, bytes / element);
+    Finish(response, dtype, comm_->size(), e.out, bytes / element);
     return absl::OkStatus();
   }
-  const size_t votes = inline_vote ? VoteElements(dtype, op, comm_->size()) : 0;
-  uint8_t* buffer = fusion_.Reserve(total + votes * element);
-  size_t offset = 0;
+  const size_t elements = total / element;
+  const size_t votes = inline_vote ? VoteElements(wide, op, comm_->size()) : 0;
+  uint8_t* buffer = fusion_.Reserve((elements + votes) * wide_element);
+  uint8_t* at = buffer;
   for (const Entry& e : entries) {
-    const size_t bytes = Bytes(e.request);
-    if (bytes > 0 && e.in == nullptr) {
-      std::memset(buffer + offset, 0, bytes);  // a joined rank's stand-in
-    } else if (bytes > 0) {
-      std::memcpy(buffer + offset, e.in, bytes);
+    const size_t count = Bytes(e.request) / element;
+    if (count > 0 && e.in == nullptr) {
+      std::memset(at, 0, count * wide_element);  // a joined rank's stand-in
+    } else {
+      transport::Convert(e.in, dtype, at, wide, count, response.prescale);
     }
-    transport::Scale(buffer + offset, bytes / element, dtype, response.prescale);
-    offset += bytes;
+    at += count * wide_element;
   }
-  uint8_t* ballot = buffer + total;
+  uint8_t* ballot = buffer + elements * wide_element;
   for (size_t i = 0; i < votes; ++i) {
     const bool mine = vote != nullptr && *vote == Vote::kVoid &&
                       i == static_cast<size_t>(comm_->rank()) / 127 % votes;
-    WriteZeroOrOne(ballot + i * element, dtype, GoIsOne(op) != mine);
+    WriteZeroOrOne(ballot + i * wide_element, wide, GoIsOne(op) != mine);
   }
   marks_.copied_in = Mark();
-  if (absl::Status s = comm_->Allreduce(buffer, total / element + votes, dtype, op); !s.ok()) {
+  if (absl::Status s = comm_->Allreduce(buffer, elements + votes, wide, op); !s.ok()) {
     return s;
   }
   marks_.reduced = Mark();
   marks_.allreduce_bytes = static_cast<int64_t>(total);
   if (vote != nullptr && votes > 0) {
     uint8_t go[8];
-    WriteZeroOrOne(go, dtype, GoIsOne(op));
+    WriteZeroOrOne(go, wide, GoIsOne(op));
     *vote = Vote::kGo;
     for (size_t i = 0; i < votes; ++i) {
-      if (std::memcmp(ballot + i * element, go, element) != 0) *vote = Vote::kVoid;
+      if (std::memcmp(ballot + i * wide_element, go, wide_element) != 0) *vote = Vote::kVoid;
     }
     if (*vote == Vote::kVoid) return absl::OkStatus();
   }
-  offset = 0;
+  at = buffer;
   for (Entry& e : entries) {
-    const size_t bytes = Bytes(e.request);
-    Finish(response, comm_->size(), buffer + offset, bytes / element);
-    if (bytes > 0 && e.out != nullptr) std::memcpy(e.out, buffer + offset, bytes);
-    offset += bytes;
+    const size_t count = Bytes(e.request) / element;
+    Finish(response, wide, comm_->size(), at, count);
+    if (e.out != nullptr) transport::Convert(at, wide, e.out, dtype, count);
+    at += count * wide_element;
   }
   return absl::OkStatus();
 }
@@ -240,28 +242,28 @@ absl::Status CollectiveRunner::Alltoall(const Response& response, Entry& e) {
 absl::Status CollectiveRunner::Reducescatter(const Response& response, Entry& e) {
   const int size = comm_->size(), rank = comm_->rank();
   const DataType dtype = response.dtype;
-  const size_t element = DataTypeSize(dtype);
+  const DataType wide = transport::AccumulationType(dtype, response.reduce_op);  // as Allreduce
+  const size_t element = DataTypeSize(dtype), wide_element = DataTypeSize(wide);
   const size_t row_elements = static_cast<size_t>(e.request.RowBytes()) / element;
-  const size_t bytes = Bytes(e.request);
+  const size_t elements = Bytes(e.request) / element;
   // The reduction works in place, and the caller's input is const: stage it.
-  uint8_t* buffer = fusion_.Reserve(bytes);
-  if (bytes > 0) std::memcpy(buffer, e.in, bytes);
-  transport::Scale(buffer, bytes / element, dtype, response.prescale);
+  uint8_t* buffer = fusion_.Reserve(elements * wide_element);
+  transport::Convert(e.in, dtype, buffer, wide, elements, response.prescale);
   std::vector<size_t> counts(size);
   size_t before = 0;
   for (int r = 0; r < size; ++r) {
     counts[r] = static_cast<size_t>(response.sizes[r]) * row_elements;
     if (r < rank) before += counts[r];
   }
-  if (absl::Status s = comm_->ReduceScatter(buffer, counts, dtype, WireOp(response.reduce_op));
+  if (absl::Status s = comm_->ReduceScatter(buffer, counts, wide, WireOp(response.reduce_op));
       !s.ok()) {
     return s;
   }
-  uint8_t* mine = buffer + before * element;
-  Finish(response, size, mine, counts[rank]);
+  uint8_t* mine = buffer + before * wide_element;
+  Finish(response, wide, size, mine, counts[rank]);
   e.state->output_shape = WithDim0(e.request.shape, response.sizes[rank]);
   uint8_t* out = Result(e, counts[rank] * element, e.state->output_shape, nullptr);
-  if (out != nullptr && counts[rank] > 0) std::memcpy(out, mine, counts[rank] * element);
+  if (out != nullptr) transport::Convert(mine, wide, out, dtype, counts[rank]);
   return absl::OkStatus();
 }
 

@@ -407,6 +407,58 @@ void Scale(void* data, size_t count, DataType dtype, double factor) {
   std::abort();  // Not a DataType.
 }
 
+DataType AccumulationType(DataType dtype, ReduceOp op) {
+  const bool half = dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
+  const bool exact = op == ReduceOp::kMin || op == ReduceOp::kMax;
+  return half && !exact ? DataType::kFloat32 : dtype;
+}
+
+namespace {
+
+template <void (*Widen)(const uint16_t*, float*, size_t),
+          void (*Narrow)(const float*, uint16_t*, size_t)>
+void WidenScaled(const void* in, float* out, size_t count, double prescale) {
+  const uint16_t* h = static_cast<const uint16_t*>(in);
+  Widen(h, out, count);
+  if (prescale == 1.0) return;
+  // Scaled in float32 and rounded to the half type (ScaleHalf), then widened again.
+  const float f = static_cast<float>(prescale);
+  uint16_t rounded[kHalfChunk];
+  for (size_t i = 0; i < count; i += kHalfChunk) {
+    const size_t n = std::min(kHalfChunk, count - i);
+    for (size_t j = 0; j < n; ++j) out[i + j] *= f;
+    Narrow(out + i, rounded, n);
+    Widen(rounded, out + i, n);
+  }
+}
+
+}  // namespace
+
+void Convert(const void* in, DataType from, void* out, DataType to, size_t count, double prescale) {
+  if (count == 0) return;
+  if (from == to) {
+    if (in != out) std::memcpy(out, in, count * DataTypeSize(from));
+    return Scale(out, count, from, prescale);
+  }
+  if (to == DataType::kFloat32 && from == DataType::kFloat16) {
+    return WidenScaled<HalvesToFloats, FloatsToHalves>(in, static_cast<float*>(out), count,
+                                                       prescale);
+  }
+  if (to == DataType::kFloat32 && from == DataType::kBFloat16) {
+    return WidenScaled<BFloat16sToFloats, FloatsToBFloat16s>(in, static_cast<float*>(out), count,
+                                                             prescale);
+  }
+  if (from == DataType::kFloat32 && prescale == 1.0) {
+    if (to == DataType::kFloat16) {
+      return FloatsToHalves(static_cast<const float*>(in), static_cast<uint16_t*>(out), count);
+    }
+    if (to == DataType::kBFloat16) {
+      return FloatsToBFloat16s(static_cast<const float*>(in), static_cast<uint16_t*>(out), count);
+    }
+  }
+  std::abort();  // Not a conversion this kernel offers (a caller's bug).
+}
+
 void Divide(void* data, size_t count, DataType dtype, int64_t divisor) {
   if (divisor == 1 || count == 0) return;
   switch (dtype) {

@@ -21,13 +21,27 @@ void ReduceInto(void* inout, const void* in, size_t count, DataType dtype, Reduc
 // A factor of 1 is a no-op. kBool: bool(x * factor) (requests never scale bools).
 void Scale(void* data, size_t count, DataType dtype, double factor);
 
-// IEEE half and bfloat16 conversions (round to nearest even).
 // data[i] /= divisor (divisor > 0): exact integer division rounding toward zero for integer
 // dtypes (no detour through double, so int64 stays exact beyond 2^53); a division in the type
 // itself, correctly rounded, for float32 and float64; a multiplication by 1/divisor in float32
 // for the half types. Averaging is a sum followed by this.
 void Divide(void* data, size_t count, DataType dtype, int64_t divisor);
 
+// The type a reduction of `dtype` by `op` is carried out in: float32 for float16 and bfloat16
+// under sum, average and product, so that every contribution is added in float32 and the
+// result is rounded to the half type once, after the average and the post-scale (Horovod's
+// CPU rule, "FP32 math for FP16"); `dtype` itself otherwise (min and max are exact).
+DataType AccumulationType(DataType dtype, ReduceOp op);
+
+// out[i] = in[i] converted from `from` to `to`, for `from == to` (a copy; `in` may be `out`)
+// or between float32 and a half type (rounded to nearest even). `prescale` multiplies each
+// element in `from`'s own precision first, as Scale() does (a half input is rounded to its
+// type before widening, as if the caller had scaled it); a narrowing takes none. Any other
+// pair aborts.
+void Convert(const void* in, DataType from, void* out, DataType to, size_t count,
+             double prescale = 1.0);
+
+// IEEE half and bfloat16 conversions (round to nearest even).
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t b);

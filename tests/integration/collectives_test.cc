@@ -163,6 +163,65 @@ TEST_P(CollectivesTest, AllreduceAppliesPrescaleAndPostscale) {
   }
 }
 
+// float16 and bfloat16 are added in float32, averaged and post-scaled there, and rounded once
+// (Horovod's test_mxnet1.py checks this bit for bit on 3 ranks): the values are in [1, 2) with
+// every mantissa bit in use, so any intermediate rounding to the half type shows.
+TEST_P(CollectivesTest, HalfTypesAreReducedInFloat32AndRoundedOnce) {
+  constexpr double kPostscale = 0.3;
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    const int steps = dtype == DataType::kFloat16 ? 1024 : 128;  // mantissa values in [1, 2)
+    auto value = [&](int rank, size_t i) {
+      return 1.0 + static_cast<double>((i * 37 + rank * 11) % steps) / steps;
+    };
+    auto expected = [&](ReduceOp op, size_t i) {
+      float acc = 0;  // exact: at most 8 values of 11 significant bits
+      for (int r = 0; r < size(); ++r) acc += static_cast<float>(value(r, i));
+      if (op == ReduceOp::kAverage) acc *= static_cast<float>(1.0 / size());
+      acc *= static_cast<float>(kPostscale);
+      std::vector<uint8_t> rounded(DataTypeSize(dtype));
+      Put(dtype, rounded.data(), 0, acc);
+      return Get(dtype, rounded.data(), 0);
+    };
+    auto exact = [&](const void* got, size_t count, size_t first, ReduceOp op) -> std::string {
+      for (size_t i = 0; i < count; ++i) {
+        if (Get(dtype, got, i) != expected(op, first + i)) {
+          return absl::StrCat("element ", first + i, ": want ", expected(op, first + i), ", got ",
+                              Get(dtype, got, i));
+        }
+      }
+      return "";
+    };
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (size_t count : {size_t{1001}, (size_t{1} << 20) / DataTypeSize(dtype) + 3}) {
+        std::string name = Name("half");
+        Check(absl::StrCat(name, " ", DataTypeName(dtype), " ", ReduceOpName(op), " x", count),
+              [&](int rank, Context& c) -> std::string {
+                auto in = MakeTensor(dtype, count, [&](size_t i) { return value(rank, i); });
+                absl::Status s =
+                    c.Allreduce(name, in.data(), in.data(), dtype, {static_cast<int64_t>(count)},
+                                {.op = op, .postscale = kPostscale})
+                        .Wait();
+                if (!s.ok()) return s.ToString();
+                return exact(in.data(), count, 0, op);
+              });
+      }
+      const int64_t rows = 3 * size() + 1;
+      std::string name = Name("half_reducescatter");
+      Check(absl::StrCat(name, " ", DataTypeName(dtype), " ", ReduceOpName(op)),
+            [&](int rank, Context& c) -> std::string {
+              auto in = MakeTensor(dtype, rows * 5, [&](size_t i) { return value(rank, i); });
+              Handle h = c.Reducescatter(name, in.data(), dtype, {rows, 5},
+                                         {.op = op, .postscale = kPostscale});
+              if (absl::Status s = h.Wait(); !s.ok()) return s.ToString();
+              int64_t first = 0;
+              for (int r = 0; r < rank; ++r) first += rows / size() + (r < rows % size());
+              const int64_t mine = rows / size() + (rank < rows % size());
+              return exact(h.output(), mine * 5, first * 5, op);
+            });
+    }
+  }
+}
+
 TEST_P(CollectivesTest, ManyAllreducesInFlightAreFusedAndCorrect) {
   constexpr int kTensors = 40;
   std::string base = Name("fused");

@@ -418,3 +418,64 @@ TEST(DivideTest, FloatsAreScaled) {
 
 }  // namespace
 }  // namespace troika::transport
+
+namespace troika::transport {
+namespace {
+
+TEST(AccumulationTypeTest, HalfTypesAddInFloat32AndCompareInTheirOwn) {
+  for (DataType half : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct}) {
+      EXPECT_EQ(AccumulationType(half, op), DataType::kFloat32) << DataTypeName(half);
+    }
+    EXPECT_EQ(AccumulationType(half, ReduceOp::kMin), half);
+    EXPECT_EQ(AccumulationType(half, ReduceOp::kMax), half);
+  }
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kBool}) {
+    EXPECT_EQ(AccumulationType(dtype, ReduceOp::kSum), dtype) << DataTypeName(dtype);
+  }
+}
+
+TEST(ConvertTest, WideningIsExactAndNarrowingRoundsToNearestEven) {
+  // Every half widens exactly and narrows back to itself (NaNs stay NaNs).
+  std::vector<uint16_t> halves(1 << 16);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  for (DataType half : {DataType::kFloat16, DataType::kBFloat16}) {
+    std::vector<float> wide(halves.size());
+    Convert(halves.data(), half, wide.data(), DataType::kFloat32, halves.size());
+    std::vector<uint16_t> back(halves.size());
+    Convert(wide.data(), DataType::kFloat32, back.data(), half, halves.size());
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float f = wide[i];
+      if (std::isnan(f)) continue;
+      ASSERT_EQ(back[i], halves[i]) << DataTypeName(half) << " " << i;
+      ASSERT_EQ(f,
+                half == DataType::kFloat16 ? HalfToFloat(halves[i]) : BFloat16ToFloat(halves[i]));
+    }
+  }
+  // 1 + 2^-11 lies halfway between two halves: to the even one, 1.
+  const float halfway[] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f};
+  uint16_t rounded[2];
+  Convert(halfway, DataType::kFloat32, rounded, DataType::kFloat16, 2);
+  EXPECT_EQ(rounded[0], 0x3C00);
+  EXPECT_EQ(rounded[1], 0x3C02);
+}
+
+TEST(ConvertTest, APrescaleRoundsToTheInputTypeBeforeWidening) {
+  // As if the caller had scaled the half tensor (Scale) and the result were widened.
+  std::vector<uint16_t> in(3000);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = FloatToHalf(1.0f + static_cast<float>(i) / 1024);
+  std::vector<uint16_t> scaled = in;
+  Scale(scaled.data(), scaled.size(), DataType::kFloat16, 0.3);
+  std::vector<float> wide(in.size());
+  Convert(in.data(), DataType::kFloat16, wide.data(), DataType::kFloat32, in.size(), 0.3);
+  for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(wide[i], HalfToFloat(scaled[i])) << i;
+  // The same type: a copy, then Scale().
+  std::vector<double> d = {1.5, -2.0}, copy(2);
+  Convert(d.data(), DataType::kFloat64, copy.data(), DataType::kFloat64, 2, 2.0);
+  EXPECT_EQ(copy, (std::vector<double>{3.0, -4.0}));
+  EXPECT_EQ(d, (std::vector<double>{1.5, -2.0}));
+}
+
+}  // namespace
+}  // namespace troika::transport
