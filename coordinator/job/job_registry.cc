@@ -11,7 +11,10 @@
 namespace troika::coordinator {
 
 JobRegistry::JobRegistry(JobRegistryOptions options, Scheduler& scheduler, Clock& clock)
-    : options_(std::move(options)), scheduler_(scheduler), clock_(clock) {}
+    : options_(std::move(options)),
+      scheduler_(scheduler),
+      clock_(clock),
+      ended_(static_cast<size_t>(std::max(options_.max_jobs, 0)), options_.ended_job_ttl) {}
 
 JobRegistry::~JobRegistry() = default;
 
@@ -180,6 +183,8 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJobLocked(const std::strin
   }
   Entry& entry = jobs_[name];
   entry.job = job;
+  entry.token = token;
+  ended_.Forget(name);
   counters_->started.fetch_add(1, std::memory_order_relaxed);
   entry.expiry = scheduler_.RunAfter(
       options_.unattached_job_ttl,
@@ -244,6 +249,12 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(const std::string& name) 
   return Latest(it->second.job);
 }
 
+std::optional<absl::Status> JobRegistry::EndedWith(const std::string& name,
+                                                   const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_.Lookup(name, token, clock_.Now());
+}
+
 std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<Job>> out;
@@ -292,6 +303,12 @@ void JobRegistry::RemoveIfDone(const std::string& name, const std::weak_ptr<Job>
     removed = std::move(it->second.job);
     // Not run yet unless it is what calls us: either way nothing of the job stays queued.
     scheduler_.Cancel(it->second.expiry);
+    if (removed->state() == Job::State::kAborted) {
+      ended_.Remember(
+          name, it->second.token,
+          absl::AbortedError(absl::StrCat("job '", name, "' aborted: ", removed->abort_reason())),
+          clock_.Now());
+    }
     jobs_.erase(it);
   }
   switch (removed->state()) {

@@ -10,12 +10,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/scheduler.h"
+#include "coordinator/job/ended_jobs.h"
 #include "coordinator/job/job.h"
 #include "coordinator/state/state_store.h"
 #include "prometheus/client_metric.h"
@@ -41,6 +43,9 @@ struct JobRegistryOptions {
   // Where every live job's record is kept (--state_dir), for a restarted coordinator.
   // Default: none.
   std::shared_ptr<StateStore> state_store;
+  // How long an aborted job's abort answers its own ranks after the job was released
+  // (EndedJobs). Default 2 min.
+  absl::Duration ended_job_ttl = absl::Minutes(2);
 };
 
 // Job counts since the registry was created, for metrics.
@@ -78,6 +83,9 @@ class JobRegistry {
   int RestoreJobs();
   // NOT_FOUND naming the job if there is none.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& name) const;
+  // Why job `name` ended, if it was aborted and released within ended_job_ttl and `token` is
+  // its token (EndedJobs): for its ranks that come too late to find it.
+  std::optional<absl::Status> EndedWith(const std::string& name, const std::string& token);
   std::vector<std::shared_ptr<Job>> Jobs() const;
   // Jobs held now.
   size_t size() const;
@@ -135,10 +143,12 @@ class JobRegistry {
   struct Entry {
     std::shared_ptr<Job> job;
     Scheduler::TaskId expiry = 0;
+    Secret token;  // every generation's
   };
 
   mutable std::mutex mu_;
   std::map<std::string, Entry> jobs_;  // guarded by mu_
+  EndedJobs ended_;                    // guarded by mu_
 };
 
 }  // namespace troika::coordinator

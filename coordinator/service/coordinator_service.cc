@@ -134,8 +134,8 @@ absl::Duration CoordinatorService::WaitFor(int64_t timeout_ms) const {
 absl::StatusOr<std::shared_ptr<Job>> CoordinatorService::Authorized(
     const grpc::CallbackServerContext* context, const std::string& name, int64_t epoch) const {
   auto job = registry_.Find(name);
-  if (!job.ok()) return job.status();
   const std::string token = Credential(context, kJobTokenHeader);
+  if (!job.ok()) return registry_.EndedWith(name, token).value_or(job.status());
   if (!(*job)->TokenMatches(token)) return WrongToken(name, token);
   if (epoch > 0 && epoch != (*job)->epoch()) {
     return absl::AbortedError(absl::StrCat("generation ", epoch, " of job '", name,
