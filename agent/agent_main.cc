@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
-#include "agent/agent_options.h"
-#include "agent/line_forwarder.h"
-#include "agent/posix_process_launcher.h"
+#include "agent/launch/line_forwarder.h"
+#include "agent/launch/posix_process_launcher.h"
+#include "agent/node/agent.h"
+#include "agent/node/agent_options.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "common/tls.h"

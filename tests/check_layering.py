@@ -30,7 +30,13 @@ LAYERS = {
     "coordinator/admin/": COMMON + ("coordinator/job/job_info.h",),
     "coordinator/": COMMON + ("coordinator/service/", "coordinator/job/",
                               "coordinator/state/"),
-    "agent/": COMMON + ("agent/",),
+    "agent/cli/": COMMON,
+    "agent/launch/": COMMON,
+    "agent/relay/": COMMON,
+    "agent/service/": COMMON + ("agent/relay/",),
+    "agent/node/": COMMON + ("agent/cli/", "agent/launch/", "agent/relay/", "agent/service/"),
+    "agent/launcher/": COMMON + ("agent/cli/",),
+    "agent/": COMMON + ("agent/node/", "agent/launcher/", "agent/launch/", "agent/cli/"),
     "libclient/": COMMON + ("libclient/",),
 }
 # Files that embed a layer above their folder's on purpose.

@@ -1,4 +1,4 @@
-#include "agent/agent_options.h"
+#include "agent/node/agent_options.h"
 
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 // ChangeSince: how a troika-agent renumbers a rank that attaches for a generation of its
 // elastic job that has already ended (docs/elastic.md).
 
-#include "agent/agent_service.h"
+#include "agent/service/agent_service.h"
 
 #include <vector>
 

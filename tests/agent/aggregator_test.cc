@@ -1,4 +1,4 @@
-#include "agent/aggregator.h"
+#include "agent/relay/aggregator.h"
 
 #include <string>
 #include <vector>

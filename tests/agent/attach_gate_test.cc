@@ -1,4 +1,4 @@
-#include "agent/attach_gate.h"
+#include "agent/service/attach_gate.h"
 
 #include <cstdint>
 #include <vector>

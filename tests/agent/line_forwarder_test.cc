@@ -1,4 +1,4 @@
-#include "agent/line_forwarder.h"
+#include "agent/launch/line_forwarder.h"
 
 #include <string>
 #include <vector>

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/node_relay.h"
+#include "agent/relay/node_relay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/node_relay_test_util.h"

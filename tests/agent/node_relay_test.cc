@@ -1,7 +1,7 @@
 // NodeRelay: what goes upstream (requests aggregated by name or cache id, schedules, the
 // window, wait states and reports), and after a coordinator restart (resend, replay, resume).
 
-#include "agent/node_relay.h"
+#include "agent/relay/node_relay.h"
 
 #include <memory>
 #include <string>

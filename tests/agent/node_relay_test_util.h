@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/node_relay.h"
+#include "agent/relay/node_relay.h"
 #include "common/clock.h"
 #include "common/scheduler.h"
 #include "gtest/gtest.h"

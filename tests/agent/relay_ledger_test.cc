@@ -1,7 +1,7 @@
 // RelayLedger on its own: what a node relay keeps for a restarted coordinator. NodeRelay's
 // restart tests (node_relay_test.cc) cover it behind the relay.
 
-#include "agent/relay_ledger.h"
+#include "agent/relay/relay_ledger.h"
 
 #include <map>
 #include <string>

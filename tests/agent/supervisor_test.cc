@@ -1,6 +1,6 @@
 // Supervisor over real processes (/bin/sh), started by PosixProcessLauncher.
 
-#include "agent/supervisor.h"
+#include "agent/launch/supervisor.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "agent/posix_process_launcher.h"
+#include "agent/launch/posix_process_launcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "agent/troikarun_options.h"
+#include "agent/launcher/troikarun_options.h"
 
 #include <string>
 #include <vector>
