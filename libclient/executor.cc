@@ -44,7 +44,7 @@ void Executor::Enqueue(std::vector<Response> responses) {
   cv_.notify_one();
 }
 
-void Executor::EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, bool wake) {
+void Executor::EnqueueScheduled(int64_t schedule, ScheduledStep step, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_ || stopping_) return;

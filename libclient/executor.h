@@ -23,7 +23,7 @@
 #include "libclient/device_plane.h"
 #include "libclient/exec_stats.h"
 #include "libclient/process_set_table.h"
-#include "libclient/schedule.h"
+#include "libclient/scheduled_step.h"
 #include "libclient/step_clock.h"
 #include "libclient/tensor_table.h"
 #include "libclient/transport/communicator.h"
@@ -65,7 +65,7 @@ class Executor {
   // Queues `step` of schedule `schedule`, after what is queued. `wake` false: the executor
   // thread is not woken for it — the caller is about to wait for it and calls RunInline(),
   // which runs it on the caller's thread or, if it cannot, wakes the executor thread.
-  void EnqueueScheduled(int64_t schedule, ClientSchedule::Step step, bool wake = true);
+  void EnqueueScheduled(int64_t schedule, ScheduledStep step, bool wake = true);
   // Called by a thread about to wait for an operation, with no lock held: while `done()` is
   // false, the executor thread is idle and the next queued entry is a scheduled host one, takes the
   // turn and runs it itself — no thread hand-off in the operation's path. Returns when

@@ -32,6 +32,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "common/messages.h"
+#include "libclient/scheduled_step.h"
 
 namespace troika::internal {
 
@@ -42,12 +43,8 @@ void SortBySubmission(std::vector<Submission>& submissions);
 
 class ClientSchedule {
  public:
-  // An entry to execute: the response at `position`, voting go, or void (`deviated`).
-  struct Step {
-    int64_t position = 0;
-    std::shared_ptr<const Response> response;  // `elements` holds each tensor's element count
-    bool vote_void = false;
-  };
+  // An entry to execute (the executor's ScheduledStep).
+  using Step = ScheduledStep;
 
   // `expected[name]`: the request this rank submitted when the coordinator gave the name the
   // cache id the schedule names it by.

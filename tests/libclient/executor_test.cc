@@ -99,7 +99,7 @@ class ExecutorTest : public ::testing::Test {
     entry.state = std::make_shared<OpState>();
     std::shared_ptr<OpState> state = entry.state;
     EXPECT_TRUE(table_.Insert(std::move(entry)).ok());
-    ClientSchedule::Step step;
+    ScheduledStep step;
     step.position = position;
     Response response;
     response.names = {name};
@@ -285,7 +285,7 @@ TEST(ExecutorVoteTest, AVoidVoteOnOneRankIssuesTheGpuEntryOnNoRank) {
                                                [](absl::Status s) { return s; });
     rank.executor->OnScheduled([&rank](int64_t, int64_t, bool go) { rank.go.set_value(go); });
     rank.executor->Start();
-    ClientSchedule::Step step;
+    ScheduledStep step;
     Response response;
     response.names = {"g"};
     response.elements = {1};
