@@ -11,7 +11,7 @@
 #include "common/logging.h"
 #include "common/request_check.h"
 #include "libclient/context_impl.h"
-#include "libclient/grpc_control_channel.h"
+#include "libclient/control/grpc_control_channel.h"
 #include "troika/elastic.h"
 
 namespace troika {

@@ -12,17 +12,17 @@
 #include <memory>
 #include <mutex>
 
-#include "libclient/control_channel.h"
-#include "libclient/controller.h"
-#include "libclient/device_plane.h"
-#include "libclient/exec_stats.h"
-#include "libclient/executor.h"
-#include "libclient/output_pool.h"
-#include "libclient/process_set_table.h"
-#include "libclient/step_clock.h"
-#include "libclient/tensor_table.h"
+#include "libclient/control/control_channel.h"
+#include "libclient/control/controller.h"
+#include "libclient/execution/device_plane.h"
+#include "libclient/execution/exec_stats.h"
+#include "libclient/execution/executor.h"
+#include "libclient/execution/output_pool.h"
+#include "libclient/execution/process_set_table.h"
+#include "libclient/execution/tensor_table.h"
+#include "libclient/handles/step_clock.h"
+#include "libclient/handles/wait_tracker.h"
 #include "libclient/transport/transport.h"
-#include "libclient/wait_tracker.h"
 #include "troika/troika.h"
 
 namespace troika::internal {

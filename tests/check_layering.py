@@ -37,6 +37,16 @@ LAYERS = {
     "agent/node/": COMMON + ("agent/cli/", "agent/launch/", "agent/relay/", "agent/service/"),
     "agent/launcher/": COMMON + ("agent/cli/",),
     "agent/": COMMON + ("agent/node/", "agent/launcher/", "agent/launch/", "agent/cli/"),
+    "libclient/transport/": COMMON,
+    "libclient/handles/": COMMON,
+    "libclient/execution/": COMMON + ("libclient/handles/", "libclient/transport/"),
+    # The CUDA device plane implements execution's DevicePlane and knows nothing else of it.
+    "libclient/cuda/": COMMON + ("libclient/execution/device_plane.h", "libclient/handles/",
+                                 "libclient/transport/"),
+    "libclient/control/": COMMON + ("libclient/execution/", "libclient/handles/",
+                                    "libclient/transport/"),
+    # The public headers include only each other (troika/...), never the library's internals.
+    "libclient/include/": (),
     "libclient/": COMMON + ("libclient/",),
 }
 # Files that embed a layer above their folder's on purpose.

@@ -19,7 +19,7 @@
 #include "libclient/cuda/nccl_comm.h"
 #include "libclient/cuda/nccl_library.h"
 #include "libclient/cuda/nccl_types.h"
-#include "libclient/device_plane.h"
+#include "libclient/execution/device_plane.h"
 
 namespace troika::internal {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "libclient/cuda/cuda_status.h"
 #include "libclient/cuda/nccl_comm.h"
-#include "libclient/op_state.h"
+#include "libclient/handles/op_state.h"
 
 namespace troika::cuda {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "libclient/context_impl.h"
-#include "libclient/control_channel.h"
-#include "libclient/grpc_control_channel.h"
+#include "libclient/control/control_channel.h"
+#include "libclient/control/grpc_control_channel.h"
 #include "libclient/transport/transport.h"
 #include "tests/integration/test_cluster.h"
 

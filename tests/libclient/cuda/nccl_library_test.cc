@@ -14,7 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "libclient/device_plane.h"
+#include "libclient/execution/device_plane.h"
 #include "tests/no_gpu.h"
 #include "troika/troika.h"
 
