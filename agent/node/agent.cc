@@ -52,7 +52,8 @@ Agent::Agent(AgentOptions options, ProcessLauncher& launcher, OutputSink& out, O
       out_(out),
       err_(err),
       signal_fd_(signal_fd),
-      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      link_(options_.attach_timeout) {}
 
 Agent::~Agent() {
   if (metrics_) metrics_->StopServing();  // its handlers read the objects below
@@ -154,25 +155,27 @@ int Agent::Register() {
     Say(std::string(block.status().message()));
     return 1;
   }
-  for (int i = 0; i < options_.nproc_per_node; ++i) ranks_.push_back(block->first_rank + i);
-  node_rank_ = block->node_rank;
-  size_ = block->size;
+  std::vector<int> labels;
+  for (int i = 0; i < options_.nproc_per_node; ++i) labels.push_back(block->first_rank + i);
+  placement_.node_rank = block->node_rank;
+  placement_.size = block->size;
   // Horovod's cross rank and size: this node's index among the job's nodes of P ranks, and
   // their number. A block's first rank is its node rank times P, also for a node admitted to
   // a running elastic job (its block follows the others').
-  cross_rank_ = block->first_rank / options_.nproc_per_node;
-  cross_size_ = (block->size + options_.nproc_per_node - 1) / options_.nproc_per_node;
+  placement_.cross_rank = block->first_rank / options_.nproc_per_node;
+  placement_.cross_size = (block->size + options_.nproc_per_node - 1) / options_.nproc_per_node;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    epoch_ = block->epoch;
+    table_.Start(labels, options_.max_restarts, block->epoch);
+    reformation_.Start(labels);
+    link_ = UpstreamLink(options_.attach_timeout);  // from now, if it waited to join
   }
-  attach_deadline_ = absl::Now() + options_.attach_timeout;  // from now, if it waited to join
   if (block->node_rank < 0) {
     TROIKA_LOG(WARNING) << "admitted to job '" << options_.job
-                        << "' at a commit: " << FormatRanks(ranks_) << " of " << size_;
+                        << "' at a commit: " << FormatRanks(labels) << " of " << placement_.size;
   } else {
     TROIKA_LOG(INFO) << "node rank " << block->node_rank << " of job '" << options_.job
-                     << "': " << FormatRanks(ranks_);
+                     << "': " << FormatRanks(labels);
   }
   return 0;
 }
@@ -187,16 +190,15 @@ int Agent::Run() {
   if (int code = Register(); code != 0) return code;
 
   scheduler_ = std::make_unique<Scheduler>();
+  const std::vector<int>& labels = table_.labels();
   {
     std::lock_guard<std::mutex> lock(mu_);  // a metrics scrape may read relay_
-    current_ = ranks_;
-    relay_ = MakeRelay(size_, ranks_);
-    restarts_left_ = options_.max_restarts;
+    relay_ = MakeRelay(placement_.size, labels);
   }
   AgentServiceOptions service_options;
   service_options.job = options_.job;
-  service_options.size = size_;
-  service_options.ranks = ranks_;
+  service_options.size = placement_.size;
+  service_options.ranks = labels;
   if (options_.min_np == 0) {
     // Ranks that shut down and call init again form the job anew (agent_incarnation.cc).
     service_options.attach_again = [this](const std::vector<int>& ranks) {
@@ -215,33 +217,33 @@ int Agent::Run() {
   supervisor_options.grace_period = options_.grace_period;
   supervisor_options.stop_delay = std::min(kStopNotice, options_.grace_period);
   supervisor_options.signal_fd = signal_fd_;
-  supervisor_options.labels = ranks_;
+  supervisor_options.labels = labels;
   supervisor_options.stop_on_failure = options_.min_np == 0;  // elastic: the others go on
   supervisor_options.on_exit = [this](int label, const ExitStatus& exit) {
-    ranks_running_.fetch_sub(1);
-    exits_[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
-    const int local = label - ranks_.front();
+    processes_.running.fetch_sub(1);
+    processes_.exits[exit.signal != 0 ? 2 : exit.code != 0 ? 1 : 0].fetch_add(1);
+    const int local = label - table_.labels().front();
     int rank;
     std::shared_ptr<NodeRelay> relay;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      rank = current_[local];  // its rank in the generation in force, and that one's relay
+      rank = table_.RankOf(local);  // its rank in the generation in force, and that one's relay
       relay = relay_;
-      exited_[local] = exit;
+      table_.RecordExit(local, exit);
     }
     // Before the exit goes upstream: the change that drops the rank finds it restarting.
     if (!exit.ok()) MaybeRestart(local);
     if (rank >= 0) relay->ProcessExited(rank, exit.code, exit.signal);
   };
   supervisor_ = std::make_unique<Supervisor>(launcher_, out_, err_, supervisor_options);
-  if (absl::Status s = supervisor_->Start(RankSpecs(epoch_)); !s.ok()) {
+  if (absl::Status s = supervisor_->Start(RankSpecs(table_.epoch())); !s.ok()) {
     Say(std::string(s.message()));
     Teardown();
     return LaunchFailureCode(s);
   }
-  ranks_running_.fetch_add(static_cast<int>(ranks_.size()));
+  processes_.running.fetch_add(static_cast<int>(labels.size()));
   upstream_->Attach(
-      options_.job, ranks_, options_.host, epoch_, options_.attach_timeout,
+      options_.job, labels, options_.host, table_.epoch(), options_.attach_timeout,
       [this](absl::StatusOr<std::vector<Membership>> m) { OnAttached(std::move(m)); });
   SupervisorResult result = supervisor_->Run();
   FinishUpstream(result.signal != 0);
@@ -282,9 +284,10 @@ absl::Status Agent::StartMetrics() {
       std::make_shared<AgentMetrics>(options_.job, [this] { return Snapshot(); }));
   return metrics_->Serve(options_.metrics_listen, [this]() -> absl::Status {
     std::lock_guard<std::mutex> lock(mu_);
-    if (session_open_ && !session_closed_) return absl::OkStatus();
-    return absl::UnavailableError(session_closed_ ? "the session with the coordinator ended"
-                                                  : "not attached to the job yet");
+    if (link_.connected()) return absl::OkStatus();
+    return absl::UnavailableError(link_.state() == UpstreamLink::State::kClosed
+                                      ? "the session with the coordinator ended"
+                                      : "not attached to the job yet");
   });
 }
 
@@ -294,20 +297,21 @@ AgentSnapshot Agent::Snapshot() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     relay = relay_;
-    s.upstream_connected = session_open_ && !session_closed_;
+    s.upstream_connected = link_.connected();
   }
   if (relay) s.relay = relay->counts();
-  s.ranks_running = ranks_running_.load();
-  s.exits_success = exits_[0].load();
-  s.exits_failure = exits_[1].load();
-  s.exits_signal = exits_[2].load();
+  s.ranks_running = processes_.running.load();
+  s.exits_success = processes_.exits[0].load();
+  s.exits_failure = processes_.exits[1].load();
+  s.exits_signal = processes_.exits[2].load();
   return s;
 }
 
 std::vector<ProcessSpec> Agent::RankSpecs(int64_t epoch) const {
   std::vector<ProcessSpec> specs;
-  for (int local = 0; local < static_cast<int>(ranks_.size()); ++local) {
-    specs.push_back(RankSpec(local, ranks_[local], size_, epoch));
+  const std::vector<int>& labels = table_.labels();
+  for (int local = 0; local < static_cast<int>(labels.size()); ++local) {
+    specs.push_back(RankSpec(local, labels[local], placement_.size, epoch));
   }
   return specs;
 }
@@ -319,7 +323,7 @@ ProcessSpec Agent::RankSpec(int local, int rank, int size, int64_t epoch) const 
       {"TROIKA_RANK", std::to_string(rank)},
       {"TROIKA_SIZE", std::to_string(size)},
       {"TROIKA_LOCAL_RANK", std::to_string(local)},
-      {"TROIKA_LOCAL_SIZE", std::to_string(ranks_.size())},
+      {"TROIKA_LOCAL_SIZE", std::to_string(table_.labels().size())},
       {"TROIKA_DEVICE", std::to_string(local)},
       {"TROIKA_HOST", options_.host},
       // What a rank of `horovodrun --gloo` sees, for scripts (and Horovod's tests) that read
@@ -327,9 +331,9 @@ ProcessSpec Agent::RankSpec(int local, int rank, int size, int64_t epoch) const 
       {"HOROVOD_RANK", std::to_string(rank)},
       {"HOROVOD_SIZE", std::to_string(size)},
       {"HOROVOD_LOCAL_RANK", std::to_string(local)},
-      {"HOROVOD_LOCAL_SIZE", std::to_string(ranks_.size())},
-      {"HOROVOD_CROSS_RANK", std::to_string(cross_rank_)},
-      {"HOROVOD_CROSS_SIZE", std::to_string(cross_size_)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(table_.labels().size())},
+      {"HOROVOD_CROSS_RANK", std::to_string(placement_.cross_rank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(placement_.cross_size)},
       {"HOROVOD_HOSTNAME", options_.host},
   };
   if (!options_.data_host.empty()) vars["TROIKA_DATA_HOST"] = options_.data_host;
@@ -386,12 +390,16 @@ void Agent::FinishUpstream(bool signalled) {
   // Whatever the ranks did (goodbyes, exit reports) is queued upstream; it only reaches the
   // coordinator once the node is attached and its session open. A user who stopped the agent
   // with a signal does not wait for other nodes to show up.
-  const absl::Time attach_deadline =
-      signalled ? absl::Now() + absl::Seconds(1) : attach_deadline_ + absl::Seconds(5);
-  if (WaitUntil([this] { return attach_settled_; }, attach_deadline) > 0) return;
+  absl::Time attach_deadline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    attach_deadline =
+        signalled ? absl::Now() + absl::Seconds(1) : link_.attach_deadline() + absl::Seconds(5);
+  }
+  if (WaitUntil([this] { return link_.settled(); }, attach_deadline) > 0) return;
   // A node resuming with a restarted coordinator sends its goodbyes once resumed; one moving
   // to the job's next incarnation, on that one's session.
-  if (WaitUntil([this] { return !reconnecting_ && !awaiting_resume_ && !reincarnating_; },
+  if (WaitUntil([this] { return !link_.between_sessions(); },
                 signalled ? absl::Now() + absl::Seconds(1)
                           : absl::Now() + options_.reconnect_timeout + absl::Seconds(5)) > 0) {
     return;
@@ -399,12 +407,13 @@ void Agent::FinishUpstream(bool signalled) {
   bool open;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    open = session_open_ && !session_closed_;
-    close_requested_ = true;
+    open = link_.state() == UpstreamLink::State::kOpen;
+    end_.Close();
   }
   if (!open) return;
   upstream_->CloseSession();
-  WaitUntil([this] { return session_closed_; }, absl::Now() + options_.liveness_timeout);
+  WaitUntil([this] { return link_.state() == UpstreamLink::State::kClosed; },
+            absl::Now() + options_.liveness_timeout);
 }
 
 void Agent::Wake() {
@@ -420,34 +429,35 @@ int Agent::ExitCode(const SupervisorResult& result) {
     Say(absl::StrCat("job failed: ", result.Summary()));
     return result.ExitCode();
   }
-  if (abort_ != nullptr) {
-    Say(absl::StrCat("job aborted: ", BareReason(abort_->abort_reason, options_.job)));
-    if (!abort_->abort_cause.has_value()) return 1;
-    const int code = abort_->abort_cause->ShellCode();
+  if (const DownMessage* abort = end_.abort()) {
+    Say(absl::StrCat("job aborted: ", BareReason(abort->abort_reason, options_.job)));
+    if (!abort->abort_cause.has_value()) return 1;
+    const int code = abort->abort_cause->ShellCode();
     return code >= 1 && code <= 255 ? code : 1;
   }
-  if (!attach_error_.empty()) {
-    Say(attach_error_);
+  if (!end_.attach_error().empty()) {
+    Say(end_.attach_error());
     return 1;
   }
-  if (!lost_.empty()) {
-    Say(absl::StrCat("job aborted: ", lost_));
+  if (!end_.lost().empty()) {
+    Say(absl::StrCat("job aborted: ", end_.lost()));
     return 1;
   }
-  // An elastic job went on without the ranks it lost (left_): the node failed only if
-  // another rank did.
+  // An elastic job went on without the ranks it lost: the node failed only if another rank
+  // did.
+  const std::set<int>& left = table_.left();
   int code = 0;
-  if (result.failed_rank >= 0 && !left_.count(result.labels[result.failed_rank])) {
+  if (result.failed_rank >= 0 && !left.count(result.labels[result.failed_rank])) {
     code = result.ExitCode();
   } else {
     for (size_t i = 0; i < result.exits.size() && code == 0; ++i) {
-      if (!left_.count(result.labels[i])) code = result.exits[i].ShellCode();
+      if (!left.count(result.labels[i])) code = result.exits[i].ShellCode();
     }
   }
   if (code != 0) Say(absl::StrCat("job failed: ", result.Summary()));
-  if (code == 0 && !left_.empty()) {
-    std::vector<int> left(left_.begin(), left_.end());
-    Say(absl::StrCat("the job went on without ", FormatRanks(left), " of this node"));
+  if (code == 0 && !left.empty()) {
+    Say(absl::StrCat("the job went on without ",
+                     FormatRanks(std::vector<int>(left.begin(), left.end())), " of this node"));
   }
   return code;
 }

@@ -14,6 +14,11 @@
 //   6. once the ranks are gone: finish the upstream session, print one summary line if the
 //      node failed, and return the exit code (see kAgentUsage).
 //
+// Its state is four parts under one lock, each with its own rules and tests: RankTable (this
+// node's ranks, generation by generation), UpstreamLink (the session with the coordinator as
+// named states and transitions), NodeEnd (why the node ends) and Reformation (a job forming
+// anew); the Agent wires them to the supervisor, the relay, the service and the upstream.
+//
 // Thread contract: one thread calls Run(), once. gRPC threads call the upstream callbacks,
 // which only record what happened, hand messages to the relay and ask the supervisor to stop.
 
@@ -36,6 +41,10 @@
 #include "agent/launch/supervisor.h"
 #include "agent/node/agent_metrics.h"
 #include "agent/node/agent_options.h"
+#include "agent/node/node_end.h"
+#include "agent/node/rank_table.h"
+#include "agent/node/reformation.h"
+#include "agent/node/upstream_link.h"
 #include "agent/relay/upstream.h"
 #include "agent/service/attach_gate.h"
 #include "common/scheduler.h"
@@ -83,8 +92,6 @@ class Agent {
   std::shared_ptr<NodeRelay> MakeRelay(int size, const std::vector<int>& ranks);
   // The relay of the generation in force.
   std::shared_ptr<NodeRelay> Relay();
-  // This node's ranks in the generation in force (current_ without the gone). Under mu_.
-  std::vector<int> LiveRanks() const;
   void OnAttached(absl::StatusOr<std::vector<Membership>> memberships);
   // An elastic job's generation ended (`message` carries the membership change): the ranks
   // are told, the ended generation's session closes, and OnClosed attaches this node's
@@ -102,15 +109,10 @@ class Agent {
   // (InfinitePast: --reconnect_timeout from now); the restarted coordinator restores the job.
   void AttachGeneration(std::vector<int> live, int64_t epoch,
                         absl::Time retry_until = absl::InfinitePast());
-  // What a change leaves this node: its ranks in the next generation, the next generation's
-  // relay, the restarted ranks it admits (local index, rank), the failed ones it drops
-  // (local index, join id) and the exited ones it keeps (rank, how it ended).
+  // What a change leaves this node (RankTable::Change) and the next generation's relay.
   struct NextGeneration {
-    std::vector<int> live;
+    RankTable::Change ranks;
     std::shared_ptr<NodeRelay> relay;
-    std::vector<std::pair<int, int>> restarted;
-    std::vector<std::pair<int, std::string>> to_register;
-    std::vector<std::pair<int, ExitStatus>> exited;
   };
   // Under mu_: renumbers this node's ranks for `change` and makes the next generation's relay
   // the one in force.
@@ -154,7 +156,7 @@ class Agent {
   void OnDown(std::shared_ptr<const DownMessage> message);
   void OnClosed(const absl::Status& status);
   // Coordinator restart: register, put back the key-value store, attach and resume the
-  // session again; retried until reconnect_deadline_.
+  // session again; retried until the link's reconnect deadline.
   void Reconnect();
   // Reconnect's rest: the key-value store put back, this node's live ranks attached, the
   // session resumed.
@@ -182,16 +184,19 @@ class Agent {
   const int signal_fd_;
   const int wake_fd_;  // an eventfd: the callbacks wake WaitUntil with it
 
+  // Where this node is in the job, from its first RegisterNode; constant after Register().
+  struct Placement {
+    int size = 0;  // the job's ranks when this node registered
+    // HOROVOD_CROSS_RANK and HOROVOD_CROSS_SIZE of every rank this node starts: the node's
+    // index among the job's nodes of P ranks and their number, when it registered.
+    int cross_rank = 0;
+    int cross_size = 1;
+    int node_rank = -1;
+  };
+  Placement placement_;
   // Set up by Run() before any callback can run; torn down by ~Agent. relay_ is replaced for
-  // an elastic job's next generation: read it under mu_.
-  std::vector<int> ranks_;  // the node's block, as registered: the ranks' labels
-  int size_ = 0;            // the job's ranks when this node registered (RegisterNode)
-  // HOROVOD_CROSS_RANK and HOROVOD_CROSS_SIZE of every rank this node starts: the node's
-  // index among the job's nodes of P ranks and their number, when it registered.
-  int cross_rank_ = 0;
-  int cross_size_ = 1;
+  // each generation or incarnation: read it under mu_.
   std::string socket_path_;
-  absl::Time attach_deadline_;
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<Upstream> upstream_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -202,48 +207,21 @@ class Agent {
   // in ~Agent.
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<grpc::Server> server_;
-  std::atomic<int> ranks_running_{0};
-  std::array<std::atomic<int64_t>, 3> exits_{};  // success, failure, signal
+  // For metrics: ranks running, and exits by kind (success, failure, signal).
+  struct ProcessCounts {
+    std::atomic<int> running{0};
+    std::array<std::atomic<int64_t>, 3> exits{};
+  };
+  ProcessCounts processes_;
 
   std::mutex mu_;
-  // Guarded by mu_ (relay_ only while a metrics scrape may read it: set under mu_).
+  // Guarded by mu_ (but for table_.labels(), constant once Register() set it; relay_ only
+  // while a metrics scrape may read it: set under mu_).
   std::optional<absl::StatusOr<NodeBlock>> registration_;  // RegisterNode's answer
-  // By local index: the rank's number in the generation in force; -1: the job went on
-  // without it (an elastic job). ranks_ until the first membership change.
-  std::vector<int> current_;
-  std::set<int> left_;                     // labels of the ranks the job went on without
-  std::map<int, ExitStatus> exited_;       // local index -> how its process ended, until restarted
-  int restarts_left_ = 0;                  // --max_restarts, counted down
-  std::map<int, std::string> restarting_;  // local index -> join id, while it waits to rejoin
-  // Of those, the ones whose loss the coordinator has not applied yet: they register once it
-  // has (Reform), so that the job has room for them.
-  std::set<int> unregistered_;
-  bool reforming_ = false;  // the ended generation's session is closing (Reform)
-  // A job that is not elastic forming anew: this node's ranks that attached again, and
-  // their memberships once the upstream answered; `id` tells a re-formation's answers from
-  // an earlier one's. Then, while the ended incarnation's session closes (reincarnating_),
-  // the memberships the gate is to answer with.
-  struct Reformation {
-    uint64_t id = 0;
-    std::set<int> asked;
-    std::map<int, Membership> attached;
-  };
-  std::optional<Reformation> reformation_;
-  uint64_t reformations_ = 0;
-  bool reincarnating_ = false;
-  std::vector<Membership> next_memberships_;
-  bool attach_settled_ = false;
-  std::string attach_error_;  // non-empty: the upstream attach failed
-  bool session_open_ = false;
-  bool session_closed_ = false;
-  bool close_requested_ = false;
-  std::shared_ptr<const DownMessage> abort_;  // the coordinator aborted the job
-  std::string lost_;    // non-empty: the upstream session ended unexpectedly: why (GiveUp)
-  int node_rank_ = -1;  // from the first RegisterNode
-  int64_t epoch_ = 0;   // the generation this node attaches for or runs (RegisterNode, changes)
-  bool reconnecting_ = false;     // between losing the coordinator and a new session (or giving up)
-  bool awaiting_resume_ = false;  // a resumed session is open; its `resumed` has not come yet
-  absl::Time reconnect_deadline_;
+  RankTable table_;          // this node's ranks, generation by generation
+  UpstreamLink link_;        // where the node's session stands
+  NodeEnd end_;              // why the node is ending, if it is
+  Reformation reformation_;  // a job that is not elastic forming anew
 };
 
 }  // namespace troika::agent

@@ -17,80 +17,34 @@
 
 namespace troika::agent {
 
-std::vector<int> Agent::LiveRanks() const {
-  std::vector<int> live;
-  for (int rank : current_) {
-    if (rank >= 0) live.push_back(rank);
-  }
-  return live;
-}
-
 Agent::NextGeneration Agent::ApplyChangeLocked(const MembershipChange& change) {
   NextGeneration next;
-  for (size_t i = 0; i < current_.size(); ++i) {
-    int& rank = current_[i];
-    const int next_rank = change.NextRank(rank);
-    if (rank >= 0 && next_rank < 0) left_.insert(ranks_[i]);
-    rank = next_rank;
-  }
-  // This node's failed ranks that the change admits again (--max_restarts).
-  for (auto it = restarting_.begin(); it != restarting_.end();) {
-    auto admitted = std::find_if(change.admitted.begin(), change.admitted.end(),
-                                 [&](const auto& a) { return a.join_id == it->second; });
-    if (admitted == change.admitted.end()) {
-      ++it;
-      continue;
-    }
-    current_[it->first] = admitted->first_rank;
-    left_.erase(ranks_[it->first]);
-    exited_.erase(it->first);  // it starts again (RestartRanks)
-    next.restarted.emplace_back(it->first, admitted->first_rank);
-    it = restarting_.erase(it);
-  }
-  // Failed ranks this change drops: the job has room for them again.
-  for (auto it = unregistered_.begin(); it != unregistered_.end();) {
-    if (current_[*it] >= 0) {
-      ++it;
-      continue;
-    }
-    next.to_register.emplace_back(*it, restarting_[*it]);
-    it = unregistered_.erase(it);
-  }
-  next.live = LiveRanks();
-  next.relay = relay_ = MakeRelay(change.size, next.live);
-  // Ranks of this node that exited while the ended generation ran and that the change keeps
-  // (their exit reached no coordinator: it was queued on the ended generation's relay, or
-  // arrived after the change was made): the next generation learns of them too.
-  for (const auto& [local, exit] : exited_) {
-    if (current_[local] >= 0) next.exited.emplace_back(current_[local], exit);
-  }
-  epoch_ = change.epoch;
-  attach_settled_ = next.live.empty();
-  attach_deadline_ = absl::Now() + options_.attach_timeout;
+  next.ranks = table_.Apply(change);
+  next.relay = relay_ = MakeRelay(change.size, next.ranks.live);
   return next;
 }
 
 void Agent::StartGeneration(const MembershipChange& change, const NextGeneration& next) {
   TROIKA_LOG(WARNING) << "job '" << options_.job << "' goes on as generation " << change.epoch
                       << " of " << change.size << " ranks"
-                      << (next.live.empty()
-                              ? std::string(" without this node's ranks")
-                              : absl::StrCat(": this node's are now ", FormatRanks(next.live)));
+                      << (next.ranks.live.empty() ? std::string(" without this node's ranks")
+                                                  : absl::StrCat(": this node's are now ",
+                                                                 FormatRanks(next.ranks.live)));
   // Ranks asking from now on are answered with the change; then the ones waiting in the gate
   // are told to ask again, and ranks attaching with their new numbers wait for the next
   // generation's attach.
-  service_->Reform(change.size, next.live, next.relay, change);
+  service_->Reform(change.size, next.ranks.live, next.relay, change);
   gate_.Reset();
-  for (const auto& [rank, exit] : next.exited) {
+  for (const auto& [rank, exit] : next.ranks.exited) {
     next.relay->ProcessExited(rank, exit.code, exit.signal);
   }
 }
 
 void Agent::RestartRanks(const MembershipChange& change, const NextGeneration& next) {
-  for (const auto& [local, rank] : next.restarted) {
+  for (const auto& [local, rank] : next.ranks.restarted) {
     Relaunch(local, rank, change.size, change.epoch);
   }
-  for (const auto& [local, join_id] : next.to_register) RegisterRestart(local, join_id);
+  for (const auto& [local, join_id] : next.ranks.to_register) RegisterRestart(local, join_id);
 }
 
 void Agent::Reform(std::shared_ptr<const DownMessage> message) {
@@ -100,11 +54,17 @@ void Agent::Reform(std::shared_ptr<const DownMessage> message) {
   int64_t ended = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!link_.Reform(table_.LiveAfter(change))) {
+      // Only a session that carries a generation ends it (kAttaching, kOpen, kResuming): the
+      // closing one's late change is the next attach's answer (ReformBeforeSession).
+      TROIKA_LOG(WARNING) << "job '" << options_.job << "': a change to generation " << change.epoch
+                          << " came while the node's session was "
+                          << UpstreamLink::Name(link_.state()) << "; the next attach hears it";
+      return;
+    }
     old = relay_;
-    ended = epoch_;
+    ended = table_.epoch();
     next = ApplyChangeLocked(change);
-    reforming_ = true;
-    session_open_ = false;
   }
   next.relay->Follows(message, ended);  // before a rank's session can reach it
   StartGeneration(change, next);
@@ -123,16 +83,12 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   int64_t ended = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool goes_on = std::any_of(current_.begin(), current_.end(),
-                                     [&](int rank) { return change->NextRank(rank) >= 0; });
-    if (!goes_on || abort_ != nullptr || close_requested_ || !lost_.empty()) return false;
-    old = relay_;
-    ended = epoch_;
-    next = ApplyChangeLocked(*change);
+    if (!table_.GoesOn(*change) || end_.stopping()) return false;
     // Taking the job back from a restarted coordinator ends here too.
-    reconnecting_ = false;
-    awaiting_resume_ = false;
-    session_closed_ = false;
+    if (!link_.ReformBeforeSession()) return false;
+    old = relay_;
+    ended = table_.epoch();
+    next = ApplyChangeLocked(*change);
   }
   auto message = std::make_shared<DownMessage>();
   message->abort_reason = std::string(changed.message());
@@ -144,55 +100,50 @@ bool Agent::ReformBeforeSession(const absl::Status& changed) {
   // was taking the job back from a restarted coordinator) learn it as from a session.
   old->Deliver(std::move(message));
   // This node attaches the next generation.
-  AttachGeneration(next.live, change->epoch);
+  AttachGeneration(next.ranks.live, change->epoch);
   RestartRanks(*change, next);
   return true;
 }
 
 void Agent::MaybeRestart(int local) {
-  std::string join_id;
-  int left;
+  std::optional<RankTable::Restart> restart;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (options_.min_np == 0 || restarts_left_ <= 0 || abort_ != nullptr || !lost_.empty() ||
-        close_requested_) {
-      return;
-    }
-    left = --restarts_left_;
-    join_id = absl::StrCat(options_.host, "/", getpid(), "/", ranks_[local], "/", left);
-    restarting_[local] = join_id;
-    unregistered_.insert(local);  // registered once the job has dropped it (Reform)
+    if (options_.min_np == 0 || end_.stopping()) return;
+    // Registered once the job has dropped it (Reform).
+    restart = table_.TakeRestart(local, absl::StrCat(options_.host, "/", getpid()));
   }
+  if (!restart) return;
   supervisor_->Hold(local);
-  TROIKA_LOG(WARNING) << "starting rank " << ranks_[local] << " of this node again (" << left
-                      << " restarts left): it rejoins the job at its next commit";
+  TROIKA_LOG(WARNING) << "starting rank " << table_.labels()[local] << " of this node again ("
+                      << restart->left << " restarts left): it rejoins the job at its next commit";
 }
 
 void Agent::RegisterRestart(int local, const std::string& join_id) {
   upstream_->RegisterNode(
-      options_.job, size_, options_.host, 1, -1, absl::InfiniteDuration(),
+      options_.job, placement_.size, options_.host, 1, -1, absl::InfiniteDuration(),
       [this, local, join_id](absl::StatusOr<NodeBlock> block) {
         bool alone, again;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          if (!restarting_.count(local)) return;  // the change admitted it (Reform)
-          alone = LiveRanks().empty();
-          again = absl::IsUnavailable(block.status()) && abort_ == nullptr && !close_requested_;
+          if (!table_.Restarting(local)) return;  // the change admitted it (Reform)
+          alone = table_.LiveRanks().empty();
+          again = absl::IsUnavailable(block.status()) && !end_.aborted_or_closing();
         }
+        const int label = table_.labels()[local];
         if (again) {
-          TROIKA_LOG(WARNING) << "rank " << ranks_[local]
-                              << " of this node: " << block.status().message()
+          TROIKA_LOG(WARNING) << "rank " << label << " of this node: " << block.status().message()
                               << "; registering again";
           scheduler_->RunAfter(kRegisterAgain,
                                [this, local, join_id] { RegisterRestart(local, join_id); });
           return;
         }
         if (!block.ok()) {
-          TROIKA_LOG(WARNING) << "rank " << ranks_[local]
+          TROIKA_LOG(WARNING) << "rank " << label
                               << " of this node cannot rejoin: " << block.status().message();
           {
             std::lock_guard<std::mutex> lock(mu_);
-            restarting_.erase(local);
+            table_.DropRestart(local);
           }
           supervisor_->Release(local);
           return;
@@ -208,34 +159,32 @@ void Agent::Rejoin(int local, const NodeBlock& block) {
   std::shared_ptr<NodeRelay> next;
   std::vector<std::pair<int, int>> rejoined;  // local index, its rank in block's generation
   std::vector<int> live;
+  bool attach_now = false;
+  std::string refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!restarting_.count(local)) return;
-    rejoined.emplace_back(local, block.first_rank);
-    for (const auto& [other, join_id] : restarting_) {
-      auto admitted = std::find_if(block.admitted.begin(), block.admitted.end(),
-                                   [&](const auto& a) { return a.join_id == join_id; });
-      if (other != local && admitted != block.admitted.end()) {
-        rejoined.emplace_back(other, admitted->first_rank);
-      }
+    if (!table_.Restarting(local)) return;
+    // From kClosed it attaches now; from kLeaving once the ended session closed (OnClosed).
+    if (!link_.Rejoin()) {
+      refused = UpstreamLink::Name(link_.state());
+      table_.DropRestart(local);
+    } else {
+      attach_now = link_.state() == UpstreamLink::State::kAttaching;
+      rejoined = table_.Rejoin(local, block.first_rank, block.admitted, block.epoch);
+      live = table_.LiveRanks();
+      next = relay_ = MakeRelay(block.size, live);
     }
-    for (const auto& [index, rank] : rejoined) {
-      restarting_.erase(index);
-      current_[index] = rank;
-      left_.erase(ranks_[index]);
-    }
-    live = LiveRanks();
-    next = relay_ = MakeRelay(block.size, live);
-    session_open_ = false;
-    session_closed_ = false;
-    attach_settled_ = false;
-    attach_deadline_ = absl::Now() + options_.attach_timeout;
-    epoch_ = block.epoch;
+  }
+  if (!refused.empty()) {
+    TROIKA_LOG(WARNING) << "rank " << table_.labels()[local]
+                        << " of this node cannot rejoin: the node's session is " << refused;
+    supervisor_->Release(local);
+    return;
   }
   gate_.Reset();
   service_->Reform(block.size, live, std::move(next), std::nullopt);
   for (const auto& [index, rank] : rejoined) Relaunch(index, rank, block.size, block.epoch);
-  AttachGeneration(live, block.epoch);
+  if (attach_now) AttachGeneration(live, block.epoch);
 }
 
 void Agent::AttachGeneration(std::vector<int> live, int64_t epoch, absl::Time retry_until) {
@@ -245,8 +194,8 @@ void Agent::AttachGeneration(std::vector<int> live, int64_t epoch, absl::Time re
                       bool again;
                       {
                         std::lock_guard<std::mutex> lock(mu_);
-                        again = absl::IsUnavailable(m.status()) && abort_ == nullptr &&
-                                !close_requested_ && absl::Now() + kRegisterAgain < retry_until;
+                        again = absl::IsUnavailable(m.status()) && !end_.aborted_or_closing() &&
+                                absl::Now() + kRegisterAgain < retry_until;
                       }
                       if (!again) return OnAttached(std::move(m));
                       TROIKA_LOG(WARNING)
@@ -259,13 +208,13 @@ void Agent::AttachGeneration(std::vector<int> live, int64_t epoch, absl::Time re
 }
 
 void Agent::Relaunch(int local, int rank, int size, int64_t epoch) {
-  TROIKA_LOG(WARNING) << "rank " << ranks_[local] << " of this node starts again as rank " << rank
-                      << " of " << size;
+  TROIKA_LOG(WARNING) << "rank " << table_.labels()[local] << " of this node starts again as rank "
+                      << rank << " of " << size;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    exited_.erase(local);
+    table_.ForgetExit(local);
   }
-  ranks_running_.fetch_add(1);
+  processes_.running.fetch_add(1);
   supervisor_->Relaunch(local, RankSpec(local, rank, size, epoch));
 }
 

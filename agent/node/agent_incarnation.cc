@@ -18,27 +18,23 @@
 namespace troika::agent {
 
 absl::Status Agent::AttachAgain(const std::vector<int>& ranks) {
-  uint64_t id;
+  Reformation::Ask ask;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (abort_ != nullptr) return absl::AbortedError(abort_->abort_reason);
-    if (!lost_.empty()) return absl::UnavailableError(lost_);
-    if (!attach_error_.empty()) return absl::FailedPreconditionError(attach_error_);
-    if (close_requested_) return absl::CancelledError("the troika-agent is shutting down");
-    if (!reformation_) {
-      reformation_.emplace();
-      reformation_->id = ++reformations_;
+    if (absl::Status refusal = end_.Refusal(); !refusal.ok()) return refusal;
+    ask = reformation_.Asked();
+    if (ask.began) {
       // From now on ranks wait for the next incarnation (lock order: mu_, then the gate's).
       gate_.Reset();
       TROIKA_LOG(INFO) << "job '" << options_.job << "': " << FormatRanks(ranks)
                        << " of this node attach again; the job forms anew once every rank did";
     }
-    id = reformation_->id;
-    reformation_->asked.insert(ranks.begin(), ranks.end());
   }
   upstream_->Attach(
       options_.job, ranks, options_.host, /*epoch=*/0, options_.attach_timeout,
-      [this, id](absl::StatusOr<std::vector<Membership>> m) { OnAttachedAgain(id, std::move(m)); },
+      [this, id = ask.id](absl::StatusOr<std::vector<Membership>> m) {
+        OnAttachedAgain(id, std::move(m));
+      },
       /*again=*/true);
   return absl::OkStatus();
 }
@@ -48,16 +44,17 @@ void Agent::OnAttachedAgain(uint64_t formation,
   std::vector<Membership> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!reformation_ || reformation_->id != formation) return;  // given up already
-    if (memberships.ok()) {
-      for (const Membership& m : *memberships) reformation_->attached[m.rank] = m;
-      // The incarnation runs once every rank attached: the node's others are answered too.
-      if (reformation_->attached.size() < ranks_.size()) return;
-      for (int rank : ranks_) all.push_back(reformation_->attached[rank]);
-    } else if (abort_ == nullptr && lost_.empty() && !close_requested_) {
-      attach_error_ = std::string(memberships.status().message());
+    // The incarnation runs once every rank attached: the node's others are answered too.
+    switch (reformation_.Answered(formation, memberships, &all)) {
+      case Reformation::Outcome::kStale:  // given up already
+      case Reformation::Outcome::kWaiting:
+        return;
+      case Reformation::Outcome::kFailed:
+        if (!end_.stopping()) end_.AttachRefused(std::string(memberships.status().message()));
+        break;
+      case Reformation::Outcome::kComplete:
+        break;
     }
-    reformation_.reset();
   }
   if (!memberships.ok()) {
     TROIKA_LOG(WARNING) << memberships.status();
@@ -73,20 +70,32 @@ void Agent::Reincarnate(std::vector<Membership> memberships) {
   std::shared_ptr<NodeRelay> next;
   std::vector<std::pair<int, ExitStatus>> exited;
   const int64_t epoch = memberships.front().epoch;
+  std::string refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    epoch_ = epoch;
-    next = relay_ = MakeRelay(size_, ranks_);
-    for (const auto& [local, exit] : exited_) exited.emplace_back(ranks_[local], exit);
-    reincarnating_ = true;
-    session_open_ = false;
-    next_memberships_ = std::move(memberships);
+    if (!link_.Reincarnate()) {
+      refused = UpstreamLink::Name(link_.state());
+    } else {
+      table_.set_epoch(epoch);
+      next = relay_ = MakeRelay(placement_.size, table_.labels());
+      exited = table_.ExitsByLabel();
+      reformation_.Hold(std::move(memberships));
+    }
+  }
+  if (!refused.empty()) {
+    // The session that was to carry the ended incarnation's last words is gone.
+    const std::string why = absl::StrCat(
+        "the job cannot form anew: the node's session with the coordinator is ", refused);
+    gate_.Complete(absl::UnavailableError(why));
+    supervisor_->Stop(why);
+    Wake();
+    return;
   }
   TROIKA_LOG(INFO) << "job '" << options_.job << "' formed anew (epoch " << epoch
                    << "): every rank attached again";
   // Sessions of the ranks open on the next incarnation's relay from now on; a rank whose
   // process ended meanwhile is reported there too.
-  service_->Reform(size_, ranks_, next, std::nullopt);
+  service_->Reform(placement_.size, table_.labels(), next, std::nullopt);
   for (const auto& [rank, exit] : exited) next->ProcessExited(rank, exit.code, exit.signal);
   upstream_->ForgetKvSets();  // the ended incarnation's: no use to a restarted coordinator
   // Everything queued for the ended incarnation goes first; OnClosed opens the next one's.
@@ -98,11 +107,10 @@ void Agent::OpenNextIncarnation(const absl::Status& closed) {
   bool stopping;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    reincarnating_ = false;
-    memberships = std::move(next_memberships_);
-    next_memberships_.clear();
-    stopping = abort_ != nullptr || close_requested_ || !lost_.empty();
-    if (stopping || !closed.ok()) session_closed_ = true;
+    memberships = reformation_.TakeHeld();
+    stopping = end_.stopping();
+    // The next incarnation's session opens (kAttaching, as after an attach), or nothing does.
+    link_.Reincarnated(!stopping && closed.ok());
   }
   if (!closed.ok()) {
     gate_.Complete(closed);
@@ -118,8 +126,7 @@ void Agent::OpenNextIncarnation(const absl::Status& closed) {
   Relay()->Attached(memberships.front().epoch);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    session_open_ = true;
-    session_closed_ = false;
+    link_.Opened();  // refused if that session ended already
   }
   gate_.Complete(std::move(memberships));
   Wake();

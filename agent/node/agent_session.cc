@@ -21,34 +21,31 @@ void Agent::OnAttached(absl::StatusOr<std::vector<Membership>> memberships) {
   if (ReformBeforeSession(memberships.status())) return;
   // The generation may end as soon as its session is open, and the change reach this node on
   // that session (Reform, on the upstream's thread) before this returns: what follows is
-  // then this generation's only, and neither completes the next one's gate nor marks its
-  // session open.
+  // then this generation's only, and neither completes the next one's gate nor moves the
+  // next one's link.
   const uint64_t gate = gate_.generation();
   const std::shared_ptr<NodeRelay> relay = Relay();
   if (memberships.ok()) {
     const int64_t epoch = memberships->front().epoch;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      epoch_ = epoch;
+      table_.set_epoch(epoch);
     }
     // The upstream Hello is queued before any rank can open a session (they wait in the gate),
     // and before the relay sends what it holds.
     OpenSession(std::nullopt);
     relay->Attached(epoch);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (relay_ == relay) session_open_ = true;
-    }
   } else {
     TROIKA_LOG(WARNING) << memberships.status();
     std::lock_guard<std::mutex> lock(mu_);
-    attach_error_ = std::string(memberships.status().message());
+    end_.AttachRefused(std::string(memberships.status().message()));
   }
   const bool failed = !memberships.ok();
   gate_.Complete(std::move(memberships), gate);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (relay_ == relay) attach_settled_ = true;
+    // Refused if the session ended meanwhile (kReconnecting, kClosed): it stays ended.
+    if (relay_ == relay) failed ? link_.AttachFailed() : link_.Opened();
   }
   if (failed) supervisor_->Stop("the node could not attach to the job");
   Wake();
@@ -59,8 +56,8 @@ void Agent::OpenSession(const std::optional<SessionResume>& resume) {
   int64_t epoch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ranks = LiveRanks();
-    epoch = epoch_;
+    ranks = table_.LiveRanks();
+    epoch = table_.epoch();
   }
   upstream_->OpenSession(
       options_.job, ranks, epoch, resume,
@@ -74,7 +71,7 @@ void Agent::OnDown(std::shared_ptr<const DownMessage> message) {
   if (message->resumed) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      awaiting_resume_ = false;
+      link_.Resumed();
     }
     TROIKA_LOG(WARNING) << "job '" << options_.job << "' resumed with the coordinator";
     Wake();
@@ -83,7 +80,7 @@ void Agent::OnDown(std::shared_ptr<const DownMessage> message) {
   if (message->abort_reason.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (abort_ == nullptr) abort_ = message;
+    end_.Aborted(message);
   }
   // Ranks waiting to attach again (the job forming anew) learn why too.
   gate_.Complete(absl::AbortedError(message->abort_reason));
@@ -96,27 +93,23 @@ void Agent::OnClosed(const absl::Status& status) {
   bool reconnect = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (reincarnating_) {
+    const UpstreamLink::State was = link_.state();
+    if (was == UpstreamLink::State::kReincarnating) {
       // The ended incarnation's session closed (Reincarnate): the next one's opens.
       lock.unlock();
       return OpenNextIncarnation(status);
     }
-    if (reforming_ && status.ok()) {
+    if (status.ok() && link_.ReformClosed()) {
       // The ended generation's session closed (Reform): this node's survivors attach as the
-      // next one.
-      reforming_ = false;
-      const std::vector<int> live = LiveRanks();
-      const int64_t epoch = epoch_;    // the next generation's (Reform)
-      session_closed_ = live.empty();  // nothing of this node goes on
+      // next one (kReforming); with none, nothing of this node goes on (kLeaving).
+      const std::vector<int> live = table_.LiveRanks();
+      const int64_t epoch = table_.epoch();  // the next generation's (Reform)
       lock.unlock();
-      if (!live.empty()) AttachGeneration(live, epoch);
+      if (was == UpstreamLink::State::kReforming && !live.empty()) AttachGeneration(live, epoch);
       Wake();
       return;
     }
-    reforming_ = false;
-    session_closed_ = true;
-    awaiting_resume_ = false;
-    if (!close_requested_ && abort_ == nullptr) {
+    if (!end_.aborted_or_closing()) {
       // Only a broken connection is worth reconnecting for: an error status is the
       // coordinator's answer, and its message says so ("the coordinator ended the session:
       // rank 0 already has a session").
@@ -125,12 +118,11 @@ void Agent::OnClosed(const absl::Status& status) {
              : absl::IsUnavailable(status) || absl::IsCancelled(status)
                  ? absl::StrCat("lost the coordinator: ", status.message())
                  : std::string(status.message());
-      reconnect = absl::IsUnavailable(status) && options_.reconnect_timeout > absl::ZeroDuration();
-      if (reconnect) {
-        reconnecting_ = true;
-        reconnect_deadline_ = absl::Now() + options_.reconnect_timeout;
-      }
+      reconnect = absl::IsUnavailable(status) &&
+                  options_.reconnect_timeout > absl::ZeroDuration() &&
+                  link_.Lost(absl::Now() + options_.reconnect_timeout);
     }
+    if (!reconnect) link_.Closed();
   }
   if (reconnect) {
     Relay()->Suspend();
@@ -146,10 +138,8 @@ void Agent::OnClosed(const absl::Status& status) {
 void Agent::GiveUp(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    reconnecting_ = false;
-    awaiting_resume_ = false;
-    if (!lost_.empty() || abort_ != nullptr || close_requested_) return;
-    lost_ = why;
+    link_.GaveUp();
+    if (!end_.Lost(why)) return;
   }
   // The ranks learn why at once, instead of waiting on a coordinator that is gone.
   auto abort = std::make_shared<DownMessage>();
