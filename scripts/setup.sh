@@ -142,6 +142,12 @@ if [[ "$mode" == "--test-tools" ]]; then
       "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
         "$PIP_TEST_TENSORFLOW"
     fi
+    # `pip install .[mxnet]`'s test (pyproject.toml's extra): MXNet and its requirements.
+    if ! ls "$wheelhouse"/mxnet-1.9.1-*.whl >/dev/null 2>&1; then
+      echo "setup: downloading mxnet==1.9.1 and its requirements into $wheelhouse"
+      "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
+        "mxnet==1.9.1" "numpy<1.24"
+    fi
   ) >"$test_envs_log" 2>&1 &
   test_envs=$!
 fi

@@ -11,10 +11,13 @@
 #     WHEELHOUSE (setup.sh downloads it there) as a TensorFlow user installs it, the same
 #     install succeeds, and examples/tensorflow2/tensorflow2_mnist_like.py trains on 2 ranks
 #     with the environment's troikarun and python (checked by run_example.py).
-# Both keep the CMake build in WORK_DIR/pip-build (a second run rebuilds only what changed; the
+#   mxnet: WORK_DIR/venv-mxnet, without them: `pip install SOURCE_DIR[mxnet]` (pyproject.toml's
+#     extra: MXNet 1.9.1 and numpy < 1.24, from WHEELHOUSE) as an MXNet user installs it, then
+#     examples/mxnet/mxnet_gluon_mnist_like.py trains on 2 ranks the same way.
+# All keep the CMake build in WORK_DIR/pip-build (a second run rebuilds only what changed; the
 # two tests hold a RESOURCE_LOCK on it).
-# Exit 77 (skipped) without the wheelhouse, without torch for the system's python3 (torch) or
-# without the tensorflow-cpu wheel (tensorflow).
+# Exit 77 (skipped) without the wheelhouse, without torch for the system's python3 (torch),
+# without the tensorflow-cpu wheel (tensorflow) or without the mxnet wheel (mxnet).
 set -eu
 src=$1 work=$2 wheelhouse=$3 front_end=${4:-torch}
 python=/usr/bin/python3
@@ -35,7 +38,13 @@ case $front_end in
       exit 77
     fi
     venv_name="venv-tensorflow" ;;
-  *) echo "check_pip_install.sh: FRONT_END is torch or tensorflow, not $front_end"; exit 2 ;;
+  mxnet)
+    if ! ls "$wheelhouse"/mxnet-1.9.1-*.whl >/dev/null 2>&1; then
+      echo "pip install test skipped: no mxnet wheel in $wheelhouse (scripts/setup.sh --test-tools)"
+      exit 77
+    fi
+    venv_name="venv-mxnet" ;;
+  *) echo "check_pip_install.sh: FRONT_END is torch, tensorflow or mxnet, not $front_end"; exit 2 ;;
 esac
 unset PYTHONPATH
 mkdir -p "$work"
@@ -54,6 +63,10 @@ pip_install() {
 if [ "$front_end" = torch ]; then
   "$python" -m venv --system-site-packages "$venv"
   pip_install "$src"
+elif [ "$front_end" = mxnet ]; then
+  "$python" -m venv "$venv"
+  pip_install "$src[mxnet]"
+  elapsed "troika and mxnet installed"
 else
   "$python" -m venv "$venv"
   # Asked for TensorFlow's op library where there is no TensorFlow: the install fails, saying so.
@@ -77,6 +90,19 @@ PATH="$venv/bin:$PATH"
 for program in troikarun troika-agent troika-coordinator troikactl; do
   [ "$(command -v "$program")" = "$venv/bin/$program" ] || { echo "FAIL: $program is not in the environment's bin/"; exit 1; }
 done
+
+if [ "$front_end" = mxnet ]; then
+  # run_example.py's exit 77 (cannot import) is a failure here: MXNet was just installed.
+  # One engine worker and one OpenMP thread per rank on a 2-core machine (as mxnet_tests).
+  export MXNET_CPU_WORKER_NTHREADS=1 OMP_NUM_THREADS=1
+  "$python" "$src/tests/python/run_example.py" "$venv/bin/troikarun" "$venv/bin/python" \
+    "$src/examples/mxnet/mxnet_gluon_mnist_like.py" --np 2 --needs mxnet \
+    --summary "done: mxnet_gluon_mnist_like, 2 ranks" --loss-falls --same-weights \
+    || { echo "FAIL: the example failed"; exit 1; }
+  elapsed "the example ran"
+  echo "ok: pip install .[mxnet] works: troikarun and troika.mxnet from $venv"
+  exit 0
+fi
 
 if [ "$front_end" = tensorflow ]; then
   # run_example.py's exit 77 (cannot import) is a failure here: TensorFlow was just installed.
