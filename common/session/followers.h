@@ -7,7 +7,7 @@
 // epoch is not a follower: the owner checks it as any other.
 //
 // One rule for both session tables that apply it: the coordinator's job
-// (coordinator/job/sessions.h) and the agent's relay (agent/node_relay.h).
+// (coordinator/job/sessions.h) and the agent's relay (agent/relay/node_relay.h).
 //
 // Thread contract: not thread-safe; the owner serialises every call under its lock. Open
 // calls SessionSink::Send (SessionSink's rules).
