@@ -1,8 +1,8 @@
 #include "libclient/control/controller.h"
 
 #include <algorithm>
-#include <limits>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,12 +19,19 @@ Controller::Controller(int rank, std::string peer, ControlChannel& channel, Tens
       table_(table),
       executor_(executor),
       stats_(stats),
-      on_failure_(std::move(on_failure)) {}
+      on_failure_(std::move(on_failure)),
+      schedules_(
+          Clock::Real(),
+          [this](int64_t schedule, ScheduledStep step, bool wake) {
+            executor_.EnqueueScheduled(schedule, std::move(step), wake);
+          },
+          [this] { cv_.notify_all(); }) {}  // the sender tells the coordinator
 
 Controller::~Controller() { Shutdown(absl::ZeroDuration()); }
 
 void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
   waits_ = std::move(waits);
+  schedules_.TrackWaits(waits_.get());
   if (!waits_) return;
   waits_->SetWake([this] {
     {
@@ -37,7 +44,7 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       // Waiting for a tensor whose entry this rank cannot enter yet would never end.
-      if (schedule_ && schedule_->WaitDeviates(name)) DeviateLocked();
+      if (schedules_.WaitDeviates(name)) schedules_.Deviate();
       if (outbox_.empty() || flush_) return;
       flush_ = true;
     }
@@ -46,7 +53,7 @@ void Controller::TrackWaits(std::shared_ptr<WaitTracker> waits) {
 }
 
 void Controller::LimitScheduledWaits(absl::Duration data_timeout) {
-  scheduled_wait_limit_ = std::min(kMaxScheduledWait, data_timeout / 4);
+  schedules_.LimitWaits(data_timeout);
 }
 
 void Controller::Start() {
@@ -67,11 +74,10 @@ absl::Status Controller::Submit(Entry&& entry, bool caller_waits) {
     // A tensor the schedule in force takes goes into the table and the schedule under one
     // lock (its entry cannot run before the table has it), and its request is not copied.
     std::lock_guard<std::mutex> lock(mu_);
-    const int tensor = schedule_ ? schedule_->Match(entry.request) : -1;
+    const int tensor = schedules_.Match(entry.request);
     if (tensor >= 0) {
       if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
-      schedule_->Take(tensor, next_order_++, absl::Now(), waits_ ? waits_->Observations() : 0);
-      EnqueueReadyLocked(!caller_waits);
+      schedules_.Take(tensor, !caller_waits);
       return absl::OkStatus();
     }
   }
@@ -81,43 +87,21 @@ absl::Status Controller::Submit(Entry&& entry, bool caller_waits) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    wake = QueueLocked(std::move(request), next_order_++, !caller_waits);
+    wake = QueueLocked(std::move(request), schedules_.NextOrder(), !caller_waits);
   }
   if (wake) cv_.notify_one();
   return absl::OkStatus();
 }
 
 bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_executor) {
-  if (schedule_) {
-    if (!schedule_->deviated() &&
-        schedule_->Submit(request, order, absl::Now(), waits_ ? waits_->Observations() : 0)) {
-      EnqueueReadyLocked(wake_executor);
-      return false;
-    }
-    DeviateLocked();
-    held_.emplace_back(order, std::move(request));
-    return false;
-  }
+  std::optional<TensorRequest> negotiate =
+      schedules_.Route(std::move(request), order, wake_executor);
+  if (!negotiate) return false;
   // Held back for the send cycle: only the first of a batch wakes the sender (to time it).
   const bool wake = outbox_.empty() || send_cycle_ == absl::ZeroDuration();
   if (outbox_.empty()) held_since_ = absl::Now();
-  unanswered_[TensorTable::Key(request.process_set, request.name)] = {order, request};
-  outbox_.push_back(std::move(request));
+  outbox_.push_back(*std::move(negotiate));
   return wake;
-}
-
-void Controller::EnqueueReadyLocked(bool wake_executor) {
-  for (ClientSchedule::Step& step : schedule_->TakeReady()) {
-    executor_.EnqueueScheduled(schedule_->id(), std::move(step), wake_executor);
-  }
-}
-
-void Controller::DeviateLocked(bool tell) {
-  if (!schedule_ || schedule_->deviated()) return;
-  executor_.EnqueueScheduled(schedule_->id(), schedule_->Deviate());
-  if (!tell) return;
-  deviated_schedule_ = schedule_->id();
-  cv_.notify_all();  // the sender tells the coordinator
 }
 
 void Controller::BeginSchedule(Schedule schedule) {
@@ -126,70 +110,14 @@ void Controller::BeginSchedule(Schedule schedule) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_sending_) return;
-    if (schedule_) {
-      // The coordinator publishes a schedule only once every rank ended the last one.
-      on_failure_(absl::InternalError(absl::StrCat("the coordinator sent schedule ", schedule.id,
-                                                   " while schedule ", schedule_->id(),
-                                                   " was in force on this rank")));
+    absl::StatusOr<std::vector<std::string>> taken =
+        schedules_.Begin(std::move(schedule), expected);
+    if (!taken.ok()) {
+      on_failure_(taken.status());
       return;
     }
-    schedule_.emplace(std::move(schedule), expected);
-    if (!schedule_->complete()) {
-      // Every tensor of a schedule was a cache hit for every rank: each knows its id.
-      schedule_.reset();
-      on_failure_(absl::InternalError(
-          "the coordinator sent a schedule naming a cache id this rank does not know"));
-      return;
-    }
-    // From now on the coordinator drops this rank's requests for the schedule's tensors
-    // (until ScheduleEnded): those not answered yet are the schedule's, sent or not. So does
-    // it a join submitted after one of them, which would otherwise reach it before they come
-    // back (ScheduleEnded): the join is taken back too, and goes again after them.
-    std::vector<Submission> taken;
-    uint64_t first_taken = std::numeric_limits<uint64_t>::max();
-    for (auto it = unanswered_.begin(); it != unanswered_.end();) {
-      TensorRequest& request = it->second.second;
-      if (request.process_set != 0 || !schedule_->Names(request.name)) {
-        ++it;
-        continue;
-      }
-      first_taken = std::min(first_taken, it->second.first);
-      absorbed.push_back(request.name);
-      taken.emplace_back(it->second.first, std::move(request));
-      it = unanswered_.erase(it);
-    }
-    bool negotiated = false;
-    for (auto it = unanswered_.begin(); it != unanswered_.end();) {
-      const TensorRequest& request = it->second.second;
-      if (request.process_set != 0 || request.type != CollectiveType::kJoin ||
-          it->second.first < first_taken) {
-        negotiated = true;
-        ++it;
-        continue;
-      }
-      absorbed.push_back(request.name);
-      taken.emplace_back(it->second.first, std::move(it->second.second));
-      it = unanswered_.erase(it);
-    }
-    if (!absorbed.empty()) {
-      const std::set<std::string> names(absorbed.begin(), absorbed.end());
-      std::vector<TensorRequest> kept;
-      std::vector<size_t> kept_before(outbox_.size() + 1, 0);  // position -> kept before it
-      for (size_t i = 0; i < outbox_.size(); ++i) {
-        kept_before[i] = kept.size();
-        if (outbox_[i].process_set != 0 || !names.contains(outbox_[i].name)) {
-          kept.push_back(std::move(outbox_[i]));
-        }
-      }
-      kept_before[outbox_.size()] = kept.size();
-      for (auto& [position, state] : wait_states_) position = kept_before[position];
-      outbox_ = std::move(kept);
-      if (outbox_.empty()) held_since_ = absl::InfiniteFuture();
-    }
-    // A request still being negotiated is a tensor the schedule does not name.
-    if (negotiated) DeviateLocked();
-    SortBySubmission(taken);
-    for (auto& [order, request] : taken) QueueLocked(std::move(request), order);
+    absorbed = *std::move(taken);
+    if (!absorbed.empty()) WithdrawLocked(absorbed);
   }
   cv_.notify_all();  // the sender reports the schedule's progress from now on
   for (const std::string& name : absorbed) cache_.Absorbed(name);
@@ -199,31 +127,32 @@ void Controller::BeginSchedule(Schedule schedule) {
   if (!waits_) return;
   for (const std::string& name : waits_->BlockedNames()) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (schedule_ && schedule_->WaitDeviates(name)) DeviateLocked();
+    if (schedules_.WaitDeviates(name)) schedules_.Deviate();
   }
+}
+
+void Controller::WithdrawLocked(const std::vector<std::string>& names) {
+  const std::set<std::string> withdrawn(names.begin(), names.end());
+  std::vector<TensorRequest> kept;
+  std::vector<size_t> kept_before(outbox_.size() + 1, 0);  // position -> kept before it
+  for (size_t i = 0; i < outbox_.size(); ++i) {
+    kept_before[i] = kept.size();
+    if (outbox_[i].process_set != 0 || !withdrawn.contains(outbox_[i].name)) {
+      kept.push_back(std::move(outbox_[i]));
+    }
+  }
+  kept_before[outbox_.size()] = kept.size();
+  for (auto& [position, state] : wait_states_) position = kept_before[position];
+  outbox_ = std::move(kept);
+  if (outbox_.empty()) held_since_ = absl::InfiniteFuture();
 }
 
 void Controller::Scheduled(int64_t id, int64_t position, bool go) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!schedule_ || schedule_->id() != id) return;
-    if (go) {
-      schedule_->Completed(position, absl::Now());
-      return;
-    }
-    // The rounds it completed go up before ScheduleEnded, while the coordinator still has it.
-    ended_at_ = absl::Now();
-    ended_progress_ = schedule_->TakeProgress(ended_at_, absl::InfiniteDuration());
-    // Every rank stops at this entry: negotiate what the schedule had taken from it on, and
-    // what was submitted since this rank deviated, in the order submitted.
-    std::vector<Submission> back = schedule_->Ended(position);
-    back.insert(back.end(), std::make_move_iterator(held_.begin()),
-                std::make_move_iterator(held_.end()));
-    held_.clear();
-    SortBySubmission(back);
-    schedule_.reset();
-    ended_schedule_ = id;  // goes up before those requests
-    for (auto& [order, request] : back) QueueLocked(std::move(request), order);
+    std::optional<std::vector<Submission>> back = schedules_.Scheduled(id, position, go);
+    if (!back) return;
+    for (auto& [order, request] : *back) QueueLocked(std::move(request), order);
     flush_ = true;
   }
   cv_.notify_all();
@@ -231,11 +160,11 @@ void Controller::Scheduled(int64_t id, int64_t position, bool go) {
 
 bool Controller::LeaveSchedule(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!schedule_) return true;
-  DeviateLocked();
+  if (!schedules_.in_force()) return true;
+  schedules_.Deviate();
   cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-               [&] { return !schedule_ || stream_closed_; });
-  return !schedule_;
+               [&] { return !schedules_.in_force() || stream_closed_; });
+  return !schedules_.in_force();
 }
 
 absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
@@ -253,7 +182,7 @@ absl::Status Controller::SubmitAll(std::vector<Entry> entries) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (TensorRequest& request : requests) QueueLocked(std::move(request), next_order_++);
+    for (TensorRequest& request : requests) QueueLocked(std::move(request), schedules_.NextOrder());
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -285,11 +214,11 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
   };
   // A schedule that began must have its progress reported: the sender may be waiting with no
   // report due.
-  auto reporting = [&] { return schedule_ && !schedule_->deviated(); };
+  auto reporting = [&] { return schedules_.reporting(); };
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
-           outbox_due() || !wait_states_.empty() || ended_schedule_ != 0 ||
-           deviated_schedule_ != 0 || (reporting() && next_steps == absl::InfiniteFuture());
+           outbox_due() || !wait_states_.empty() || schedules_.has_notices() ||
+           (reporting() && next_steps == absl::InfiniteFuture());
   };
   const int interval_ms = stats_.settings().report_interval_ms;
   const absl::Time now = absl::Now();
@@ -338,9 +267,7 @@ void Controller::SendLoop() {
   absl::Time next_steps = absl::InfiniteFuture();
   for (;;) {
     bool report_due = false;
-    int64_t ended_schedule = 0, deviated_schedule = 0;
-    ScheduleProgress progress;
-    absl::Time now;
+    ScheduleState::Notices notices;
     // Registrations by polling whose polls stopped lapse here (a changed wait set is queued
     // through SendWaitState); outside mu_, which the tracker's sink takes.
     const absl::Time expire_waits = waits_ ? waits_->Expire(absl::Now()) : absl::InfiniteFuture();
@@ -348,31 +275,22 @@ void Controller::SendLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       report_due = WaitForWork(lock, next_report, next_steps, expire_waits);
       if (stop_sending_) break;
-      if (report_due && schedule_ && schedule_->BlockedFor(absl::Now()) >= scheduled_wait_limit_) {
-        DeviateLocked();  // every rank deviates, the one that keeps this one waiting too
+      if (report_due && schedules_.BlockedTooLong()) {
+        schedules_.Deviate();  // every rank deviates, the one that keeps this one waiting too
       }
       batch.swap(outbox_);
       held_since_ = absl::InfiniteFuture();
       flush_ = false;
       waits.swap(wait_states_);
-      ended_schedule = std::exchange(ended_schedule_, 0);
-      deviated_schedule = std::exchange(deviated_schedule_, 0);
-      now = absl::Now();
-      if (ended_schedule != 0) {
-        progress = std::exchange(ended_progress_, {});
-        now = ended_at_;  // the times in `progress` are before it
-      } else if (report_due && schedule_ && !schedule_->deviated()) {
-        progress = schedule_->TakeProgress(now, kScheduleStalling);
-      }
+      notices = schedules_.TakeNotices(report_due);
     }
-    absl::Status sent = deviated_schedule != 0
-                            ? channel_.SendScheduleDeviated(deviated_schedule, {rank_})
+    absl::Status sent = notices.deviated != 0
+                            ? channel_.SendScheduleDeviated(notices.deviated, {rank_})
                             : absl::OkStatus();
-    if (sent.ok() && (report_due || !progress.empty())) {
-      sent = SendReport(now, std::move(progress));
+    if (sent.ok() && (report_due || !notices.progress.empty())) {
+      sent = SendReport(notices.at, std::move(notices.progress));
     }
-    if (sent.ok() && ended_schedule != 0)
-      sent = channel_.SendScheduleEnded(ended_schedule, {rank_});
+    if (sent.ok() && notices.ended != 0) sent = channel_.SendScheduleEnded(notices.ended, {rank_});
     if (sent.ok() && !(batch.empty() && waits.empty())) sent = SendBatch(batch, waits);
     // On failure the receiver reports why the stream ended; nothing more can be sent.
     if (!sent.ok()) break;
@@ -385,8 +303,7 @@ void Controller::SendLoop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     goodbye = shutting_down_;
-    progress = std::exchange(ended_progress_, {});
-    ended_at = ended_at_;
+    std::tie(progress, ended_at) = schedules_.TakeEndedProgress();
   }
   if (goodbye) {
     // The last steps' phases, bytes and samples, so a timeline and the step histograms cover
@@ -448,18 +365,14 @@ void Controller::ReceiveLoop() {
         if (!event.down.responses.empty()) {
           {
             std::lock_guard<std::mutex> lock(mu_);
-            for (const Response& response : event.down.responses) {
-              for (const std::string& name : response.names) {
-                unanswered_.erase(TensorTable::Key(response.process_set, name));
-              }
-            }
+            schedules_.Answered(event.down.responses);
           }
           executor_.Enqueue(std::move(event.down.responses));
         }
         if (event.down.schedule) BeginSchedule(*std::move(event.down.schedule));
         if (event.down.end_schedule != 0) {
           std::lock_guard<std::mutex> lock(mu_);
-          if (schedule_ && schedule_->id() == event.down.end_schedule) DeviateLocked(false);
+          schedules_.EndOrdered(event.down.end_schedule);
         }
         if (!resend.empty()) {
           {

@@ -5,11 +5,9 @@
 // into the failure of every pending and later operation. Requests the coordinator has cached
 // go up as their cache ids (RequestCache).
 //
-// Steady-state schedules (docs/protocol.md, Schedules): while the coordinator's schedule is
-// in force, submissions it names go to the executor as scheduled entries instead of leaving
-// as requests (ClientSchedule); any other submission, or a wait the schedule cannot satisfy,
-// makes this rank deviate; once the schedule ended (an entry's vote was void), the rank says
-// so and negotiates what the schedule had taken.
+// Steady-state schedules (docs/protocol.md, Schedules): where each submission goes while one
+// is in force, and what the coordinator is told about it, is ScheduleState's; the controller
+// feeds it what comes down, sends what it must tell and negotiates what it hands back.
 //
 // Thread contract: Submit() from any thread; Start() and Shutdown() once each, from the
 // owner; the channel's Send/Goodbye belong to the sender thread, Receive to the receiver.
@@ -26,9 +24,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "libclient/control/client_schedule.h"
 #include "libclient/control/control_channel.h"
 #include "libclient/control/request_cache.h"
+#include "libclient/control/schedule_state.h"
 #include "libclient/execution/exec_stats.h"
 #include "libclient/execution/executor.h"
 #include "libclient/execution/tensor_table.h"
@@ -38,12 +36,6 @@ namespace troika::internal {
 
 // How long an ended step waits, at most, before an ExecReport carries it up.
 inline constexpr absl::Duration kStepReportInterval = absl::Seconds(1);
-// A schedule's reports list the tensors submitted and not completed once one of them has
-// waited this long (the coordinator's stall inspector sees them).
-inline constexpr absl::Duration kScheduleStalling = absl::Seconds(1);
-// The longest a rank waits in a scheduled collective before it ends the schedule (less with
-// a short data-plane timeout: LimitScheduledWaits).
-inline constexpr absl::Duration kMaxScheduledWait = absl::Seconds(30);
 
 class Controller {
  public:
@@ -107,19 +99,16 @@ class Controller {
   // Sends an ExecReport as of `now` if anything changed since the last one or `progress`
   // (of a schedule) is not empty.
   absl::Status SendReport(absl::Time now, ScheduleProgress progress);
-  // Queues `request` (the `order`-th submission), or hands it to the schedule in force
-  // (`wake_executor`: as Executor::EnqueueScheduled's `wake`); mu_ held. Returns whether the
-  // sender must be woken.
+  // Hands `request` (the `order`-th submission) to schedules_, which gives it to the schedule
+  // in force (`wake_executor`: as Executor::EnqueueScheduled's `wake`) or queues it here to be
+  // negotiated; mu_ held. Returns whether the sender must be woken.
   bool QueueLocked(TensorRequest request, uint64_t order, bool wake_executor = true);
-  // The schedule in force's entries ready to run go to the executor (mu_ held).
-  void EnqueueReadyLocked(bool wake_executor);
   // A schedule came down: this rank's unanswered requests that it names are its now.
   void BeginSchedule(Schedule schedule);
+  // Requests the schedule took over leave the outbox, unsent (mu_ held).
+  void WithdrawLocked(const std::vector<std::string>& names);
   // The executor finished entry `position` of schedule `id` (OnScheduled).
   void Scheduled(int64_t id, int64_t position, bool go);
-  // This rank deviates from the schedule in force (mu_ held); `tell`: the coordinator is
-  // told, so that every rank deviates (false: it told this rank to).
-  void DeviateLocked(bool tell = true);
 
   const int rank_;
   const std::string peer_;
@@ -128,9 +117,8 @@ class Controller {
   Executor& executor_;
   ExecStats& stats_;
   const std::function<void(absl::Status)> on_failure_;
-  RequestCache cache_;                                       // thread-safe
-  std::shared_ptr<WaitTracker> waits_;                       // set before Start(); may be null
-  absl::Duration scheduled_wait_limit_ = kMaxScheduledWait;  // set before Start()
+  RequestCache cache_;                  // thread-safe
+  std::shared_ptr<WaitTracker> waits_;  // set before Start(); may be null
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -150,17 +138,9 @@ class Controller {
   absl::Duration send_cycle_ = absl::ZeroDuration();  // guarded by mu_
   absl::Time held_since_ = absl::InfiniteFuture();    // guarded by mu_; oldest in outbox_
   bool flush_ = false;                                // guarded by mu_
-  // Steady-state schedules, all guarded by mu_. Every submission is numbered (next_order_);
-  // unanswered_ holds the requests queued or sent with no response yet, by table key.
-  uint64_t next_order_ = 0;
-  std::map<std::string, Submission> unanswered_;
-  std::optional<ClientSchedule> schedule_;
-  // Submissions since this rank deviated, negotiated once the schedule has ended.
-  std::vector<Submission> held_;
-  int64_t ended_schedule_ = 0;       // to send up before anything else (0: none)
-  int64_t deviated_schedule_ = 0;    // to send up before that (0: none)
-  ScheduleProgress ended_progress_;  // the ended schedule's last progress, sent before it
-  absl::Time ended_at_;              // ... as of this time
+  // Steady-state schedules; guarded by mu_. Entries go to executor_; a deviation wakes the
+  // sender.
+  ScheduleState schedules_;
   std::thread sender_;
   std::thread receiver_;
 };
