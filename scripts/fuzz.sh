@@ -4,6 +4,7 @@
 # non-zero on any crash, leak or sanitizer report (the reproducer is left in build-fuzz/).
 #
 # Usage: scripts/fuzz.sh [SECONDS]     (default 60; scripts/test.sh runs it)
+#        scripts/fuzz.sh --build-only   (builds it and exits: test.sh builds it beside ctest)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
@@ -11,6 +12,7 @@ out="$root/build-fuzz"
 cmake -S "$root" -B "$out" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DTROIKA_FUZZ=ON -DTROIKA_BUILD_TESTS=OFF -DTROIKA_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$out" -j2 --target troika-negotiation-fuzz
+if [[ "$seconds" == "--build-only" ]]; then exit 0; fi
 mkdir -p "$out/corpus"
 cd "$out"
 echo "fuzz: troika-negotiation-fuzz for ${seconds}s"

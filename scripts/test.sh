@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need (scripts/setup.sh --test-tools), builds Troika
-# with its tests (-j2), runs the whole test suite with ctest, then the libFuzzer target for
-# TROIKA_FUZZ_SECONDS (default 60; scripts/fuzz.sh). Usage: scripts/test.sh [extra ctest arguments]
+# with its tests (-j2), runs the whole test suite with ctest (building the libFuzzer target
+# beside it at the lowest priority), then the libFuzzer target for TROIKA_FUZZ_SECONDS
+# (default 60; scripts/fuzz.sh). Usage: scripts/test.sh [extra ctest arguments]
 #
 # After ctest it lists the skipped tests with their reasons (ctest hides a skipped test's
 # output); it ends with the fuzz run's figures and, as the very last line,
@@ -14,8 +15,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/build"
 junit="$root/build/ctest-junit.xml"
 rm -f "$junit"
+# The fuzz target builds beside ctest at the lowest priority, on the CPU time the tests leave
+# idle (many wait on processes and timeouts); it runs after ctest, alone.
+nice -n 19 "$root/scripts/fuzz.sh" --build-only >"$root/build/fuzz-build.log" 2>&1 &
+fuzz_build=$!
 ctest_status=0
 ctest --output-on-failure --timeout 900 -j2 --output-junit "$junit" "$@" || ctest_status=$?
+# (A failed build shows again, with its errors, when fuzz.sh runs below.)
+wait "$fuzz_build" || true
 
 report=$(python3 "$root/scripts/ctest_report.py" "$junit" "$root/build/Testing/Temporary/LastTest.log")
 counts=$(tail -n 1 <<<"$report")
