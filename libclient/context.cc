@@ -1,4 +1,4 @@
-// ContextImpl (checks, placement, submission, failure, shutdown) and Context's life over it:
+// ContextImpl (checks, submission, failure, shutdown) and Context's life over it:
 // Init, Shutdown, steps. Context's operations are in context_ops.cc.
 
 #include <unistd.h>
@@ -61,15 +61,12 @@ absl::Status ContextImpl::Start(const Options& options) {
       !s.ok()) {
     return s;
   }
-  default_compression_ = options.compression;
-  auto device_plane = CreateDevicePlane(
-      {&channel_->store(), absl::StrCat("gpu/", membership_.epoch, "/"), options.data_timeout,
-       [this](absl::Status status) { return FailFromDataPlane(status); }, options.nccl_library});
-  if (device_plane.ok()) {
-    device_plane_ = *std::move(device_plane);
-  } else {
-    no_device_plane_ = device_plane.status();
-  }
+  placement_ = std::make_unique<DevicePlacement>(
+      CreateDevicePlane({&channel_->store(), absl::StrCat("gpu/", membership_.epoch, "/"),
+                         options.data_timeout,
+                         [this](absl::Status status) { return FailFromDataPlane(status); },
+                         options.nccl_library}),
+      options.compression);
   auto fail = [this](absl::Status status) { Fail(status); };
   // A set's communicator: its own store prefix, so its addresses never mix with another's.
   auto connect = [this](int id, int index, int size) {
@@ -81,7 +78,7 @@ absl::Status ContextImpl::Start(const Options& options) {
   };
   executor_ = std::make_unique<Executor>(
       table_, *communicator_, *process_sets_, std::move(connect), *outputs_, stats_, *steps_,
-      device_plane_.get(), [this](absl::Status status) { return FailFromDataPlane(status); });
+      placement_->plane(), [this](absl::Status status) { return FailFromDataPlane(status); });
   const std::string peer =
       absl::StartsWith(options.coordinator, "unix:")
           ? absl::StrCat("the troika-agent (or coordinator) at ", options.coordinator)
@@ -231,52 +228,6 @@ absl::Status ContextImpl::CheckBuffers(const Entry& entry) const {
   return absl::OkStatus();
 }
 
-absl::Status ContextImpl::Place(Entry& entry, const Device& device,
-                                std::optional<Compression> compression) {
-  TensorRequest& r = entry.request;
-  if (device.ordinal < 0) {
-    r.compression = compression.value_or(Compression::kNone);  // CheckRequest refuses any
-    return absl::OkStatus();
-  }
-  if (device_plane_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("'", r.name, "' is on GPU ", device.ordinal,
-                                                      ", but ", no_device_plane_.message()));
-  }
-  // A device this process cannot use first (FAILED_PRECONDITION), then one device per rank.
-  if (absl::Status s = device_plane_->CheckDevice(device.ordinal); !s.ok()) {
-    return absl::Status(
-        s.code(), absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but ", s.message()));
-  }
-  {
-    std::lock_guard<std::mutex> lock(gpu_mu_);
-    if (gpu_ordinal_ >= 0 && gpu_ordinal_ != device.ordinal) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", r.name, "' is on GPU ", device.ordinal, ", but this rank's GPU ",
-                       "operations run on GPU ", gpu_ordinal_, " (one device per rank)"));
-    }
-    gpu_ordinal_ = device.ordinal;
-  }
-  r.device = DeviceClass::kGpu;
-  const bool compressible = r.type == CollectiveType::kAllreduce && r.dtype == DataType::kFloat32;
-  r.compression = compression.value_or(compressible ? default_compression_ : Compression::kNone);
-  entry.device = device.ordinal;
-  if (device.ready_event != nullptr) {
-    entry.ready = std::shared_ptr<void>(std::shared_ptr<void>(), device.ready_event);  // unowned
-  } else if (device.ready_stream != nullptr) {
-    // Marked now: later work on the caller's stream (the rest of a backward pass) is not waited
-    // for.
-    auto mark = device_plane_->MarkStream(device.ordinal, device.ready_stream);
-    if (!mark.ok()) {
-      return absl::Status(mark.status().code(),
-                          absl::StrCat("'", r.name, "': ", mark.status().message()));
-    }
-    entry.ready = *std::move(mark);
-    if (entry.ready == nullptr) entry.ready_stream = device.ready_stream;
-  }
-  entry.state->on_device = true;
-  return absl::OkStatus();
-}
-
 Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, const Device& device,
                            std::optional<Compression> compression, std::optional<size_t> out_bytes,
                            bool wait, bool owned_if_too_small) {
@@ -287,7 +238,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
   entry.caller_output = out_bytes.has_value();
   entry.out_bytes = out_bytes.value_or(0);
   entry.owned_if_too_small = entry.caller_output && owned_if_too_small;
-  absl::Status status = Place(entry, device, compression);
+  absl::Status status = placement_->Place(entry, device, compression);
   if (status.ok()) status = CheckInSet(entry.request);
   if (status.ok()) status = CheckBuffers(entry);
   if (status.ok()) status = CheckNotJoined();
@@ -322,7 +273,7 @@ std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries, const D
     e.request.rank = membership_.rank;
     e.state = NewState(ProcessSetTensorName(e.request.process_set, e.request.name));
     handles.push_back(Handle(e.state));
-    if (status.ok()) status = Place(e, device, compression);
+    if (status.ok()) status = placement_->Place(e, device, compression);
     if (status.ok()) status = CheckInSet(e.request);
     if (status.ok()) status = CheckBuffers(e);
   }

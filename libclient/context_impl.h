@@ -14,7 +14,7 @@
 
 #include "libclient/control/control_channel.h"
 #include "libclient/control/controller.h"
-#include "libclient/execution/device_plane.h"
+#include "libclient/execution/device_placement.h"
 #include "libclient/execution/exec_stats.h"
 #include "libclient/execution/executor.h"
 #include "libclient/execution/output_pool.h"
@@ -35,7 +35,8 @@ class ContextImpl {
   ~ContextImpl();
 
   const Membership& membership() const { return membership_; }
-  // Checks `request` and submits it, placed on `device` with `compression` (Place); the handle
+  // Checks `request` and submits it, placed on `device` with `compression`
+  // (DevicePlacement::Place); the handle
   // of an immediate error is already complete. `out_bytes` set: an allgather, alltoall or
   // reducescatter into the caller's `out` of that many bytes (Entry::caller_output), with
   // `owned_if_too_small` a larger result handle-owned (Entry::owned_if_too_small).
@@ -81,11 +82,6 @@ class ContextImpl {
   void StartOp(OpState& state) const;
   // Queues `step` (if any) for the coordinator; its timing, zero if none.
   StepTiming Report(const std::optional<StepSample>& step);
-  // Puts `entry` (its state made) on `device`: a GPU entry gets its device fields and the
-  // compression in force (`compression`, else Options::compression for float32 allreduces).
-  // FAILED_PRECONDITION if this build or process has no such device; INVALID_ARGUMENT if
-  // another device was used before.
-  absl::Status Place(Entry& entry, const Device& device, std::optional<Compression> compression);
   // FAILED_PRECONDITION while this rank's join (Context::Join) is in flight.
   absl::Status CheckNotJoined() const;
   // CheckRequest against the size of the request's process set; FAILED_PRECONDITION if this
@@ -94,8 +90,8 @@ class ContextImpl {
   // INVALID_ARGUMENT, naming the op and tensor, for a null buffer the operation would touch:
   // the input of a tensor with elements (except on a broadcast's non-root, which never reads
   // it), the output of an allreduce or broadcast with elements, a caller's output buffer
-  // (Entry::caller_output) that is null with a nonzero size. After Place and CheckInSet (the
-  // device, shape and set are valid).
+  // (Entry::caller_output) that is null with a nonzero size. After placing it and CheckInSet
+  // (the device, shape and set are valid).
   absl::Status CheckBuffers(const Entry& entry) const;
 
   Membership membership_;
@@ -111,12 +107,9 @@ class ContextImpl {
   std::shared_ptr<StepClock> steps_ = std::make_shared<StepClock>(Clock::Real());
   // Recycled result buffers; shared with the handles that hold them.
   std::shared_ptr<OutputPool> outputs_ = OutputPool::Create(size_t{512} << 20);
-  // Runs GPU operations; null (with the reason) when this build has none.
-  std::unique_ptr<DevicePlane> device_plane_;
-  absl::Status no_device_plane_;
-  Compression default_compression_ = Compression::kNone;
-  std::mutex gpu_mu_;
-  int gpu_ordinal_ = -1;  // guarded by gpu_mu_; the device of this context's GPU operations
+  // Where operations run; owns the device plane, which runs GPU operations (none, with the
+  // reason, when this build has none). Before executor_, which uses the plane.
+  std::unique_ptr<DevicePlacement> placement_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.
