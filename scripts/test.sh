@@ -17,12 +17,18 @@ junit="$root/build/ctest-junit.xml"
 rm -f "$junit"
 # The fuzz target builds beside ctest at the lowest priority, on the CPU time the tests leave
 # idle (many wait on processes and timeouts); it runs after ctest, alone.
-nice -n 19 "$root/scripts/fuzz.sh" --build-only >"$root/build/fuzz-build.log" 2>&1 &
+# (In a session of its own, so that it can be stopped whole when ctest fails.)
+setsid nice -n 19 "$root/scripts/fuzz.sh" --build-only >"$root/build/fuzz-build.log" 2>&1 &
 fuzz_build=$!
 ctest_status=0
 ctest --output-on-failure --timeout 900 -j2 --output-junit "$junit" "$@" || ctest_status=$?
-# (A failed build shows again, with its errors, when fuzz.sh runs below.)
-wait "$fuzz_build" || true
+if ((ctest_status == 0)); then
+  # (A failed build shows again, with its errors, when fuzz.sh runs below.)
+  wait "$fuzz_build" || true
+else
+  kill -- "-$fuzz_build" 2>/dev/null || true
+  wait "$fuzz_build" 2>/dev/null || true
+fi
 
 report=$(python3 "$root/scripts/ctest_report.py" "$junit" "$root/build/Testing/Temporary/LastTest.log")
 counts=$(tail -n 1 <<<"$report")

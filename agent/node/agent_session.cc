@@ -99,12 +99,19 @@ void Agent::OnClosed(const absl::Status& status) {
       lock.unlock();
       return OpenNextIncarnation(status);
     }
-    if (status.ok() && link_.ReformClosed()) {
+    if (link_.ReformClosed()) {
       // The ended generation's session closed (Reform): this node's survivors attach as the
-      // next one (kReforming); with none, nothing of this node goes on (kLeaving).
+      // next one (kReforming); with none, nothing of this node goes on (kLeaving). Also when
+      // it broke before its close was answered: an ended generation has nothing to resume,
+      // and the attach waits for a coordinator that restarts meanwhile (AttachGeneration), as
+      // the other nodes' attaches do — resuming instead would meet their new sessions.
       const std::vector<int> live = table_.LiveRanks();
       const int64_t epoch = table_.epoch();  // the next generation's (Reform)
       lock.unlock();
+      if (!status.ok()) {
+        TROIKA_LOG(WARNING) << "the ended generation's session broke (" << status.message()
+                            << "); this node attaches generation " << epoch;
+      }
       if (was == UpstreamLink::State::kReforming && !live.empty()) AttachGeneration(live, epoch);
       Wake();
       return;

@@ -68,8 +68,7 @@ bool UpstreamLink::Reincarnated(bool goes_on) {
 }
 
 bool UpstreamLink::Lost(absl::Time deadline) {
-  if (!Move({State::kAttaching, State::kOpen, State::kReforming, State::kLeaving, State::kResuming},
-            State::kReconnecting)) {
+  if (!Move({State::kAttaching, State::kOpen, State::kResuming}, State::kReconnecting)) {
     return false;
   }
   reconnect_deadline_ = deadline;

@@ -6,8 +6,9 @@
 //                   elastic job's next generation, a node rejoining), or answered and its
 //                   session opening (also a job's next incarnation's)
 //   kOpen           attached; the session is open
-//   kReforming      an elastic generation ended: its session closes, then this node's
-//                   survivors attach as the next one (kAttaching)
+//   kReforming      an elastic generation ended: its session closes (or breaks: an ended
+//                   generation has nothing to resume), then this node's survivors attach as
+//                   the next one (kAttaching)
 //   kLeaving        the same with none of this node's ranks in the next generation: once the
 //                   session closed, nothing goes on (kClosed) — unless a restarted rank rejoins
 //                   meanwhile (kReforming)
@@ -80,7 +81,7 @@ class UpstreamLink {
   // kReincarnating -> kAttaching (`goes_on`: the next incarnation's session opens) or kClosed:
   // the ended incarnation's session closed.
   bool Reincarnated(bool goes_on);
-  // kAttaching, kOpen, kReforming, kLeaving, kResuming -> kReconnecting: the session broke; the
+  // kAttaching, kOpen, kResuming -> kReconnecting: the session broke; the
   // coordinator is reconnected to until `deadline`.
   bool Lost(absl::Time deadline);
   // kReconnecting -> kResuming: registered and attached again; the resumed session is open.

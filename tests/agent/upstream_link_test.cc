@@ -103,8 +103,6 @@ const Transition kTransitions[] = {
      [](UpstreamLink& l) { return l.Lost(absl::Now() + absl::Minutes(1)); },
      {{State::kAttaching, State::kReconnecting},
       {State::kOpen, State::kReconnecting},
-      {State::kReforming, State::kReconnecting},
-      {State::kLeaving, State::kReconnecting},
       {State::kResuming, State::kReconnecting}}},
     {"Reattached",
      [](UpstreamLink& l) { return l.Reattached(); },
@@ -149,6 +147,15 @@ TEST(UpstreamLinkTest, AnAttachAnsweredAfterItsSessionBrokeLeavesTheNodeReconnec
   EXPECT_TRUE(link.settled());
 }
 
+TEST(UpstreamLinkTest, AnEndedGenerationsSessionThatBreaksIsNotResumed) {
+  // Its close was not answered before the coordinator went: the node attaches the next
+  // generation (waiting for a restarted coordinator) instead of resuming the ended one.
+  UpstreamLink link = In(State::kReforming);
+  EXPECT_FALSE(link.Lost(absl::Now() + absl::Minutes(1)));
+  EXPECT_TRUE(link.ReformClosed());
+  EXPECT_EQ(link.state(), State::kAttaching);
+}
+
 TEST(UpstreamLinkTest, WhatTheAgentWaitsForInEachState) {
   for (State state : kAll) {
     UpstreamLink link = In(state);
@@ -170,6 +177,7 @@ TEST(UpstreamLinkTest, EachAttachHasItsOwnDeadlineAndLostKeepsTheReconnectDeadli
   absl::SleepFor(absl::Milliseconds(5));
   ASSERT_TRUE(link.Reform(true));
   EXPECT_GT(link.attach_deadline(), first) << "the next generation's attach starts now";
+  ASSERT_TRUE(link.ReformClosed());
   const absl::Time until = absl::Now() + absl::Minutes(3);
   ASSERT_TRUE(link.Lost(until));
   EXPECT_EQ(link.reconnect_deadline(), until);
