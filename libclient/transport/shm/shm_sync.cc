@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,9 +17,16 @@
 namespace troika::transport::shm_internal {
 namespace {
 
-// Checks of the word before sleeping: enough to catch a peer that arrives within a few
+// Checks of the word before yielding: enough to catch a peer that arrives within a few
 // microseconds, too few to steal a core from the ranks still working on a 2-core machine.
 constexpr int kSpins = 256;
+// Then the waiter yields its core between checks for this long before it sleeps: a peer that
+// is runnable but has no core (ranks outnumber cores) runs at once instead of after a futex
+// wake-up and a scheduling round, and a peer that is busy elsewhere costs the waiter at most
+// this much CPU, given back in slices to whoever is runnable (docs/shm.md, Synchronization).
+constexpr absl::Duration kYieldFor = absl::Microseconds(200);
+// Checks between two readings of the clock while yielding.
+constexpr int kYieldsPerClockRead = 16;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,6 +93,13 @@ absl::Status ShmSync::WaitForRelease(uint32_t seen, uint64_t entered, absl::Dura
     const uint32_t now = word.load(std::memory_order_acquire);
     if (now != seen) return (now & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
     CpuRelax();
+  }
+  const absl::Time yield_until = absl::Now() + kYieldFor;
+  for (int i = 1;; ++i) {
+    const uint32_t now = word.load(std::memory_order_acquire);
+    if (now != seen) return (now & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
+    sched_yield();
+    if (i % kYieldsPerClockRead == 0 && absl::Now() >= yield_until) break;
   }
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;

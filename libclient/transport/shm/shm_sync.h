@@ -3,7 +3,8 @@
 // process-shared barrier, the group's abort record, and the watch on peer processes.
 //
 // Waiting: a rank that reaches a barrier before the others spins briefly (a few
-// microseconds), then sleeps on the segment's futex word (FUTEX_WAIT on shared memory, not a
+// microseconds), yields its core between checks for up to 200 us (a peer without a core runs
+// at once), then sleeps on the segment's futex word (FUTEX_WAIT on shared memory, not a
 // private futex), in slices of at most kWaitSlice. Between slices it checks the deadline and,
 // every kPeerCheckInterval, whether a peer process has exited (a pidfd per peer process,
 // polled without blocking). The last rank to arrive bumps the word and wakes every waiter of
