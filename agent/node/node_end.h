@@ -30,7 +30,6 @@ class NodeEnd {
   const DownMessage* abort() const { return abort_.get(); }
   const std::string& lost() const { return lost_; }
   const std::string& attach_error() const { return attach_error_; }
-  bool closing() const { return closing_; }
   // Aborted or closing: nothing is retried any more (registrations, attaches, reconnecting).
   bool aborted_or_closing() const { return abort_ != nullptr || closing_; }
   // Aborted, lost or closing: nothing new starts (restarts, a next generation or incarnation).
