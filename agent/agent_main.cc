@@ -6,11 +6,16 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "agent/launch/environment_block.h"
+#include "agent/launch/interfaces.h"
 #include "agent/launch/line_forwarder.h"
 #include "agent/launch/posix_process_launcher.h"
 #include "agent/node/agent.h"
@@ -19,7 +24,43 @@
 #include "common/signals.h"
 #include "common/tls.h"
 
+namespace {
+
+// --launcher_stdin: the job's environment comes first on stdin (troikarun over ssh).
+bool ApplyEnvironmentFromStdin() {
+  absl::StatusOr<std::vector<std::string>> entries =
+      troika::agent::ReadEnvironmentBlock(STDIN_FILENO);
+  if (!entries.ok()) {
+    std::fprintf(stderr, "troika-agent: %s\n", std::string(entries.status().message()).c_str());
+    return false;
+  }
+  for (const std::string& entry : *entries) {
+    const size_t eq = entry.find('=');
+    setenv(entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 1);
+  }
+  return true;
+}
+
+// --launcher_stdin: then stdin stays open while troikarun lives; its end (troikarun stopped
+// the job, died, or its ssh connection broke) stops the agent as SIGTERM does.
+void StopWhenStdinEnds() {
+  std::thread([] {
+    char buf[256];
+    while (true) {
+      const ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+      if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+    kill(getpid(), SIGTERM);
+  }).detach();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--print_interfaces") == 0) {
+    std::fputs(troika::agent::FormatInterfaces(troika::agent::Ipv4Interfaces()).c_str(), stdout);
+    return 0;
+  }
   // Before any thread exists, so that every thread (gRPC's included) inherits the mask; the
   // signals are read from a signalfd and forwarded to the ranks.
   troika::BlockTerminationSignals();
@@ -35,6 +76,16 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(troika::agent::kAgentUsage, stdout);
     return 0;
+  }
+  if (options->launcher_stdin && !ApplyEnvironmentFromStdin()) return 2;
+  if (!options->data_interfaces.empty()) {
+    absl::StatusOr<std::string> address = troika::agent::InterfaceAddress(options->data_interfaces);
+    if (!address.ok()) {
+      std::fprintf(stderr, "troika-agent: --data_interface: %s\n",
+                   std::string(address.status().message()).c_str());
+      return 2;
+    }
+    options->data_host = *address;
   }
   // Transport-security defaults from the environment (troikarun with an external
   // coordinator, containers mounting a Secret).
@@ -75,6 +126,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+  if (options->launcher_stdin) StopWhenStdinEnds();
 
   troika::agent::FdSink out(STDOUT_FILENO);
   troika::agent::FdSink err(STDERR_FILENO);

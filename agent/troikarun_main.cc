@@ -21,12 +21,18 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/cli/command_line.h"
+#include "agent/launch/control_pipe_launcher.h"
+#include "agent/launch/interfaces.h"
 #include "agent/launch/line_forwarder.h"
 #include "agent/launch/posix_process_launcher.h"
 #include "agent/launch/supervisor.h"
+#include "agent/launcher/agent_commands.h"
+#include "agent/launcher/host_check.h"
+#include "agent/launcher/hosts.h"
+#include "agent/launcher/ssh.h"
 #include "agent/launcher/troikarun_options.h"
 #include "common/logging.h"
 #include "common/signals.h"
@@ -57,38 +63,76 @@ absl::StatusOr<std::string> AgentPath() {
   return path;
 }
 
-std::vector<ProcessSpec> AgentSpecs(const TroikarunOptions& options, const std::string& agent,
-                                    const std::string& address, const std::string& job,
-                                    const std::string& job_token) {
-  const int per_node = options.RanksPerAgent();
-  const int nodes = options.np / per_node;
-  std::vector<std::string> env = CurrentEnvironment();
-  // Every agent (and through it every rank) carries the job's token.
-  if (!job_token.empty()) env.push_back("TROIKA_JOB_TOKEN=" + job_token);
-  std::vector<ProcessSpec> specs;
-  for (int node = 0; node < nodes; ++node) {
-    std::vector<std::string> argv = {
-        agent,
-        absl::StrCat("--coordinator=", address),
-        absl::StrCat("--job=", job),
-        absl::StrCat("--nnodes=", nodes),
-        absl::StrCat("--nproc-per-node=", per_node),
-        absl::StrCat("--node_rank=", node),
-        absl::StrCat("--grace_period=", absl::FormatDuration(options.grace_period)),
-        absl::StrCat("--attach_timeout=", absl::FormatDuration(options.attach_timeout)),
-        absl::StrCat("--log_level=", options.log_level),
-        absl::StrCat("--min_np=", options.min_np),
-        absl::StrCat("--max_np=", options.max_np),
-        absl::StrCat("--max_restarts=", options.max_restarts),
-        "--stop_with_parent=true",
-        "--"};
-    // The embedded coordinator listens on loopback only, in plaintext; an external one is
-    // reached with the TROIKA_TLS_* / TROIKA_PLAINTEXT settings the agents inherit.
-    if (options.coordinator.empty()) argv.insert(argv.end() - 1, "--plaintext=true");
-    argv.insert(argv.end(), options.command.begin(), options.command.end());
-    specs.push_back({std::move(argv), env});
+// Where the agents run: one per host used (-H, --hostfile), or np / P on this machine.
+struct Layout {
+  std::vector<AgentPlacement> agents;  // coordinator addresses filled in once it listens
+  // Remote hosts' probes (the address each reaches troikarun at), by agent; empty if none.
+  std::vector<std::string> launcher_addresses;
+  std::vector<std::string> data_interfaces;
+  bool remote = false;  // some agent runs on another host
+};
+
+// The layout, after checking every remote host (ssh, troika-agent there, interfaces).
+absl::StatusOr<Layout> PlanAgents(const TroikarunOptions& options, ProcessLauncher& launcher,
+                                  const SshOptions& ssh, const std::string& agent) {
+  Layout layout;
+  if (options.hosts.empty()) {
+    const int per_node = options.RanksPerAgent();
+    const int nodes = options.np / per_node;
+    for (int node = 0; node < nodes; ++node) {
+      layout.agents.push_back({"", false, node, nodes, per_node, ""});
+    }
+    layout.launcher_addresses.assign(nodes, "127.0.0.1");
+    return layout;
   }
-  return specs;
+  absl::StatusOr<std::vector<HostAssignment>> assigned = AssignRanks(options.hosts, options.np);
+  if (!assigned.ok()) return assigned.status();
+  std::vector<std::string> remote_hosts;
+  const int nodes = static_cast<int>(assigned->size());
+  for (int node = 0; node < nodes; ++node) {
+    const HostAssignment& a = (*assigned)[node];
+    const bool remote = !IsThisHost(a.host);
+    layout.agents.push_back({a.host, remote, node, nodes, a.ranks, ""});
+    if (remote) remote_hosts.push_back(a.host);
+  }
+  layout.remote = !remote_hosts.empty();
+  if (!layout.remote) {
+    layout.launcher_addresses.assign(nodes, "127.0.0.1");
+    return layout;
+  }
+  if (options.verbose) {
+    std::fprintf(stderr, "troikarun: checking %s over ssh\n",
+                 absl::StrJoin(remote_hosts, ", ").c_str());
+  }
+  absl::StatusOr<std::vector<HostProbe>> probes =
+      ProbeHosts(launcher, ssh, remote_hosts, agent, options.start_timeout);
+  if (!probes.ok()) return probes.status();
+  // This machine's agents are probed here: the data plane's interface must be theirs too.
+  std::vector<HostProbe> all = *probes;
+  size_t next_remote = 0;
+  for (const AgentPlacement& placement : layout.agents) {
+    if (placement.remote) {
+      layout.launcher_addresses.push_back((*probes)[next_remote++].launcher_address);
+    } else {
+      layout.launcher_addresses.push_back("127.0.0.1");
+      all.push_back({placement.host, "127.0.0.1", Ipv4Interfaces()});
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> interfaces =
+      ChooseInterfaces(all, options.network_interfaces);
+  if (!interfaces.ok()) return interfaces.status();
+  layout.data_interfaces = *std::move(interfaces);
+  if (options.verbose) {
+    std::fprintf(stderr, "troikarun: every host answered; the data plane uses %s\n",
+                 absl::StrJoin(layout.data_interfaces, ",").c_str());
+  }
+  return layout;
+}
+
+// "HOST:PORT" for an IPv4 address or a name, "[ADDRESS]:PORT" for an IPv6 one.
+std::string AddressWithPort(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
 }
 
 // The contents of a /proc file; empty if it cannot be read (its process is gone).
@@ -151,12 +195,35 @@ int Run(const TroikarunOptions& options) {
     std::fprintf(stderr, "troikarun: %s\n", std::string(agent.status().message()).c_str());
     return 1;
   }
+  PosixProcessLauncher posix;
+  ControlPipeLauncher launcher(posix);
+  SshOptions ssh;
+  ssh.command = SshCommandFromEnvironment(std::getenv("TROIKA_SSH_COMMAND"));
+  ssh.port = options.ssh_port;
+  ssh.identity_file = options.ssh_identity_file;
+  ssh.connect_timeout = options.start_timeout;
+  absl::StatusOr<Layout> layout = PlanAgents(options, posix, ssh, *agent);
+  if (!layout.ok()) {
+    std::fprintf(stderr, "troikarun: %s\n", std::string(layout.status().message()).c_str());
+    return layout.status().code() == absl::StatusCode::kInvalidArgument &&
+                   layout.status().message().find("--network-interface") == std::string::npos
+               ? 2
+               : 1;
+  }
   std::unique_ptr<coordinator::Coordinator> embedded;
   std::string address = options.coordinator;
   if (address.empty()) {
     coordinator::CoordinatorOptions coordinator_options;
-    coordinator_options.listen_address = "127.0.0.1:0";
-    coordinator_options.tls.plaintext = true;  // loopback only
+    // Other hosts' agents reach it at the address their ssh connection came from; it listens
+    // on every interface then, in plaintext, and only the job's token (random, never on a
+    // command line) admits an agent or rank to the job.
+    const bool ipv6 =
+        std::any_of(layout->launcher_addresses.begin(), layout->launcher_addresses.end(),
+                    [](const std::string& a) { return a.find(':') != std::string::npos; });
+    coordinator_options.listen_address = !layout->remote ? "127.0.0.1:0"
+                                         : ipv6          ? "[::]:0"
+                                                         : "0.0.0.0:0";
+    coordinator_options.tls.plaintext = true;
     coordinator::NegotiatorOptions& negotiation = coordinator_options.registry.job.negotiator;
     if (options.fusion_threshold_bytes)
       negotiation.fusion_threshold_bytes = *options.fusion_threshold_bytes;
@@ -170,6 +237,11 @@ int Run(const TroikarunOptions& options) {
     }
     embedded = *std::move(started);
     address = absl::StrCat("127.0.0.1:", embedded->port());
+  }
+  for (size_t i = 0; i < layout->agents.size(); ++i) {
+    layout->agents[i].coordinator =
+        embedded == nullptr ? options.coordinator
+                            : AddressWithPort(layout->launcher_addresses[i], embedded->port());
   }
   const std::string job = options.job.empty() ? absl::StrCat("troikarun-", getpid()) : options.job;
   // The job's token: the one the environment gives (a job on a shared coordinator), else a
@@ -201,25 +273,15 @@ int Run(const TroikarunOptions& options) {
   auto current = [&lineage]() -> std::shared_ptr<coordinator::Job> {
     return lineage != nullptr ? coordinator::JobRegistry::Latest(lineage->anchor()) : nullptr;
   };
-  if (embedded != nullptr && options.max_np > options.np) {
+  if (embedded != nullptr && options.max_np > options.np && options.hosts.empty()) {
     // The embedded coordinator is reachable on this machine only: how to grow the job here.
-    std::string command;
-    for (const std::string& arg : options.command) {
-      const bool plain = !arg.empty() && arg.find_first_not_of(
-                                             "abcdefghijklmnopqrstuvwxyz"
-                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                             "0123456789-_=./,:@%+") == std::string::npos;
-      absl::StrAppend(
-          &command, " ",
-          plain ? arg : absl::StrCat("'", absl::StrReplaceAll(arg, {{"'", "'\\''"}}), "'"));
-    }
     std::fprintf(stderr,
                  "troikarun: job '%s' takes up to %d ranks; to add %d more on this machine:\n"
                  "  TROIKA_JOB_TOKEN=%s %s --coordinator=%s --plaintext=true --job=%s "
-                 "--nnodes=1 --nproc-per-node=%d --min_np=%d --max_np=%d --%s\n",
+                 "--nnodes=1 --nproc-per-node=%d --min_np=%d --max_np=%d -- %s\n",
                  job.c_str(), options.max_np, options.RanksPerAgent(), job_token.c_str(),
                  agent->c_str(), address.c_str(), job.c_str(), options.RanksPerAgent(),
-                 options.min_np, options.max_np, command.c_str());
+                 options.min_np, options.max_np, ShellJoin(options.command).c_str());
   }
   if (embedded_job != nullptr && !options.timeline.empty()) {
     constexpr int64_t kTimelineMaxBytes = int64_t{1} << 30;  // as troikactl's default
@@ -266,10 +328,30 @@ int Run(const TroikarunOptions& options) {
   }
   FdSink out(STDOUT_FILENO);
   FdSink err(STDERR_FILENO);
-  PosixProcessLauncher launcher;
+  JobLaunch launch;
+  launch.agent = *agent;
+  launch.job = job;
+  launch.plaintext = embedded != nullptr;
+  launch.data_interfaces = layout->data_interfaces;
+  launch.environment = CurrentEnvironment();
+  // Every agent (and through it every rank) carries the job's token.
+  if (!job_token.empty()) launch.variables["TROIKA_JOB_TOKEN"] = job_token;
+  for (const std::string& entry : options.extra_env) {
+    const size_t eq = entry.find('=');
+    launch.variables[entry.substr(0, eq)] = eq == std::string::npos ? "" : entry.substr(eq + 1);
+  }
+  if (char cwd[PATH_MAX]; getcwd(cwd, sizeof(cwd)) != nullptr) launch.working_directory = cwd;
+  launch.ssh = ssh;
+  std::vector<ProcessSpec> specs;
+  for (const AgentPlacement& placement : layout->agents) {
+    specs.push_back(AgentSpec(options, launch, placement));
+    if (options.verbose) {
+      std::fprintf(stderr, "troikarun: agent %d: %s\n", placement.node_rank,
+                   ShellJoin(specs.back().argv).c_str());
+    }
+  }
   Supervisor supervisor(launcher, out, err, supervisor_options);
-  if (absl::Status status = supervisor.Start(AgentSpecs(options, *agent, address, job, job_token));
-      !status.ok()) {
+  if (absl::Status status = supervisor.Start(specs); !status.ok()) {
     err.Write(absl::StrCat("troikarun: ", status.message(), "\n"));
     return 1;
   }

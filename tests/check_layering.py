@@ -35,7 +35,7 @@ LAYERS = {
     "agent/relay/": COMMON,
     "agent/service/": COMMON + ("agent/relay/",),
     "agent/node/": COMMON + ("agent/cli/", "agent/launch/", "agent/relay/", "agent/service/"),
-    "agent/launcher/": COMMON + ("agent/cli/",),
+    "agent/launcher/": COMMON + ("agent/cli/", "agent/launch/"),
     "agent/": COMMON + ("agent/node/", "agent/launcher/", "agent/launch/", "agent/cli/"),
     "libclient/transport/": COMMON,
     "libclient/handles/": COMMON,

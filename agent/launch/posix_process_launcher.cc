@@ -105,8 +105,12 @@ class SpawnArgs {
   SpawnArgs& operator=(const SpawnArgs&) = delete;
 
   // Sets up stdin, the output pipes' write ends, the process group and the signal state.
-  void Configure(int stdout_write, int stderr_write) {
-    posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  void Configure(int stdin_fd, int stdout_write, int stderr_write) {
+    if (stdin_fd >= 0) {
+      posix_spawn_file_actions_adddup2(&actions_, stdin_fd, STDIN_FILENO);
+    } else {
+      posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    }
     posix_spawn_file_actions_adddup2(&actions_, stdout_write, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions_, stderr_write, STDERR_FILENO);
     sigset_t empty, all;
@@ -152,6 +156,10 @@ absl::StatusOr<std::unique_ptr<Process>> PosixProcessLauncher::Launch(const Proc
   if (spec.argv.empty() || spec.argv[0].empty()) {
     return absl::InvalidArgumentError("cannot start a process: empty command");
   }
+  if (spec.control_input.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot start '", spec.argv[0], "' with a control pipe: that needs a ControlPipeLauncher"));
+  }
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return SpawnError(spec.argv[0], errno);
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -161,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Process>> PosixProcessLauncher::Launch(const Proc
     return SpawnError(spec.argv[0], error);
   }
   SpawnArgs args(spec);
-  args.Configure(out[1], err[1]);
+  args.Configure(spec.stdin_fd, out[1], err[1]);
   pid_t pid = -1;
   int error = args.Spawn(&pid);
   close(out[1]);

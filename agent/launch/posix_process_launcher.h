@@ -3,7 +3,8 @@
 // program such as one hosting an embedded coordinator), on Linux.
 //
 // Every child:
-//   - gets stdin from /dev/null, and stdout and stderr each on its own pipe, whose read end
+//   - gets stdin from /dev/null (or spec.stdin_fd), and stdout and stderr each on its own pipe,
+//   whose read end
 //     (non-blocking, close-on-exec) the Process owns;
 //   - leads a new process group, so Process::Signal() reaches the processes it starts too
 //     (a `sh -c` wrapper and its children), and a terminal's Ctrl-C reaches only the launcher,

@@ -23,6 +23,14 @@ struct ProcessSpec {
   std::vector<std::string> argv;
   // The complete environment of the new process, "NAME=value" entries.
   std::vector<std::string> env;
+  // The child's stdin: this descriptor, dup'ed into the child (the caller keeps it and closes
+  // it after Launch). -1 (default): /dev/null.
+  int stdin_fd = -1;
+  // Set: the child reads this text from a pipe its launcher holds open, and a stop (SIGINT or
+  // SIGTERM) closes the pipe instead of signalling: for a process that stops itself when its
+  // stdin ends (ssh running a remote troika-agent --launcher_stdin). Only a
+  // ControlPipeLauncher (control_pipe_launcher.h) starts such a spec; others refuse it.
+  std::optional<std::string> control_input = std::nullopt;
 };
 
 // How a process ended.

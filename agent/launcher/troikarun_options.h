@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -13,6 +14,14 @@
 #include "agent/cli/command_line.h"
 
 namespace troika::agent {
+
+// A host of a multi-host job and how many ranks it may run: -H host:slots, or a hostfile's
+// "host slots=N" line.
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+  bool operator==(const HostSlots&) const = default;
+};
 
 struct TroikarunOptions {
   // Number of ranks to start: -np N. Required, 1..kMaxRanks.
@@ -51,6 +60,25 @@ struct TroikarunOptions {
   // --timeline FILE: the embedded coordinator writes the job's timeline to FILE (relative to
   // troikarun's directory) for the whole run.
   std::string timeline;
+  // Hosts (-H host1:slots,host2:slots or --hostfile FILE): troikarun starts one troika-agent
+  // per host used, over ssh unless the host is this machine (docs/hosts.md). Empty (default):
+  // every rank on this machine.
+  std::vector<HostSlots> hosts;
+  // ssh's port (-p/--ssh-port; 0: ssh's default) and identity file (-i/--ssh-identity-file;
+  // empty: ssh's default).
+  int ssh_port = 0;
+  std::string ssh_identity_file;
+  // --start-timeout SECONDS (horovodrun's; default $HOROVOD_START_TIMEOUT, else 30 s): how
+  // long the hosts have to answer the reachability check.
+  absl::Duration start_timeout = absl::Seconds(30);
+  // -x NAME or -x NAME=VALUE (repeatable): variables set for every rank on every host, as
+  // "NAME=VALUE" entries.
+  std::vector<std::string> extra_env;
+  // --network-interface NAMES: the data plane's interface(s) on every host. Empty: chosen
+  // among the interfaces all hosts share.
+  std::vector<std::string> network_interfaces;
+  // --verbose: troikarun says what it does (hosts checked, interface chosen, commands run).
+  bool verbose = false;
   // --help / -h was given: print kTroikarunUsage and exit 0; nothing else is validated.
   bool help = false;
   // The rank command: everything after "--". Not empty.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/cli/command_line.h"
 
 namespace troika::agent {
@@ -50,6 +51,8 @@ Options:
                             default: gethostname()
   --data_host ADDR          the address the ranks give their data-plane peers (sets
                             TROIKA_DATA_HOST); default: the client library's choice
+  --data_interface NAMES    the data plane's address is that of the first of these interfaces
+                            (comma-separated, e.g. eth0) this host has up; not with --data_host
   --socket_dir DIR          where the ranks' Unix socket is created; default /tmp
   --grace_period DURATION   time between SIGTERM and SIGKILL when ranks are stopped; default 5s
   --liveness_timeout DUR    the coordinator is considered gone when it answers no keepalive
@@ -71,6 +74,12 @@ Options:
                             default: off
   --stop_with_parent BOOL   true: stop the ranks (as on SIGTERM) when the process that started
                             the agent exits; default false (troikarun sets it)
+  --launcher_stdin BOOL     true: started by troikarun over ssh: read the job's environment
+                            from stdin (NUL-separated NAME=value entries, an empty one last),
+                            then stop the ranks (as on SIGTERM) when stdin ends, so that no
+                            rank outlives troikarun; default false
+  --print_interfaces        (alone) print this host's IPv4 interfaces, "NAME ADDRESS" lines,
+                            and exit: what troikarun asks each host before a job
   --log_level LEVEL         debug, info, warning or error; default warning
   -h, --help                print this help and exit
 Durations are written 5s, 500ms, 1m (a plain number means seconds). Options may also be
@@ -199,6 +208,18 @@ absl::Status SetFlag(const std::string& name, const std::string& value, AgentOpt
     o.data_host = value;
     return absl::OkStatus();
   }
+  if (name == "data_interface") {
+    o.data_interfaces = absl::StrSplit(value, ',', absl::SkipEmpty());
+    if (o.data_interfaces.empty()) return UsageError(kProgram, "--data_interface needs a name");
+    return absl::OkStatus();
+  }
+  if (name == "launcher_stdin") {
+    if (value != "true" && value != "false") {
+      return UsageError(kProgram, "--launcher_stdin must be true or false");
+    }
+    o.launcher_stdin = value == "true";
+    return absl::OkStatus();
+  }
   if (name == "socket_dir") return SetString(name, value, &o.socket_dir);
   if (name == "grace_period") return ParseDuration(name, value, false, &o.grace_period);
   if (name == "liveness_timeout") return ParseDuration(name, value, true, &o.liveness_timeout);
@@ -251,6 +272,11 @@ absl::StatusOr<AgentOptions> ParseAgentArgs(const std::vector<std::string>& args
   }
   if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node > (1 << 16)) {
     return UsageError(kProgram, "--nnodes x --nproc-per-node must be at most 65536 ranks");
+  }
+  if (!options.data_host.empty() && !options.data_interfaces.empty()) {
+    return UsageError(kProgram,
+                      "--data_host and --data_interface both name the data plane's "
+                      "address: give one");
   }
   if (options.host.empty()) options.host = HostName();
   return options;

@@ -49,6 +49,9 @@ struct AgentOptions {
   // --data_host ADDR: the address ranks give their data-plane peers (TROIKA_DATA_HOST).
   // Default empty: the client library's choice.
   std::string data_host;
+  // --data_interface NAMES: the data plane's address is the IPv4 address of the first of these
+  // interfaces (comma-separated) this host has up, resolved at start. Not with --data_host.
+  std::vector<std::string> data_interfaces;
   // --socket_dir DIR: where the ranks' Unix socket goes. Default /tmp.
   std::string socket_dir = "/tmp";
   // --grace_period: time between SIGTERM and SIGKILL when ranks are stopped. Default 5 s.
@@ -72,6 +75,9 @@ struct AgentOptions {
   // --stop_with_parent: stop (as on SIGTERM) when the process that started the agent exits.
   // Default false; troikarun sets it.
   bool stop_with_parent = false;
+  // --launcher_stdin: troikarun started this agent over ssh: it reads the job's environment
+  // from stdin first (environment_block.h), and stops (as on SIGTERM) when stdin ends.
+  bool launcher_stdin = false;
   // --metrics_listen HOST:PORT: serve /metrics, /healthz and /readyz over HTTP there (port
   // 0: any). Default empty: off.
   std::string metrics_listen;

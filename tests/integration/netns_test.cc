@@ -9,89 +9,34 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/launcher_helpers.h"
+#include "tests/integration/netns_hosts.h"
 
 namespace troika::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-int Sh(const std::string& command) {
-  return WaitWithTimeout(StartShell(command + " >/dev/null 2>&1"), absl::Seconds(20));
-}
-
-// `text` without surrounding whitespace, or "(no output)".
-std::string Trimmed(const std::string& text) {
-  const std::string stripped(absl::StripAsciiWhitespace(text));
-  return stripped.empty() ? "(no output)" : stripped;
-}
-
 class NetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    prefix_ = absl::StrCat("tk", getpid() % 100000);
     dir_ = MakeScratchDir("netns");
-    if (Sh("command -v ip") != 0) GTEST_SKIP() << "needs the `ip` tool (Debian: iproute2)";
-    // Creating a namespace is not enough: entering one (ip netns exec) also remounts /sys and
-    // makes / a slave mount, which fails in a chroot and in some containers.
-    const std::string probe = prefix_ + "-probe";
-    CommandResult created = RunShell("ip netns add " + probe, dir_, absl::Seconds(20));
-    if (created.exit_code != 0) {
-      GTEST_SKIP() << "cannot create network namespaces here (needs root with CAP_SYS_ADMIN): "
-                   << "`ip netns add` says: " << Trimmed(created.err + created.out);
-    }
-    CommandResult entered = RunShell("ip netns exec " + probe + " true", dir_, absl::Seconds(20));
-    Sh("ip netns del " + probe);
-    if (entered.exit_code != 0) {
-      GTEST_SKIP() << "network namespaces can be created but not entered here (a chroot or a "
-                   << "restricted container): `ip netns exec` says: "
-                   << Trimmed(entered.err + entered.out);
-    }
-    // A bridge namespace joins three hosts: c (coordinator), a and b (agents).
-    const std::string br = prefix_ + "-br";
-    ASSERT_EQ(Sh(absl::StrCat("ip netns add ", br)), 0);
-    namespaces_.push_back(br);
-    ASSERT_EQ(Sh(absl::StrCat("ip -n ", br, " link add br0 type bridge && ip -n ", br,
-                              " link set br0 up")),
-              0);
-    int octet = 1;
-    for (const char* host : {"c", "a", "b"}) {
-      const std::string ns = absl::StrCat(prefix_, "-", host);
-      const std::string veth = absl::StrCat(prefix_, host);
-      ASSERT_EQ(Sh(absl::StrCat("ip netns add ", ns)), 0);
-      namespaces_.push_back(ns);
-      ASSERT_EQ(Sh(absl::StrCat("ip link add ", veth, " netns ", ns, " type veth peer name p", host,
-                                " netns ", br, " && ip -n ", br, " link set p", host,
-                                " master br0 up", " && ip -n ", ns, " addr add 10.231.0.", octet,
-                                "/24 dev ", veth, " && ip -n ", ns, " link set ", veth,
-                                " up && ip -n ", ns, " link set lo up")),
-                0)
-          << "setting up host " << host;
-      ++octet;
-    }
-  }
-
-  void TearDown() override {
-    for (pid_t pid : pids_) {
-      kill(-pid, SIGKILL);
-      WaitWithTimeout(pid, absl::Seconds(5));
-    }
-    for (const std::string& ns : namespaces_) Sh("ip netns del " + ns);
+    hosts_ = std::make_unique<NetnsHosts>(absl::StrCat("tk", getpid() % 100000), "10.231.0", dir_);
+    if (std::string why = hosts_->Unavailable(); !why.empty()) GTEST_SKIP() << why;
+    // c (coordinator), a and b (agents): 10.231.0.1, .2 and .3.
+    ASSERT_TRUE(hosts_->Create({"c", "a", "b"}));
   }
 
   pid_t StartIn(const std::string& host, const std::string& command, const std::string& log) {
-    pid_t pid = StartShell(absl::StrCat("exec ip netns exec ", prefix_, "-", host, " ", command,
-                                        " >", dir_, "/", log, ".out 2>", dir_, "/", log, ".err"));
-    pids_.push_back(pid);
-    return pid;
+    return hosts_->Start(host, command, log);
   }
 
   // Starts the coordinator and an agent of two `rank_binary` ranks on each host, `env` set
@@ -131,9 +76,8 @@ class NetnsTest : public ::testing::Test {
     return all;
   }
 
-  std::string prefix_, dir_;
-  std::vector<std::string> namespaces_;
-  std::vector<pid_t> pids_;
+  std::string dir_;
+  std::unique_ptr<NetnsHosts> hosts_;
 };
 
 // The default data plane across hosts of two ranks each: hierarchical (shared memory within
