@@ -30,6 +30,14 @@ absl::Status Run(Options options, State& state,
     std::optional<MembershipChange> change = GetMembershipChange(status);
     const int rank = (*context)->rank();
     const int next = change ? change->NextRank(rank) : -1;
+    if (next < 0 && change.has_value() && change->at_commit) {
+      // This rank's node left the job at the commit it just made (drained): its work is in
+      // the committed state the others go on from.
+      TROIKA_LOG(WARNING) << "rank " << rank << " leaves the job at a commit: its node was "
+                          << "drained; the job goes on with " << change->size << " ranks";
+      (*context)->Shutdown().IgnoreError();  // the generation ended: nothing to finish
+      return absl::OkStatus();
+    }
     if (next < 0) {
       absl::Status shutdown = (*context)->Shutdown();
       return status.ok() ? shutdown : status;

@@ -143,6 +143,16 @@ void Supervisor::Release(int index) {
   WakeLoop();
 }
 
+bool Supervisor::Add(ProcessSpec spec) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (closed_ || !stop_reason_.empty() || !options_.labels.empty()) return false;
+    additions_.push_back(std::move(spec));
+  }
+  WakeLoop();
+  return true;
+}
+
 void Supervisor::WakeLoop() {
   const uint64_t one = 1;
   if (write(stop_fd_, &one, sizeof(one)) < 0) {
@@ -153,20 +163,37 @@ void Supervisor::WakeLoop() {
 bool Supervisor::Busy() {
   if (RunningCount() > 0) return true;
   std::lock_guard<std::mutex> lock(stop_mu_);
-  return !held_.empty();
+  closed_ = held_.empty() && additions_.empty();
+  return !closed_;
 }
 
 void Supervisor::StartRelaunches() {
   std::map<int, ProcessSpec> relaunches;
+  std::vector<ProcessSpec> additions;
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (Stopping() || !stop_reason_.empty()) {
       held_.clear();
       relaunches_.clear();
+      additions_.clear();
       return;
     }
     relaunches.swap(relaunches_);
+    additions.swap(additions_);
     for (const auto& [index, spec] : relaunches) held_.erase(index);
+  }
+  for (ProcessSpec& spec : additions) {
+    const int index = static_cast<int>(ranks_.size());
+    absl::StatusOr<std::unique_ptr<Process>> process = launcher_.Launch(spec);
+    if (!process.ok()) {
+      Report(absl::StrCat("cannot start ", options_.noun, " ", index, ": ",
+                          process.status().message()));
+      continue;
+    }
+    const std::string prefix = options_.prefix_output ? absl::StrCat("[", index, "] ") : "";
+    ranks_.push_back(std::make_unique<Rank>(prefix, *std::move(process), out_, err_));
+    result_.labels.push_back(index);
+    result_.exits.push_back(ExitStatus{});
   }
   for (auto& [index, spec] : relaunches) {
     const int label = Label(index);

@@ -110,6 +110,12 @@ class Supervisor {
   void Hold(int index);
   void Relaunch(int index, ProcessSpec spec);
   void Release(int index);
+  // Adds a process while Run() supervises (troikarun's agent on a host that discovery added),
+  // from any thread: Run() starts it as the next index, labelled by its index (a supervisor
+  // without options.labels), and supervises it as the others. False, starting nothing, once
+  // Run() has ended (every process had exited) or a Stop() came; one still pending when the
+  // processes are being stopped is dropped.
+  bool Add(ProcessSpec spec);
 
  private:
   struct Rank;
@@ -122,7 +128,7 @@ class Supervisor {
   void OnExit(int index, const ExitStatus& exit);
   void OnSignal();
   void OnStopRequest();
-  // Starts the processes Relaunch() asked for; drops every hold once stopping.
+  // Starts the processes Relaunch() and Add() asked for; drops every hold once stopping.
   void StartRelaunches();
   // Wakes the poll loop (Stop, Relaunch, Release).
   void WakeLoop();
@@ -152,6 +158,8 @@ class Supervisor {
   // Guarded by stop_mu_: held processes, and the specs to start them again with.
   std::set<int> held_;
   std::map<int, ProcessSpec> relaunches_;
+  std::vector<ProcessSpec> additions_;  // Add()ed, not started yet
+  bool closed_ = false;                 // Run() is ending: nothing is added any more
 
   // Owned by the calling thread.
   std::vector<std::unique_ptr<Rank>> ranks_;

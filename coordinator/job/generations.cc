@@ -89,13 +89,21 @@ int Generations::JoiningRanks() {
   return ranks;
 }
 
+int Generations::DrainingRanks(const std::string& besides) const {
+  int ranks = 0;
+  for (const auto& [host, block] : draining_) {
+    if (host != besides) ranks += static_cast<int>(block.size());
+  }
+  return ranks;
+}
+
 bool Generations::CutAtCommit(std::vector<Response>& responses) {
-  if (joining_.empty() || !next_generation_) return false;
+  if ((joining_.empty() && draining_.empty()) || !next_generation_) return false;
   auto commit = std::find_if(responses.begin(), responses.end(), [](const Response& r) {
     return r.type == CollectiveType::kBarrier && r.process_set == 0 && !r.is_error() &&
            r.names.size() == 1 && absl::StartsWith(r.names.front(), kElasticCommitPrefix);
   });
-  if (commit == responses.end() || JoiningRanks() == 0) return false;
+  if (commit == responses.end() || (JoiningRanks() == 0 && draining_.empty())) return false;
   // What came before the commit completes; the commit and what follows fail with the change.
   responses.erase(commit, responses.end());
   return true;
@@ -103,7 +111,14 @@ bool Generations::CutAtCommit(std::vector<Response>& responses) {
 
 Generations::Admission Generations::Admit(const std::set<int>& departed) {
   Admission admission;
-  admission.change = Survivors({}, departed);
+  std::vector<int> leaving;
+  std::vector<std::string> left;
+  for (const auto& [host, ranks] : draining_) {
+    leaving.insert(leaving.end(), ranks.begin(), ranks.end());
+    left.push_back(absl::StrCat(FormatRanks(ranks), " on ", host));
+  }
+  draining_.clear();
+  admission.change = Survivors(leaving, departed);
   admission.change.at_commit = true;
   admission.joiners = std::move(joining_);
   joining_.clear();
@@ -116,9 +131,14 @@ Generations::Admission Generations::Admit(const std::set<int>& departed) {
     change.joined += joiner.nproc;
     hosts.insert(joiner.host);
   }
-  admission.reason =
-      absl::StrCat(admission.change.joined, admission.change.joined == 1 ? " rank" : " ranks",
-                   " on ", absl::StrJoin(hosts, ", "), " joined at a commit");
+  std::vector<std::string> reasons;
+  if (admission.change.joined > 0) {
+    reasons.push_back(absl::StrCat(admission.change.joined,
+                                   admission.change.joined == 1 ? " rank" : " ranks", " on ",
+                                   absl::StrJoin(hosts, ", "), " joined"));
+  }
+  if (!left.empty()) reasons.push_back(absl::StrCat(absl::StrJoin(left, ", "), " left"));
+  admission.reason = absl::StrCat(absl::StrJoin(reasons, " and "), " at a commit");
   return admission;
 }
 

@@ -3,7 +3,7 @@
 // "Shutting down and attaching again"):
 //  - an elastic job's next generation — the survivors renumbered in order when ranks are lost,
 //    and the nodes waiting to join (admitted at a commit barrier, their ranks after the
-//    survivors');
+//    survivors') or to leave (drained at a commit barrier: their ranks have no place after it);
 //  - a job that is not elastic: its next incarnation, formed by ranks that shut down and attach
 //    again, and the exits of ranks that left this one (they will never attach again).
 // It makes the successor (through the job's factories), moves the job's lineage on to it, and
@@ -93,10 +93,16 @@ class Generations {
   std::vector<Joiner> TakeJoiners() { return std::exchange(joining_, {}); }
   // The ranks of the joining nodes that still wait; cancelled ones are let go.
   int JoiningRanks();
-  // Nodes wait to join and `responses` (about to be sent) hold the commit barrier: cuts them
-  // before it and returns true — the generation is to end there (Admit).
+  // Nodes leaving at the next commit (Job::Drain): `host`'s `ranks` of this generation.
+  void Drain(const std::string& host, std::vector<int> ranks) {
+    draining_[host] = std::move(ranks);
+  }
+  // The ranks of the nodes leaving at the next commit, but `besides`'s.
+  int DrainingRanks(const std::string& besides = "") const;
+  // Nodes wait to join or leave and `responses` (about to be sent) hold the commit barrier:
+  // cuts them before it and returns true — the generation is to end there (Admit).
   bool CutAtCommit(std::vector<Response>& responses);
-  // Every joining node, with the ranks after the survivors (not `departed`).
+  // Every joining node, with the ranks after the survivors (not `departed`, nor draining).
   Admission Admit(const std::set<int>& departed);
   void FailJoiners(const absl::Status& status);
 
@@ -119,8 +125,9 @@ class Generations {
   const decltype(JobOptions::next_incarnation) next_incarnation_;
   std::function<void(absl::Duration)> on_recovered_;  // cleared once called
   std::shared_ptr<Job> successor_;
-  std::weak_ptr<JobLineage> lineage_;  // Track(); its holder keeps it
-  std::vector<Joiner> joining_;        // nodes waiting for a commit
+  std::weak_ptr<JobLineage> lineage_;                 // Track(); its holder keeps it
+  std::vector<Joiner> joining_;                       // nodes waiting for a commit
+  std::map<std::string, std::vector<int>> draining_;  // host -> its ranks, leaving at a commit
   std::map<int, RankExit> left_exits_;
 };
 

@@ -289,6 +289,38 @@ std::shared_ptr<Job> Job::successor() const {
   return succession_.Serving();  // lock order: an incarnation, then its successor
 }
 
+absl::Status Job::Drain(const std::string& host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!generations_.elastic()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is not elastic: a node cannot leave it"));
+  }
+  if (!lifecycle_.running()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' is not running: a node leaves at a commit"));
+  }
+  std::vector<int> ranks;
+  for (int r = 0; r < size_; ++r) {
+    const std::string* from = roster_.host(r);
+    if (from != nullptr && *from == host && !roster_.departed(r)) ranks.push_back(r);
+  }
+  if (ranks.empty()) {
+    return absl::NotFoundError(absl::StrCat("no rank of job '", name_, "' (generation ",
+                                            generations_.epoch(), ") runs on ", host));
+  }
+  const int left = size_ - static_cast<int>(roster_.departed().size()) -
+                   generations_.DrainingRanks(host) - static_cast<int>(ranks.size());
+  if (left < generations_.min_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", name_, "' would go on with ", left, left == 1 ? " rank" : " ranks",
+                     " without ", host, ", below its minimum of ", generations_.min_size()));
+  }
+  TROIKA_LOG(INFO) << "job '" << name_ << "': " << FormatRanks(ranks) << " on " << host
+                   << " leave at the next commit";
+  generations_.Drain(host, std::move(ranks));
+  return absl::OkStatus();
+}
+
 // --- Negotiation ---
 
 void Job::FlushLocked() {

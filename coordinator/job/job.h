@@ -117,6 +117,13 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
                                const std::vector<int>& ranks) override;
   void CloseSession(session::SessionSink* sink, const absl::Status& ended) override;
 
+  // An elastic job's node leaves at the next commit (troikarun's host discovery no longer
+  // lists `host`): the commit barrier ends the generation, and `host`'s ranks have no place in
+  // the next one — every rank has just committed, so nothing is lost. Idempotent until then.
+  // FAILED_PRECONDITION for a job that is not elastic or not running, or that would be left
+  // below its minimum; NOT_FOUND when no rank of this generation attached from `host`.
+  absl::Status Drain(const std::string& host);
+
   // Sends `reason` to every session; pending and later work fails. Idempotent.
   void Abort(AbortCause cause, const std::string& reason);
   // The coordinator stops but keeps the job for a restarted one (Lifecycle::Detach).

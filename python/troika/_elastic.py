@@ -8,7 +8,9 @@ and reaches the job's commit point, where joining nodes are admitted; ``restore(
 to the last save; ``sync()`` makes every rank's state rank 0's. ``run_fn(func, ...)`` calls
 ``func(state, ...)``; when ranks are lost it restores the last commit, joins the job's next
 generation (ranks renumbered), calls the reset callbacks, syncs and calls ``func`` again; when
-nodes joined at a commit it goes on from that commit in the next generation.
+nodes joined or left at a commit it goes on from that commit in the next generation. A rank
+whose own node left at a commit (troikarun's host discovery dropped its host) shuts down and
+returns None: its work is in the state the others go on with.
 """
 
 import copy
@@ -37,6 +39,13 @@ def troika_membership_change(error):
     return None
 
 
+def _leave_job():
+    try:
+        troika.shutdown()
+    except TroikaError:  # the generation ended: nothing to finish
+        pass
+
+
 def run_fn(func, membership_change=troika_membership_change):
     """``func(state, *args, **kwargs)`` run as an elastic job (module docstring).
     ``membership_change(error)``: the change an error raised by ``func`` or ``state.sync()``
@@ -53,10 +62,13 @@ def run_fn(func, membership_change=troika_membership_change):
                     state.sync()  # a loss during the sync is handled as one during training
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt as e:
-                # Nodes joined at the commit just made: nothing to go back to.
+                # Nodes joined or left at the commit just made: nothing to go back to.
                 if e.membership_change is not None:
                     if not troika.enter_next_generation(e.membership_change):
-                        raise
+                        # This rank's node left (drained) at that commit: its work is in the
+                        # state the others go on from.
+                        _leave_job()
+                        return None
                     troika.init()
                 skip_sync = e.skip_sync
             except Exception as e:  # noqa: BLE001 - membership_change decides; others re-raised
@@ -95,8 +107,8 @@ class State:
         self.check_host_updates()
 
     def check_host_updates(self):
-        """The job's commit point (every rank's): raises HostsUpdatedInterrupt when the job
-        admitted nodes here."""
+        """The job's commit point (every rank's): raises HostsUpdatedInterrupt when nodes
+        joined or left the job here."""
         if not troika.is_initialized():
             return
         try:

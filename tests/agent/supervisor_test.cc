@@ -164,6 +164,35 @@ TEST_F(SupervisorTest, AHeldRankRunsAgainWhenRelaunchedAndRunWaitsForIt) {
   EXPECT_EQ(result.ExitCode(), 0);
 }
 
+// A process added while the others run (troikarun's agent on a discovered host) is started
+// as the next index and supervised as the others: Run() waits for it and reports its exit.
+// Once Run() has ended, or a stop came, nothing is added.
+TEST_F(SupervisorTest, AProcessAddedWhileRunningIsSupervisedAndNothingIsAddedOnceRunEnded) {
+  SupervisorOptions options;
+  options.stop_on_failure = false;
+  Supervisor supervisor(launcher_, out_, err_, options);
+  ASSERT_TRUE(supervisor.Start(ShellRanks(1, "sleep 0.5; echo first")).ok());
+  std::thread adder([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_TRUE(supervisor.Add(
+        {{"/bin/sh", "-c", "sleep 0.8; echo added; exit 4"}, {"PATH=/usr/bin:/bin"}}));
+  });
+  SupervisorResult result = supervisor.Run();
+  adder.join();
+  EXPECT_THAT(out_.text(), HasSubstr("[1] added\n")) << "Run() waited for the added process";
+  ASSERT_EQ(result.exits.size(), 2u);
+  EXPECT_EQ(result.exits[1].code, 4);
+  EXPECT_EQ(result.labels, (std::vector<int>{0, 1}));
+  EXPECT_EQ(result.ExitCode(), 4);
+  EXPECT_FALSE(supervisor.Add({{"/bin/true"}, {}})) << "Run() has ended";
+
+  Supervisor stopped(launcher_, out_, err_, SupervisorOptions{});
+  ASSERT_TRUE(stopped.Start(ShellRanks(1, "sleep 30")).ok());
+  stopped.Stop("the job was aborted");
+  EXPECT_FALSE(stopped.Add({{"/bin/true"}, {}}));
+  stopped.Run();
+}
+
 TEST_F(SupervisorTest, AReleasedOrStoppedHoldEndsTheRun) {
   for (bool stop : {false, true}) {
     SupervisorOptions options;

@@ -290,6 +290,66 @@ TEST_F(JobElasticTest, ANodeRegisteringWhileTheJobRunsIsAdmittedAtTheNextCommit)
       << "at its maximum";
 }
 
+// A node drained while the job runs (troikarun's host discovery dropped its host) leaves at the
+// next commit: what came before the commit completes, the commit ends the generation with the
+// node's ranks given no place, nothing restored; a node joining at the same commit comes after
+// the survivors. Draining below the minimum, a host with no rank, or a job that is not elastic
+// is refused.
+TEST_F(JobElasticTest, ADrainedNodeLeavesAtTheNextCommitWithNothingLost) {
+  std::shared_ptr<Job> job = Create(6, 3, 8);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}});
+  FakeSink a, b, c;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  ASSERT_TRUE(job->OpenSession({4, 5}, 1, &c).ok());
+  EXPECT_EQ(job->Drain("z").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(job->Drain("b").ok());
+  ASSERT_TRUE(job->Drain("b").ok()) << "idempotent";
+  EXPECT_THAT(job->Drain("c").ToString(),
+              HasSubstr("would go on with 2 ranks without c, below its minimum of 3"))
+      << "b is leaving already";
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  EXPECT_EQ(Register(*job, "d", 2, -1, held).status().message(), "waiting");
+
+  // A barrier that is no commit changes nothing; the commit does, after what came before it.
+  std::vector<TensorRequest> barrier, step;
+  for (int r = 0; r < 6; ++r) barrier.push_back(Barrier(r, "troika/barrier/0"));
+  ASSERT_TRUE(job->Submit(&a, {barrier[0], barrier[1]}).ok());
+  ASSERT_TRUE(job->Submit(&b, {barrier[2], barrier[3]}).ok());
+  ASSERT_TRUE(job->Submit(&c, {barrier[4], barrier[5]}).ok());
+  ASSERT_EQ(a.messages().size(), 1u);
+  for (int r = 0; r < 6; ++r) {
+    step.push_back(Allreduce(r, "x"));
+    step.push_back(Barrier(r, kCommit));
+  }
+  ASSERT_TRUE(job->Submit(&a, {step[0], step[1], step[2], step[3]}).ok());
+  ASSERT_TRUE(job->Submit(&b, {step[4], step[5], step[6], step[7]}).ok());
+  ASSERT_TRUE(job->Submit(&c, {step[8], step[9], step[10], step[11]}).ok());
+  for (FakeSink* sink : {&a, &b, &c}) {
+    ASSERT_EQ(sink->messages().size(), 3u);
+    EXPECT_EQ(sink->messages()[1].responses[0].names, std::vector<std::string>{"x"});
+    const DownMessage change = sink->messages()[2];
+    EXPECT_THAT(change.abort_reason,
+                HasSubstr("membership of job 'train' changed: 2 ranks on d joined and ranks 2-3 "
+                          "on b left at a commit; the job goes on with 6 ranks as generation 2"));
+    ASSERT_TRUE(change.membership_change.has_value());
+    EXPECT_TRUE(change.membership_change->at_commit);
+    EXPECT_THAT(change.membership_change->next_rank, ElementsAre(0, 1, -1, -1, 2, 3));
+    EXPECT_EQ(change.membership_change->size, 6);
+  }
+  ASSERT_TRUE(held->has_value() && (*held)->ok());
+  EXPECT_EQ((**held)->first_rank, 4);
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  EXPECT_EQ(next->Describe().generation_cause,
+            "2 ranks on d joined and ranks 2-3 on b left at a commit");
+
+  bool created = false;
+  std::shared_ptr<Job> fixed = registry_.CreateJob("fixed", 2, &created, {}, 0, 0).value();
+  AttachNodes(*fixed, {{"a", {0, 1}}});
+  EXPECT_THAT(fixed->Drain("a").ToString(), HasSubstr("is not elastic"));
+}
+
 // An admitted node whose agent died before it attached (or whose command could not start):
 // at the attach timeout the generation ends without its ranks, and the attached nodes are
 // answered with the renumbering instead of memberships. Below the minimum, the attach fails
