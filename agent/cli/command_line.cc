@@ -1,5 +1,8 @@
 #include "agent/cli/command_line.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,13 +20,22 @@ absl::Status UsageError(const std::string& program, const std::string& message) 
   return absl::InvalidArgumentError(absl::StrCat(message, " (see ", program, " --help)"));
 }
 
+std::pair<std::string, std::string> JoinedValues(const std::string& value) {
+  const size_t separator = value.find(kValueSeparator);
+  if (separator == std::string::npos) return {value, ""};
+  return {value.substr(0, separator), value.substr(separator + 1)};
+}
+
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                             const std::string& program, const FlagSetter& set) {
+                                             const std::string& program, const FlagSetter& set,
+                                             const FlagSyntax& syntax) {
   CommandLine line;
+  bool standalone = false;
   size_t i = 0;
   for (; i < args.size() && args[i] != "--"; ++i) {
     const std::string& arg = args[i];
     if (arg.size() < 2 || arg[0] != '-') {
+      if (syntax.bare_command) break;
       return UsageError(program, absl::StrCat("unexpected argument '", arg,
                                               "': the command goes after \"--\", as in ", program,
                                               " [options] -- ", arg));
@@ -38,21 +50,48 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       line.help = true;
       return line;
     }
-    if (!value.has_value()) {
-      if (i + 1 >= args.size() || args[i + 1] == "--") {
+    std::replace(name.begin(), name.end(), '-', '_');
+    // A value that is the next argument; "--" ends the options, so it is none.
+    auto next = [&]() -> std::optional<std::string> {
+      if (i + 1 >= args.size() || args[i + 1] == "--") return std::nullopt;
+      return args[++i];
+    };
+    if (syntax.switches.count(name) > 0) {
+      if (value.has_value()) {
+        return UsageError(
+            program, absl::StrCat("option '", arg.substr(0, arg.find('=')), "' takes no value"));
+      }
+      value = "";
+      standalone = standalone || syntax.standalone.count(name) > 0;
+    } else if (syntax.pairs.count(name) > 0) {
+      std::optional<std::string> first = value.has_value() ? std::nullopt : next();
+      std::optional<std::string> second = first.has_value() ? next() : std::nullopt;
+      if (!second.has_value()) {
+        return UsageError(program, absl::StrCat("option '", arg.substr(0, arg.find('=')),
+                                                "' needs two values, as in ",
+                                                arg.substr(0, arg.find('=')), " A B"));
+      }
+      value = absl::StrCat(*first, std::string(1, kValueSeparator), *second);
+    } else if (!value.has_value()) {
+      value = next();
+      if (!value.has_value()) {
         return UsageError(program, absl::StrCat("option '", arg, "' needs a value"));
       }
-      value = args[++i];
     }
-    std::replace(name.begin(), name.end(), '-', '_');
     if (absl::Status status = set(name, *value); !status.ok()) return status;
   }
-  if (i == args.size()) {
+  const bool dashes = i < args.size() && args[i] == "--";
+  line.command.assign(args.begin() + i + (dashes ? 1 : 0), args.end());
+  if (line.command.empty() && standalone) return line;
+  if (!dashes && !syntax.bare_command) {
     return UsageError(program, absl::StrCat("missing \"--\" before the command: ", program,
                                             " [options] -- COMMAND"));
   }
-  line.command.assign(args.begin() + i + 1, args.end());
-  if (line.command.empty()) return UsageError(program, "no command after \"--\"");
+  if (line.command.empty()) {
+    return UsageError(program, syntax.bare_command
+                                   ? absl::StrCat("no command: ", program, " [options] COMMAND")
+                                   : "no command after \"--\"");
+  }
   return line;
 }
 
@@ -101,6 +140,26 @@ absl::Status CheckCoordinatorFlag(const std::string& program, const std::string&
     return UsageError(program, absl::StrCat("--coordinator: ", address.status().message()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& program, const std::string& flag,
+                                         const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string text;
+  ssize_t n = fd < 0 ? -1 : 0;
+  char buffer[4096];
+  while (fd >= 0 && (n = read(fd, buffer, sizeof(buffer))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  const int error = errno;
+  if (fd >= 0) close(fd);
+  if (n < 0) {
+    return UsageError(program,
+                      absl::StrCat(flag, " ", path, ": cannot read it: ", strerror(error)));
+  }
+  return text;
 }
 
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& base,

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,14 +24,42 @@ using FlagSetter = std::function<absl::Status(const std::string& name, const std
 
 struct CommandLine {
   bool help = false;                 // -h, -help or --help was given (nothing else was parsed)
-  std::vector<std::string> command;  // everything after "--"; not empty unless `help`
+  std::vector<std::string> command;  // the command; not empty unless `help` or a standalone flag
 };
 
+// What a program's flags look like beyond the usual "--name value" (names as `set` gets them,
+// e.g. "check_build"). The default is troika-agent's: every flag takes one value, and the
+// command follows "--".
+struct FlagSyntax {
+  // Flags that take no value ("--verbose"): `set` gets "". "--verbose=x" is an error.
+  std::set<std::string> switches;
+  // Flags that take two values ("--blacklist-cooldown-range 60 300", as argparse's nargs=2):
+  // `set` gets both joined by kValueSeparator (JoinedValues splits them). "--name=A" is an
+  // error.
+  std::set<std::string> pairs;
+  // Switches that need no command ("--check-build"): with one of them given, the command may
+  // be missing.
+  std::set<std::string> standalone;
+  // The first argument that is neither an option nor an option's value begins the command, as
+  // horovodrun's (argparse's REMAINDER) does; "--" before the command is still accepted.
+  // false: the command must follow "--".
+  bool bare_command = false;
+};
+
+// Joins a pair flag's two values: NUL, which no command-line argument can hold.
+inline constexpr char kValueSeparator = '\0';
+
+// A pair flag's two values, as `set` gets them.
+std::pair<std::string, std::string> JoinedValues(const std::string& value);
+
 // Parses `args` (argv without argv[0]): options "-name value", "--name value", "-name=value"
-// or "--name=value", then "--", then the command. Errors are INVALID_ARGUMENT and end with
-// " (see PROGRAM --help)"; so should the errors `set` returns (use UsageError).
+// or "--name=value" (switches and pairs as `syntax` says), then "--", then the command (or,
+// with `syntax.bare_command`, the command at the first argument that is not an option). Errors
+// are INVALID_ARGUMENT and end with " (see PROGRAM --help)"; so should the errors `set` returns
+// (use UsageError).
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                             const std::string& program, const FlagSetter& set);
+                                             const std::string& program, const FlagSetter& set,
+                                             const FlagSyntax& syntax = {});
 
 // ParseCommandLine into `options`, a program's options struct with `bool help` and
 // `std::vector<std::string> command`, which it sets from the CommandLine; `set` applies each
@@ -39,11 +68,13 @@ template <typename Options>
 absl::Status ParseCommandLineInto(const std::vector<std::string>& args, const std::string& program,
                                   absl::Status (*set)(const std::string& name,
                                                       const std::string& value, Options& options),
-                                  Options& options) {
+                                  Options& options, const FlagSyntax& syntax = {}) {
   absl::StatusOr<CommandLine> line = ParseCommandLine(
-      args, program, [set, &options](const std::string& name, const std::string& value) {
+      args, program,
+      [set, &options](const std::string& name, const std::string& value) {
         return set(name, value, options);
-      });
+      },
+      syntax);
   if (!line.ok()) return line.status();
   options.help = line->help;
   options.command = std::move(line->command);
@@ -78,6 +109,12 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& program,
 // "unix:/path", ...). Otherwise a usage error "--coordinator: coordinator address 'X' is
 // invalid: WHAT (...)".
 absl::Status CheckCoordinatorFlag(const std::string& program, const std::string& value);
+
+// The contents of the file a flag names ("--hostfile", `path`). A usage error naming the flag
+// and the file if it cannot be read: "--hostfile h.txt: cannot read it: No such file or
+// directory".
+absl::StatusOr<std::string> ReadFlagFile(const std::string& program, const std::string& flag,
+                                         const std::string& path);
 
 // The environment of rank processes: `base` ("NAME=value" entries, e.g. from environ) with
 // every variable in `overrides` set, replacing an inherited value of the same name.
