@@ -144,15 +144,12 @@ void JobRegistry::ApplyTuning(const std::string& name, const v1::JobRecord* rest
       return;
     }
   }
-  if (job_options.autotune) {
-    AutotuneConfig& autotune = *job_options.autotune;
-    autotune.csv_path.clear();
-    autotune.params_path.clear();
-    if (!options_.autotune_dir.empty()) {
-      const std::string base = AutotuneBase(name);
-      autotune.csv_path = base + ".csv";
-      autotune.params_path = base + ".params";
-    }
+  // Without a directory, a job keeps the files `job` names: a coordinator of one job
+  // (troikarun's, --autotune-log-file).
+  if (job_options.autotune && !options_.autotune_dir.empty()) {
+    const std::string base = AutotuneBase(name);
+    job_options.autotune->csv_path = base + ".csv";
+    job_options.autotune->params_path = base + ".params";
   }
 }
 

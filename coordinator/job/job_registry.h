@@ -28,11 +28,12 @@ namespace troika::coordinator {
 struct JobRegistryOptions {
   // Every job's options (JobOptions, whose defaults hold): negotiation, stall times, straggler
   // margin, deadlock detection, schedules and autotuning. The registry gives each job its own
-  // token, sizes, epoch, generation cause, callbacks and autotune files: whatever `job` holds
-  // for those is replaced.
+  // token, sizes, epoch, generation cause, callbacks and (with autotune_dir) autotune files:
+  // whatever `job` holds for those is replaced.
   JobOptions job;
   // Where each tuned job writes <job>-autotune.csv and <job>-autotune.params (the job name
-  // with anything but [A-Za-z0-9._-] replaced by '_'). Empty: no files. Default: empty.
+  // with anything but [A-Za-z0-9._-] replaced by '_'). Empty: the files job.autotune names,
+  // for a coordinator of one job (troikarun's; none by default). Default: empty.
   std::string autotune_dir;
   // Most ranks one job may have. Default 65536.
   int max_job_size = 65536;

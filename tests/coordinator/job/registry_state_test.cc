@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,57 @@ TEST_F(StateStoreTest, RecordGoesWhenTheJobIsReleasedAndBadRecordsAreSkipped) {
   // The registry releases a done job from the scheduler's thread (60 s: a not-hung bound).
   for (int i = 0; i < 6000 && !store_->Load().empty(); ++i) usleep(10000);
   EXPECT_TRUE(store_->Load().empty());
+}
+
+// troikarun --autotune-log-file: a coordinator of one job, without an autotune directory,
+// writes the tuning CSV where the job's options say.
+TEST(RegistryAutotuneTest, WithoutADirectoryAJobWritesTheFilesItsOptionsName) {
+  char dir[] = "/tmp/troika-tune-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string csv = std::string(dir) + "/my log.csv";
+  JobRegistryOptions options;
+  AutotuneConfig& tune = options.job.autotune.emplace();
+  tune.options.warmup_samples = 0;
+  tune.options.steps_per_sample = 1;
+  tune.options.max_samples = 3;
+  tune.csv_path = csv;
+  options.job.negotiator.cycle_time = absl::ZeroDuration();
+  Scheduler scheduler;
+  FakeClock clock;
+  JobRegistry registry(options, scheduler, clock);
+  bool created = false;
+  auto job = registry.CreateJob("tuned", 1, &created, Secret::Of("t"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  test_util::AttachAll(**job, {"a"});
+  test_util::FakeSink session;
+  ASSERT_TRUE((*job)->OpenSession({0}, 1, &session).ok());
+  auto report = [&](int64_t bytes) {
+    ExecReport r;
+    r.rank = 0;
+    r.sent_at = clock.Now();
+    r.allreduce_bytes = bytes;
+    ASSERT_TRUE((*job)->ReportExec(&session, r).ok());
+  };
+  auto step = [&] {
+    TensorRequest request;
+    request.rank = 0;
+    request.name = "grad";
+    request.shape = {2};
+    ASSERT_TRUE((*job)->Submit(&session, {request}).ok());
+  };
+  report(0);
+  step();
+  step();  // "grad" again: one step done
+  clock.Advance(absl::Seconds(1));
+  report(1000);
+  step();  // the sample ends: its row is written
+  std::ifstream in(csv);
+  ASSERT_TRUE(in.good()) << csv << " was not written";
+  std::string header;
+  std::getline(in, header);
+  EXPECT_THAT(header, ::testing::HasSubstr("fusion"));
+  std::remove(csv.c_str());
+  rmdir(dir);
 }
 
 TEST(StateStoreOpenTest, UnwritableDirectoryIsRefusedWithItsName) {
