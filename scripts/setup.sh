@@ -32,6 +32,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
   prometheus-cpp-dev civetweb libcivetweb-dev libssl-dev
   pybind11-dev python3-dev  # the Python module troika._troika (python/)
+  libyaml-cpp-dev  # troikarun --config-file (horovodrun's YAML)
   python3-venv ninja-build  # `pip install .` (pyproject.toml) into a virtual environment
 )
 # The packages holding every shared library of the installed binaries and libtroika beyond
@@ -39,7 +40,7 @@ PACKAGES=(
 RUNTIME_PACKAGES=(
   libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libre2-9 libc-ares2 libssl3
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
-  libprometheus-cpp-core1.0 libcivetweb1
+  libprometheus-cpp-core1.0 libcivetweb1 libyaml-cpp0.7
 )
 TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)

@@ -1,127 +1,21 @@
 #include "agent/launcher/troikarun_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "agent/launcher/config_file.h"
+#include "agent/launcher/horovodrun_flags.h"
+#include "agent/launcher/host_flags.h"
+#include "agent/launcher/option_checks.h"
 
 namespace troika::agent {
-
-const char kTroikarunUsage[] =
-    R"(troikarun: starts N ranks of a Troika training program on this machine and supervises them.
-
-Usage: troikarun -np N [options] -- COMMAND [ARGS...]
-
-Options:
-  -np N, --np N            number of ranks to start (required; 1 to 1024)
-  --nproc-per-node P       ranks per troika-agent: troikarun starts N/P agents on this machine
-                           (node ranks 0 .. N/P-1), each starting and relaying P ranks, as
-                           N/P nodes of P ranks would run on a cluster; N must be a multiple
-                           of P; default N (one agent)
-  --min-np M               an elastic job (docs/elastic.md): when ranks are lost (exit
-                           non-zero, killed, their agent killed) and at least M remain, the
-                           job goes on with the survivors, renumbered (its next generation),
-                           instead of aborting; ranks use troika::elastic::Run to carry on
-                           from their last commit; troikarun exits 0 if the job finished
-                           (its last generation's ranks all shut down and exited 0);
-                           default 0: not elastic (any lost rank or agent ends the job)
-  --max-np X               an elastic job's maximum: troika-agents started for the job while
-                           it runs (new or returning nodes, docs/elastic.md) are admitted at
-                           its next commit, up to X ranks; default -np
-  --max-restarts R         an elastic job: each agent starts a rank that failed again, up to
-                           R times; it rejoins at the job's next commit; default 0
-  --coordinator HOST:PORT  the Troika coordinator the agents join (unix:PATH too); default: a
-                           coordinator started inside troikarun on 127.0.0.1 (a free port),
-                           which lives as long as troikarun, in plaintext; the agents reach
-                           a given one as TROIKA_TLS_CA, TROIKA_TLS_CERT, TROIKA_TLS_KEY or
-                           TROIKA_PLAINTEXT=1 in troikarun's environment say
-  --fusion-threshold-mb MB  the embedded coordinator's fusion threshold: allreduces are fused
-                           into one transfer up to MB MiB (0: no fusion); default
-                           $HOROVOD_FUSION_THRESHOLD (bytes) if set, else 64
-  --cycle-time-ms MS       the embedded coordinator's cycle time: how long a rank holds its
-                           requests to send those submitted together in one message (a
-                           wait or poll sends them at once), and a ready allreduce may wait
-                           for others still being submitted, to fuse with them (0: neither);
-                           default $HOROVOD_CYCLE_TIME (ms) if set, else 1
-                           (both as horovodrun's; with --coordinator, give them to that
-                           coordinator: troika-coordinator --help)
-  --schedules on|off       steady-state schedules in the embedded coordinator: once the job's
-                           steps repeat, ranks run them without a coordinator round trip
-                           per collective until one deviates (docs/protocol.md,
-                           Schedules); default on (off: every collective negotiated,
-                           as Horovod does)
-  --timeline FILE          the embedded coordinator writes the job's timeline (a Chrome
-                           trace of every tensor's negotiation and every rank's phases,
-                           docs/timeline.md) to FILE for the whole run; default
-                           $HOROVOD_TIMELINE if set (as horovodrun; DYNAMIC, horovodrun's
-                           word for timelines started later, writes none), else none
-  --job NAME               job name; default troikarun-<pid of troikarun>
-  --attach_timeout DURATION  how long every rank of the job has to attach (its agent started,
-                           the other nodes reached); an elastic job goes on without ranks that
-                           did not attach in time if at least --min-np did, any other job
-                           fails; default 60s
-  --grace_period DURATION  time between SIGTERM and SIGKILL when ranks are stopped, e.g. 5s,
-                           500ms, 1m (a plain number means seconds); default 5s
-  --log_level LEVEL        log level of troikarun, its coordinator and its agents: debug,
-                           info, warning or error; default warning
-  -h, --help               print this help and exit
-Options may also be written -name=value or --name=value. Everything after "--" is the rank
-command, passed on untouched; COMMAND is looked up in PATH unless it contains a "/".
-
-troikarun runs troika-agent (from the directory troikarun itself is in) once per node rank
-k with --node_rank k; the agent starts ranks k*P .. k*P+P-1 and relays their control traffic
-to the coordinator on one stream (see troika-agent --help and docs/agent.md). Each rank runs
-COMMAND with troikarun's environment plus:
-  TROIKA_COORDINATOR  its agent's Unix socket, unix:/tmp/troika-agent-<pid>.sock
-  TROIKA_JOB          the job name
-  TROIKA_RANK         the rank, 0 .. N-1
-  TROIKA_SIZE         N
-  TROIKA_LOCAL_RANK   the rank's index within its agent, 0 .. P-1
-  TROIKA_LOCAL_SIZE   P
-  TROIKA_DEVICE       equal to TROIKA_LOCAL_RANK: the local device (GPU) to use
-  TROIKA_HOST         this machine's host name (gethostname(), or "localhost")
-and what horovodrun --gloo sets, with each agent as a node:
-  HOROVOD_RANK, HOROVOD_SIZE              TROIKA_RANK, TROIKA_SIZE
-  HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE  TROIKA_LOCAL_RANK, TROIKA_LOCAL_SIZE
-  HOROVOD_CROSS_RANK  the agent's node rank k, 0 .. N/P-1
-  HOROVOD_CROSS_SIZE  N/P
-  HOROVOD_HOSTNAME    TROIKA_HOST
-(With the default P = N: 0 .. N-1, N, 0 and 1, as horovodrun -np N on one host. With P < N
-the agents stand for nodes of one host: the local and cross numbers are theirs, while
-hvd.local_rank() and hvd.cross_rank() group the ranks by host name: 0 .. N-1 and 0.)
-Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix,
-its stdout on troikarun's stdout and its stderr on troikarun's stderr; an unfinished last line
-is printed, with a newline added, when the rank exits. Each rank leads its own process group,
-and signals reach the whole group.
-
-Supervision: when a rank exits with a non-zero code or is killed by a signal, its agent
-reports it at once ("troika-agent: rank 2 exited with code 1; stopping ..."), and the
-coordinator aborts the job on every agent: each sends SIGTERM to its ranks, and SIGKILL to
-those still running after the grace period, and prints why ("troika-agent: job aborted:
-rank 2 on HOST exited with code 1"). troikarun then prints a one-line summary naming the
-cause. SIGINT or SIGTERM sent to troikarun is forwarded to every agent, which forwards it to
-its ranks, with the same SIGKILL after the grace period; a second SIGINT or SIGTERM sends
-SIGKILL at once. Ranks exiting 0 are never a failure. Ranks that shut down may join the
-job again in the same processes (init after shutdown, as with horovodrun --gloo; not with
---min-np): it forms anew once every rank joined again (docs/agent.md).
-
-Exit status:
-  0      every rank exited with code 0
-  C      the rank whose failure aborted the job exited with code C (1..255)
-  128+S  that rank was killed by signal S, or troikarun itself received signal S before any
-         rank failed (SIGINT: 130, SIGTERM: 143)
-  1      troikarun or an agent failed (e.g. the embedded coordinator could not start, the
-         coordinator was lost), or the job was aborted for a reason other than a rank's exit
-  2      invalid command line
-  126    COMMAND could not be executed
-  127    COMMAND was not found
-
-Examples:
-  troikarun -np 4 -- ./troika-example-train --steps 100
-  troikarun -np 4 --nproc-per-node 2 -- ./troika-example-train --steps 100
-)";
-
 namespace {
 
 constexpr char kProgram[] = "troikarun";
@@ -136,6 +30,15 @@ absl::Status ParseCount(const std::string& flag, const std::string& value, int* 
                       absl::StrCat(flag, " must be between 1 and ", kMaxRanks, ", got ", n));
   }
   *out = n;
+  return absl::OkStatus();
+}
+
+absl::Status ParseInt(const std::string& flag, const std::string& value, int min, int max,
+                      int* out) {
+  if (!absl::SimpleAtoi(value, out) || *out < min || *out > max) {
+    return UsageError(kProgram, absl::StrCat(flag, ": '", value, "' is not a whole number from ",
+                                             min, " to ", max));
+  }
   return absl::OkStatus();
 }
 
@@ -164,15 +67,172 @@ absl::Status ParseCycleTime(const std::string& what, const std::string& value,
   return absl::OkStatus();
 }
 
+// A positive number of seconds (or a duration such as 1m), from `what` (a flag or a variable).
+absl::Status ParseTimeout(const std::string& what, const std::string& value, absl::Duration* out) {
+  double seconds = 0;
+  absl::Duration duration;
+  if (absl::SimpleAtod(value, &seconds) && std::isfinite(seconds) && seconds <= 1e9) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(value, &duration) || duration == absl::InfiniteDuration()) {
+    duration = absl::ZeroDuration();
+  }
+  if (duration <= absl::ZeroDuration()) {
+    return UsageError(kProgram, absl::StrCat(what, ": '", value,
+                                             "' is not a positive number of "
+                                             "seconds"));
+  }
+  *out = duration;
+  return absl::OkStatus();
+}
+
+// horovodrun's --log-level (TRACE .. FATAL) or troikarun's --log_level, any case.
+absl::Status SetLogLevel(const std::string& value, TroikarunOptions& options) {
+  std::string level = absl::AsciiStrToLower(value);
+  const std::string horovod = absl::AsciiStrToUpper(value);
+  if (level == "trace") level = "debug";
+  if (level == "fatal") level = "error";
+  if (level != "debug" && level != "info" && level != "warning" && level != "error") {
+    return UsageError(kProgram, absl::StrCat("--log-level: '", value,
+                                             "' is not one of debug, "
+                                             "info, warning, error (or horovodrun's TRACE .. "
+                                             "FATAL)"));
+  }
+  options.log_level = level;
+  options.rank_env["HOROVOD_LOG_LEVEL"] = horovod;  // as horovodrun sets it for its ranks
+  return absl::OkStatus();
+}
+
+// -x NAME=VALUE, or -x NAME with troikarun's value of NAME.
+absl::Status SetExtraVariable(const std::string& value, const HorovodEnvironment& env,
+                              TroikarunOptions& options) {
+  const std::string name = value.substr(0, value.find('='));
+  const bool valid = !name.empty() && !absl::ascii_isdigit(static_cast<unsigned char>(name[0])) &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+                     });
+  if (!valid) {
+    return UsageError(kProgram, absl::StrCat("-x: '", value,
+                                             "' is not NAME or NAME=VALUE (a "
+                                             "name is letters, digits and '_')"));
+  }
+  if (name.size() < value.size()) {
+    options.extra_env.push_back(value);
+    return absl::OkStatus();
+  }
+  std::optional<std::string> inherited = env.getenv ? env.getenv(name) : std::nullopt;
+  if (!inherited.has_value()) {
+    options.warnings.push_back(
+        absl::StrCat("-x ", name, ": ", name, " is not set here; the ranks do not get it"));
+    return absl::OkStatus();
+  }
+  options.extra_env.push_back(absl::StrCat(name, "=", *inherited));
+  return absl::OkStatus();
+}
+
+// --network-interfaces eth0,eth1 (or --network-interface, repeated): their union, in order.
+absl::Status AddInterfaces(const std::string& value, TroikarunOptions& options) {
+  for (absl::string_view name : absl::StrSplit(value, ',')) {
+    name = absl::StripAsciiWhitespace(name);
+    if (name.empty()) {
+      return UsageError(kProgram, absl::StrCat("--network-interfaces: '", value,
+                                               "' is not a comma-separated list of names"));
+    }
+    std::vector<std::string>& nics = options.network_interfaces;
+    if (std::find(nics.begin(), nics.end(), name) == nics.end()) nics.emplace_back(name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetCooldownRange(const std::string& value, TroikarunOptions& options) {
+  const auto [low_text, high_text] = JoinedValues(value);
+  int low = 0, high = 0;
+  if (!absl::SimpleAtoi(low_text, &low) || !absl::SimpleAtoi(high_text, &high)) {
+    return UsageError(kProgram, absl::StrCat("--blacklist-cooldown-range: '", low_text, " ",
+                                             high_text, "' is not two numbers of seconds"));
+  }
+  // horovodrun's bounds (its elastic HostState): 1 s to 1 h.
+  if (low < 1 || high > 3600 || low > high) {
+    return UsageError(kProgram, absl::StrCat("--blacklist-cooldown-range ", low, " ", high,
+                                             ": want 1 <= MIN <= MAX <= 3600 seconds"));
+  }
+  options.blacklist_cooldown_range = std::make_pair(low, high);
+  return absl::OkStatus();
+}
+
+// A flag about where the ranks run (hosts, ssh, elastic hosts); nullopt if `name` is none.
+std::optional<absl::Status> SetHostFlag(const std::string& name, const std::string& value,
+                                        TroikarunOptions& options) {
+  if (name == "hosts" || name == "H" || name == "hostfile") {
+    absl::StatusOr<std::vector<HostSlots>> hosts =
+        name == "hostfile" ? ReadHostfile(value) : ParseHostList(value);
+    if (!hosts.ok()) return hosts.status();
+    options.hosts = *std::move(hosts);
+    return absl::OkStatus();
+  }
+  if (name == "ssh_port" || name == "p") {
+    return ParseInt("-p/--ssh-port", value, 1, 65535, &options.ssh_port);
+  }
+  if (name == "ssh_identity_file" || name == "i") {
+    if (value.empty()) return UsageError(kProgram, "-i/--ssh-identity-file needs a file");
+    options.ssh_identity_file = value;
+    return absl::OkStatus();
+  }
+  if (name == "start_timeout") {
+    return ParseTimeout("--start-timeout", value, &options.start_timeout);
+  }
+  if (name == "host_discovery_script") {
+    if (value.empty()) return UsageError(kProgram, "--host-discovery-script needs a script");
+    options.host_discovery_script = value;
+    return absl::OkStatus();
+  }
+  if (name == "slots_per_host") {
+    return ParseCount("--slots-per-host", value, &options.slots_per_host);
+  }
+  if (name == "reset_limit") {
+    return ParseInt("--reset-limit", value, 0, 1 << 30, &options.reset_limit);
+  }
+  if (name == "blacklist_cooldown_range") return SetCooldownRange(value, options);
+  if (name == "network_interfaces" || name == "network_interface" || name == "nics") {
+    return AddInterfaces(value, options);
+  }
+  return std::nullopt;
+}
+
 // Applies flag `name` = `value` to `options`.
-absl::Status SetFlag(const std::string& name, const std::string& value, TroikarunOptions& options) {
-  if (name == "np") return ParseCount("-np", value, &options.np);
+absl::Status SetFlag(const std::string& name, const std::string& value,
+                     const HorovodEnvironment& env, TroikarunOptions& options) {
+  if (name == "np" || name == "num_proc") return ParseCount("-np", value, &options.np);
   if (name == "nproc_per_node")
     return ParseCount("--nproc-per-node", value, &options.nproc_per_node);
-  if (name == "min_np") return ParseCount("--min-np", value, &options.min_np);
-  if (name == "max_np") return ParseCount("--max-np", value, &options.max_np);
+  if (name == "min_np" || name == "min_num_proc") {
+    return ParseCount("--min-np", value, &options.min_np);
+  }
+  if (name == "max_np" || name == "max_num_proc") {
+    return ParseCount("--max-np", value, &options.max_np);
+  }
   if (name == "max_restarts") return ParseCount("--max-restarts", value, &options.max_restarts);
-  if (name == "coordinator") {
+  if (name == "fusion_threshold_mb") {
+    return ParseFusionThreshold("--fusion-threshold-mb", value, 1 << 20, options);
+  }
+  if (name == "cycle_time_ms") return ParseCycleTime("--cycle-time-ms", value, options);
+  if (name == "log_level") return SetLogLevel(value, options);
+  if (name == "x") return SetExtraVariable(value, env, options);
+  if (name == "attach_timeout" || name == "elastic_timeout") {
+    absl::StatusOr<absl::Duration> timeout = ParseDurationFlag(
+        kProgram, name == "attach_timeout" ? "attach_timeout" : "elastic-timeout", value, true);
+    if (!timeout.ok()) return timeout.status();
+    options.attach_timeout = *timeout;
+    return absl::OkStatus();
+  }
+  if (std::optional<absl::Status> s = SetHostFlag(name, value, options)) return *s;
+  if (std::optional<absl::Status> s = SetHorovodrunFlag(name, value, options)) return *s;
+  if (name == "verbose") {
+    options.verbose = true;
+  } else if (name == "check_build" || name == "cb") {
+    options.check_build = true;
+  } else if (name == "version" || name == "v") {
+    options.version = true;
+  } else if (name == "coordinator") {
     if (absl::Status s = CheckCoordinatorFlag(kProgram, value); !s.ok()) return s;
     options.coordinator = value;
   } else if (name == "job") {
@@ -182,27 +242,67 @@ absl::Status SetFlag(const std::string& name, const std::string& value, Troikaru
     absl::StatusOr<absl::Duration> grace = ParseDurationFlag(kProgram, "grace_period", value);
     if (!grace.ok()) return grace.status();
     options.grace_period = *grace;
-  } else if (name == "attach_timeout") {
-    absl::StatusOr<absl::Duration> timeout =
-        ParseDurationFlag(kProgram, "attach_timeout", value, true);
-    if (!timeout.ok()) return timeout.status();
-    options.attach_timeout = *timeout;
-  } else if (name == "fusion_threshold_mb") {
-    return ParseFusionThreshold("--fusion-threshold-mb", value, 1 << 20, options);
-  } else if (name == "cycle_time_ms") {
-    return ParseCycleTime("--cycle-time-ms", value, options);
   } else if (name == "schedules") {
     if (value != "on" && value != "off") {
       return UsageError(kProgram, absl::StrCat("--schedules: '", value, "' is not on or off"));
     }
     options.schedules = value == "on";
-  } else if (name == "timeline") {
+  } else if (name == "timeline" || name == "timeline_filename") {
     if (value.empty()) return UsageError(kProgram, "--timeline needs a file");
     options.timeline = value;
-  } else if (name == "log_level") {
-    options.log_level = value;
+  } else if (name == "output_filename") {
+    if (value.empty()) return UsageError(kProgram, "--output-filename needs a directory");
+    options.output_filename = value;
+  } else if (name == "config_file") {
+    if (value.empty()) return UsageError(kProgram, "--config-file needs a file");
+    options.config_file = value;
   } else {
     return UsageError(kProgram, absl::StrCat("unknown option '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+FlagSyntax TroikarunSyntax() {
+  FlagSyntax syntax;
+  syntax.switches = HorovodrunSwitches();
+  syntax.switches.insert({"verbose", "check_build", "cb", "version", "v"});
+  syntax.pairs = {"blacklist_cooldown_range"};
+  syntax.standalone = {"check_build", "cb", "version", "v"};
+  syntax.bare_command = true;
+  return syntax;
+}
+
+// horovodrun's variables, before the flags (which override them).
+absl::Status ApplyEnvironment(const HorovodEnvironment& horovod, TroikarunOptions& options) {
+  // HOROVOD_TIMELINE=DYNAMIC names no file: Horovod's ranks start such timelines later
+  // (Troika's: troikactl timeline start).
+  if (horovod.timeline != "DYNAMIC") options.timeline = horovod.timeline;
+  if (!horovod.fusion_threshold.empty()) {
+    absl::Status s =
+        ParseFusionThreshold("$HOROVOD_FUSION_THRESHOLD", horovod.fusion_threshold, 1, options);
+    if (!s.ok()) return s;
+  }
+  if (!horovod.cycle_time.empty()) {
+    absl::Status s = ParseCycleTime("$HOROVOD_CYCLE_TIME", horovod.cycle_time, options);
+    if (!s.ok()) return s;
+  }
+  if (!horovod.start_timeout.empty()) {
+    return ParseTimeout("$HOROVOD_START_TIMEOUT", horovod.start_timeout, &options.start_timeout);
+  }
+  return absl::OkStatus();
+}
+
+// The --config-file's settings, each unless a flag on the command line set it (`given`).
+absl::Status ApplyConfigFile(const std::set<std::string>& given, const HorovodEnvironment& env,
+                             TroikarunOptions& options) {
+  absl::StatusOr<std::vector<ConfigSetting>> settings = ReadConfigFile(options.config_file);
+  if (!settings.ok()) return settings.status();
+  for (const ConfigSetting& setting : *settings) {
+    if (given.count(SettingOf(setting.flag)) > 0) continue;
+    if (absl::Status s = SetFlag(setting.flag, setting.value, env, options); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--config-file ", options.config_file, ": ",
+                                                     setting.key, ": ", s.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -214,56 +314,48 @@ HorovodEnvironment HorovodEnvironment::FromProcess() {
     const char* value = std::getenv(name);
     return value == nullptr ? std::string() : std::string(value);
   };
-  return {get("HOROVOD_TIMELINE"), get("HOROVOD_FUSION_THRESHOLD"), get("HOROVOD_CYCLE_TIME")};
+  HorovodEnvironment env;
+  env.timeline = get("HOROVOD_TIMELINE");
+  env.fusion_threshold = get("HOROVOD_FUSION_THRESHOLD");
+  env.cycle_time = get("HOROVOD_CYCLE_TIME");
+  env.start_timeout = get("HOROVOD_START_TIMEOUT");
+  env.elastic_timeout = get("HOROVOD_ELASTIC_TIMEOUT");
+  env.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+  return env;
 }
 
 absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::string>& args,
                                                     const HorovodEnvironment& horovod) {
   TroikarunOptions options;
-  // horovodrun's variables first: the flags override them. HOROVOD_TIMELINE=DYNAMIC names no
-  // file: Horovod's ranks start such timelines later (Troika's: troikactl timeline start).
-  if (horovod.timeline != "DYNAMIC") options.timeline = horovod.timeline;
-  if (!horovod.fusion_threshold.empty()) {
-    absl::Status s =
-        ParseFusionThreshold("$HOROVOD_FUSION_THRESHOLD", horovod.fusion_threshold, 1, options);
-    if (!s.ok()) return s;
-  }
-  if (!horovod.cycle_time.empty()) {
-    absl::Status s = ParseCycleTime("$HOROVOD_CYCLE_TIME", horovod.cycle_time, options);
-    if (!s.ok()) return s;
-  }
-  if (absl::Status s = ParseCommandLineInto(args, kProgram, SetFlag, options); !s.ok()) return s;
+  if (absl::Status s = ApplyEnvironment(horovod, options); !s.ok()) return s;
+  // What the command line set, by horovodrun's names: the config file sets only the rest.
+  std::set<std::string> given;
+  absl::StatusOr<CommandLine> line = ParseCommandLine(
+      args, kProgram,
+      [&](const std::string& name, const std::string& value) {
+        given.insert(SettingOf(name));
+        return SetFlag(name, value, horovod, options);
+      },
+      TroikarunSyntax());
+  if (!line.ok()) return line.status();
+  options.help = line->help;
+  options.command = std::move(line->command);
   if (options.help) return options;
-  if (options.np == 0) return UsageError(kProgram, "-np N is required");
-  if (!options.coordinator.empty() &&
-      (options.fusion_threshold_bytes.has_value() || options.cycle_time.has_value())) {
-    return UsageError(kProgram,
-                      "--fusion-threshold-mb and --cycle-time-ms (or $HOROVOD_FUSION_THRESHOLD "
-                      "and $HOROVOD_CYCLE_TIME) set troikarun's embedded "
-                      "coordinator; with --coordinator, give them to that coordinator "
-                      "(troika-coordinator --fusion_threshold_bytes, --cycle_time)");
+  if (!options.config_file.empty()) {
+    if (absl::Status s = ApplyConfigFile(given, horovod, options); !s.ok()) return s;
   }
-  if (!options.coordinator.empty() && options.schedules.has_value()) {
-    return UsageError(kProgram,
-                      "--schedules sets troikarun's embedded coordinator; with --coordinator, "
-                      "start that coordinator with --schedules=true or false");
+  if (options.check_build || options.version) return options;
+  if (!horovod.elastic_timeout.empty() && given.count("attach_timeout") == 0 &&
+      (options.min_np > 0 || !options.host_discovery_script.empty())) {
+    absl::Status s =
+        ParseTimeout("$HOROVOD_ELASTIC_TIMEOUT", horovod.elastic_timeout, &options.attach_timeout);
+    if (!s.ok()) return s;
   }
-  if (!options.coordinator.empty() && !options.timeline.empty()) {
-    return UsageError(kProgram,
-                      "--timeline (or $HOROVOD_TIMELINE) is written by troikarun's embedded "
-                      "coordinator; with --coordinator, start one with `troikactl timeline "
-                      "start JOB FILE`");
-  }
-  if (absl::Status s = CheckElasticFlags(kProgram, {"--min-np", "--max-np", "--max-restarts"},
-                                         options.min_np, options.max_np, options.max_restarts,
-                                         options.np, absl::StrCat("-np ", options.np));
-      !s.ok()) {
-    return s;
-  }
-  if (options.np % options.RanksPerAgent() != 0) {
-    return UsageError(kProgram, absl::StrCat("-np ", options.np, " is not a multiple of ",
-                                             "--nproc-per-node ", options.nproc_per_node));
-  }
+  if (absl::Status s = CheckTroikarunOptions(given, options); !s.ok()) return s;
   return options;
 }
 

@@ -29,6 +29,21 @@ TEST(TroikarunOptionsTest, ParsesEveryFlagAndKeepsTheCommandUntouched) {
   EXPECT_EQ(options->command, (std::vector<std::string>{"./train", "--steps", "5", "--", "-np"}));
 }
 
+TEST(TroikarunOptionsTest, TheCommandMayFollowTheOptionsWithoutDashesAsWithHorovodrun) {
+  auto bare = Parse({"-np", "2", "--verbose", "python3", "train.py", "--lr", "0.1", "-np", "8"});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->np, 2);
+  EXPECT_TRUE(bare->verbose) << "a switch takes no value: python3 begins the command";
+  EXPECT_EQ(bare->command,
+            (std::vector<std::string>{"python3", "train.py", "--lr", "0.1", "-np", "8"}));
+  auto dashes = Parse({"-np", "2", "--", "--not-an-option"});
+  ASSERT_TRUE(dashes.ok()) << dashes.status();
+  EXPECT_EQ(dashes->command, (std::vector<std::string>{"--not-an-option"}));
+  auto unknown = Parse({"-np", "2", "--nope", "python3"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("unknown option 'nope'"));
+}
+
 TEST(TroikarunOptionsTest, DefaultsAndAlternativeSpellings) {
   auto options = Parse({"--np=2", "--", "true"});
   ASSERT_TRUE(options.ok()) << options.status();
@@ -172,9 +187,8 @@ TEST(TroikarunOptionsTest, UsageErrorsNameTheProblem) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"-np", "2", "./train"}, "the command goes after \"--\""},
-      {{"-np", "2"}, "missing \"--\""},
-      {{"-np", "2", "--"}, "no command after"},
+      {{"-np", "2"}, "no command: troikarun [options] COMMAND"},
+      {{"-np", "2", "--"}, "no command: troikarun [options] COMMAND"},
       {{"--", "./train"}, "-np N is required"},
       {{"-np", "0", "--", "x"}, "-np must be between 1 and 1024, got 0"},
       {{"-np", "-3", "--", "x"}, "got -3"},
