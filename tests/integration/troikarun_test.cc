@@ -281,9 +281,13 @@ TEST(TroikarunTest, CommandNotFoundIsAClearError) {
 TEST(TroikarunTest, UsageErrorsExitTwoWithAMessage) {
   const std::string dir = MakeScratchDir("troikarun-usage");
   CommandResult missing =
-      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 ./train"), dir, absl::Seconds(30));
+      RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2"), dir, absl::Seconds(30));
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("the command goes after \"--\""));
+  EXPECT_THAT(missing.err, HasSubstr("no command: troikarun [options] COMMAND"));
+  CommandResult refused = RunShell(
+      absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 --mpi true"), dir, absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--mpi is horovodrun's and has no equivalent"));
   CommandResult zero =
       RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 0 -- true"), dir, absl::Seconds(30));
   EXPECT_EQ(zero.exit_code, 2);
