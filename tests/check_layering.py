@@ -53,6 +53,9 @@ LAYERS = {
 EXCEPTIONS = {
     # troikarun runs a coordinator beside its agents.
     "agent/troikarun_main.cc": ("coordinator/coordinator.h", "coordinator/state/secret.h"),
+    # The options of that coordinator, built from troikarun's flags.
+    "agent/launcher/embedded_coordinator.h": ("coordinator/coordinator.h",),
+    "agent/launcher/embedded_coordinator.cc": ("coordinator/coordinator.h",),
 }
 PROJECT = ("common/", "coordinator/", "agent/", "libclient/", "python/", "bench/", "tests/")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
