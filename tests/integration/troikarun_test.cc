@@ -284,8 +284,8 @@ TEST(TroikarunTest, UsageErrorsExitTwoWithAMessage) {
       RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2"), dir, absl::Seconds(30));
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("no command: troikarun [options] COMMAND"));
-  CommandResult refused = RunShell(
-      absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 --mpi true"), dir, absl::Seconds(30));
+  CommandResult refused = RunShell(absl::StrCat("exec ", TROIKARUN_BINARY, " -np 2 --mpi true"),
+                                   dir, absl::Seconds(30));
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_THAT(refused.err, HasSubstr("--mpi is horovodrun's and has no equivalent"));
   CommandResult zero =
