@@ -237,4 +237,10 @@ std::string SettingOf(const std::string& flag) {
   return it == settings->end() ? flag : it->second;
 }
 
+std::set<std::string> SettingsOf(const std::set<std::string>& flags) {
+  std::set<std::string> settings;
+  for (const std::string& flag : flags) settings.insert(SettingOf(flag));
+  return settings;
+}
+
 }  // namespace troika::agent

@@ -32,4 +32,7 @@ const std::set<std::string>& HorovodrunSwitches();
 // ("H" and "hosts": "hosts"). Any other flag sets its own name.
 std::string SettingOf(const std::string& flag);
 
+// SettingOf of each flag.
+std::set<std::string> SettingsOf(const std::set<std::string>& flags);
+
 }  // namespace troika::agent

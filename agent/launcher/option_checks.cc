@@ -5,12 +5,46 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/cli/command_line.h"
+#include "agent/launcher/horovodrun_flags.h"
 #include "agent/launcher/host_flags.h"
 
 namespace troika::agent {
 namespace {
 
 constexpr char kProgram[] = "troikarun";
+
+// Flags that horovodrun's argparse groups exclude from each other: given together, a usage
+// error, as there. (The hosts' group is CheckHosts'; the refused flags of the others never get
+// here.)
+absl::Status CheckExclusiveFlags(const std::set<std::string>& flags) {
+  static const auto* groups = new std::vector<std::vector<std::string>>{
+      {"hierarchical_allreduce", "no_hierarchical_allreduce"},
+      {"hierarchical_allgather", "no_hierarchical_allgather"},
+      {"torus_allreduce", "no_torus_allreduce"},
+      {"autotune", "no_autotune"},
+      {"timeline_mark_cycles", "no_timeline_mark_cycles"},
+      {"no_stall_check", "stall_check"},
+      {"mpi_threads_disable", "no_mpi_threads_disable"},
+      {"log_with_timestamp", "log_without_timestamp", "log_hide_timestamp", "no_log_hide_timestamp",
+       "prefix_output_with_timestamp", "prefix_timestamp"},
+      {"gloo", "mpi", "jsrun"},
+  };
+  for (const std::vector<std::string>& group : *groups) {
+    std::vector<std::string> given;
+    for (const std::string& flag : group) {
+      if (flags.count(flag) == 0) continue;
+      std::string spelled = "--" + flag;
+      for (char& c : spelled) c = c == '_' ? '-' : c;
+      given.push_back(spelled);
+    }
+    if (given.size() > 1) {
+      return UsageError(kProgram, absl::StrCat(absl::StrJoin(given, " and "),
+                                               " do not go together (nor with horovodrun): "
+                                               "give one"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // -H, --hostfile and --host-discovery-script (one of them at most), their ranks and slots.
 absl::Status CheckHosts(const std::set<std::string>& given, TroikarunOptions& options) {
@@ -23,7 +57,7 @@ absl::Status CheckHosts(const std::set<std::string>& given, TroikarunOptions& op
                                              " each give the job's hosts: give one of them"));
   }
   const bool discovery = !options.host_discovery_script.empty();
-  if (options.nproc_per_node > 0 && (!options.hosts.empty() || discovery)) {
+  if (options.nproc_per_node > 0 && !sources.empty()) {
     return UsageError(kProgram, absl::StrCat("--nproc-per-node does not go with ", sources[0],
                                              ": each host runs as many ranks as its slots"));
   }
@@ -120,7 +154,9 @@ void AddWarnings(const std::set<std::string>& given, TroikarunOptions& options) 
 
 }  // namespace
 
-absl::Status CheckTroikarunOptions(const std::set<std::string>& given, TroikarunOptions& options) {
+absl::Status CheckTroikarunOptions(const std::set<std::string>& flags, TroikarunOptions& options) {
+  if (absl::Status s = CheckExclusiveFlags(flags); !s.ok()) return s;
+  const std::set<std::string> given = SettingsOf(flags);
   if (options.np == 0) return UsageError(kProgram, "-np N is required");
   if (absl::Status s = CheckHosts(given, options); !s.ok()) return s;
   if (absl::Status s = CheckCoordinatorFlags(options); !s.ok()) return s;

@@ -292,7 +292,8 @@ absl::Status ApplyEnvironment(const HorovodEnvironment& horovod, TroikarunOption
   return absl::OkStatus();
 }
 
-// The --config-file's settings, each unless a flag on the command line set it (`given`).
+// The --config-file's settings, each unless a flag on the command line set it (`given`, as
+// SettingOf names them).
 absl::Status ApplyConfigFile(const std::set<std::string>& given, const HorovodEnvironment& env,
                              TroikarunOptions& options) {
   absl::StatusOr<std::vector<ConfigSetting>> settings = ReadConfigFile(options.config_file);
@@ -332,12 +333,12 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
                                                     const HorovodEnvironment& horovod) {
   TroikarunOptions options;
   if (absl::Status s = ApplyEnvironment(horovod, options); !s.ok()) return s;
-  // What the command line set, by horovodrun's names: the config file sets only the rest.
-  std::set<std::string> given;
+  // The flags the command line gave: the config file sets only what they did not.
+  std::set<std::string> flags;
   absl::StatusOr<CommandLine> line = ParseCommandLine(
       args, kProgram,
       [&](const std::string& name, const std::string& value) {
-        given.insert(SettingOf(name));
+        flags.insert(name);
         return SetFlag(name, value, horovod, options);
       },
       TroikarunSyntax());
@@ -345,6 +346,7 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
   options.help = line->help;
   options.command = std::move(line->command);
   if (options.help) return options;
+  const std::set<std::string> given = SettingsOf(flags);
   if (!options.config_file.empty()) {
     if (absl::Status s = ApplyConfigFile(given, horovod, options); !s.ok()) return s;
   }
@@ -355,7 +357,7 @@ absl::StatusOr<TroikarunOptions> ParseTroikarunArgs(const std::vector<std::strin
         ParseTimeout("$HOROVOD_ELASTIC_TIMEOUT", horovod.elastic_timeout, &options.attach_timeout);
     if (!s.ok()) return s;
   }
-  if (absl::Status s = CheckTroikarunOptions(given, options); !s.ok()) return s;
+  if (absl::Status s = CheckTroikarunOptions(flags, options); !s.ok()) return s;
   return options;
 }
 

@@ -68,9 +68,9 @@ TEST(TroikarunHorovodrunTest, AutotuneFlags) {
   EXPECT_EQ(o->autotune.steps_per_sample, 5);
   EXPECT_EQ(o->autotune.max_samples, 10);
   EXPECT_THAT(o->warnings, IsEmpty());
-  auto later_off = Parse({"-np", "2", "--autotune", "--no-autotune"});
-  ASSERT_TRUE(later_off.ok());
-  EXPECT_FALSE(later_off->autotune.enabled) << "the last one given wins";
+  auto off = Parse({"-np", "2", "--no-autotune"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->autotune.enabled);
   auto alone = Parse({"-np", "2", "--autotune-warmup-samples", "1"});
   ASSERT_TRUE(alone.ok()) << "horovodrun ignores it";
   EXPECT_THAT(alone->warnings, ElementsAre(HasSubstr("does nothing here: no --autotune")));
@@ -145,11 +145,25 @@ TEST(TroikarunHorovodrunTest, FlagsWithoutAnEquivalentAreRefusedSayingWhatToDo) 
 TEST(TroikarunHorovodrunTest, FlagsAskingForWhatTroikarunDoesAnywayAreAccepted) {
   auto o = Parse({"-np", "2", "--gloo", "--disable-cache", "--no-torus-allreduce",
                   "--no-mpi-threads-disable", "--no-timeline-mark-cycles", "--log-with-timestamp",
-                  "--no-log-hide-timestamp", "--stall-check"});
+                  "--stall-check"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->rank_env, IsEmpty());
   EXPECT_THAT(o->warnings, IsEmpty());
   EXPECT_FALSE(o->stall_check.disabled);
+  EXPECT_TRUE(Parse({"-np", "2", "--no-log-hide-timestamp"}).ok());
+}
+
+TEST(TroikarunHorovodrunTest, FlagsHorovodrunsGroupsExcludeAreRefusedTogether) {
+  EXPECT_THAT(ErrorOf({"-np", "2", "--autotune", "--no-autotune"}),
+              HasSubstr("--autotune and --no-autotune do not go together (nor with horovodrun)"));
+  EXPECT_THAT(ErrorOf({"-np", "2", "--no-hierarchical-allreduce", "--hierarchical-allreduce"}),
+              HasSubstr("--hierarchical-allreduce and --no-hierarchical-allreduce do not go"));
+  EXPECT_THAT(ErrorOf({"-np", "2", "--stall-check", "--no-stall-check"}),
+              HasSubstr("do not go together"));
+  EXPECT_THAT(ErrorOf({"-np", "2", "--log-with-timestamp", "--no-log-hide-timestamp"}),
+              HasSubstr("do not go together"));
+  EXPECT_TRUE(Parse({"-np", "2", "--autotune", "--autotune"}).ok()) << "one flag twice is fine";
+  EXPECT_TRUE(Parse({"-np", "2", "--hierarchical-allreduce", "--no-hierarchical-allgather"}).ok());
 }
 
 TEST(TroikarunHorovodrunTest, TheEmbeddedCoordinatorsFlagsAreRefusedWithACoordinator) {
