@@ -135,8 +135,8 @@ The ranks (set in their environment, beneath -x):
   --tcp                    NCCL over TCP only (NCCL_IB_DISABLE=1)
 
 Accepted as what troikarun does anyway: --gloo, --disable-cache (troikarun caches no host
-checks), --stall-check, --no-autotune, --no-hierarchical-*, --no-torus-allreduce,
---no-timeline-mark-cycles, --no-mpi-threads-disable, --log-with-timestamp. Refused, each saying
+checks), --stall-check, --no-autotune, --no-torus-allreduce, --no-timeline-mark-cycles,
+--no-mpi-threads-disable, --log-with-timestamp. Refused, each saying
 why and what to do: --mpi, --jsrun, --mpi-args, --binding-args, --mpi-threads-disable,
 --num-nccl-streams, --thread-affinity, --torus-allreduce, --timeline-mark-cycles,
 --autotune-gaussian-process-noise, --log-without-timestamp, --prefix-output-with-timestamp.
