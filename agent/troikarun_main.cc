@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,15 @@
 #include "agent/launch/interfaces.h"
 #include "agent/launch/line_forwarder.h"
 #include "agent/launch/posix_process_launcher.h"
+#include "agent/launch/rank_file_sink.h"
 #include "agent/launch/supervisor.h"
 #include "agent/launcher/agent_commands.h"
+#include "agent/launcher/check_build.h"
+#include "agent/launcher/discovery_loop.h"
+#include "agent/launcher/elastic_hosts.h"
+#include "agent/launcher/embedded_coordinator.h"
 #include "agent/launcher/host_check.h"
+#include "agent/launcher/host_discovery.h"
 #include "agent/launcher/hosts.h"
 #include "agent/launcher/ssh.h"
 #include "agent/launcher/troikarun_options.h"
@@ -189,6 +197,37 @@ void ReapStrayChildren() {
   }
 }
 
+// The hosts an elastic job across hosts starts on: what its discovery script lists once the
+// hosts have -np slots (asked every second, up to --elastic-timeout), filled in order.
+absl::StatusOr<std::vector<HostSlots>> FirstHosts(const TroikarunOptions& options,
+                                                  ProcessLauncher& launcher) {
+  const absl::Time deadline = absl::Now() + options.attach_timeout;
+  const int slots_per_host = std::max(options.slots_per_host, 1);
+  std::string last;
+  while (true) {
+    absl::StatusOr<std::string> output =
+        RunDiscoveryScript(launcher, options.host_discovery_script, options.start_timeout);
+    if (!output.ok()) return output.status();
+    absl::StatusOr<std::vector<HostSlots>> hosts = ParseDiscoveredHosts(*output, slots_per_host);
+    if (!hosts.ok()) return hosts.status();
+    int slots = 0;
+    std::vector<HostSlots> used;
+    for (const HostSlots& host : *hosts) {
+      if (slots >= options.np) break;
+      used.push_back(host);
+      slots += host.slots;
+    }
+    if (slots >= options.np) return used;
+    last = absl::StrCat("the host discovery script lists ", slots, slots == 1 ? " slot" : " slots",
+                        "; the job starts with -np ", options.np);
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          last, " (waited ", absl::FormatDuration(options.attach_timeout), ", --elastic-timeout)"));
+    }
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
 int Run(const TroikarunOptions& options) {
   absl::StatusOr<std::string> agent = AgentPath();
   if (!agent.ok()) {
@@ -202,7 +241,17 @@ int Run(const TroikarunOptions& options) {
   ssh.port = options.ssh_port;
   ssh.identity_file = options.ssh_identity_file;
   ssh.connect_timeout = options.start_timeout;
-  absl::StatusOr<Layout> layout = PlanAgents(options, posix, ssh, *agent);
+  // An elastic job across hosts starts on the hosts its discovery script lists.
+  TroikarunOptions launch_options = options;
+  if (!options.host_discovery_script.empty()) {
+    absl::StatusOr<std::vector<HostSlots>> first = FirstHosts(options, posix);
+    if (!first.ok()) {
+      std::fprintf(stderr, "troikarun: %s\n", std::string(first.status().message()).c_str());
+      return 1;
+    }
+    launch_options.hosts = *std::move(first);
+  }
+  absl::StatusOr<Layout> layout = PlanAgents(launch_options, posix, ssh, *agent);
   if (!layout.ok()) {
     std::fprintf(stderr, "troikarun: %s\n", std::string(layout.status().message()).c_str());
     return layout.status().code() == absl::StatusCode::kInvalidArgument &&
@@ -213,22 +262,18 @@ int Run(const TroikarunOptions& options) {
   std::unique_ptr<coordinator::Coordinator> embedded;
   std::string address = options.coordinator;
   if (address.empty()) {
-    coordinator::CoordinatorOptions coordinator_options;
     // Other hosts' agents reach it at the address their ssh connection came from; it listens
     // on every interface then, in plaintext, and only the job's token (random, never on a
     // command line) admits an agent or rank to the job.
     const bool ipv6 =
         std::any_of(layout->launcher_addresses.begin(), layout->launcher_addresses.end(),
                     [](const std::string& a) { return a.find(':') != std::string::npos; });
-    coordinator_options.listen_address = !layout->remote ? "127.0.0.1:0"
-                                         : ipv6          ? "[::]:0"
-                                                         : "0.0.0.0:0";
-    coordinator_options.tls.plaintext = true;
-    coordinator::NegotiatorOptions& negotiation = coordinator_options.registry.job.negotiator;
-    if (options.fusion_threshold_bytes)
-      negotiation.fusion_threshold_bytes = *options.fusion_threshold_bytes;
-    if (options.cycle_time) negotiation.cycle_time = *options.cycle_time;
-    coordinator_options.registry.job.schedules = options.schedules.value_or(true);
+    const std::string listen = !layout->remote && options.host_discovery_script.empty()
+                                   ? "127.0.0.1:0"
+                               : ipv6 ? "[::]:0"
+                                      : "0.0.0.0:0";
+    const coordinator::CoordinatorOptions coordinator_options =
+        EmbeddedCoordinatorOptions(options, listen);
     auto started = coordinator::Coordinator::Start(coordinator_options);
     if (!started.ok()) {
       std::fprintf(stderr, "troikarun: cannot start the embedded coordinator: %s\n",
@@ -273,7 +318,7 @@ int Run(const TroikarunOptions& options) {
   auto current = [&lineage]() -> std::shared_ptr<coordinator::Job> {
     return lineage != nullptr ? coordinator::JobRegistry::Latest(lineage->anchor()) : nullptr;
   };
-  if (embedded != nullptr && options.max_np > options.np && options.hosts.empty()) {
+  if (embedded != nullptr && options.max_np > options.np && launch_options.hosts.empty()) {
     // The embedded coordinator is reachable on this machine only: how to grow the job here.
     std::fprintf(stderr,
                  "troikarun: job '%s' takes up to %d ranks; to add %d more on this machine:\n"
@@ -326,8 +371,25 @@ int Run(const TroikarunOptions& options) {
                  absl::StrCat("agent ", node, " ", exit.ToString()));
     };
   }
-  FdSink out(STDOUT_FILENO);
+  FdSink terminal_out(STDOUT_FILENO);
   FdSink err(STDERR_FILENO);
+  // --output-filename: each rank's lines also go to DIR/rank.N/stdout and stderr.
+  std::unique_ptr<RankFileSink> out_files, err_files;
+  if (!options.output_filename.empty()) {
+    absl::StatusOr<std::unique_ptr<RankFileSink>> made_out =
+        RankFileSink::Create(options.output_filename, "stdout", options.np, terminal_out);
+    absl::StatusOr<std::unique_ptr<RankFileSink>> made_err =
+        made_out.ok() ? RankFileSink::Create(options.output_filename, "stderr", options.np, err)
+                      : made_out.status();
+    if (!made_err.ok()) {
+      err.Write(absl::StrCat("troikarun: --output-filename: ", made_err.status().message(), "\n"));
+      return 1;
+    }
+    out_files = *std::move(made_out);
+    err_files = *std::move(made_err);
+  }
+  OutputSink& out = out_files != nullptr ? static_cast<OutputSink&>(*out_files) : terminal_out;
+  OutputSink& rank_err = err_files != nullptr ? static_cast<OutputSink&>(*err_files) : err;
   JobLaunch launch;
   launch.agent = *agent;
   launch.job = job;
@@ -336,7 +398,8 @@ int Run(const TroikarunOptions& options) {
   launch.environment = CurrentEnvironment();
   // Every agent (and through it every rank) carries the job's token.
   if (!job_token.empty()) launch.variables["TROIKA_JOB_TOKEN"] = job_token;
-  for (const std::string& entry : options.extra_env) {
+  for (const auto& [name, value] : options.rank_env) launch.variables[name] = value;
+  for (const std::string& entry : options.extra_env) {  // -x wins
     const size_t eq = entry.find('=');
     launch.variables[entry.substr(0, eq)] = eq == std::string::npos ? "" : entry.substr(eq + 1);
   }
@@ -350,12 +413,95 @@ int Run(const TroikarunOptions& options) {
                    ShellJoin(specs.back().argv).c_str());
     }
   }
-  Supervisor supervisor(launcher, out, err, supervisor_options);
+  // An elastic job across hosts: the discovery loop adds and drains hosts while it runs.
+  std::mutex hosts_mu;
+  std::vector<std::string> agent_hosts;  // by the supervisor's index; guarded by hosts_mu
+  for (const AgentPlacement& placement : layout->agents) agent_hosts.push_back(placement.host);
+  std::unique_ptr<ElasticHosts> elastic_hosts;
+  std::unique_ptr<DiscoveryLoop> discovery;
+  Supervisor* supervising = nullptr;
+  if (!options.host_discovery_script.empty()) {
+    std::mt19937_64 random{std::random_device{}()};
+    elastic_hosts = std::make_unique<ElasticHosts>(
+        options.max_np, HostBlacklist(options.blacklist_cooldown_range, [random]() mutable {
+          return std::uniform_real_distribution<double>(0, 1)(random);
+        }));
+    for (const AgentPlacement& placement : layout->agents) {
+      elastic_hosts->Started(placement.host, placement.ranks);
+    }
+    supervisor_options.on_exit = [&](int index, const ExitStatus& exit) {
+      std::string host;
+      {
+        std::lock_guard<std::mutex> lock(hosts_mu);
+        host = agent_hosts.at(static_cast<size_t>(index));
+      }
+      discovery->AgentExited(host, exit);
+    };
+    DiscoveryLoop::Hooks hooks;
+    hooks.start = [&](const std::string& host, int ranks) {
+      const std::shared_ptr<coordinator::Job> now = current();
+      if (now == nullptr || (now->state() != coordinator::Job::State::kRunning &&
+                             now->state() != coordinator::Job::State::kAttaching)) {
+        return true;  // the job is ending: nothing joins it
+      }
+      const bool remote = !IsThisHost(host);
+      std::string reaches = "127.0.0.1";
+      if (remote) {
+        absl::StatusOr<std::vector<HostProbe>> probe =
+            ProbeHosts(posix, ssh, {host}, *agent, options.start_timeout);
+        absl::StatusOr<std::vector<std::string>> interfaces =
+            probe.ok() ? ChooseInterfaces(*probe, layout->data_interfaces)
+                       : absl::StatusOr<std::vector<std::string>>(probe.status());
+        if (!interfaces.ok()) {
+          err.Write(absl::StrCat("troikarun: cannot add ", host, ": ",
+                                 interfaces.status().message(), "\n"));
+          return false;
+        }
+        reaches = probe->front().launcher_address;
+      }
+      // A joining agent's --nnodes only has to make a job of at least --min-np ranks (the
+      // job exists; its size is not the agent's to set).
+      const int nnodes = std::max(1, (options.min_np + ranks - 1) / ranks);
+      ProcessSpec spec =
+          AgentSpec(options, launch,
+                    {host, remote, -1, nnodes, ranks, AddressWithPort(reaches, embedded->port())});
+      std::lock_guard<std::mutex> lock(hosts_mu);
+      const int index = supervising->Add(std::move(spec));
+      if (index < 0) return true;  // the job is being stopped
+      if (agent_hosts.size() <= static_cast<size_t>(index)) agent_hosts.resize(index + 1);
+      agent_hosts[static_cast<size_t>(index)] = host;
+      err.Write(absl::StrCat("troikarun: ", host, " was discovered: its ", ranks,
+                             ranks == 1 ? " rank joins" : " ranks join",
+                             " the job at its next commit\n"));
+      return true;
+    };
+    hooks.drain = [&](const std::string& host) {
+      const std::shared_ptr<coordinator::Job> now = current();
+      return now != nullptr ? now->Drain(host) : absl::OkStatus();
+    };
+    hooks.resets = [&] {
+      const std::shared_ptr<coordinator::Job> now = current();
+      return now != nullptr ? static_cast<int>(now->epoch() - 1) : 0;
+    };
+    hooks.fail = [&](const std::string& reason) {
+      if (const std::shared_ptr<coordinator::Job> now = current(); now != nullptr) {
+        now->Abort(coordinator::AbortCause::kCancelled, reason);
+      }
+    };
+    discovery = std::make_unique<DiscoveryLoop>(
+        DiscoveryLoop::Settings{options.host_discovery_script, std::max(options.slots_per_host, 1),
+                                options.reset_limit},
+        *elastic_hosts, posix, std::move(hooks), err);
+  }
+  Supervisor supervisor(launcher, out, rank_err, supervisor_options);
+  supervising = &supervisor;
   if (absl::Status status = supervisor.Start(specs); !status.ok()) {
     err.Write(absl::StrCat("troikarun: ", status.message(), "\n"));
     return 1;
   }
+  if (discovery != nullptr) discovery->Start();
   SupervisorResult result = supervisor.Run();
+  if (discovery != nullptr) discovery->Stop();
   ReapStrayChildren();
   // The job's last generation (an elastic job's successors) says how the job ended.
   const std::shared_ptr<coordinator::Job> last = current();
@@ -402,6 +548,17 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::fputs(troika::agent::kTroikarunUsage, stdout);
     return 0;
+  }
+  if (options->check_build || options->version) {
+    const troika::agent::BuildFeatures build = troika::agent::BuildFeatures::OfThisBuild();
+    std::fputs((options->check_build ? troika::agent::CheckBuildReport(build, options->verbose)
+                                     : troika::agent::VersionReport(build))
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  for (const std::string& warning : options->warnings) {
+    std::fprintf(stderr, "troikarun: %s\n", warning.c_str());
   }
   troika::LogSeverity severity;
   if (!troika::ParseLogSeverity(options->log_level, &severity)) {

@@ -27,6 +27,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git iproute2
+  openssh-client  # troikarun -H: agents started on other hosts over ssh
   python3  # tests: checks that written timelines are valid JSON
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
@@ -41,12 +42,14 @@ RUNTIME_PACKAGES=(
   libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libre2-9 libc-ares2 libssl3
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
   libprometheus-cpp-core1.0 libcivetweb1 libyaml-cpp0.7
+  openssh-client  # troikarun -H: agents started on other hosts over ssh
 )
 TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
   python3-torch python3-pytest  # the Python tests (tests/python)
   openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
+  openssh-server  # ssh_hosts_test: hosts in network namespaces, each with its sshd
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # troika.tensorflow's tests: the newest TensorFlow in build/venv (the op library is built

@@ -38,6 +38,22 @@ int MinTimeout(int a, int b) {
   return std::min(a, b);
 }
 
+// A process that could not be started: it has "exited" with `exit`, and has no output.
+class NeverStarted : public Process {
+ public:
+  explicit NeverStarted(ExitStatus exit) : exit_(exit) {}
+  int pid() const override { return -1; }
+  int stdout_fd() const override { return -1; }
+  int stderr_fd() const override { return -1; }
+  int exit_fd() const override { return -1; }
+  std::optional<ExitStatus> TryReap() override { return exit_; }
+  ExitStatus Wait() override { return exit_; }
+  void Signal(int) override {}
+
+ private:
+  const ExitStatus exit_;
+};
+
 }  // namespace
 
 struct Supervisor::Rank {
@@ -117,6 +133,8 @@ absl::Status Supervisor::Start(const std::vector<ProcessSpec>& specs) {
   }
   result_.exits.assign(specs.size(), ExitStatus{});
   result_.noun = options_.noun;
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  next_index_ = static_cast<int>(specs.size());
   return absl::OkStatus();
 }
 
@@ -143,14 +161,16 @@ void Supervisor::Release(int index) {
   WakeLoop();
 }
 
-bool Supervisor::Add(ProcessSpec spec) {
+int Supervisor::Add(ProcessSpec spec) {
+  int index;
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
-    if (closed_ || !stop_reason_.empty() || !options_.labels.empty()) return false;
+    if (closed_ || !stop_reason_.empty() || !options_.labels.empty()) return -1;
+    index = next_index_++;
     additions_.push_back(std::move(spec));
   }
   WakeLoop();
-  return true;
+  return index;
 }
 
 void Supervisor::WakeLoop() {
@@ -183,15 +203,18 @@ void Supervisor::StartRelaunches() {
     for (const auto& [index, spec] : relaunches) held_.erase(index);
   }
   for (ProcessSpec& spec : additions) {
-    const int index = static_cast<int>(ranks_.size());
+    const int index = static_cast<int>(ranks_.size());  // Add()'s index: each gets a Rank
+    const std::string prefix = options_.prefix_output ? absl::StrCat("[", index, "] ") : "";
     absl::StatusOr<std::unique_ptr<Process>> process = launcher_.Launch(spec);
     if (!process.ok()) {
       Report(absl::StrCat("cannot start ", options_.noun, " ", index, ": ",
                           process.status().message()));
-      continue;
+      ranks_.push_back(std::make_unique<Rank>(
+          prefix, std::make_unique<NeverStarted>(ExitStatus{127, 0}), out_, err_));
+      ranks_.back()->stdout_open = ranks_.back()->stderr_open = false;
+    } else {
+      ranks_.push_back(std::make_unique<Rank>(prefix, *std::move(process), out_, err_));
     }
-    const std::string prefix = options_.prefix_output ? absl::StrCat("[", index, "] ") : "";
-    ranks_.push_back(std::make_unique<Rank>(prefix, *std::move(process), out_, err_));
     result_.labels.push_back(index);
     result_.exits.push_back(ExitStatus{});
   }

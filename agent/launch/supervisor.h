@@ -111,11 +111,12 @@ class Supervisor {
   void Relaunch(int index, ProcessSpec spec);
   void Release(int index);
   // Adds a process while Run() supervises (troikarun's agent on a host that discovery added),
-  // from any thread: Run() starts it as the next index, labelled by its index (a supervisor
-  // without options.labels), and supervises it as the others. False, starting nothing, once
+  // from any thread: Run() starts it as the returned index, labelled by that index (a
+  // supervisor without options.labels), and supervises it as the others; one that cannot be
+  // started exits at once, as a command not found does (127). -1, starting nothing, once
   // Run() has ended (every process had exited) or a Stop() came; one still pending when the
   // processes are being stopped is dropped.
-  bool Add(ProcessSpec spec);
+  int Add(ProcessSpec spec);
 
  private:
   struct Rank;
@@ -160,6 +161,7 @@ class Supervisor {
   std::map<int, ProcessSpec> relaunches_;
   std::vector<ProcessSpec> additions_;  // Add()ed, not started yet
   bool closed_ = false;                 // Run() is ending: nothing is added any more
+  int next_index_ = 0;                  // the index of the next Add()
 
   // Owned by the calling thread.
   std::vector<std::unique_ptr<Rank>> ranks_;

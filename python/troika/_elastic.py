@@ -10,11 +10,12 @@ to the last save; ``sync()`` makes every rank's state rank 0's. ``run_fn(func, .
 generation (ranks renumbered), calls the reset callbacks, syncs and calls ``func`` again; when
 nodes joined or left at a commit it goes on from that commit in the next generation. A rank
 whose own node left at a commit (troikarun's host discovery dropped its host) shuts down and
-returns None: its work is in the state the others go on with.
+ends its process with 0 (SystemExit): its work is in the state the others go on with.
 """
 
 import copy
 import functools
+import sys
 
 import troika
 from troika import TroikaError
@@ -40,10 +41,16 @@ def troika_membership_change(error):
 
 
 def _leave_job():
+    """This rank's node left the job at the commit just made (troikarun's host discovery no
+    longer lists its host): its work is in the state the others go on from, and the process
+    ends with 0 (SystemExit), as Horovod's driver ends the workers of a removed host."""
     try:
         troika.shutdown()
     except TroikaError:  # the generation ended: nothing to finish
         pass
+    print("troika: rank left the job at a commit: its host was removed from the job",
+          file=sys.stderr, flush=True)
+    raise SystemExit(0)
 
 
 def run_fn(func, membership_change=troika_membership_change):
@@ -65,10 +72,7 @@ def run_fn(func, membership_change=troika_membership_change):
                 # Nodes joined or left at the commit just made: nothing to go back to.
                 if e.membership_change is not None:
                     if not troika.enter_next_generation(e.membership_change):
-                        # This rank's node left (drained) at that commit: its work is in the
-                        # state the others go on from.
                         _leave_job()
-                        return None
                     troika.init()
                 skip_sync = e.skip_sync
             except Exception as e:  # noqa: BLE001 - membership_change decides; others re-raised

@@ -174,22 +174,25 @@ TEST_F(SupervisorTest, AProcessAddedWhileRunningIsSupervisedAndNothingIsAddedOnc
   ASSERT_TRUE(supervisor.Start(ShellRanks(1, "sleep 0.5; echo first")).ok());
   std::thread adder([&] {
     absl::SleepFor(absl::Milliseconds(100));
-    EXPECT_TRUE(supervisor.Add(
-        {{"/bin/sh", "-c", "sleep 0.8; echo added; exit 4"}, {"PATH=/usr/bin:/bin"}}));
+    EXPECT_EQ(supervisor.Add(
+                  {{"/bin/sh", "-c", "sleep 0.8; echo added; exit 4"}, {"PATH=/usr/bin:/bin"}}),
+              1);
+    EXPECT_EQ(supervisor.Add({{"/no/such/program"}, {}}), 2) << "it exits as not found";
   });
   SupervisorResult result = supervisor.Run();
   adder.join();
   EXPECT_THAT(out_.text(), HasSubstr("[1] added\n")) << "Run() waited for the added process";
-  ASSERT_EQ(result.exits.size(), 2u);
+  ASSERT_EQ(result.exits.size(), 3u);
   EXPECT_EQ(result.exits[1].code, 4);
-  EXPECT_EQ(result.labels, (std::vector<int>{0, 1}));
-  EXPECT_EQ(result.ExitCode(), 4);
-  EXPECT_FALSE(supervisor.Add({{"/bin/true"}, {}})) << "Run() has ended";
+  EXPECT_EQ(result.exits[2].code, 127);
+  EXPECT_THAT(err_.text(), HasSubstr("cannot start rank 2: "));
+  EXPECT_EQ(result.labels, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(supervisor.Add({{"/bin/true"}, {}}), -1) << "Run() has ended";
 
   Supervisor stopped(launcher_, out_, err_, SupervisorOptions{});
   ASSERT_TRUE(stopped.Start(ShellRanks(1, "sleep 30")).ok());
   stopped.Stop("the job was aborted");
-  EXPECT_FALSE(stopped.Add({{"/bin/true"}, {}}));
+  EXPECT_EQ(stopped.Add({{"/bin/true"}, {}}), -1);
   stopped.Run();
 }
 

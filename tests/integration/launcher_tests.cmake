@@ -45,6 +45,20 @@ target_compile_definitions(netns_test PRIVATE
 add_dependencies(netns_test troika-coordinator troika-agent troika-test-check-rank
   troika-test-fault-rank)
 
+# troikarun across hosts over ssh: hosts from network namespaces, each with Debian's sshd
+# (skips without root or openssh-server), a PyTorch job as users run it.
+if(TROIKA_HAVE_PYTHON)
+  troika_test(ssh_hosts_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/ssh_hosts_test.cc
+    LIBS absl::strings absl::time TIMEOUT 600)
+  target_compile_definitions(ssh_hosts_test PRIVATE
+    TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
+    PYTHON_EXECUTABLE="${TROIKA_PYTHON_EXECUTABLE}"
+    PYTHON_DIR="${TROIKA_PYTHON_DIR}"
+    ELASTIC_TRAIN_SCRIPT="${PROJECT_SOURCE_DIR}/examples/pytorch/elastic_train.py"
+    CHAOS_JOB_SCRIPT="${PROJECT_SOURCE_DIR}/tests/python/chaos_job.py")
+  add_dependencies(ssh_hosts_test troikarun troika-agent _troika)
+endif()
+
 # User scenarios (tests/integration/scenarios.h) behind agents, launched by troikarun.
 add_executable(troika-test-scenario-rank ${CMAKE_CURRENT_LIST_DIR}/scenario_rank.cc)
 target_link_libraries(troika-test-scenario-rank PRIVATE troika absl::strings absl::time)

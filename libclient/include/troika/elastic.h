@@ -7,7 +7,9 @@
 // Context with their new rank and size, go back to their last committed state and take rank
 // 0's: Run() does all of it. Nodes that register for the running job (up to its maximum,
 // `troikarun --max-np`) are admitted at a commit: every rank's elastic::Commit fails alike
-// with the change that admits them, and Run goes on from the commit just made.
+// with the change that admits them, and Run goes on from the commit just made. A node can
+// also leave at a commit (troikarun's host discovery drained its host): the others go on from
+// that commit, and Run returns OK on the leaving node's ranks, which are no longer in the job.
 //
 //   struct Model : troika::elastic::State { ... Commit, Restore, Sync ... };
 //   absl::Status s = troika::elastic::Run(*options, model, [&](troika::Context& ctx) {

@@ -1,0 +1,272 @@
+// troikarun across hosts as users launch it: `troikarun -np 4 -H h1:2,h2:2 -- python3 ...`,
+// the hosts network namespaces (netns_hosts.h) each running Debian's sshd with keys this test
+// generates, troikarun in a namespace of its own reaching them over ssh
+// (TROIKA_SSH_COMMAND="ssh -F <this test's ssh_config>", which names the hosts). Needs root
+// and openssh-server: skips, saying why, without them.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/launcher_helpers.h"
+#include "tests/integration/netns_hosts.h"
+
+namespace troika::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kSshd[] = "/usr/sbin/sshd";
+
+class SshHostsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeScratchDir("ssh-hosts");
+    hosts_ = std::make_unique<NetnsHosts>(absl::StrCat("tks", getpid() % 100000), "10.233.0", dir_);
+    if (std::string why = hosts_->Unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (access(kSshd, X_OK) != 0) GTEST_SKIP() << "needs sshd (Debian: openssh-server)";
+    // c runs troikarun; h1, h2 and h3 are hosts (h3 has no sshd unless a test starts one).
+    ASSERT_TRUE(hosts_->Create({"c", "h1", "h2", "h3"}));
+    ASSERT_EQ(
+        NetnsHosts::Sh(absl::StrCat("mkdir -p /run/sshd && ssh-keygen -q -t ed25519 -N '' -f ",
+                                    dir_, "/hostkey && ssh-keygen -q -t ed25519 -N '' -f ", dir_,
+                                    "/id && cp ", dir_, "/id.pub ", dir_, "/authorized_keys")),
+        0);
+    std::ofstream config(dir_ + "/ssh_config");
+    for (const char* host : {"h1", "h2", "h3"}) {
+      config << "Host " << host << "\n  HostName " << hosts_->Address(host) << "\n";
+    }
+    config
+        << "Host *\n  IdentityFile " << dir_ << "/id\n  UserKnownHostsFile " << dir_
+        << "/known_hosts\n  StrictHostKeyChecking accept-new\n  BatchMode yes\n  LogLevel ERROR\n";
+    config.close();
+    StartSshd("h1");
+    StartSshd("h2");
+  }
+
+  void StartSshd(const std::string& host) {
+    const std::string config = absl::StrCat(dir_, "/sshd_", host);
+    std::ofstream(config) << "ListenAddress " << hosts_->Address(host) << "\nHostKey " << dir_
+                          << "/hostkey\nAuthorizedKeysFile " << dir_
+                          << "/authorized_keys\nPermitRootLogin prohibit-password\n"
+                          << "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                          << "UsePAM no\nStrictModes no\nPidFile none\n";
+    hosts_->Start(host, absl::StrCat(kSshd, " -D -e -f ", config), "sshd-" + host);
+    // Listening once an ssh command gets through.
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (RunIn("c", Ssh() + " " + host + " true", absl::Seconds(20)).exit_code != 0) {
+      ASSERT_LT(absl::Now(), deadline)
+          << "sshd on " << host
+          << " does not answer: " << ReadFile(absl::StrCat(dir_, "/sshd-", host, ".err"));
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+
+  std::string Ssh() const { return absl::StrCat("ssh -F ", dir_, "/ssh_config"); }
+
+  CommandResult RunIn(const std::string& host, const std::string& command, absl::Duration timeout) {
+    return RunShell(absl::StrCat("ip netns exec ", hosts_->Namespace(host), " ", command), dir_,
+                    timeout);
+  }
+
+  // troikarun ARGS in c, with the ssh settings and the Python path of this build.
+  std::string Troikarun(const std::string& args) const {
+    return absl::StrCat("env TROIKA_SSH_COMMAND='", Ssh(), "' PYTHONPATH=", PYTHON_DIR, " ",
+                        TROIKARUN_BINARY, " ", args);
+  }
+
+  std::string Train(const std::string& args) const {
+    return absl::StrCat(PYTHON_EXECUTABLE, " ", ELASTIC_TRAIN_SCRIPT, " --batch-sleep-ms 0 ", args);
+  }
+
+  // Every process left on the hosts but their sshd (a connection's sshd ends with it).
+  std::vector<std::string> LeftOnHosts() {
+    std::vector<std::string> left;
+    for (const char* host : {"h1", "h2", "h3"}) {
+      for (const std::string& p : hosts_->Processes(host, {"sshd"})) {
+        left.push_back(absl::StrCat(host, ": ", p));
+      }
+    }
+    return left;
+  }
+
+  // The "weights H" every rank printed; fails unless all `ranks` printed the same.
+  static std::string Weights(const std::string& out, int ranks) {
+    std::set<std::string> hashes;
+    std::set<int> seen;
+    const std::regex line(R"(\[(\d+)\] done epochs \d+ size (\d+) weights (\S+))");
+    for (std::sregex_iterator m(out.begin(), out.end(), line), end; m != end; ++m) {
+      seen.insert(std::stoi((*m)[1]));
+      EXPECT_EQ((*m)[2], std::to_string(ranks));
+      hashes.insert((*m)[3]);
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), ranks) << out;
+    EXPECT_EQ(hashes.size(), 1u) << out;
+    return hashes.empty() ? "" : *hashes.begin();
+  }
+
+  std::string dir_;
+  std::unique_ptr<NetnsHosts> hosts_;
+};
+
+// Four ranks on two hosts train the model to the same bits as the same job on one machine
+// (two agents named as two hosts: the same hierarchical data plane), every line prefixed with
+// its rank and, with --output-filename, in a file per rank on troikarun's machine; nothing is
+// left on the hosts.
+TEST_F(SshHostsTest, TrainsOnTwoHostsToTheWeightsOfTheSameJobOnOneMachine) {
+  const std::string train = Train("--epochs 2 --num-samples 512");
+  CommandResult hosts = RunIn(
+      "c",
+      Troikarun("-np 4 -H h1:2,h2:2 --verbose --output-filename " + dir_ + "/ranks -- " + train),
+      absl::Seconds(120));
+  ASSERT_EQ(hosts.exit_code, 0) << hosts.out << hosts.err;
+  // --output-filename: each rank's lines, without the prefix, in a file of its own here.
+  EXPECT_THAT(ReadFile(dir_ + "/ranks/rank.3/stdout"),
+              ::testing::StartsWith("done epochs 2 size 4"));
+  EXPECT_THAT(hosts.err, HasSubstr("the data plane uses eth0"));
+  EXPECT_THAT(hosts.err, HasSubstr("2 nodes: shared memory within a node, Gloo between nodes"));
+  CommandResult one =
+      RunIn("c", Troikarun("-np 4 -H localhost:2,127.0.0.1:2 -- " + train), absl::Seconds(120));
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_EQ(Weights(hosts.out, 4), Weights(one.out, 4));
+  EXPECT_THAT(LeftOnHosts(), IsEmpty());
+}
+
+// A host that cannot be reached fails the launch before anything starts, each such host named
+// with why (ssh's words), and nothing runs on the reachable host.
+TEST_F(SshHostsTest, AnUnreachableHostFailsTheLaunchAtOnceNamingIt) {
+  CommandResult run =
+      RunIn("c", Troikarun("-np 6 -H h1:2,h3:2,nosuchhost:2 --start-timeout 20 -- true"),
+            absl::Seconds(60));
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_LT(run.elapsed, absl::Seconds(20)) << "a refused connection fails at once";
+  EXPECT_THAT(run.err, HasSubstr("h3: unreachable: ssh: connect to host 10.233.0.4 port 22: "
+                                 "Connection refused"));
+  EXPECT_THAT(run.err, HasSubstr("nosuchhost: unreachable: ssh: Could not resolve hostname"));
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("h1:")));
+  EXPECT_THAT(LeftOnHosts(), IsEmpty());
+}
+
+// SIGINT to troikarun while the job trains: every remote agent stops its ranks and exits
+// before troikarun does, and troikarun exits 130; nothing is left on any host.
+TEST_F(SshHostsTest, InterruptingTroikarunLeavesNoProcessOnAnyHost) {
+  const pid_t run = hosts_->Start(
+      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+  ASSERT_EQ(kill(run, SIGINT), 0);
+  EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(60)), 130) << ReadFile(dir_ + "/run.err");
+  EXPECT_THAT(LeftOnHosts(), IsEmpty()) << ReadFile(dir_ + "/run.err");
+}
+
+// SIGKILL to troikarun (it cannot stop anything itself): its ssh connections' stdin ends, so
+// every remote agent stops its ranks; nothing is left on any host within seconds.
+TEST_F(SshHostsTest, KillingTroikarunLeavesNoProcessOnAnyHost) {
+  const pid_t run = hosts_->Start(
+      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(10)), 128 + SIGKILL);
+  const absl::Time gone_by = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> left = LeftOnHosts();
+  while (!left.empty() && absl::Now() < gone_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+    left = LeftOnHosts();
+  }
+  EXPECT_THAT(left, IsEmpty());
+}
+
+// The hex-float weights a chaos_job.py line ends with.
+std::vector<double> HexWeights(const std::string& text) {
+  std::vector<double> values;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
+  return values;
+}
+
+// An elastic job across hosts (--host-discovery-script) grows to a third host and shrinks back
+// as the script's output changes while it trains: the new host's ranks join at a commit, the
+// removed host's ranks leave at a commit (drained: nothing lost), and the job finishes with
+// the weights of one process trained on the same global batches (chaos_job.py, no kills).
+TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays) {
+  StartSshd("h3");
+  const std::string hosts = dir_ + "/hosts";
+  std::ofstream(hosts) << "h1:2\nh2:2\n";
+  std::ofstream(dir_ + "/discover.sh") << "cat " << hosts << "\n";
+  const std::string job = absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT,
+                                       " --seed 7 --kills 0 --steps 400 --step-sleep-ms 30");
+  const pid_t run =
+      hosts_->Start("c",
+                    Troikarun(absl::StrCat("-np 4 --min-np 2 --max-np 6 --host-discovery-script ",
+                                           dir_, "/discover.sh -- ", job)),
+                    "run");
+  // Rank 0 prints "step S size N generation G" after every step.
+  auto wait_for = [&](const std::string& text) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (ReadFile(dir_ + "/run.out").find(text) == std::string::npos) {
+      if (absl::Now() > deadline || ProcessGone(run)) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_for("size 4 generation 1")) << ReadFile(dir_ + "/run.err");
+  std::ofstream(hosts + ".new") << "h1:2\nh2:2\nh3:2\n";
+  std::rename((hosts + ".new").c_str(), hosts.c_str());
+  ASSERT_TRUE(wait_for("size 6 generation 2")) << ReadFile(dir_ + "/run.err");
+  std::ofstream(hosts + ".new") << "h1:2\nh2:2\n";
+  std::rename((hosts + ".new").c_str(), hosts.c_str());
+  ASSERT_TRUE(wait_for("size 4 generation 3")) << ReadFile(dir_ + "/run.err");
+  EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(180)), 0) << ReadFile(dir_ + "/run.err");
+  const std::string err = ReadFile(dir_ + "/run.err");
+  EXPECT_THAT(err, HasSubstr("h3 was discovered: its 2 ranks join the job at its next commit"));
+  EXPECT_THAT(err, HasSubstr("h3 left the host discovery output: its ranks leave the job at its "
+                             "next commit"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("exited with code")))
+      << "the drained ranks leave with 0, and no rank fails";
+
+  const std::string out = ReadFile(dir_ + "/run.out");
+  std::set<std::string> weights;
+  const std::regex done(R"(\[(\d+)\] done steps 400 size 4 weights ([^\n]+))");
+  for (std::sregex_iterator m(out.begin(), out.end(), done), end; m != end; ++m) {
+    weights.insert((*m)[2]);
+  }
+  ASSERT_EQ(weights.size(), 1u) << "every rank of the last generation, the same weights:\n" << out;
+  CommandResult reference = RunShell(
+      absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --reference --seed 7 --steps 400"),
+      dir_, absl::Seconds(120));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::vector<double> want = HexWeights(reference.out.substr(
+      reference.out.find("reference weights") + std::string("reference weights").size()));
+  const std::vector<double> got = HexWeights(*weights.begin());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-9 * std::max(std::fabs(want[i]), 1e-12)) << "weight " << i;
+  }
+  EXPECT_THAT(LeftOnHosts(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace troika::testing
