@@ -137,6 +137,13 @@ absl::StatusOr<Layout> PlanAgents(const TroikarunOptions& options, ProcessLaunch
   return layout;
 }
 
+// `path` from troikarun's directory, for agents that start elsewhere.
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", path) : path;
+}
+
 // "HOST:PORT" for an IPv4 address or a name, "[ADDRESS]:PORT" for an IPv6 one.
 std::string AddressWithPort(const std::string& host, int port) {
   return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
@@ -393,12 +400,13 @@ int Run(const TroikarunOptions& options) {
   JobLaunch launch;
   launch.agent = *agent;
   launch.job = job;
-  launch.plaintext = embedded != nullptr;
+  launch.plaintext = embedded != nullptr && options.tls_cert.empty();
   launch.data_interfaces = layout->data_interfaces;
   launch.environment = CurrentEnvironment();
   // Every agent (and through it every rank) carries the job's token.
   if (!job_token.empty()) launch.variables["TROIKA_JOB_TOKEN"] = job_token;
   for (const auto& [name, value] : options.rank_env) launch.variables[name] = value;
+  if (!options.tls_ca.empty()) launch.variables["TROIKA_TLS_CA"] = AbsolutePath(options.tls_ca);
   for (const std::string& entry : options.extra_env) {  // -x wins
     const size_t eq = entry.find('=');
     launch.variables[entry.substr(0, eq)] = eq == std::string::npos ? "" : entry.substr(eq + 1);

@@ -39,7 +39,10 @@ coordinator::CoordinatorOptions EmbeddedCoordinatorOptions(const TroikarunOption
                                                            const std::string& listen_address) {
   coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.listen_address = listen_address;
-  coordinator_options.tls.plaintext = true;
+  coordinator_options.tls.plaintext = options.tls_cert.empty();
+  coordinator_options.tls.cert_file = options.tls_cert;
+  coordinator_options.tls.key_file = options.tls_key;
+  coordinator_options.tls.client_ca_file = options.tls_client_ca;
   coordinator::JobOptions& job = coordinator_options.registry.job;
   coordinator::NegotiatorOptions& negotiation = job.negotiator;
   negotiation.fusion_threshold_bytes =

@@ -12,7 +12,8 @@
 namespace troika::agent {
 
 // CoordinatorOptions listening on `listen_address` ("127.0.0.1:0" for a job on this machine
-// alone; port 0: any free one) in plaintext (only the job's token admits an agent or a rank),
+// alone; port 0: any free one) in plaintext (only the job's token admits an agent or a rank)
+// or, with --tls-cert, over TLS (mutual with --tls-client-ca),
 // with troikarun's flags applied to every job's options: --fusion-threshold-mb,
 // --cycle-time-ms, --schedules, --cache-capacity, the autotune flags (a fusion threshold or
 // cycle time that was given stays fixed while the other is tuned, as with horovodrun) and the

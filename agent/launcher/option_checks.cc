@@ -114,6 +114,28 @@ absl::Status CheckCoordinatorFlags(const TroikarunOptions& options) {
   return absl::OkStatus();
 }
 
+// The embedded coordinator's TLS flags go together: a certificate with its key and the CA the
+// agents verify it with; a client CA only with a certificate; none with --coordinator (that
+// coordinator's TLS is its own, and the agents reach it as TROIKA_TLS_* say).
+absl::Status CheckTlsFlags(const TroikarunOptions& options) {
+  const bool any = !options.tls_cert.empty() || !options.tls_key.empty() ||
+                   !options.tls_ca.empty() || !options.tls_client_ca.empty();
+  if (!any) return absl::OkStatus();
+  if (!options.coordinator.empty()) {
+    return UsageError(kProgram,
+                      "--tls-cert, --tls-key, --tls-ca and --tls-client-ca set troikarun's "
+                      "embedded coordinator; with --coordinator, its agents reach it as "
+                      "TROIKA_TLS_CA, TROIKA_TLS_CERT and TROIKA_TLS_KEY in troikarun's "
+                      "environment say");
+  }
+  if (options.tls_cert.empty() || options.tls_key.empty() || options.tls_ca.empty()) {
+    return UsageError(kProgram,
+                      "TLS of the embedded coordinator needs --tls-cert, --tls-key and --tls-ca "
+                      "(the CA the agents verify its certificate with)");
+  }
+  return absl::OkStatus();
+}
+
 // Flags that do nothing here, as horovodrun ignores them too: a warning each.
 void AddWarnings(const std::set<std::string>& given, TroikarunOptions& options) {
   auto warn = [&](const std::string& flag, const std::string& why) {
@@ -160,6 +182,7 @@ absl::Status CheckTroikarunOptions(const std::set<std::string>& flags, Troikarun
   if (options.np == 0) return UsageError(kProgram, "-np N is required");
   if (absl::Status s = CheckHosts(given, options); !s.ok()) return s;
   if (absl::Status s = CheckCoordinatorFlags(options); !s.ok()) return s;
+  if (absl::Status s = CheckTlsFlags(options); !s.ok()) return s;
   if (absl::Status s = CheckElasticFlags(kProgram, {"--min-np", "--max-np", "--max-restarts"},
                                          options.min_np, options.max_np, options.max_restarts,
                                          options.np, absl::StrCat("-np ", options.np));

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/launcher/config_file.h"
 #include "agent/launcher/horovodrun_flags.h"
@@ -253,6 +254,16 @@ absl::Status SetFlag(const std::string& name, const std::string& value,
   } else if (name == "output_filename") {
     if (value.empty()) return UsageError(kProgram, "--output-filename needs a directory");
     options.output_filename = value;
+  } else if (name == "tls_cert" || name == "tls_key" || name == "tls_ca" ||
+             name == "tls_client_ca") {
+    if (value.empty()) {
+      return UsageError(kProgram, absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}),
+                                               " needs a PEM file"));
+    }
+    (name == "tls_cert"  ? options.tls_cert
+     : name == "tls_key" ? options.tls_key
+     : name == "tls_ca"  ? options.tls_ca
+                         : options.tls_client_ca) = value;
   } else if (name == "config_file") {
     if (value.empty()) return UsageError(kProgram, "--config-file needs a file");
     options.config_file = value;

@@ -128,6 +128,16 @@ struct TroikarunOptions {
   int slots_per_host = 0;  // 0: not given (1)
   int reset_limit = -1;
   std::optional<std::pair<int, int>> blacklist_cooldown_range;
+  // TLS of the embedded coordinator (docs/hosts.md, TLS): --tls-cert and --tls-key, its
+  // certificate (naming the addresses the agents reach it at) and key; --tls-ca, the CA that
+  // signed it, which every agent verifies it with (given to them as TROIKA_TLS_CA); and
+  // --tls-client-ca, the CA of the client certificates it then requires (mutual TLS: the
+  // agents present TROIKA_TLS_CERT and TROIKA_TLS_KEY from troikarun's environment). Empty:
+  // plaintext, the job's token admitting agents and ranks.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  std::string tls_client_ca;
   // --verbose: troikarun says what it does (hosts checked, interface chosen, commands run).
   bool verbose = false;
   // The embedded coordinator's response cache: --cache-capacity N entries (0: no cache).

@@ -95,6 +95,15 @@ Hosts (a job across hosts, docs/hosts.md):
   --output-filename DIR    also writes each rank's lines, without their "[RANK] ", to
                            DIR/rank.N/stdout and DIR/rank.N/stderr (N zero-padded to the
                            width of the highest rank, as horovodrun)
+  --tls-cert PEM, --tls-key PEM, --tls-ca PEM  the embedded coordinator serves TLS with this
+                           certificate (it must name the addresses the agents reach it at:
+                           troikarun's address on the hosts' network, and 127.0.0.1) and
+                           key; every agent verifies it with the CA --tls-ca (given to the
+                           ranks as TROIKA_TLS_CA); default: plaintext, the job's random
+                           token admitting agents and ranks (docs/hosts.md)
+  --tls-client-ca PEM      with --tls-cert: the coordinator requires client certificates
+                           signed by this CA (mutual TLS); the agents present TROIKA_TLS_CERT
+                           and TROIKA_TLS_KEY from troikarun's environment
   --verbose                troikarun says what it does: hosts checked, interfaces chosen,
                            commands run
   --host-discovery-script SCRIPT  an elastic job on the hosts SCRIPT prints ("host" or

@@ -173,6 +173,31 @@ TEST(TroikarunOptionsTest, MinNpMakesAnElasticJobAndMaxNpLetsItGrow) {
               HasSubstr("--max-restarts needs --min-np"));
 }
 
+// The embedded coordinator's TLS: certificate, key and the agents' CA together; a client CA
+// for mutual TLS; none of them with a coordinator of one's own.
+TEST(TroikarunOptionsTest, TlsFlagsGoTogetherAndOnlyForTheEmbeddedCoordinator) {
+  auto tls = ParseTroikarunArgs({"-np", "2", "--tls-cert", "s.crt", "--tls-key", "s.key",
+                                 "--tls-ca", "ca.crt", "--tls-client-ca", "cca.crt", "--", "x"});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_EQ(tls->tls_cert, "s.crt");
+  EXPECT_EQ(tls->tls_key, "s.key");
+  EXPECT_EQ(tls->tls_ca, "ca.crt");
+  EXPECT_EQ(tls->tls_client_ca, "cca.crt");
+  EXPECT_THAT(
+      ParseTroikarunArgs({"-np", "2", "--tls-cert", "s.crt", "--tls-key", "s.key", "--", "x"})
+          .status()
+          .message(),
+      HasSubstr("needs --tls-cert, --tls-key and --tls-ca"));
+  EXPECT_THAT(
+      ParseTroikarunArgs({"-np", "2", "--tls-client-ca", "c.crt", "--", "x"}).status().message(),
+      HasSubstr("needs --tls-cert, --tls-key and --tls-ca"));
+  EXPECT_THAT(ParseTroikarunArgs({"-np", "2", "--coordinator", "h:7070", "--tls-cert", "s.crt",
+                                  "--tls-key", "s.key", "--tls-ca", "ca.crt", "--", "x"})
+                  .status()
+                  .message(),
+              HasSubstr("with --coordinator, its agents reach it as TROIKA_TLS_CA"));
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});

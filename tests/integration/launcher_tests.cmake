@@ -55,8 +55,9 @@ if(TROIKA_HAVE_PYTHON)
     PYTHON_EXECUTABLE="${TROIKA_PYTHON_EXECUTABLE}"
     PYTHON_DIR="${TROIKA_PYTHON_DIR}"
     ELASTIC_TRAIN_SCRIPT="${PROJECT_SOURCE_DIR}/examples/pytorch/elastic_train.py"
-    CHAOS_JOB_SCRIPT="${PROJECT_SOURCE_DIR}/tests/python/chaos_job.py")
-  add_dependencies(ssh_hosts_test troikarun troika-agent _troika)
+    CHAOS_JOB_SCRIPT="${PROJECT_SOURCE_DIR}/tests/python/chaos_job.py"
+    CHECK_RANK_BINARY="$<TARGET_FILE:troika-test-check-rank>")
+  add_dependencies(ssh_hosts_test troikarun troika-agent _troika troika-test-check-rank)
 endif()
 
 # User scenarios (tests/integration/scenarios.h) behind agents, launched by troikarun.

@@ -199,6 +199,40 @@ TEST_F(SshHostsTest, KillingTroikarunLeavesNoProcessOnAnyHost) {
   EXPECT_THAT(left, IsEmpty());
 }
 
+// TLS across hosts: the embedded coordinator serves a certificate naming troikarun's address on
+// the hosts' network, every agent verifies it with the CA troikarun gives it, and the job runs;
+// agents given another CA refuse the coordinator, and the launch fails instead of falling back
+// to plaintext.
+TEST_F(SshHostsTest, TheCoordinatorServesTlsAcrossHostsAndAWrongCaFailsTheLaunch) {
+  const std::string make = absl::StrCat(
+      "cd ", dir_, " && key='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'",
+      " && openssl req -x509 $key -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca",
+      " && openssl req -x509 $key -keyout other.key -out other.crt -days 2 -subj /CN=other-ca",
+      " && openssl req $key -keyout server.key -out server.csr -subj /CN=troikarun",
+      " && printf 'subjectAltName=IP:", hosts_->Address("c"),
+      ",IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > ext",
+      " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2",
+      " -out server.crt -extfile ext");
+  ASSERT_EQ(RunShell(make, dir_, absl::Seconds(60)).exit_code, 0) << ReadFile(dir_ + "/stderr");
+  auto tls = [&](const std::string& ca) {
+    return absl::StrCat("--tls-cert ", dir_, "/server.crt --tls-key ", dir_, "/server.key ",
+                        "--tls-ca ", dir_, "/", ca);
+  };
+  CommandResult run = RunIn(
+      "c", Troikarun(absl::StrCat("-np 4 -H h1:2,h2:2 ", tls("ca.crt"), " -- ", CHECK_RANK_BINARY)),
+      absl::Seconds(120));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("check ok on rank 3 of 4 (host h2)"));
+  CommandResult refused = RunIn(
+      "c",
+      Troikarun(absl::StrCat("-np 4 -H h1:2,h2:2 ", tls("other.crt"), " -- ", CHECK_RANK_BINARY)),
+      absl::Seconds(120));
+  EXPECT_NE(refused.exit_code, 0) << refused.out << refused.err;
+  EXPECT_THAT(refused.out, ::testing::Not(HasSubstr("check ok")));
+  EXPECT_THAT(refused.err, HasSubstr("certificate verify failed"));
+  EXPECT_THAT(LeftOnHosts(), IsEmpty());
+}
+
 // The hex-float weights a chaos_job.py line ends with.
 std::vector<double> HexWeights(const std::string& text) {
   std::vector<double> values;
