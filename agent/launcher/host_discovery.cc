@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseDiscoveredHosts(const std::string& o
 absl::StatusOr<std::string> RunDiscoveryScript(ProcessLauncher& launcher, const std::string& script,
                                                absl::Duration timeout) {
   absl::StatusOr<std::unique_ptr<Process>> process =
-      launcher.Launch({{"/bin/sh", script}, CurrentEnvironment()});
+      launcher.Launch({{"/bin/sh", "-c", script}, CurrentEnvironment()});
   if (!process.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot run the host discovery script ", script,
                                                ": ", process.status().message()));

@@ -29,9 +29,10 @@ namespace troika::agent {
 absl::StatusOr<std::vector<HostSlots>> ParseDiscoveredHosts(const std::string& output,
                                                             int default_slots);
 
-// Runs `script` (through /bin/sh, so it need not be executable) with troikarun's environment
-// and returns its stdout. UNAVAILABLE naming the exit status and stderr when it fails, or
-// when it runs longer than `timeout` (it is killed then).
+// Runs `script` as a shell command line (/bin/sh -c, as horovodrun does: an executable, or a
+// command with arguments) with troikarun's environment and returns its stdout. UNAVAILABLE naming
+// the exit status and stderr when it fails, or when it runs longer than `timeout` (it is killed
+// then).
 absl::StatusOr<std::string> RunDiscoveryScript(ProcessLauncher& launcher, const std::string& script,
                                                absl::Duration timeout);
 

@@ -93,6 +93,10 @@ absl::Status CheckCoordinatorFlags(const TroikarunOptions& options) {
   if (options.schedules.has_value()) {
     return refuse("--schedules sets", "start that coordinator with --schedules=true or false");
   }
+  if (!options.host_discovery_script.empty()) {
+    return refuse("--host-discovery-script drains hosts through",
+                  "start troika-agent on each host yourself (docs/elastic.md)");
+  }
   if (!options.timeline.empty()) {
     return refuse("--timeline (or $HOROVOD_TIMELINE) is written by",
                   "start one with `troikactl timeline start JOB FILE`");

@@ -39,12 +39,10 @@ class Script {
   }
   ~Script() { std::system(("rm -rf " + dir_).c_str()); }
   // The script prints `hosts` (replaced atomically, as a user's script might read a file).
-  void Prints(const std::string& hosts) {
-    std::ofstream(path_ + ".new") << "printf '" << hosts << "'\n";
-    std::rename((path_ + ".new").c_str(), path_.c_str());
-  }
+  void Prints(const std::string& hosts) { Is("printf '" + hosts + "'\n"); }
   void Is(const std::string& body) {
-    std::ofstream(path_ + ".new") << body;
+    std::ofstream(path_ + ".new") << "#!/bin/sh\n" << body;
+    chmod((path_ + ".new").c_str(), 0755);
     std::rename((path_ + ".new").c_str(), path_.c_str());
   }
   const std::string& path() const { return path_; }

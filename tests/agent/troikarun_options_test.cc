@@ -198,6 +198,16 @@ TEST(TroikarunOptionsTest, TlsFlagsGoTogetherAndOnlyForTheEmbeddedCoordinator) {
               HasSubstr("with --coordinator, its agents reach it as TROIKA_TLS_CA"));
 }
 
+// Discovery drains hosts through the embedded coordinator: not with one of one's own.
+TEST(TroikarunOptionsTest, HostDiscoveryNeedsTheEmbeddedCoordinator) {
+  EXPECT_THAT(ParseTroikarunArgs({"-np", "2", "--coordinator", "h:7070", "--host-discovery-script",
+                                  "./discover.sh", "--", "x"})
+                  .status()
+                  .message(),
+              HasSubstr("--host-discovery-script drains hosts through troikarun's embedded "
+                        "coordinator"));
+}
+
 TEST(TroikarunOptionsTest, HelpNeedsNothingElse) {
   for (const char* flag : {"--help", "-h", "-help"}) {
     auto options = Parse({flag});

@@ -249,7 +249,8 @@ TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays)
   StartSshd("h3");
   const std::string hosts = dir_ + "/hosts";
   std::ofstream(hosts) << "h1:2\nh2:2\n";
-  std::ofstream(dir_ + "/discover.sh") << "cat " << hosts << "\n";
+  std::ofstream(dir_ + "/discover.sh") << "#!/bin/sh\ncat " << hosts << "\n";
+  chmod((dir_ + "/discover.sh").c_str(), 0755);
   const std::string job = absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT,
                                        " --seed 7 --kills 0 --steps 400 --step-sleep-ms 30");
   const pid_t run =
