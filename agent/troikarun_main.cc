@@ -352,6 +352,24 @@ int Run(const TroikarunOptions& options) {
   sigaddset(&signals, SIGTERM);
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
 
+  // The agents' hosts, by the supervisor's index ("" on this machine without -H).
+  std::mutex hosts_mu;
+  std::vector<std::string> agent_hosts;  // guarded by hosts_mu
+  for (const AgentPlacement& placement : layout->agents) agent_hosts.push_back(placement.host);
+  // "agent 1 on h2 exited with code 255 (...)": an agent's end, in words.
+  auto agent_ended = [&](int index, const ExitStatus& exit) {
+    std::string host;
+    {
+      std::lock_guard<std::mutex> lock(hosts_mu);
+      if (static_cast<size_t>(index) < agent_hosts.size()) host = agent_hosts[index];
+    }
+    const bool remote = !host.empty() && !IsThisHost(host);
+    return absl::StrCat("agent ", index, host.empty() ? "" : " on ", host, " ", exit.ToString(),
+                        remote && exit.code == 255 && exit.signal == 0
+                            ? " (ssh's code: the connection to the host failed, or the agent "
+                              "there was killed)"
+                            : "");
+  };
   SupervisorOptions supervisor_options;
   supervisor_options.grace_period = options.grace_period + kAgentGraceMargin;
   supervisor_options.stop_delay = kAgentStopDelay;
@@ -374,8 +392,7 @@ int Run(const TroikarunOptions& options) {
           (job->epoch() > 1 || job->state() != coordinator::Job::State::kAttaching)) {
         return;
       }
-      job->Abort(coordinator::AbortCause::kRankExit,
-                 absl::StrCat("agent ", node, " ", exit.ToString()));
+      job->Abort(coordinator::AbortCause::kRankExit, agent_ended(node, exit));
     };
   }
   FdSink terminal_out(STDOUT_FILENO);
@@ -422,9 +439,6 @@ int Run(const TroikarunOptions& options) {
     }
   }
   // An elastic job across hosts: the discovery loop adds and drains hosts while it runs.
-  std::mutex hosts_mu;
-  std::vector<std::string> agent_hosts;  // by the supervisor's index; guarded by hosts_mu
-  for (const AgentPlacement& placement : layout->agents) agent_hosts.push_back(placement.host);
   std::unique_ptr<ElasticHosts> elastic_hosts;
   std::unique_ptr<DiscoveryLoop> discovery;
   Supervisor* supervising = nullptr;

@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace troika::coordinator {
 namespace {
@@ -108,8 +110,14 @@ Verdict MembershipPolicy::SessionClosed(const std::vector<int>& ranks,
                                        ": ", ended.message()),
                           std::nullopt);
   }
+  // Where they were: a lost session is most often a lost node (its agent, or the host).
+  std::set<std::string> hosts;
+  for (int r : lost) {
+    if (const std::string* host = roster_.host(r); host != nullptr) hosts.insert(*host);
+  }
   return Lose(lost, AbortCause::kConnectionLost,
-              absl::StrCat(FormatRanks(lost), " lost the connection to the coordinator"));
+              absl::StrCat(FormatRanks(lost), hosts.empty() ? "" : " on ",
+                           absl::StrJoin(hosts, ", "), " lost the connection to the coordinator"));
 }
 
 Verdict MembershipPolicy::Exit(const RankExit& exit) const {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
@@ -190,6 +191,45 @@ TEST_F(SshHostsTest, KillingTroikarunLeavesNoProcessOnAnyHost) {
   ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
   ASSERT_EQ(kill(run, SIGKILL), 0);
   EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(10)), 128 + SIGKILL);
+  const absl::Time gone_by = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> left = LeftOnHosts();
+  while (!left.empty() && absl::Now() < gone_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+    left = LeftOnHosts();
+  }
+  EXPECT_THAT(left, IsEmpty());
+}
+
+// A remote agent killed (SIGKILL) while the job trains: the job fails on every host within
+// seconds, troikarun's summary names the agent, its host and what ssh's code means, and
+// nothing is left on any host.
+TEST_F(SshHostsTest, ARemoteAgentKilledFailsTheJobWithinSecondsNamingItsHost) {
+  const pid_t run = hosts_->Start(
+      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+  pid_t agent = 0;
+  for (const std::string& p : hosts_->Processes("h2", {})) {
+    if (absl::EndsWith(p, " troika-agent")) agent = std::stoi(p);
+  }
+  ASSERT_GT(agent, 0);
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(60)), 255) << ReadFile(dir_ + "/run.err");
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(15)) << "the job must end in seconds";
+  // Whichever saw it first names the host: the coordinator (the agent's session broke) or
+  // troikarun (its ssh ended).
+  const std::string err = ReadFile(dir_ + "/run.err");
+  const std::string summary = err.substr(err.rfind("troikarun: job failed: "));
+  EXPECT_THAT(summary,
+              ::testing::AnyOf(HasSubstr("ranks 2-3 on h2 lost the connection to the coordinator"),
+                               HasSubstr("agent 1 on h2 exited with code 255 (ssh's code: the "
+                                         "connection to the host failed, or the agent there was "
+                                         "killed)")))
+      << err;
   const absl::Time gone_by = absl::Now() + absl::Seconds(30);
   std::vector<std::string> left = LeftOnHosts();
   while (!left.empty() && absl::Now() < gone_by) {

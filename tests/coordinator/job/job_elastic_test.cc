@@ -179,9 +179,10 @@ TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
   ASSERT_TRUE(job->Goodbye(&s0, {0}).ok());  // rank 0 finished and left
   job->CloseSession(&s1, absl::OkStatus());  // rank 1 vanished
   ASSERT_EQ(s2.messages().size(), 1u);
-  EXPECT_THAT(s2.messages()[0].abort_reason,
-              HasSubstr("rank 1 lost the connection to the coordinator; the job goes on with 1 "
-                        "rank as generation 2"));
+  EXPECT_THAT(
+      s2.messages()[0].abort_reason,
+      HasSubstr("rank 1 on b lost the connection to the coordinator; the job goes on with 1 "
+                "rank as generation 2"));
   ASSERT_TRUE(s2.messages()[0].membership_change.has_value());
   EXPECT_THAT(s2.messages()[0].membership_change->next_rank, ElementsAre(-1, -1, 0));
   EXPECT_EQ(Find()->size(), 1);

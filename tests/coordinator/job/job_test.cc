@@ -197,7 +197,7 @@ TEST_F(JobTest, LostSessionAbortsJobOnEverySession) {
   job->CloseSession(&s1, absl::OkStatus());
   EXPECT_EQ(job->state(), Job::State::kAborted);
   ASSERT_EQ(s0.messages().size(), 1u);
-  EXPECT_THAT(s0.messages()[0].abort_reason, HasSubstr("rank 1 lost the connection"));
+  EXPECT_THAT(s0.messages()[0].abort_reason, HasSubstr("rank 1 on a lost the connection"));
   EXPECT_FALSE(job->done());  // s0 still open
   job->CloseSession(&s0, absl::OkStatus());
   EXPECT_TRUE(job->done());

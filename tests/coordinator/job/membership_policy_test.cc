@@ -128,7 +128,7 @@ TEST(MembershipPolicyTest, ClosedSessionLosesItsRanksThatHadNotLeft) {
   Verdict v = p->policy.SessionClosed({0, 1}, absl::OkStatus());
   ASSERT_EQ(v.kind, Kind::kEndGeneration);
   EXPECT_EQ(v.cause, AbortCause::kConnectionLost);
-  EXPECT_EQ(v.reason, "rank 1 lost the connection to the coordinator");
+  EXPECT_EQ(v.reason, "rank 1 on h lost the connection to the coordinator");
   EXPECT_THAT(v.change.next_rank, ElementsAre(-1, -1, 0));
   EXPECT_EQ(p->policy.SessionClosed({0}, absl::OkStatus()).kind, Kind::kNone) << "rank 0 left";
 }
