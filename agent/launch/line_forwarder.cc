@@ -21,21 +21,25 @@ LineForwarder::LineForwarder(std::string prefix, OutputSink& sink, size_t max_li
 
 void LineForwarder::Feed(std::string_view data) {
   std::string out;
-  auto emit = [&](std::string_view line) {
-    out += prefix_;
-    out += partial_;
-    out += line;
-    out += '\n';
-    partial_.clear();
-  };
   while (!data.empty()) {
-    size_t newline = data.find('\n');
-    size_t room = max_line_bytes_ - partial_.size();
-    if (newline != std::string_view::npos && newline <= room) {
-      emit(data.substr(0, newline));
-      data.remove_prefix(newline + 1);
+    // A line ends at '\n' ("\r\n" too) or at a '\r' alone: a progress bar redrawing its
+    // line, written at once (as horovodrun does), with the prefix before what follows.
+    const size_t end = data.find_first_of("\r\n");
+    const size_t room = max_line_bytes_ - partial_.size();
+    if (end != std::string_view::npos && end <= room) {
+      const size_t terminator =
+          data[end] == '\r' && end + 1 < data.size() && data[end + 1] == '\n' ? 2 : 1;
+      out += prefix_;
+      out += partial_;
+      out += data.substr(0, end + terminator);
+      partial_.clear();
+      data.remove_prefix(end + terminator);
     } else if (data.size() >= room) {
-      emit(data.substr(0, room));
+      out += prefix_;
+      out += partial_;
+      out += data.substr(0, room);
+      out += '\n';
+      partial_.clear();
       data.remove_prefix(room);
     } else {
       partial_.append(data);

@@ -4,6 +4,9 @@
 // OutputSink is where forwarded text goes; every Write() call is written whole (one write(2)
 // when the descriptor allows), so lines from different ranks never interleave within a line.
 // LineForwarder splits one stream into lines and writes each completed line with its prefix.
+// A line ends at '\n' (with a '\r' before it, if any) or at a '\r' alone, as horovodrun's
+// lines do: a progress bar that redraws its line with '\r' is shown as it goes, each piece
+// prefixed.
 
 #include <cstddef>
 #include <string>
@@ -41,7 +44,8 @@ class LineForwarder {
   LineForwarder(const LineForwarder&) = delete;
   LineForwarder& operator=(const LineForwarder&) = delete;
 
-  // Writes every line completed by `data` in one Write(); keeps an unfinished line.
+  // Writes every line (or '\r'-ended piece) completed by `data` in one Write(); keeps an
+  // unfinished line.
   void Feed(std::string_view data);
   // Writes the unfinished last line, if any, with a newline added. Later Feed()s start a
   // new line.

@@ -60,6 +60,17 @@ int RankOf(absl::string_view line, size_t* text_start) {
   return rank;
 }
 
+// Where the first line of `text` ends (after its terminator): at '\n' (with its '\r' before
+// it), or at a '\r' alone, which LineForwarder writes at once with a prefix after it; the end
+// of `text` if it has no terminator.
+size_t LineEnd(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') return i + 1;
+    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) return i + 1;
+  }
+  return text.size();
+}
+
 }  // namespace
 
 std::string RankFileSink::PathOf(const std::string& dir, const std::string& stream, int rank,
@@ -115,8 +126,7 @@ void RankFileSink::Write(std::string_view text) {
   next_.Write(text);
   std::lock_guard<std::mutex> lock(mu_);
   while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    const size_t end = newline == std::string_view::npos ? text.size() : newline + 1;
+    const size_t end = LineEnd(text);
     const std::string_view line = text.substr(0, end);
     text.remove_prefix(end);
     size_t start = 0;

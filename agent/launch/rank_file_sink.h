@@ -4,7 +4,8 @@
 // with zeros to the width of the job's highest rank (rank.0 .. rank.9 for 10 ranks, rank.00
 // .. rank.10 for 11).
 //
-// RankFileSink receives what the agents write: whole lines, each "[RANK] text". It writes
+// RankFileSink receives what the agents write: whole lines, each "[RANK] text" (ended by
+// '\n', or by a '\r' alone: a progress bar's piece, as LineForwarder writes it). It writes
 // each line's text (without the prefix) to its rank's file and passes every line, prefix and
 // all, on to the next sink (the terminal). A line without a rank prefix (troikarun's and the
 // agents' own messages) goes to the next sink alone.

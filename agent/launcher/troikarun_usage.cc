@@ -177,9 +177,10 @@ and what horovodrun --gloo sets, with each agent as a node:
 the agents stand for nodes of one host: the local and cross numbers are theirs, while
 hvd.local_rank() and hvd.cross_rank() group the ranks by host name: 0 .. N-1 and 0.)
 Ranks read stdin from /dev/null. Every line a rank writes is printed with a "[RANK] " prefix,
-its stdout on troikarun's stdout and its stderr on troikarun's stderr; an unfinished last line
-is printed, with a newline added, when the rank exits. Each rank leads its own process group,
-and signals reach the whole group.
+its stdout on troikarun's stdout and its stderr on troikarun's stderr; a '\r' ends a piece of
+a line too (a progress bar redrawing its line), printed at once, as horovodrun does. An
+unfinished last line is printed, with a newline added, when the rank exits. Each rank leads
+its own process group, and signals reach the whole group.
 
 Supervision: when a rank exits with a non-zero code or is killed by a signal, its agent
 reports it at once ("troika-agent: rank 2 exited with code 1; stopping ..."), and the

@@ -67,5 +67,28 @@ TEST(LineForwarderTest, OverlongLineIsSplitIntoBoundedPieces) {
   EXPECT_EQ(sink.All(), "> abcd\n> efgh\n> ij\n> wxyz\n");
 }
 
+// horovodrun writes a '\r' (a progress bar redrawing its line) at once, with the prefix
+// before what follows it; troikarun does the same (Horovod's test_prefix_connection_with_
+// carriage_return and _does_stream).
+TEST(LineForwarderTest, ACarriageReturnEndsAPieceWrittenAtOnce) {
+  RecordingSink sink;
+  LineForwarder forwarder("[5] ", sink);
+  forwarder.Feed("epoch 1\rep");
+  EXPECT_EQ(sink.writes, (std::vector<std::string>{"[5] epoch 1\r"})) << "not held for a newline";
+  forwarder.Feed("och 2\ndone\n");
+  EXPECT_EQ(sink.All(), "[5] epoch 1\r[5] epoch 2\n[5] done\n");
+  forwarder.Feed(" 10%\r 20%\r 30%");
+  EXPECT_EQ(sink.writes.back(), "[5]  10%\r[5]  20%\r");
+  forwarder.Finish();
+  EXPECT_EQ(sink.writes.back(), "[5]  30%\n");
+}
+
+TEST(LineForwarderTest, ACarriageReturnBeforeANewlineEndsOneLine) {
+  RecordingSink sink;
+  LineForwarder forwarder("[0] ", sink);
+  forwarder.Feed("dos\r\nline\r\n\r\n");
+  EXPECT_EQ(sink.All(), "[0] dos\r\n[0] line\r\n[0] \r\n");
+}
+
 }  // namespace
 }  // namespace troika::agent

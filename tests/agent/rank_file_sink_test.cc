@@ -92,6 +92,19 @@ TEST_F(RankFileSinkTest, WritesEachRanksLinesWithoutThePrefixAndPassesEveryLineO
             "[0] [1] not a prefix inside a line\n[x] no rank\n[3]no space\n[12] grown\n");
 }
 
+// A progress bar's pieces, each ended by a '\r' and prefixed (LineForwarder), go to their
+// rank's file as the rank wrote them.
+TEST_F(RankFileSinkTest, PiecesEndedByACarriageReturnGoToTheirRanksFile) {
+  TerminalSink terminal;
+  auto sink = RankFileSink::Create(root_, "stderr", 2, terminal);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  (*sink)->Write("[1]  10%\r[1]  20%\r");
+  (*sink)->Write("[0] dos\r\n[1]  30%\n");
+  EXPECT_EQ(Contents(root_ + "/rank.1/stderr"), " 10%\r 20%\r 30%\n");
+  EXPECT_EQ(Contents(root_ + "/rank.0/stderr"), "dos\r\n");
+  EXPECT_EQ(terminal.text(), "[1]  10%\r[1]  20%\r[0] dos\r\n[1]  30%\n");
+}
+
 TEST_F(RankFileSinkTest, OneSinkPerStreamTruncatingEarlierRuns) {
   TerminalSink out_terminal, err_terminal;
   const std::string dir = root_ + "/logs";

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -190,6 +191,27 @@ TEST(TroikarunTest, RanksGetHorovodsEnvironmentWithEachAgentANode) {
       EXPECT_NE(match[1], "elsewhere");
     }
   }
+}
+
+// A progress bar that redraws its line with '\r' is shown as it goes, each piece prefixed, as
+// horovodrun shows it (Horovod's test_prefix_connection_does_stream): the rank goes on only once
+// the test has seen its piece on troikarun's stdout.
+TEST(TroikarunTest, APieceEndedByACarriageReturnIsShownAtOnce) {
+  const std::string dir = MakeScratchDir("troikarun-progress");
+  const pid_t troikarun = StartShell(absl::StrCat(
+      Troikarun("-np 1", absl::StrCat("printf \" 50%%\\r\"; while [ ! -e ", dir,
+                                      "/seen ]; do sleep 0.05; done; printf \" 100%%\\n\"")),
+      " >", dir, "/stdout 2>", dir, "/stderr"));
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  bool seen = false;
+  while (!seen && absl::Now() < deadline) {
+    seen = ReadFile(dir + "/stdout").find("[0]  50%\r") != std::string::npos;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(seen) << "held back: " << ReadFile(dir + "/stdout");
+  std::ofstream(dir + "/seen") << "";
+  EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(60)), 0) << ReadFile(dir + "/stderr");
+  EXPECT_EQ(ReadFile(dir + "/stdout"), "[0]  50%\r[0]  100%\n");
 }
 
 TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
