@@ -37,9 +37,9 @@ class FdSink : public OutputSink {
 // Not thread-safe: one stream, fed by one thread.
 class LineForwarder {
  public:
-  // A line longer than `max_line_bytes` (without its newline) is written in pieces of that
-  // size, each as a line of its own, so a rank that never writes a newline cannot make the
-  // forwarder buffer without bound.
+  // A line longer than `max_line_bytes` (without its newline) is written in pieces of at most
+  // that size, each as a line of its own, so a rank that never writes a newline cannot make
+  // the forwarder buffer without bound; a piece never ends inside a UTF-8 character.
   LineForwarder(std::string prefix, OutputSink& sink, size_t max_line_bytes = 64 * 1024);
   LineForwarder(const LineForwarder&) = delete;
   LineForwarder& operator=(const LineForwarder&) = delete;

@@ -90,5 +90,31 @@ TEST(LineForwarderTest, ACarriageReturnBeforeANewlineEndsOneLine) {
   EXPECT_EQ(sink.All(), "[0] dos\r\n[0] line\r\n[0] \r\n");
 }
 
+// Text passes as bytes: characters of several bytes arrive whole however the reads cut them
+// (Horovod's test_prefix_connection_with_unicode and _with_multibyte_unicode).
+TEST(LineForwarderTest, MultibyteCharactersPassWholeAcrossFeeds) {
+  RecordingSink sink;
+  LineForwarder forwarder("[1] ", sink);
+  const std::string block = "\u2200\u2203\u2588\u2593\u2592\u2591\U0001F600";  // 3 and 4 bytes
+  std::string line;
+  for (int i = 0; i < 1500; ++i) line += block;  // 33000 bytes: below the bound
+  const std::string text = line + "\n" + line + "\n";
+  for (size_t at = 0; at < text.size(); at += 1000) forwarder.Feed(text.substr(at, 1000));
+  EXPECT_EQ(sink.All(), "[1] " + line + "\n[1] " + line + "\n");
+}
+
+TEST(LineForwarderTest, AnOverlongLineIsNeverCutInsideACharacter) {
+  RecordingSink sink;
+  LineForwarder forwarder("> ", sink, /*max_line_bytes=*/8);
+  forwarder.Feed("abc\u2200\u2200\u2200\n");  // 3 + 3 * 3 bytes: the bound cuts the second
+  EXPECT_EQ(sink.All(), "> abc\u2200\n> \u2200\u2200\n");
+  sink.writes.clear();
+  forwarder.Feed("abcdefg\U0001F600h\n");  // 7 + 4 bytes
+  EXPECT_EQ(sink.All(), "> abcdefg\n> \U0001F600h\n");
+  sink.writes.clear();
+  forwarder.Feed("abcdefg\xff\xfe\n");  // not UTF-8: cut at the bound
+  EXPECT_EQ(sink.All(), "> abcdefg\xff\n> \xfe\n");
+}
+
 }  // namespace
 }  // namespace troika::agent
