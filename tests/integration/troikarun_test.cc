@@ -2,7 +2,10 @@
 // small sh scripts keyed on TROIKA_RANK): launch, output forwarding, failure, signals and
 // usage errors.
 
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <regex>
@@ -193,6 +196,72 @@ TEST(TroikarunTest, RanksGetHorovodsEnvironmentWithEachAgentANode) {
   }
 }
 
+// The ranks of -np N over hosts, numbered as horovodrun numbers them (Horovod's
+// test_get_host_assignments and _elastic, with two names of this machine as the hosts, so no
+// ssh): each host filled in order up to its slots, local ranks within a host, cross ranks
+// across hosts, HOROVOD_HOSTNAME the host as named; a --hostfile of the same hosts (Horovod's
+// test_horovodrun_hostfile) gives the same. Each rank runs the command (test_gloo_run_minimal
+// runs whoami). horovodrun also splits ranks over hosts in unequal blocks
+// (test_get_host_assignments_heterogeneous); troikarun refuses that, saying why.
+TEST(TroikarunTest, RanksOnListedHostsGetTheNumbersHorovodrunGivesThem) {
+  const std::string dir = MakeScratchDir("troikarun-listed-hosts");
+  std::ofstream(dir + "/hosts") << "localhost slots=2\n127.0.0.1 slots=2\n";
+  const std::string script =
+      "echo env $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "
+      "$HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME; whoami";
+  const passwd* user = getpwuid(geteuid());
+  ASSERT_NE(user, nullptr);
+  const std::vector<std::string> four = {
+      "[0] env 0 4 0 2 0 2 localhost", "[1] env 1 4 1 2 0 2 localhost",
+      "[2] env 2 4 0 2 1 2 127.0.0.1", "[3] env 3 4 1 2 1 2 127.0.0.1"};
+  struct Case {
+    std::string flags;
+    std::vector<std::string> lines;
+  };
+  const std::vector<Case> cases = {
+      {"-np 4 -H localhost:2,127.0.0.1:2", four},
+      {absl::StrCat("-np 4 --hostfile ", dir, "/hosts"), four},
+      {"-np 2 --min-np 1 --max-np 2 -H localhost:2,127.0.0.1:2",
+       {"[0] env 0 2 0 2 0 1 localhost", "[1] env 1 2 1 2 0 1 localhost"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    CommandResult r = RunShell(Troikarun(c.flags, script), dir, absl::Seconds(60));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (size_t rank = 0; rank < c.lines.size(); ++rank) {
+      EXPECT_THAT(r.out, HasSubstr(c.lines[rank] + "\n"));
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] ", user->pw_name, "\n")));
+    }
+    EXPECT_THAT(r.out, Not(HasSubstr(absl::StrCat("[", c.lines.size(), "]"))));
+  }
+  CommandResult unequal =
+      RunShell(Troikarun("-np 3 -H localhost:1,127.0.0.1:2", script), dir, absl::Seconds(60));
+  EXPECT_EQ(unequal.exit_code, 2);
+  EXPECT_THAT(unequal.err,
+              HasSubstr("-np 3 over these hosts gives localhost 1, 127.0.0.1 2 ranks; troikarun "
+                        "runs the same number of ranks on every host it uses"));
+}
+
+// Horovod's test_elastic_run.py: an elastic job (-np 2 --min-np 2 --max-np 2) on hosts given
+// with -H, or printed by a host discovery script, each rank seeing its rank and the size.
+TEST(TroikarunTest, ElasticJobsOnListedOrDiscoveredHostsRunEveryRank) {
+  const std::string dir = MakeScratchDir("troikarun-elastic-hosts");
+  const std::string discover = dir + "/discover.sh";
+  std::ofstream(discover) << "#!/bin/sh\necho localhost:2\necho 127.0.0.1:2\n";
+  ASSERT_EQ(chmod(discover.c_str(), 0700), 0);
+  for (const std::string& hosts :
+       {std::string("-H localhost:2,127.0.0.1:2"), "--host-discovery-script " + discover}) {
+    SCOPED_TRACE(hosts);
+    CommandResult r = RunShell(
+        Troikarun("-np 2 --min-np 2 --max-np 2 " + hosts, "echo rank $HOROVOD_RANK $HOROVOD_SIZE"),
+        dir, absl::Seconds(60));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("[0] rank 0 2\n"));
+    EXPECT_THAT(r.out, HasSubstr("[1] rank 1 2\n"));
+    EXPECT_THAT(r.out, Not(HasSubstr("[2]")));
+  }
+}
+
 // A progress bar that redraws its line with '\r' is shown as it goes, each piece prefixed, as
 // horovodrun shows it (Horovod's test_prefix_connection_does_stream): the rank goes on only once
 // the test has seen its piece on troikarun's stdout.
@@ -212,6 +281,29 @@ TEST(TroikarunTest, APieceEndedByACarriageReturnIsShownAtOnce) {
   std::ofstream(dir + "/seen") << "";
   EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(60)), 0) << ReadFile(dir + "/stderr");
   EXPECT_EQ(ReadFile(dir + "/stdout"), "[0]  50%\r[0]  100%\n");
+}
+
+// Killed with SIGKILL, troikarun cannot stop its ranks: its agents notice that it is gone and
+// stop them (Horovod's test_safe_shell_exec_interrupts_on_parent_shutdown; across hosts:
+// ssh_hosts_test).
+TEST(TroikarunTest, KillingTroikarunStopsEveryRank) {
+  const std::string dir = MakeScratchDir("troikarun-killed");
+  const pid_t troikarun = StartShell(absl::StrCat(
+      Troikarun("-np 3", absl::StrCat("echo $$ > ", dir, "/pid.$TROIKA_RANK; exec sleep 600")),
+      " >", dir, "/stdout 2>", dir, "/stderr"));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (ReadRankPids(dir, 3).size() < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const std::vector<pid_t> pids = ReadRankPids(dir, 3);
+  ASSERT_EQ(pids.size(), 3u) << "the ranks did not start";
+  ASSERT_EQ(kill(troikarun, SIGKILL), 0);
+  EXPECT_EQ(WaitWithTimeout(troikarun, absl::Seconds(10)), 128 + SIGKILL);
+  const absl::Time gone_by = absl::Now() + absl::Seconds(30);
+  for (pid_t pid : pids) {
+    while (!ProcessGone(pid) && absl::Now() < gone_by) absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_TRUE(ProcessGone(pid)) << pid;
+  }
 }
 
 TEST(TroikarunTest, RankExitingNonZeroFailsTheJobNamingItAndStopsEveryRank) {
