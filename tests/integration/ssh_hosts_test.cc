@@ -343,5 +343,78 @@ TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays)
   EXPECT_THAT(LeftOnHosts(), IsEmpty());
 }
 
+// Failures during growth: a discovered host's agent is killed after its ranks joined. The job
+// goes on without them (from the last commit), troikarun leaves the host out for its cooldown
+// (--blacklist-cooldown-range 1 2), then, the script still listing it, gives it an agent
+// again, whose ranks join at a commit; the host then leaves the script's output and is drained.
+// The job finishes with the 1-process reference weights: nothing committed was lost or done
+// twice.
+TEST_F(SshHostsTest, AFailedHostCoolsDownRejoinsAndIsDrainedWhileTheJobTrains) {
+  StartSshd("h3");
+  const std::string hosts = dir_ + "/hosts";
+  std::ofstream(hosts) << "h1:2\nh2:2\nh3:2\n";
+  std::ofstream(dir_ + "/discover.sh") << "#!/bin/sh\ncat " << hosts << "\n";
+  chmod((dir_ + "/discover.sh").c_str(), 0755);
+  const std::string job = absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT,
+                                       " --seed 11 --kills 0 --steps 500 --step-sleep-ms 30");
+  const pid_t run = hosts_->Start(
+      "c",
+      Troikarun(absl::StrCat("-np 4 --min-np 2 --max-np 6 --host-discovery-script ", dir_,
+                             "/discover.sh --blacklist-cooldown-range 1 2 -- ", job)),
+      "run");
+  auto wait_for = [&](const std::string& text, int count = 1) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (true) {
+      const std::string out = ReadFile(dir_ + "/run.out") + ReadFile(dir_ + "/run.err");
+      int found = 0;
+      for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) {
+        ++found;
+      }
+      if (found >= count) return true;
+      if (absl::Now() > deadline || ProcessGone(run)) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  };
+  // -np 4 starts on h1 and h2; h3, listed too, joins at the first commit.
+  ASSERT_TRUE(wait_for("size 6 generation 2")) << ReadFile(dir_ + "/run.err");
+  pid_t agent = 0;
+  for (const std::string& p : hosts_->Processes("h3", {})) {
+    if (absl::EndsWith(p, " troika-agent")) agent = std::stoi(p);
+  }
+  ASSERT_GT(agent, 0);
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  ASSERT_TRUE(wait_for("size 4 generation 3")) << ReadFile(dir_ + "/run.err");
+  ASSERT_TRUE(wait_for("h3 was discovered", 2))
+      << "after its cooldown: " << ReadFile(dir_ + "/run.err");
+  ASSERT_TRUE(wait_for("size 6 generation 4")) << ReadFile(dir_ + "/run.err");
+  std::ofstream(hosts + ".new") << "h1:2\nh2:2\n";
+  std::rename((hosts + ".new").c_str(), hosts.c_str());
+  ASSERT_TRUE(wait_for("size 4 generation 5")) << ReadFile(dir_ + "/run.err");
+  EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(180)), 0) << ReadFile(dir_ + "/run.err");
+  const std::string err = ReadFile(dir_ + "/run.err");
+  EXPECT_THAT(err, ::testing::ContainsRegex(
+                       "the agent on h3 exited with code 255; the host is left out until its "
+                       "cooldown ends in [0-2]s"));
+  const std::string out = ReadFile(dir_ + "/run.out");
+  std::set<std::string> weights;
+  const std::regex done(R"(\[(\d+)\] done steps 500 size 4 weights ([^\n]+))");
+  for (std::sregex_iterator m(out.begin(), out.end(), done), end; m != end; ++m) {
+    weights.insert((*m)[2]);
+  }
+  ASSERT_EQ(weights.size(), 1u) << out;
+  CommandResult reference = RunShell(
+      absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --reference --seed 11 --steps 500"),
+      dir_, absl::Seconds(120));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::vector<double> want = HexWeights(reference.out.substr(
+      reference.out.find("reference weights") + std::string("reference weights").size()));
+  const std::vector<double> got = HexWeights(*weights.begin());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-9 * std::max(std::fabs(want[i]), 1e-12)) << "weight " << i;
+  }
+  EXPECT_THAT(LeftOnHosts(), IsEmpty());
+}
+
 }  // namespace
 }  // namespace troika::testing
