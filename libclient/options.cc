@@ -108,7 +108,11 @@ absl::StatusOr<Options> Options::FromEnvironment() {
     return s;
   }
   if (absl::Status s = ReadSeconds("TROIKA_ATTACH_TIMEOUT", &o.attach_timeout); !s.ok()) return s;
-  if (absl::Status s = ReadSeconds("TROIKA_DATA_TIMEOUT", &o.data_timeout); !s.ok()) return s;
+  // Horovod's bound on a Gloo operation is Troika's on any data-plane transfer (as troikarun's
+  // --gloo-timeout-seconds sets it), where TROIKA_DATA_TIMEOUT does not say.
+  const char* data_timeout = Get("TROIKA_DATA_TIMEOUT") != nullptr ? "TROIKA_DATA_TIMEOUT"
+                                                                   : "HOROVOD_GLOO_TIMEOUT_SECONDS";
+  if (absl::Status s = ReadSeconds(data_timeout, &o.data_timeout); !s.ok()) return s;
   if (absl::Status s = SecurityFromEnvironment(o); !s.ok()) return s;
   if (const char* v = Get("TROIKA_NCCL_LIBRARY")) o.nccl_library = v;
   if (const char* v = Get("TROIKA_COMPRESSION")) {

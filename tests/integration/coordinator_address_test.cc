@@ -129,7 +129,10 @@ class RankEnvironment {
   }
   ~RankEnvironment() {
     for (const auto& [name, value] : kRequired) unsetenv(name);
-    for (const char* name : {"TROIKA_CONNECT_TIMEOUT", "TROIKA_EPOCH"}) unsetenv(name);
+    for (const char* name : {"TROIKA_CONNECT_TIMEOUT", "TROIKA_EPOCH", "TROIKA_DATA_TIMEOUT",
+                             "HOROVOD_GLOO_TIMEOUT_SECONDS"}) {
+      unsetenv(name);
+    }
   }
   RankEnvironment(const RankEnvironment&) = delete;
   RankEnvironment& operator=(const RankEnvironment&) = delete;
@@ -206,6 +209,31 @@ TEST(CoordinatorAddressTest, DataPlaneSettingsComeFromTheEnvironment) {
                            "TROIKA_HIERARCHICAL_ALLREDUCE", "TROIKA_HIERARCHICAL_ALLGATHER"}) {
     unsetenv(name);
   }
+}
+
+// The data plane's timeout: TROIKA_DATA_TIMEOUT, else Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS
+// (the variable horovodrun leaves to the ranks when --gloo-timeout-seconds is not given:
+// Horovod's test_library_env_override), else 300 s.
+TEST(CoordinatorAddressTest, DataTimeoutFromTroikasVariableOrHorovodsGlooTimeout) {
+  RankEnvironment environment;
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_timeout, absl::Seconds(300));
+  setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", "1800", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_timeout, absl::Seconds(1800));
+  setenv("TROIKA_DATA_TIMEOUT", "60", 1);
+  options = Options::FromEnvironment();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_timeout, absl::Seconds(60)) << "Troika's own variable wins";
+  unsetenv("TROIKA_DATA_TIMEOUT");
+  setenv("HOROVOD_GLOO_TIMEOUT_SECONDS", "never", 1);
+  options = Options::FromEnvironment();
+  EXPECT_TRUE(absl::IsInvalidArgument(options.status()));
+  EXPECT_THAT(
+      std::string(options.status().message()),
+      HasSubstr("HOROVOD_GLOO_TIMEOUT_SECONDS='never' is not a positive number of seconds"));
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ struct Options {
   // How long Init then waits for every rank to attach. TROIKA_ATTACH_TIMEOUT (seconds); 60 s.
   absl::Duration attach_timeout = absl::Seconds(60);
   // Upper bound for data-plane connection set-up and for any single transfer.
-  // TROIKA_DATA_TIMEOUT (seconds); default 300 s.
+  // TROIKA_DATA_TIMEOUT (seconds), or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS; default 300 s.
   absl::Duration data_timeout = absl::Seconds(300);
   // The wire format of float32 allreduces on GPU whose AllreduceOptions name none.
   // TROIKA_COMPRESSION: none, float16 or bfloat16; default none.
