@@ -2,6 +2,7 @@
 
 #include "agent/launcher/embedded_coordinator.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,27 @@ TEST(EmbeddedCoordinatorTest, AutotuneTunesWhatWasNotGiven) {
   EXPECT_EQ(fusion_held.min_fusion_bytes, int64_t{4} << 20);
   EXPECT_EQ(fusion_held.max_fusion_bytes, int64_t{4} << 20);
   EXPECT_EQ(fusion_held.min_cycle_time, defaults.min_cycle_time);
+}
+
+// Horovod's test_autotuning_with_fixed_param: with --autotune, the fusion threshold and the
+// cycle time not given are tuned, the cache capacity given is kept, and of the hierarchical
+// switches only the one given reaches the ranks.
+TEST(EmbeddedCoordinatorTest, AutotuneWithTheCacheAndOneHierarchicalSwitchGiven) {
+  const TroikarunOptions options =
+      Parsed({"--autotune", "--cache-capacity", "1024", "--no-hierarchical-allgather"});
+  EXPECT_FALSE(options.fusion_threshold_bytes.has_value());
+  EXPECT_FALSE(options.cycle_time.has_value());
+  EXPECT_EQ(options.rank_env,
+            (std::map<std::string, std::string>{{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}}));
+  const coordinator::JobOptions job =
+      EmbeddedCoordinatorOptions(options, "127.0.0.1:0").registry.job;
+  EXPECT_EQ(job.negotiator.cache_capacity, 1024);
+  ASSERT_TRUE(job.autotune.has_value());
+  const coordinator::AutotuneOptions defaults;
+  EXPECT_EQ(job.autotune->options.min_fusion_bytes, defaults.min_fusion_bytes);
+  EXPECT_EQ(job.autotune->options.max_fusion_bytes, defaults.max_fusion_bytes);
+  EXPECT_EQ(job.autotune->options.min_cycle_time, defaults.min_cycle_time);
+  EXPECT_EQ(job.autotune->options.max_cycle_time, defaults.max_cycle_time);
 }
 
 TEST(EmbeddedCoordinatorTest, StallCheckAsHorovodrun) {

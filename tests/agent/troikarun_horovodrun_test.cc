@@ -119,6 +119,59 @@ TEST(TroikarunHorovodrunTest, LibraryAndLoggingFlagsBecomeTheRanksVariables) {
               HasSubstr("'0' is not a positive number of seconds"));
 }
 
+// Horovod's test_elastic_args: the elastic flags in both of horovodrun's spellings.
+TEST(TroikarunHorovodrunTest, ElasticFlagsInHorovodrunsSpellings) {
+  auto short_names = Parse({"-np", "4", "--min-np", "2", "--max-np", "8"});
+  ASSERT_TRUE(short_names.ok()) << short_names.status();
+  EXPECT_EQ(short_names->np, 4);
+  EXPECT_EQ(short_names->min_np, 2);
+  EXPECT_EQ(short_names->max_np, 8);
+  auto o = Parse({"--num-proc", "4", "--min-num-proc", "2", "--max-num-proc", "8",
+                  "--slots-per-host", "1", "--elastic-timeout", "60", "--reset-limit", "10",
+                  "--blacklist-cooldown-range", "120", "600"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 4);
+  EXPECT_EQ(o->min_np, 2);
+  EXPECT_EQ(o->max_np, 8);
+  EXPECT_EQ(o->slots_per_host, 1);
+  EXPECT_EQ(o->attach_timeout, absl::Seconds(60));
+  EXPECT_EQ(o->reset_limit, 10);
+  EXPECT_EQ(o->blacklist_cooldown_range, std::make_pair(120, 600));
+  EXPECT_THAT(o->warnings, ElementsAre(HasSubstr("--slots-per-host does nothing here")))
+      << "no --host-discovery-script to give slots to";
+}
+
+// Horovod's test_timeline_args: the file works; marking cycles is refused, saying why.
+TEST(TroikarunHorovodrunTest, TimelineFilenameAndMarkCycles) {
+  auto o = Parse({"-np", "2", "--timeline-filename", "/tmp/timeline.json"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->timeline, "/tmp/timeline.json");
+  EXPECT_THAT(
+      ErrorOf({"-np", "2", "--timeline-filename", "/tmp/timeline.json", "--timeline-mark-cycles"}),
+      HasSubstr("--timeline-mark-cycles is horovodrun's and has no equivalent in "
+                "troikarun: Troika's coordinator negotiates as requests arrive"));
+}
+
+// Horovod's test_validate_config_args: a negative value of a numeric flag is refused (0 is a
+// value where horovodrun's is; troikarun wants at least 1 step per autotune sample and a
+// positive Gloo timeout).
+TEST(TroikarunHorovodrunTest, NegativeValuesAreRefused) {
+  const std::vector<std::string> flags = {"--fusion-threshold-mb",
+                                          "--cycle-time-ms",
+                                          "--cache-capacity",
+                                          "--autotune-warmup-samples",
+                                          "--autotune-steps-per-sample",
+                                          "--autotune-bayes-opt-max-samples",
+                                          "--stall-check-warning-time-seconds",
+                                          "--stall-check-shutdown-time-seconds",
+                                          "--gloo-timeout-seconds"};
+  for (const std::string& flag : flags) {
+    EXPECT_THAT(ErrorOf({"-np", "2", flag, "-1"}), HasSubstr(flag + ": '-1' is not a")) << flag;
+    const bool positive = flag == "--autotune-steps-per-sample" || flag == "--gloo-timeout-seconds";
+    EXPECT_EQ(Parse({"-np", "2", flag, "0"}).ok(), !positive) << flag;
+  }
+}
+
 TEST(TroikarunHorovodrunTest, FlagsWithoutAnEquivalentAreRefusedSayingWhatToDo) {
   const std::map<std::vector<std::string>, std::string> refused = {
       {{"--mpi"}, "--mpi is horovodrun's and has no equivalent in troikarun: "},
