@@ -18,7 +18,8 @@
 #                 Keras' torch backend and troika.torch on torch 2 (about 3 GB to download,
 #                 5.5 GB installed, under 2 minutes on a fast link), MXNet 1.9.1 with
 #                 numpy<1.24 and pytest in build/venv-mxnet for troika.mxnet (a 49 MB
-#                 wheel, 300 MB installed), and the wheels
+#                 wheel, 300 MB installed), Ray 2.60 in build/venv-ray for troika.ray (a
+#                 79 MB wheel, under 300 MB installed), and the wheels
 #                 `pip install .` builds with and tensorflow-cpu 2.21's (320 MB, for the
 #                 pip tests) in build/wheelhouse), Open MPI
 #                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
@@ -71,6 +72,9 @@ PIP_TEST_TENSORFLOW="tensorflow-cpu==2.21.*"
 # (it uses np.bool): an environment of its own, build/venv-mxnet (docs/mxnet.md). cloudpickle:
 # broadcast_object and allgather_object pickle with it, as Horovod's do.
 MXNET_REQUIREMENTS=("mxnet==1.9.1" "numpy<1.24" cloudpickle==3.1.1 pytest==8.3.3)
+# troika.ray's tests (docs/ray.md): Ray in build/venv-ray, with the system's site packages for
+# Debian's torch (the ranks train with it) and the module built for Debian's Python.
+RAY_REQUIREMENTS=("ray==2.60.0")
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -135,6 +139,9 @@ if [[ "$mode" == "--test-tools" ]]; then
     install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
     install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
     install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
+    [[ -x "$root/build/venv-ray/bin/pip" ]] ||
+      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
+    install_into "$root/build/venv-ray" ray 2.60.0 "${RAY_REQUIREMENTS[@]}"
     wheelhouse="$root/build/wheelhouse"
     if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"

@@ -1,0 +1,78 @@
+"""The training both launchers run in tests/python/ray/run_ray_test.py: a float64 MLP trained
+by momentum SGD through troika.torch's DistributedOptimizer on global batches of GLOBAL samples,
+each rank taking its share, so the averaged gradient is the global batch's and the weights after
+`steps` steps are those of one process trained on the same batches (`reference`), whatever the
+number of ranks or the launcher. Run as a script (under troikarun) it prints "weights W" (hex)."""
+
+import sys
+import time
+
+import torch
+
+GLOBAL = 60  # samples per step, divisible by 1 to 6 ranks
+
+
+def _data(steps):
+    g = torch.Generator().manual_seed(5)
+    inputs = torch.randn(steps, GLOBAL, 8, generator=g, dtype=torch.float64)
+    targets = torch.randn(steps, GLOBAL, 1, generator=g, dtype=torch.float64)
+    return inputs, targets
+
+
+def _model():
+    torch.manual_seed(3)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                               torch.nn.Linear(16, 1)).double()
+
+
+def weights(model):
+    return " ".join(float(v).hex() for p in model.parameters() for v in p.detach().flatten())
+
+
+def train(steps, step_sleep=0.0, progress=None):
+    """On every rank of a job: returns (rank, size, local_rank, local_size, cross_rank,
+    cross_size, weights). `progress`: a file rank 0 touches after each step."""
+    import troika.torch as hvd
+    torch.set_num_threads(1)
+    hvd.init()
+    inputs, targets = _data(steps)
+    model = _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    n, r = hvd.size(), hvd.rank()
+    for s in range(steps):
+        share = slice(r * GLOBAL // n, (r + 1) * GLOBAL // n)
+        opt.zero_grad()
+        # The mean over the rank's share, scaled to the global mean once averaged over ranks.
+        loss = torch.nn.functional.mse_loss(model(inputs[s][share]), targets[s][share],
+                                            reduction="sum") * n / GLOBAL
+        loss.backward()
+        opt.step()
+        if progress and r == 0:
+            with open(progress, "w") as f:
+                f.write(str(s))
+        if step_sleep:
+            time.sleep(step_sleep)
+    out = (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(),
+           hvd.cross_size(), weights(model))
+    hvd.shutdown()
+    return out
+
+
+def reference(steps):
+    """One process, no Troika: the weights every rank must end with."""
+    torch.set_num_threads(1)
+    inputs, targets = _data(steps)
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for s in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs[s]), targets[s], reduction="sum").div(
+            GLOBAL).backward()
+        opt.step()
+    return weights(model)
+
+
+if __name__ == "__main__":
+    print("weights", train(int(sys.argv[1]))[-1], flush=True)

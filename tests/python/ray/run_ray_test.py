@@ -1,0 +1,211 @@
+"""run_ray_test.py TROIKARUN: troika.ray's RayExecutor on a real Ray cluster of two nodes that
+this test starts on this machine (`ray start --head`, then a second raylet joining it, each with
+2 CPUs and a resource of its own), as a Ray user runs it (docs/ray.md):
+
+1. 4 ranks as 2 hosts x 2 workers: each node's ranks are consecutive, local and cross ranks
+   follow the Ray nodes, the data plane is hierarchical; a PyTorch job (ray_training.py)
+   ends with every rank's weights bit for bit the same, equal (float64, 1e-9) to one process
+   trained on the same batches and to the same job under troikarun; execute, execute_single
+   and run_remote work on the executable_cls objects.
+2. The driver's coordinator's metrics show the job while it trains.
+3. A rank's actor killed (SIGKILL) while it trains fails run() within 5 s, naming the loss.
+4. num_workers=4 (PACK placement) runs too.
+
+Run with the Python of the environment that has Ray (build/venv-ray); PYTHONPATH must hold the
+troika package and this directory (the raylets pass it to their workers). Exit 77 without Ray."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+try:
+    import ray
+except ImportError:
+    print("troika.ray test skipped: this Python has no Ray (scripts/setup.sh --test-tools "
+          "makes build/venv-ray)")
+    sys.exit(77)
+
+import ray_training  # noqa: E402  (this directory, on PYTHONPATH)
+from troika.ray import RayExecutor  # noqa: E402
+
+TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def close(a, b):
+    x = [float.fromhex(v) for v in a.split()]
+    y = [float.fromhex(v) for v in b.split()]
+    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
+                                    for p, q in zip(x, y))
+
+
+class Cluster:
+    """A head node and a second raylet on this machine."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp")  # short: raylet socket paths
+        self.ray = os.path.join(os.path.dirname(sys.executable), "ray")
+        self.port = 6390 + os.getpid() % 500
+
+    def start(self):
+        common = ["--num-cpus", "2", "--disable-usage-stats"]
+        subprocess.run([self.ray, "start", "--head", "--port", str(self.port), "--temp-dir",
+                        self.dir, "--include-dashboard=false", "--resources",
+                        '{"node_a": 2}'] + common, check=True, capture_output=True, timeout=120)
+        subprocess.run([self.ray, "start", "--address", "127.0.0.1:%d" % self.port,
+                        "--resources", '{"node_b": 2}'] + common, check=True,
+                       capture_output=True, timeout=120)
+        ray.init(address="127.0.0.1:%d" % self.port)
+        deadline = time.time() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
+            check(time.time() < deadline, "the second raylet did not join")
+            time.sleep(0.2)
+
+    def stop(self):
+        try:
+            ray.shutdown()
+        finally:
+            subprocess.run([self.ray, "stop", "--force"], capture_output=True, timeout=120)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Executable:
+    def __init__(self, value):
+        self.value = value
+
+
+def membership_and_training(troikarun):
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_hosts=2,
+                           num_workers_per_host=2)
+    executor.start(executable_cls=Executable, executable_args=[7])
+    try:
+        where = ray.get([w.where.remote() for w in executor.workers])
+        nodes = [node for node, _, _, _ in where]
+        check(nodes[0] == nodes[1] and nodes[2] == nodes[3] and nodes[0] != nodes[2],
+              "ranks 0-1 and 2-3 must share a node each: %s" % nodes)
+        results = executor.run(ray_training.train, args=[30])
+        check([r[:6] for r in results] == [(0, 4, 0, 2, 0, 2), (1, 4, 1, 2, 0, 2),
+                                           (2, 4, 0, 2, 1, 2), (3, 4, 1, 2, 1, 2)],
+              "rank, size, local rank and size, cross rank and size: %s"
+              % [r[:6] for r in results])
+        weights = {r[6] for r in results}
+        check(len(weights) == 1, "the ranks' weights differ")
+        got = weights.pop()
+        check(close(got, ray_training.reference(30)),
+              "the weights are not the 1-process reference's")
+        out = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
+                              os.path.join(HERE, "ray_training.py"), "30"],
+                             capture_output=True, text=True, timeout=300)
+        check(out.returncode == 0, "the job under troikarun failed:\n" + out.stderr[-3000:])
+        under_troikarun = out.stdout.split("weights", 1)[1].split("\n", 1)[0]
+        check(close(got, under_troikarun), "the weights differ from the job under troikarun's")
+        check(executor.execute(lambda e: e.value * 2) == [14] * 4, "execute")
+        check(executor.execute_single(lambda e: e.value + 1) == 8, "execute_single")
+        refs = executor.run_remote(lambda x: x + int(os.environ["TROIKA_RANK"]), args=[10])
+        check(ray.get(refs) == [10, 11, 12, 13], "run_remote")
+    finally:
+        executor.shutdown()
+    print("ok: 4 ranks on 2 Ray nodes, the weights of 1 process and of troikarun")
+
+
+def metrics_and_a_killed_rank():
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_hosts=2,
+                           num_workers_per_host=2)
+    executor.start()
+    progress = os.path.join(tempfile.mkdtemp(prefix="tkray-job-"), "progress")
+    outcome = {}
+
+    def run():
+        try:
+            executor.run(ray_training.train, args=[100000],
+                         kwargs={"step_sleep": 0.01, "progress": progress})
+            outcome["error"] = None
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome["error"] = e
+        outcome["at"] = time.time()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(progress):
+            check(time.time() < deadline and runner.is_alive(), "the job did not train: %s"
+                  % outcome.get("error"))
+            time.sleep(0.05)
+        text = urllib.request.urlopen("http://%s/metrics" % executor.metrics_address,
+                                      timeout=10).read().decode()
+        line = 'troika_job_ranks{troika_job="%s"} 4' % executor.job
+        check(line in text, "the coordinator's metrics do not show the job (%s)" % line)
+        pid = executor._where[2][3]  # its actor is busy: asked at start()
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+        runner.join(timeout=60)
+        check(not runner.is_alive(), "run() still waits 60 s after a rank was killed")
+        check(outcome["error"] is not None, "run() returned after a rank was killed")
+        took = outcome["at"] - killed
+        check(took < 5, "run() raised %.1f s after the kill" % took)
+        check("rank 2's actor (pid %d" % pid in str(outcome["error"]),
+              "run()'s error names the rank: %s" % outcome["error"])
+        print("ok: metrics show the job; a killed rank failed run() in %.2f s: %s"
+              % (took, str(outcome["error"]).splitlines()[0][:200]))
+    finally:
+        executor.shutdown()
+
+
+def packed_workers():
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=4)
+    executor.start()
+    try:
+        def total():
+            import torch
+            import troika.torch as hvd
+            hvd.init()
+            x = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum).item()
+            hvd.shutdown()
+            return x
+        check(executor.run(total) == [6.0] * 4, "a packed job's allreduce")
+    finally:
+        executor.shutdown()
+    print("ok: num_workers=4, packed")
+
+
+def arguments():
+    for kwargs, error in [({"min_workers": 2}, NotImplementedError),
+                          ({"max_workers": 4}, ValueError),
+                          ({"num_workers": 2, "min_workers": 2}, ValueError),
+                          ({}, ValueError), ({"num_workers": 2, "num_hosts": 2}, ValueError)]:
+        try:
+            RayExecutor(RayExecutor.create_settings(), **kwargs)
+        except error:
+            continue
+        raise AssertionError("RayExecutor(%s) must raise %s" % (kwargs, error.__name__))
+    print("ok: the arguments horovod.ray refuses, and elastic execution (not yet), are refused")
+
+
+def main():
+    troikarun = sys.argv[1]
+    arguments()
+    cluster = Cluster()
+    cluster.start()
+    try:
+        membership_and_training(troikarun)
+        metrics_and_a_killed_rank()
+        packed_workers()
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
