@@ -21,6 +21,7 @@
 #include "agent/launcher/elastic_hosts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/memory_sink.h"
 
 namespace troika::agent {
 namespace {
@@ -49,22 +50,6 @@ class Script {
 
  private:
   std::string dir_, path_;
-};
-
-class MemorySink : public OutputSink {
- public:
-  void Write(std::string_view text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_.append(text);
-  }
-  std::string text() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string text_;
 };
 
 TEST(HostDiscoveryTest, ReadsHostsWithAndWithoutSlots) {

@@ -17,27 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/memory_sink.h"
 
 namespace troika::agent {
 namespace {
 
 using ::testing::HasSubstr;
-
-class TerminalSink : public OutputSink {
- public:
-  void Write(std::string_view text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_.append(text);
-  }
-  std::string text() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- private:
-  std::mutex mu_;
-  std::string text_;
-};
 
 std::string Contents(const std::string& path) {
   std::ifstream in(path);
@@ -69,7 +54,7 @@ TEST_F(RankFileSinkTest, PadsRanksAsHorovodrun) {
 }
 
 TEST_F(RankFileSinkTest, WritesEachRanksLinesWithoutThePrefixAndPassesEveryLineOn) {
-  TerminalSink terminal;
+  MemorySink terminal;
   const std::string dir = root_ + "/out/nested";
   auto sink = RankFileSink::Create(dir, "stdout", 11, terminal);
   ASSERT_TRUE(sink.ok()) << sink.status();
@@ -95,7 +80,7 @@ TEST_F(RankFileSinkTest, WritesEachRanksLinesWithoutThePrefixAndPassesEveryLineO
 // A progress bar's pieces, each ended by a '\r' and prefixed (LineForwarder), go to their
 // rank's file as the rank wrote them.
 TEST_F(RankFileSinkTest, PiecesEndedByACarriageReturnGoToTheirRanksFile) {
-  TerminalSink terminal;
+  MemorySink terminal;
   auto sink = RankFileSink::Create(root_, "stderr", 2, terminal);
   ASSERT_TRUE(sink.ok()) << sink.status();
   (*sink)->Write("[1]  10%\r[1]  20%\r");
@@ -106,7 +91,7 @@ TEST_F(RankFileSinkTest, PiecesEndedByACarriageReturnGoToTheirRanksFile) {
 }
 
 TEST_F(RankFileSinkTest, OneSinkPerStreamTruncatingEarlierRuns) {
-  TerminalSink out_terminal, err_terminal;
+  MemorySink out_terminal, err_terminal;
   const std::string dir = root_ + "/logs";
   {
     auto out = RankFileSink::Create(dir, "stdout", 2, out_terminal);
@@ -124,7 +109,7 @@ TEST_F(RankFileSinkTest, OneSinkPerStreamTruncatingEarlierRuns) {
 }
 
 TEST_F(RankFileSinkTest, LinesFromManyThreadsStayWhole) {
-  TerminalSink terminal;
+  MemorySink terminal;
   auto sink = RankFileSink::Create(root_, "stdout", 4, terminal);
   ASSERT_TRUE(sink.ok());
   std::vector<std::thread> threads;
@@ -145,7 +130,7 @@ TEST_F(RankFileSinkTest, LinesFromManyThreadsStayWhole) {
 }
 
 TEST_F(RankFileSinkTest, ADirectoryThatCannotBeMadeIsNamed) {
-  TerminalSink terminal;
+  MemorySink terminal;
   const std::string file = root_ + "/a-file";
   std::ofstream(file) << "x";
   auto sink = RankFileSink::Create(file + "/out", "stdout", 2, terminal);

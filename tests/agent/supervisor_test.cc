@@ -21,28 +21,13 @@
 #include "agent/launch/posix_process_launcher.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/memory_sink.h"
 
 namespace troika::agent {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class CapturingSink : public OutputSink {
- public:
-  void Write(std::string_view text) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_.append(text);
-  }
-  std::string text() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::string text_;
-};
 
 // One `sh -c script` per rank, with RANK set.
 std::vector<ProcessSpec> ShellRanks(int n, const std::string& script) {
@@ -85,8 +70,8 @@ class SupervisorTest : public ::testing::Test {
 
   std::string dir_;
   PosixProcessLauncher launcher_;
-  CapturingSink out_;
-  CapturingSink err_;
+  MemorySink out_;
+  MemorySink err_;
 };
 
 TEST_F(SupervisorTest, ForwardsOutputWithRankPrefixesAndSucceeds) {

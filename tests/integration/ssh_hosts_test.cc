@@ -122,6 +122,107 @@ class SshHostsTest : public ::testing::Test {
     return hashes.empty() ? "" : *hashes.begin();
   }
 
+  // Starts a training job of 4 ranks on h1 and h2 (troikarun in c) and waits until every rank
+  // trains (wrote its pid); troikarun's pid.
+  pid_t StartTrainingOnTwoHosts() {
+    const pid_t run = hosts_->Start(
+        "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
+    const absl::Time deadline = absl::Now() + absl::Seconds(90);
+    while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+    return run;
+  }
+
+  // LeftOnHosts(), once it is empty or after 30 s.
+  std::vector<std::string> LeftOnHostsSoon() {
+    const absl::Time gone_by = absl::Now() + absl::Seconds(30);
+    std::vector<std::string> left = LeftOnHosts();
+    while (!left.empty() && absl::Now() < gone_by) {
+      absl::SleepFor(absl::Milliseconds(100));
+      left = LeftOnHosts();
+    }
+    return left;
+  }
+
+  // The pid of the troika-agent on `host`, or 0.
+  pid_t AgentOn(const std::string& host) {
+    for (const std::string& p : hosts_->Processes(host, {})) {
+      if (absl::EndsWith(p, " troika-agent")) return std::stoi(p);
+    }
+    return 0;
+  }
+
+  // An executable discovery script printing the file it returns (DIR/hosts), which holds
+  // `hosts` for now; SetHosts replaces it whole.
+  std::string DiscoveryScript(const std::string& hosts) {
+    SetHosts(hosts);
+    const std::string script = dir_ + "/discover.sh";
+    std::ofstream(script) << "#!/bin/sh\ncat " << dir_ << "/hosts\n";
+    chmod(script.c_str(), 0755);
+    return script;
+  }
+  void SetHosts(const std::string& hosts) {
+    std::ofstream(dir_ + "/hosts.new") << hosts;
+    std::rename((dir_ + "/hosts.new").c_str(), (dir_ + "/hosts").c_str());
+  }
+
+  // Waits until DIR/run.out and run.err hold `text` `count` times, while `run` lives.
+  bool WaitForOutput(pid_t run, const std::string& text, int count = 1) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (true) {
+      const std::string out = ReadFile(dir_ + "/run.out") + ReadFile(dir_ + "/run.err");
+      int found = 0;
+      for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) {
+        ++found;
+      }
+      if (found >= count) return true;
+      if (absl::Now() > deadline || ProcessGone(run)) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+
+  // chaos_job.py's command line, no kills.
+  static std::string ChaosJob(int seed, int steps) {
+    return absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --seed ", seed,
+                        " --kills 0 --steps ", steps, " --step-sleep-ms 30");
+  }
+
+  // Every rank of `out` that finished `steps` steps of chaos_job.py as one of `size` ranks
+  // has the same weights, equal (float64, 1e-9) to one process trained on the same batches.
+  void ExpectReferenceWeights(const std::string& out, int seed, int steps, int size) {
+    std::set<std::string> weights;
+    const std::regex done(
+        absl::StrCat(R"(\[(\d+)\] done steps )", steps, " size ", size, R"( weights ([^\n]+))"));
+    for (std::sregex_iterator m(out.begin(), out.end(), done), end; m != end; ++m) {
+      weights.insert((*m)[2]);
+    }
+    ASSERT_EQ(weights.size(), 1u) << "every rank of the last generation, the same weights:\n"
+                                  << out;
+    CommandResult reference =
+        RunShell(absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --reference --seed ",
+                              seed, " --steps ", steps),
+                 dir_, absl::Seconds(120));
+    ASSERT_EQ(reference.exit_code, 0) << reference.err;
+    const std::string marker = "reference weights";
+    const std::vector<double> want =
+        HexWeights(reference.out.substr(reference.out.find(marker) + marker.size()));
+    const std::vector<double> got = HexWeights(*weights.begin());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-9 * std::max(std::fabs(want[i]), 1e-12)) << "weight " << i;
+    }
+  }
+
+  // The hex-float weights a chaos_job.py line ends with.
+  static std::vector<double> HexWeights(const std::string& text) {
+    std::vector<double> values;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
+    return values;
+  }
+
   std::string dir_;
   std::unique_ptr<NetnsHosts> hosts_;
 };
@@ -167,13 +268,8 @@ TEST_F(SshHostsTest, AnUnreachableHostFailsTheLaunchAtOnceNamingIt) {
 // SIGINT to troikarun while the job trains: every remote agent stops its ranks and exits
 // before troikarun does, and troikarun exits 130; nothing is left on any host.
 TEST_F(SshHostsTest, InterruptingTroikarunLeavesNoProcessOnAnyHost) {
-  const pid_t run = hosts_->Start(
-      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
-  const absl::Time deadline = absl::Now() + absl::Seconds(90);
-  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+  const pid_t run = StartTrainingOnTwoHosts();
+  ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(kill(run, SIGINT), 0);
   EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(60)), 130) << ReadFile(dir_ + "/run.err");
   EXPECT_THAT(LeftOnHosts(), IsEmpty()) << ReadFile(dir_ + "/run.err");
@@ -182,39 +278,20 @@ TEST_F(SshHostsTest, InterruptingTroikarunLeavesNoProcessOnAnyHost) {
 // SIGKILL to troikarun (it cannot stop anything itself): its ssh connections' stdin ends, so
 // every remote agent stops its ranks; nothing is left on any host within seconds.
 TEST_F(SshHostsTest, KillingTroikarunLeavesNoProcessOnAnyHost) {
-  const pid_t run = hosts_->Start(
-      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
-  const absl::Time deadline = absl::Now() + absl::Seconds(90);
-  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+  const pid_t run = StartTrainingOnTwoHosts();
+  ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(kill(run, SIGKILL), 0);
   EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(10)), 128 + SIGKILL);
-  const absl::Time gone_by = absl::Now() + absl::Seconds(30);
-  std::vector<std::string> left = LeftOnHosts();
-  while (!left.empty() && absl::Now() < gone_by) {
-    absl::SleepFor(absl::Milliseconds(100));
-    left = LeftOnHosts();
-  }
-  EXPECT_THAT(left, IsEmpty());
+  EXPECT_THAT(LeftOnHostsSoon(), IsEmpty());
 }
 
 // A remote agent killed (SIGKILL) while the job trains: the job fails on every host within
 // seconds, troikarun's summary names the agent, its host and what ssh's code means, and
 // nothing is left on any host.
 TEST_F(SshHostsTest, ARemoteAgentKilledFailsTheJobWithinSecondsNamingItsHost) {
-  const pid_t run = hosts_->Start(
-      "c", Troikarun("-np 4 -H h1:2,h2:2 -- " + Train("--epochs 1000 --pid-dir " + dir_)), "run");
-  const absl::Time deadline = absl::Now() + absl::Seconds(90);
-  while (ReadRankPids(dir_, 4).size() < 4 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
-  pid_t agent = 0;
-  for (const std::string& p : hosts_->Processes("h2", {})) {
-    if (absl::EndsWith(p, " troika-agent")) agent = std::stoi(p);
-  }
+  const pid_t run = StartTrainingOnTwoHosts();
+  ASSERT_FALSE(HasFatalFailure());
+  const pid_t agent = AgentOn("h2");
   ASSERT_GT(agent, 0);
   const absl::Time killed = absl::Now();
   ASSERT_EQ(kill(agent, SIGKILL), 0);
@@ -230,13 +307,7 @@ TEST_F(SshHostsTest, ARemoteAgentKilledFailsTheJobWithinSecondsNamingItsHost) {
                                          "connection to the host failed, or the agent there was "
                                          "killed)")))
       << err;
-  const absl::Time gone_by = absl::Now() + absl::Seconds(30);
-  std::vector<std::string> left = LeftOnHosts();
-  while (!left.empty() && absl::Now() < gone_by) {
-    absl::SleepFor(absl::Milliseconds(100));
-    left = LeftOnHosts();
-  }
-  EXPECT_THAT(left, IsEmpty());
+  EXPECT_THAT(LeftOnHostsSoon(), IsEmpty());
 }
 
 // TLS across hosts: the embedded coordinator serves a certificate naming troikarun's address on
@@ -273,47 +344,24 @@ TEST_F(SshHostsTest, TheCoordinatorServesTlsAcrossHostsAndAWrongCaFailsTheLaunch
   EXPECT_THAT(LeftOnHosts(), IsEmpty());
 }
 
-// The hex-float weights a chaos_job.py line ends with.
-std::vector<double> HexWeights(const std::string& text) {
-  std::vector<double> values;
-  std::istringstream in(text);
-  for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
-  return values;
-}
-
 // An elastic job across hosts (--host-discovery-script) grows to a third host and shrinks back
 // as the script's output changes while it trains: the new host's ranks join at a commit, the
 // removed host's ranks leave at a commit (drained: nothing lost), and the job finishes with
 // the weights of one process trained on the same global batches (chaos_job.py, no kills).
 TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays) {
   StartSshd("h3");
-  const std::string hosts = dir_ + "/hosts";
-  std::ofstream(hosts) << "h1:2\nh2:2\n";
-  std::ofstream(dir_ + "/discover.sh") << "#!/bin/sh\ncat " << hosts << "\n";
-  chmod((dir_ + "/discover.sh").c_str(), 0755);
-  const std::string job = absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT,
-                                       " --seed 7 --kills 0 --steps 400 --step-sleep-ms 30");
+  const std::string script = DiscoveryScript("h1:2\nh2:2\n");
   const pid_t run =
       hosts_->Start("c",
                     Troikarun(absl::StrCat("-np 4 --min-np 2 --max-np 6 --host-discovery-script ",
-                                           dir_, "/discover.sh -- ", job)),
+                                           script, " -- ", ChaosJob(7, 400))),
                     "run");
   // Rank 0 prints "step S size N generation G" after every step.
-  auto wait_for = [&](const std::string& text) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(120);
-    while (ReadFile(dir_ + "/run.out").find(text) == std::string::npos) {
-      if (absl::Now() > deadline || ProcessGone(run)) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return true;
-  };
-  ASSERT_TRUE(wait_for("size 4 generation 1")) << ReadFile(dir_ + "/run.err");
-  std::ofstream(hosts + ".new") << "h1:2\nh2:2\nh3:2\n";
-  std::rename((hosts + ".new").c_str(), hosts.c_str());
-  ASSERT_TRUE(wait_for("size 6 generation 2")) << ReadFile(dir_ + "/run.err");
-  std::ofstream(hosts + ".new") << "h1:2\nh2:2\n";
-  std::rename((hosts + ".new").c_str(), hosts.c_str());
-  ASSERT_TRUE(wait_for("size 4 generation 3")) << ReadFile(dir_ + "/run.err");
+  ASSERT_TRUE(WaitForOutput(run, "size 4 generation 1")) << ReadFile(dir_ + "/run.err");
+  SetHosts("h1:2\nh2:2\nh3:2\n");
+  ASSERT_TRUE(WaitForOutput(run, "size 6 generation 2")) << ReadFile(dir_ + "/run.err");
+  SetHosts("h1:2\nh2:2\n");
+  ASSERT_TRUE(WaitForOutput(run, "size 4 generation 3")) << ReadFile(dir_ + "/run.err");
   EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(180)), 0) << ReadFile(dir_ + "/run.err");
   const std::string err = ReadFile(dir_ + "/run.err");
   EXPECT_THAT(err, HasSubstr("h3 was discovered: its 2 ranks join the job at its next commit"));
@@ -321,25 +369,7 @@ TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays)
                              "next commit"));
   EXPECT_THAT(err, ::testing::Not(HasSubstr("exited with code")))
       << "the drained ranks leave with 0, and no rank fails";
-
-  const std::string out = ReadFile(dir_ + "/run.out");
-  std::set<std::string> weights;
-  const std::regex done(R"(\[(\d+)\] done steps 400 size 4 weights ([^\n]+))");
-  for (std::sregex_iterator m(out.begin(), out.end(), done), end; m != end; ++m) {
-    weights.insert((*m)[2]);
-  }
-  ASSERT_EQ(weights.size(), 1u) << "every rank of the last generation, the same weights:\n" << out;
-  CommandResult reference = RunShell(
-      absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --reference --seed 7 --steps 400"),
-      dir_, absl::Seconds(120));
-  ASSERT_EQ(reference.exit_code, 0) << reference.err;
-  const std::vector<double> want = HexWeights(reference.out.substr(
-      reference.out.find("reference weights") + std::string("reference weights").size()));
-  const std::vector<double> got = HexWeights(*weights.begin());
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-9 * std::max(std::fabs(want[i]), 1e-12)) << "weight " << i;
-  }
+  ExpectReferenceWeights(ReadFile(dir_ + "/run.out"), 7, 400, 4);
   EXPECT_THAT(LeftOnHosts(), IsEmpty());
 }
 
@@ -351,68 +381,28 @@ TEST_F(SshHostsTest, AnElasticJobGrowsToAThirdHostAndShrinksBackAsDiscoverySays)
 // twice.
 TEST_F(SshHostsTest, AFailedHostCoolsDownRejoinsAndIsDrainedWhileTheJobTrains) {
   StartSshd("h3");
-  const std::string hosts = dir_ + "/hosts";
-  std::ofstream(hosts) << "h1:2\nh2:2\nh3:2\n";
-  std::ofstream(dir_ + "/discover.sh") << "#!/bin/sh\ncat " << hosts << "\n";
-  chmod((dir_ + "/discover.sh").c_str(), 0755);
-  const std::string job = absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT,
-                                       " --seed 11 --kills 0 --steps 500 --step-sleep-ms 30");
+  const std::string script = DiscoveryScript("h1:2\nh2:2\nh3:2\n");
   const pid_t run = hosts_->Start(
       "c",
-      Troikarun(absl::StrCat("-np 4 --min-np 2 --max-np 6 --host-discovery-script ", dir_,
-                             "/discover.sh --blacklist-cooldown-range 1 2 -- ", job)),
+      Troikarun(absl::StrCat("-np 4 --min-np 2 --max-np 6 --host-discovery-script ", script,
+                             " --blacklist-cooldown-range 1 2 -- ", ChaosJob(11, 500))),
       "run");
-  auto wait_for = [&](const std::string& text, int count = 1) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(120);
-    while (true) {
-      const std::string out = ReadFile(dir_ + "/run.out") + ReadFile(dir_ + "/run.err");
-      int found = 0;
-      for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) {
-        ++found;
-      }
-      if (found >= count) return true;
-      if (absl::Now() > deadline || ProcessGone(run)) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-  };
   // -np 4 starts on h1 and h2; h3, listed too, joins at the first commit.
-  ASSERT_TRUE(wait_for("size 6 generation 2")) << ReadFile(dir_ + "/run.err");
-  pid_t agent = 0;
-  for (const std::string& p : hosts_->Processes("h3", {})) {
-    if (absl::EndsWith(p, " troika-agent")) agent = std::stoi(p);
-  }
+  ASSERT_TRUE(WaitForOutput(run, "size 6 generation 2")) << ReadFile(dir_ + "/run.err");
+  const pid_t agent = AgentOn("h3");
   ASSERT_GT(agent, 0);
   ASSERT_EQ(kill(agent, SIGKILL), 0);
-  ASSERT_TRUE(wait_for("size 4 generation 3")) << ReadFile(dir_ + "/run.err");
-  ASSERT_TRUE(wait_for("h3 was discovered", 2))
+  ASSERT_TRUE(WaitForOutput(run, "size 4 generation 3")) << ReadFile(dir_ + "/run.err");
+  ASSERT_TRUE(WaitForOutput(run, "h3 was discovered", 2))
       << "after its cooldown: " << ReadFile(dir_ + "/run.err");
-  ASSERT_TRUE(wait_for("size 6 generation 4")) << ReadFile(dir_ + "/run.err");
-  std::ofstream(hosts + ".new") << "h1:2\nh2:2\n";
-  std::rename((hosts + ".new").c_str(), hosts.c_str());
-  ASSERT_TRUE(wait_for("size 4 generation 5")) << ReadFile(dir_ + "/run.err");
+  ASSERT_TRUE(WaitForOutput(run, "size 6 generation 4")) << ReadFile(dir_ + "/run.err");
+  SetHosts("h1:2\nh2:2\n");
+  ASSERT_TRUE(WaitForOutput(run, "size 4 generation 5")) << ReadFile(dir_ + "/run.err");
   EXPECT_EQ(WaitWithTimeout(run, absl::Seconds(180)), 0) << ReadFile(dir_ + "/run.err");
-  const std::string err = ReadFile(dir_ + "/run.err");
-  EXPECT_THAT(err, ::testing::ContainsRegex(
-                       "the agent on h3 exited with code 255; the host is left out until its "
-                       "cooldown ends in [0-2]s"));
-  const std::string out = ReadFile(dir_ + "/run.out");
-  std::set<std::string> weights;
-  const std::regex done(R"(\[(\d+)\] done steps 500 size 4 weights ([^\n]+))");
-  for (std::sregex_iterator m(out.begin(), out.end(), done), end; m != end; ++m) {
-    weights.insert((*m)[2]);
-  }
-  ASSERT_EQ(weights.size(), 1u) << out;
-  CommandResult reference = RunShell(
-      absl::StrCat(PYTHON_EXECUTABLE, " ", CHAOS_JOB_SCRIPT, " --reference --seed 11 --steps 500"),
-      dir_, absl::Seconds(120));
-  ASSERT_EQ(reference.exit_code, 0) << reference.err;
-  const std::vector<double> want = HexWeights(reference.out.substr(
-      reference.out.find("reference weights") + std::string("reference weights").size()));
-  const std::vector<double> got = HexWeights(*weights.begin());
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-9 * std::max(std::fabs(want[i]), 1e-12)) << "weight " << i;
-  }
+  EXPECT_THAT(ReadFile(dir_ + "/run.err"),
+              ::testing::ContainsRegex("the agent on h3 exited with code 255; the host is left out "
+                                       "until its cooldown ends in [0-2]s"));
+  ExpectReferenceWeights(ReadFile(dir_ + "/run.out"), 11, 500, 4);
   EXPECT_THAT(LeftOnHosts(), IsEmpty());
 }
 
