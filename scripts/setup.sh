@@ -43,7 +43,6 @@ RUNTIME_PACKAGES=(
   libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libre2-9 libc-ares2 libssl3
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
   libprometheus-cpp-core1.0 libcivetweb1 libyaml-cpp0.7
-  openssh-client  # troikarun -H: agents started on other hosts over ssh
 )
 TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
