@@ -38,6 +38,7 @@ absl::StatusOr<Layout> PlanAgents(const TroikarunOptions& options, ProcessLaunch
   layout.remote = !remote_hosts.empty();
   if (!layout.remote) {
     layout.launcher_addresses.assign(nodes, "127.0.0.1");
+    layout.data_interfaces = options.network_interfaces;  // for hosts discovered later
     return layout;
   }
   if (options.verbose) {
