@@ -20,9 +20,11 @@
 #include "agent/launcher/agent_commands.h"
 #include "agent/launcher/host_check.h"
 #include "agent/launcher/hosts.h"
+#include "agent/launcher/layout.h"
 #include "agent/launcher/ssh.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/memory_sink.h"
 
 namespace troika::agent {
 namespace {
@@ -245,6 +247,30 @@ TEST_F(HostCheckTest, EveryFailingHostIsNamedWithWhyAndASilentOneWithinTheTimeou
   probes = ProbeHosts(launcher_, ssh_, {"a"}, dir_ + "/missing-agent", absl::Seconds(20));
   ASSERT_FALSE(probes.ok());
   EXPECT_THAT(probes.status().message(), HasSubstr("missing-agent cannot be run there"));
+}
+
+// This machine's hosts alone: no ssh, no probe; agents per host, and --network-interface kept
+// for them (and for hosts an elastic job discovers later).
+TEST(LayoutTest, ThisMachinesHostsNeedNoSshAndKeepTheNamedInterface) {
+  TroikarunOptions options;
+  options.np = 4;
+  options.hosts = {{"localhost", 2}, {"127.0.0.1", 2}};
+  options.network_interfaces = {"lo"};
+  PosixProcessLauncher launcher;
+  SshOptions ssh;
+  ssh.command = {"/no/ssh/here"};  // would fail if it were run
+  MemorySink err;
+  absl::StatusOr<Layout> layout = PlanAgents(options, launcher, ssh, "/no/agent", err);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_FALSE(layout->remote);
+  ASSERT_EQ(layout->agents.size(), 2u);
+  EXPECT_EQ(layout->agents[1].host, "127.0.0.1");
+  EXPECT_EQ(layout->agents[1].ranks, 2);
+  EXPECT_EQ(layout->agents[1].node_rank, 1);
+  EXPECT_THAT(layout->launcher_addresses, ElementsAre("127.0.0.1", "127.0.0.1"));
+  EXPECT_THAT(layout->data_interfaces, ElementsAre("lo"));
+  EXPECT_EQ(AddressWithPort("10.0.0.1", 7), "10.0.0.1:7");
+  EXPECT_EQ(AddressWithPort("fe80::1", 7), "[fe80::1]:7");
 }
 
 TEST(ChooseInterfacesTest, TheFirstNameEveryHostSharesOrTheOnesAsked) {
