@@ -154,8 +154,8 @@ int Run(const TroikarunOptions& options) {
     }
     launch_options.hosts = *std::move(first);
   }
-  FdSink progress(STDERR_FILENO);
-  absl::StatusOr<Layout> layout = PlanAgents(launch_options, posix, ssh, *agent, progress);
+  FdSink err(STDERR_FILENO);
+  absl::StatusOr<Layout> layout = PlanAgents(launch_options, posix, ssh, *agent, err);
   if (!layout.ok()) {
     std::fprintf(stderr, "troikarun: %s\n", std::string(layout.status().message()).c_str());
     return layout.status().code() == absl::StatusCode::kInvalidArgument &&
@@ -293,7 +293,6 @@ int Run(const TroikarunOptions& options) {
     };
   }
   FdSink terminal_out(STDOUT_FILENO);
-  FdSink err(STDERR_FILENO);
   // --output-filename: each rank's lines also go to DIR/rank.N/stdout and stderr.
   std::unique_ptr<RankFileSink> out_files, err_files;
   if (!options.output_filename.empty()) {

@@ -12,6 +12,7 @@
 #include "agent/launcher/troikarun_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/temp_file.h"
 
 namespace troika::agent {
 namespace {
@@ -21,24 +22,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
-
-// A file holding `text`, removed when the test ends.
-class ConfigFile {
- public:
-  explicit ConfigFile(const std::string& text) {
-    char path[] = "/tmp/troika-config-XXXXXX";
-    const int fd = mkstemp(path);
-    EXPECT_GE(fd, 0);
-    close(fd);
-    path_ = path;
-    std::ofstream(path_) << text;
-  }
-  ~ConfigFile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Every key troikarun takes with its meaning.
 constexpr char kWorkingConfig[] = R"(controller: Gloo
@@ -69,14 +52,14 @@ logging:
   with_timestamp: true
 )";
 
-absl::StatusOr<TroikarunOptions> ParseWith(const ConfigFile& file,
+absl::StatusOr<TroikarunOptions> ParseWith(const TempFile& file,
                                            std::vector<std::string> args = {"-np", "2"}) {
   args.insert(args.end(), {"--config-file", file.path(), "python3", "train.py"});
   return ParseTroikarunArgs(args);
 }
 
 TEST(TroikarunConfigFileTest, EveryKeySetsItsFlag) {
-  ConfigFile file(kWorkingConfig);
+  TempFile file(kWorkingConfig);
   auto o = ParseWith(file);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->fusion_threshold_bytes, int64_t{16} << 20);
@@ -101,7 +84,7 @@ TEST(TroikarunConfigFileTest, EveryKeySetsItsFlag) {
 }
 
 TEST(TroikarunConfigFileTest, FlagsOnTheCommandLineWinWhereverTheyStand) {
-  ConfigFile file(kWorkingConfig);
+  TempFile file(kWorkingConfig);
   auto o = ParseWith(file, {"-np", "2", "--fusion-threshold-mb", "256", "--no-autotune",
                             "--no-hierarchical-allreduce", "--log-level", "ERROR"});
   ASSERT_TRUE(o.ok()) << o.status();
@@ -119,7 +102,7 @@ TEST(TroikarunConfigFileTest, FlagsOnTheCommandLineWinWhereverTheyStand) {
 }
 
 TEST(TroikarunConfigFileTest, TheFileWinsOverHorovodsVariables) {
-  ConfigFile file("params:\n  cycle_time_ms: 4\n");
+  TempFile file("params:\n  cycle_time_ms: 4\n");
   HorovodEnvironment env;
   env.cycle_time = "9";
   env.fusion_threshold = "1024";
@@ -130,7 +113,7 @@ TEST(TroikarunConfigFileTest, TheFileWinsOverHorovodsVariables) {
 }
 
 TEST(TroikarunConfigFileTest, SectionsWithoutEnabledAndEmptyValuesAsHorovodrun) {
-  ConfigFile file("autotune:\n  warmup_samples: 1\nstall_check:\nparams:\n  cache_capacity:\n");
+  TempFile file("autotune:\n  warmup_samples: 1\nstall_check:\nparams:\n  cache_capacity:\n");
   auto o = ParseWith(file, {"-np", "2", "--autotune"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->autotune.enabled) << "the flag wins over the section's implied off";
@@ -138,9 +121,9 @@ TEST(TroikarunConfigFileTest, SectionsWithoutEnabledAndEmptyValuesAsHorovodrun) 
   auto off = ParseWith(file);
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_FALSE(off->autotune.enabled);
-  ConfigFile empty("");
+  TempFile empty("");
   EXPECT_TRUE(ParseWith(empty).ok());
-  ConfigFile disabled("stall_check:\n  enabled: off\n");
+  TempFile disabled("stall_check:\n  enabled: off\n");
   auto no_check = ParseWith(disabled);
   ASSERT_TRUE(no_check.ok()) << no_check.status();
   EXPECT_TRUE(no_check->stall_check.disabled);
@@ -184,7 +167,7 @@ TEST(TroikarunConfigFileTest, ErrorsNameTheFileAndTheKey) {
       {"- a\n- b\n", "not a mapping of horovodrun's sections"},
   };
   for (const Case& c : cases) {
-    ConfigFile file(c.yaml);
+    TempFile file(c.yaml);
     auto o = ParseWith(file);
     ASSERT_FALSE(o.ok()) << c.yaml;
     EXPECT_TRUE(absl::IsInvalidArgument(o.status()));
@@ -200,7 +183,7 @@ TEST(TroikarunConfigFileTest, ErrorsNameTheFileAndTheKey) {
 }
 
 TEST(TroikarunConfigFileTest, ReadConfigFileOfARealFile) {
-  ConfigFile file("params:\n  cache_capacity: 7\n");
+  TempFile file("params:\n  cache_capacity: 7\n");
   auto settings = ReadConfigFile(file.path());
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_THAT(*settings,

@@ -11,6 +11,7 @@
 #include "agent/launcher/troikarun_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/agent/temp_file.h"
 
 namespace troika::agent {
 namespace {
@@ -33,24 +34,6 @@ std::string ErrorOf(std::vector<std::string> args, const HorovodEnvironment& env
   return std::string(options.status().message());
 }
 
-// A hostfile with `text`, removed when the test ends.
-class Hostfile {
- public:
-  explicit Hostfile(const std::string& text) {
-    char path[] = "/tmp/troika-hosts-XXXXXX";
-    const int fd = mkstemp(path);
-    EXPECT_GE(fd, 0);
-    close(fd);
-    path_ = path;
-    std::ofstream(path_) << text;
-  }
-  ~Hostfile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(TroikarunHostsOptionsTest, HostsFromTheListOrTheHostfile) {
   auto list = Parse({"-np", "3", "-H", "server1:2,server2"});
   ASSERT_TRUE(list.ok()) << list.status();
@@ -58,7 +41,7 @@ TEST(TroikarunHostsOptionsTest, HostsFromTheListOrTheHostfile) {
   auto spelled = Parse({"-np", "2", "--hosts=a:1,b:1"});
   ASSERT_TRUE(spelled.ok()) << spelled.status();
   EXPECT_EQ(spelled->hosts.size(), 2u);
-  Hostfile file("# two hosts\n172.31.32.7 slots=8\n172.31.33.9 slots=8\n");
+  TempFile file("# two hosts\n172.31.32.7 slots=8\n172.31.33.9 slots=8\n");
   for (const char* flag : {"--hostfile", "-hostfile"}) {
     auto from_file = Parse({"-np", "16", flag, file.path()});
     ASSERT_TRUE(from_file.ok()) << flag << ": " << from_file.status();
@@ -70,7 +53,7 @@ TEST(TroikarunHostsOptionsTest, HostsFromTheListOrTheHostfile) {
 }
 
 TEST(TroikarunHostsOptionsTest, HostsCheckedAgainstTheOtherFlags) {
-  Hostfile file("a slots=2\n");
+  TempFile file("a slots=2\n");
   EXPECT_THAT(ErrorOf({"-np", "2", "-H", "a:2", "--hostfile", file.path()}),
               HasSubstr("-H and --hostfile each give the job's hosts: give one of them"));
   EXPECT_THAT(ErrorOf({"-np", "2", "-H", "a:2", "--host-discovery-script", "./d.sh"}),

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +133,14 @@ class SshHostsTest : public ::testing::Test {
       absl::SleepFor(absl::Milliseconds(50));
     }
     EXPECT_EQ(ReadRankPids(dir_, 4).size(), 4u) << ReadFile(dir_ + "/run.err");
+    // What LeftOnHosts() later finds gone is seen here: each host's agent and ranks.
+    const std::vector<std::string> running = LeftOnHosts();
+    for (const char* host : {"h1: ", "h2: "}) {
+      EXPECT_EQ(std::count_if(running.begin(), running.end(),
+                              [&](const std::string& p) { return absl::StartsWith(p, host); }),
+                3)
+          << "an agent and two ranks on " << host << absl::StrJoin(running, "; ");
+    }
     return run;
   }
 

@@ -93,9 +93,9 @@ class RayExecutor:
     def create_settings(cls, timeout_s=30, ssh_identity_file=None, ssh_str=None,
                         placement_group_timeout_s=100, nics=None):
         """timeout_s: how long the ranks have to attach (and the workers to start);
-        placement_group_timeout_s: how long the placement group may take; nics: the data
-        plane's interface (its first name is used); ssh_identity_file and ssh_str: kept for
-        horovod.ray's signature (Troika does not ssh between Ray nodes)."""
+        placement_group_timeout_s: how long the placement group may take; nics: accepted, not
+        used yet (each rank's data plane uses its Ray node's address); ssh_identity_file and
+        ssh_str: kept for horovod.ray's signature (Troika does not ssh between Ray nodes)."""
         if ssh_str and ssh_identity_file and not os.path.exists(ssh_identity_file):
             with open(os.open(ssh_identity_file, os.O_CREAT | os.O_WRONLY, 0o600), "w") as f:
                 f.write(ssh_str)
