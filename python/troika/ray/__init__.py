@@ -19,20 +19,15 @@ dies fails the job on every rank within seconds (the coordinator aborts it), and
 the first rank's error instead of waiting.
 """
 
-import ctypes
 import os
 import secrets
-import signal
 import socket
-import subprocess
-import tempfile
-import time
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from troika._programs import find_program
+from troika._job_coordinator import JobCoordinator
 
 __all__ = ["RayExecutor"]
 
@@ -69,12 +64,6 @@ class _Worker:
 
     def execute(self, fn):
         return fn(self.executable)
-
-
-def _die_with_parent():
-    """In the coordinator's child process: SIGTERM when the driver goes (PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
 
 
 class RayExecutor:
@@ -142,28 +131,11 @@ class RayExecutor:
 
     def _start_coordinator(self):
         """A troika-coordinator on the driver's node, for this job only."""
-        binary = find_program("troika-coordinator")
-        self._coordinator_dir = tempfile.mkdtemp(prefix="troika-ray-")
-        port_file = os.path.join(self._coordinator_dir, "port")
-        ip = ray.util.get_node_ip_address()
-        # Its Prometheus metrics (docs/metrics.md) on a free port: executor.metrics_address.
-        with socket.socket() as probe:
-            probe.bind((ip, 0))
-            self.metrics_address = "%s:%d" % (ip, probe.getsockname()[1])
-        self._coordinator_process = subprocess.Popen(
-            [binary, "--listen=%s:0" % ip, "--port_file=" + port_file, "--plaintext",
-             "--metrics_listen=" + self.metrics_address, "--log_level=warning"],
-            preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + self.settings.timeout_s
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
-            if self._coordinator_process.poll() is not None:
-                raise RuntimeError("troika.ray: the coordinator %s exited with code %s"
-                                   % (binary, self._coordinator_process.returncode))
-            if time.monotonic() > deadline:
-                raise TimeoutError("troika.ray: the coordinator did not listen within %ss"
-                                   % self.settings.timeout_s)
-            time.sleep(0.02)
-        return "%s:%s" % (ip, open(port_file).read().strip())
+        self._coordinator_process = JobCoordinator.start(
+            ray.util.get_node_ip_address(), self.settings.timeout_s, owner="troika.ray")
+        # Its Prometheus metrics (docs/metrics.md): executor.metrics_address.
+        self.metrics_address = self._coordinator_process.metrics_address
+        return self._coordinator_process.address
 
     def _create_placement_group(self):
         current = ray.util.get_current_placement_group()
@@ -295,10 +267,5 @@ class RayExecutor:
             remove_placement_group(self._placement_group)
         self._placement_group = None
         if self._coordinator_process is not None:
-            self._coordinator_process.terminate()
-            try:
-                self._coordinator_process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._coordinator_process.kill()
-                self._coordinator_process.wait()
+            self._coordinator_process.stop()
             self._coordinator_process = None
