@@ -19,6 +19,7 @@ dies fails the job on every rank within seconds (the coordinator aborts it), and
 the first rank's error instead of waiting.
 """
 
+import collections
 import os
 import secrets
 import socket
@@ -51,6 +52,9 @@ class _Worker:
         ctx = ray.get_runtime_context()
         return ctx.get_node_id(), ray.util.get_node_ip_address(), socket.gethostname(), os.getpid()
 
+    def gpu_ids(self):
+        return [str(i) for i in ray.get_gpu_ids()]
+
     def update_env_vars(self, env_vars):
         os.environ.update({k: str(v) for k, v in env_vars.items()})
 
@@ -64,6 +68,24 @@ class _Worker:
 
     def execute(self, fn):
         return fn(self.executable)
+
+
+def _horovod_env(hosts):
+    """Each rank's HOROVOD_* variables from the hosts of the ranks (a host's ranks consecutive),
+    as troikarun's agents and horovod.ray set them: local ranks within a host, cross ranks
+    among the ranks of one local rank (the coordinator numbers them the same way)."""
+    local_size = collections.Counter(hosts)
+    seen, cross_size = collections.Counter(), collections.Counter()
+    local, cross = [], []
+    for host in hosts:
+        local.append(seen[host])
+        seen[host] += 1
+        cross.append(cross_size[local[-1]])
+        cross_size[local[-1]] += 1
+    return [{"HOROVOD_RANK": rank, "HOROVOD_SIZE": len(hosts),
+             "HOROVOD_LOCAL_RANK": local[rank], "HOROVOD_LOCAL_SIZE": local_size[host],
+             "HOROVOD_CROSS_RANK": cross[rank], "HOROVOD_CROSS_SIZE": cross_size[local[rank]],
+             "HOROVOD_HOSTNAME": host} for rank, host in enumerate(hosts)]
 
 
 class RayExecutor:
@@ -164,8 +186,10 @@ class RayExecutor:
     def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
               extra_env_vars=None):
         """Starts the ranks (actors), numbers them node by node, gives each its job's
-        environment, then makes ``executable_cls(*executable_args, **executable_kwargs)`` in
-        each (the object ``execute`` functions get)."""
+        environment (Troika's, the HOROVOD_* variables of troikarun's ranks, with ``use_gpu``
+        CUDA_VISIBLE_DEVICES: its node's GPUs, and ``extra_env_vars``), then makes
+        ``executable_cls(*executable_args, **executable_kwargs)`` in each (the object
+        ``execute`` functions get)."""
         if self.workers:
             raise RuntimeError("troika.ray: the executor has started already")
         address = self.coordinator or self._start_coordinator()
@@ -205,17 +229,23 @@ class RayExecutor:
             if self.coordinator is not None and name in os.environ:
                 common[name] = os.environ[name]
         common.update(extra_env_vars or {})
+        # The Ray node is the host: raylets sharing a machine are nodes of their own.
+        hosts = ["%s-%s" % (hostname, node_id[:8]) for node_id, _, hostname, _ in self._where]
+        # With GPUs, each rank sees its node's ranks' GPUs in local rank order, as horovod.ray's
+        # do (so that device local_rank is the rank's own, and CUDA IPC reaches the others).
+        node_gpus = collections.defaultdict(list)
+        if self.use_gpu:
+            for host, ids in zip(hosts, ray.get([w.gpu_ids.remote() for w in self.workers])):
+                node_gpus[host].extend(ids)
         updates = []
-        for rank, (worker, (node_id, ip, hostname, _)) in enumerate(zip(self.workers,
-                                                                        self._where)):
+        for rank, horovod in enumerate(_horovod_env(hosts)):
             env = dict(common)
-            env.update({
-                "TROIKA_RANK": rank,
-                # The Ray node is the host: raylets sharing a machine are nodes of their own.
-                "TROIKA_HOST": "%s-%s" % (hostname, node_id[:8]),
-                "TROIKA_DATA_HOST": ip,
-            })
-            updates.append(worker.update_env_vars.remote(env))
+            env.update(horovod)
+            env.update({"TROIKA_RANK": rank, "TROIKA_HOST": hosts[rank],
+                        "TROIKA_DATA_HOST": self._where[rank][1]})
+            if self.use_gpu:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(node_gpus[hosts[rank]])
+            updates.append(self.workers[rank].update_env_vars.remote(env))
         ray.get(updates)
         ray.get([w.start_executable.remote(executable_cls, executable_args, executable_kwargs)
                  for w in self.workers])
