@@ -72,8 +72,11 @@ PIP_TEST_TENSORFLOW="tensorflow-cpu==2.21.*"
 # broadcast_object and allgather_object pickle with it, as Horovod's do.
 MXNET_REQUIREMENTS=("mxnet==1.9.1" "numpy<1.24" cloudpickle==3.1.1 pytest==8.3.3)
 # troika.ray's tests (docs/ray.md): Ray in build/venv-ray, with the system's site packages for
-# Debian's torch (the ranks train with it) and the module built for Debian's Python.
-RAY_REQUIREMENTS=("ray==2.60.0")
+# Debian's torch (the ranks train with it) and the module built for Debian's Python. Ray Train
+# (troika.ray.train) needs ray[train]'s pandas and pyarrow: versions that take Debian's numpy
+# 1.24 (torch 1.13 is built against numpy 1.x; the pandas 3.1 and pyarrow 26 that ray[train]
+# takes alone want numpy 2).
+RAY_REQUIREMENTS=("ray[train]==2.60.0" "pandas==2.2.3" "pyarrow==19.0.1" "numpy<2")
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -140,7 +143,7 @@ if [[ "$mode" == "--test-tools" ]]; then
     install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
     [[ -x "$root/build/venv-ray/bin/pip" ]] ||
       /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
-    install_into "$root/build/venv-ray" ray 2.60.0 "${RAY_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-ray" pyarrow 19.0.1 "${RAY_REQUIREMENTS[@]}"
     wheelhouse="$root/build/wheelhouse"
     if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
