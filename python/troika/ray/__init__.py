@@ -70,6 +70,20 @@ class _Worker:
         return fn(self.executable)
 
 
+class _CoordinatorHost:
+    """Under Ray Client, an actor that runs the job's coordinator on the cluster (the client's
+    machine may be out of the nodes' reach, as horovod.ray runs its driver side there too); the
+    coordinator ends with the actor."""
+
+    def start(self, timeout_s):
+        self.coordinator = JobCoordinator.start(ray.util.get_node_ip_address(), timeout_s,
+                                                owner="troika.ray")
+        return self.coordinator.address, self.coordinator.metrics_address
+
+    def stop(self):
+        self.coordinator.stop()
+
+
 def _horovod_env(hosts):
     """Each rank's HOROVOD_* variables from the hosts of the ranks (a host's ranks consecutive),
     as troikarun's agents and horovod.ray set them: local ranks within a host, cross ranks
@@ -145,6 +159,7 @@ class RayExecutor:
         self.metrics_address = None
         self.workers = []
         self._coordinator_process = None
+        self._coordinator_host = None
         self._placement_group = None
         self._owns_placement_group = False
         self.job = self._job = None
@@ -152,7 +167,13 @@ class RayExecutor:
     # --- starting -------------------------------------------------------------------------
 
     def _start_coordinator(self):
-        """A troika-coordinator on the driver's node, for this job only."""
+        """A troika-coordinator on the driver's node (under Ray Client, on the cluster), for
+        this job only."""
+        if ray.util.client.ray.is_connected():
+            self._coordinator_host = ray.remote(num_cpus=0)(_CoordinatorHost).remote()
+            address, self.metrics_address = ray.get(
+                self._coordinator_host.start.remote(self.settings.timeout_s))
+            return address
         self._coordinator_process = JobCoordinator.start(
             ray.util.get_node_ip_address(), self.settings.timeout_s, owner="troika.ray")
         # Its Prometheus metrics (docs/metrics.md): executor.metrics_address.
@@ -299,3 +320,7 @@ class RayExecutor:
         if self._coordinator_process is not None:
             self._coordinator_process.stop()
             self._coordinator_process = None
+        if self._coordinator_host is not None:
+            ray.get(self._coordinator_host.stop.remote())
+            ray.kill(self._coordinator_host)
+            self._coordinator_host = None
