@@ -19,7 +19,9 @@
 #                 5.5 GB installed, under 2 minutes on a fast link), MXNet 1.9.1 with
 #                 numpy<1.24 and pytest in build/venv-mxnet for troika.mxnet (a 49 MB
 #                 wheel, 300 MB installed), Ray 2.60 in build/venv-ray for troika.ray (a
-#                 79 MB wheel, under 300 MB installed), and the wheels
+#                 79 MB wheel, under 300 MB installed), pyspark 4.3 in build/venv-spark for
+#                 troika.spark (a 456 MB source package, 520 MB installed; Spark runs on
+#                 Debian's openjdk-17-jre-headless), and the wheels
 #                 `pip install .` builds with and tensorflow-cpu 2.21's (320 MB, for the
 #                 pip tests) in build/wheelhouse), Open MPI
 #                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
@@ -50,6 +52,7 @@ TEST_PACKAGES=(prometheus yamllint
   python3-torch python3-pytest  # the Python tests (tests/python)
   openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
   openssh-server  # ssh_hosts_test: hosts in network namespaces, each with its sshd
+  openjdk-17-jre-headless  # troika.spark's test: Spark's JVM (build/venv-spark's pyspark)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # troika.tensorflow's tests: the newest TensorFlow in build/venv (the op library is built
@@ -77,6 +80,10 @@ MXNET_REQUIREMENTS=("mxnet==1.9.1" "numpy<1.24" cloudpickle==3.1.1 pytest==8.3.3
 # 1.24 (torch 1.13 is built against numpy 1.x; the pandas 3.1 and pyarrow 26 that ray[train]
 # takes alone want numpy 2).
 RAY_REQUIREMENTS=("ray[train]==2.60.0" "pandas==2.2.3" "pyarrow==19.0.1" "numpy<2")
+# troika.spark's tests (docs/spark.md): pyspark in build/venv-spark (a 456 MB source package
+# that pip builds into a wheel; 520 MB installed), with the system's site packages for Debian's
+# torch, as build/venv-ray.
+SPARK_REQUIREMENTS=("pyspark==4.3.0")
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -144,6 +151,9 @@ if [[ "$mode" == "--test-tools" ]]; then
     [[ -x "$root/build/venv-ray/bin/pip" ]] ||
       /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
     install_into "$root/build/venv-ray" pyarrow 19.0.1 "${RAY_REQUIREMENTS[@]}"
+    [[ -x "$root/build/venv-spark/bin/pip" ]] ||
+      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-spark"
+    install_into "$root/build/venv-spark" pyspark 4.3.0 "${SPARK_REQUIREMENTS[@]}"
     wheelhouse="$root/build/wheelhouse"
     if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"

@@ -1,0 +1,274 @@
+"""run_spark_test.py TROIKARUN: troika.spark on a real Spark cluster, `local-cluster[2,2,1024]`
+(a master, 2 workers and 2 executors of 2 cores each, started by pip's pyspark in this
+process's JVM), as a Spark user runs it (docs/spark.md); one Spark session for every case:
+
+1. run(): a PyTorch job of 4 ranks (tests/python/ray/ray_training.py, the training the Ray test
+   runs) whose weights are bit for bit the same on every rank and equal (float64, 1e-9) to one
+   process trained on the same batches and to the same job under troikarun; local ranks by
+   executor host; the ranks' lines reach the driver's stdout/stderr prefixed "[RANK]<stdout>:".
+2. The job's coordinator's metrics show it while it trains; a rank killed (SIGKILL) while it
+   trains fails run() within 5 s, naming the rank; the next run() works.
+3. run_elastic(): 4 ranks (min 2) under hvd.elastic.run, one killed mid-training: the job goes
+   on with the other 3 from its last commit and finishes with the 1-process weights.
+4. More tasks than the cluster's slots: run() fails with "Timed out waiting for Spark tasks to
+   start." after start_timeout.
+
+Run with the Python of the environment that has pyspark (build/venv-spark); PYTHONPATH must hold
+the troika package and tests/python/ray (the executors get it too). Exit 77 without pyspark or
+Java."""
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+try:
+    import pyspark  # noqa: F401
+    from pyspark.sql import SparkSession
+except ImportError:
+    print("troika.spark test skipped: this Python has no pyspark (scripts/setup.sh "
+          "--test-tools makes build/venv-spark)")
+    sys.exit(77)
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    print("troika.spark test skipped: no Java (Debian's openjdk-17-jre-headless)")
+    sys.exit(77)
+
+import ray_training  # noqa: E402  (tests/python/ray, on PYTHONPATH)
+import troika.spark  # noqa: E402
+
+TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
+RAY_DIR = os.path.dirname(os.path.abspath(ray_training.__file__))
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def close(a, b):
+    x = [float.fromhex(v) for v in a.split()]
+    y = [float.fromhex(v) for v in b.split()]
+    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
+                                    for p, q in zip(x, y))
+
+
+def spark_session(directory):
+    # The executors' Python workers run this Python (with torch) and import troika and
+    # ray_training from the same PYTHONPATH, as a user sets them for a cluster.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    home = os.path.dirname(pyspark.__file__)
+    return (SparkSession.builder.master("local-cluster[2,2,1024]").appName("troika-spark-test")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.test.home", home)
+            .config("spark.local.dir", os.path.join(directory, "local"))
+            .config("spark.sql.warehouse.dir", os.path.join(directory, "warehouse"))
+            .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+            .getOrCreate())
+
+
+# --- the functions the ranks run (defined here: they travel by value) ---------------------------
+
+def train_and_say(steps, **kwargs):
+    import os
+    print("rank %s says hello" % os.environ["TROIKA_RANK"])
+    print("rank %s to stderr" % os.environ["TROIKA_RANK"], file=sys.stderr)
+    return ray_training.train(steps, **kwargs)
+
+
+def train_writing_pid(pid_dir, steps, **kwargs):
+    import os
+    with open(os.path.join(pid_dir, "rank-%s" % os.environ["TROIKA_RANK"]), "w") as f:
+        f.write(str(os.getpid()))
+    return ray_training.train(steps, **kwargs)
+
+
+def elastic_train(pid_dir, steps, step_sleep):
+    """Every rank takes the whole global batch, so the averaged gradient is the batch's
+    whatever the number of ranks: the weights are the 1-process reference's after any loss,
+    if the job goes on from its commits (one per step)."""
+    import os
+    import torch
+    import troika.torch as hvd
+    torch.set_num_threads(1)
+    with open(os.path.join(pid_dir, "rank-%s" % os.environ["TROIKA_RANK"]), "w") as f:
+        f.write(str(os.getpid()))
+    hvd.init()
+    inputs, targets = ray_training._data(steps)
+    model = ray_training._model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    state = hvd.elastic.TorchState(model, opt, step=0)
+
+    @hvd.elastic.run
+    def loop(state):
+        while state.step < steps:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(inputs[state.step]), targets[state.step],
+                                         reduction="sum").div(ray_training.GLOBAL).backward()
+            opt.step()
+            state.step += 1
+            state.commit()
+            if hvd.rank() == 0:
+                with open(os.path.join(pid_dir, "progress"), "w") as f:
+                    f.write(str(state.step))
+            time.sleep(step_sleep)
+
+    loop(state)
+    return hvd.rank(), hvd.size(), ray_training.weights(model)
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+def training_matches(troikarun):
+    out, err = io.StringIO(), io.StringIO()
+    results = troika.spark.run(train_and_say, args=(30,), num_proc=4, start_timeout=120,
+                               stdout=out, stderr=err)
+    check([r[:6] for r in results] == [(r, 4, r, 4, 0, 1) for r in range(4)],
+          "rank, size, local rank and size, cross rank and size (4 tasks on one host): %s"
+          % [r[:6] for r in results])
+    weights = {r[6] for r in results}
+    check(len(weights) == 1, "the ranks' weights differ")
+    got = weights.pop()
+    check(close(got, ray_training.reference(30)), "the weights are not the 1-process reference's")
+    job = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
+                          os.path.join(RAY_DIR, "ray_training.py"), "30"],
+                         capture_output=True, text=True, timeout=300)
+    check(job.returncode == 0, "the job under troikarun failed:\n" + job.stderr[-3000:])
+    under_troikarun = job.stdout.split("weights", 1)[1].split("\n", 1)[0]
+    check(close(got, under_troikarun), "the weights differ from the job under troikarun's")
+    for rank in range(4):
+        check("[%d]<stdout>:rank %d says hello\n" % (rank, rank) in out.getvalue(),
+              "rank %d's line on the driver's stdout: %r" % (rank, out.getvalue()))
+        check("[%d]<stderr>:rank %d to stderr\n" % (rank, rank) in err.getvalue(),
+              "rank %d's line on the driver's stderr: %r" % (rank, err.getvalue()))
+    print("ok: 4 ranks in 4 Spark tasks on 2 executors, the weights of 1 process and of "
+          "troikarun, the ranks' output on the driver")
+
+
+def wait_for(path, runner, outcome, what):
+    deadline = time.time() + 120
+    while not os.path.exists(path):
+        check(time.time() < deadline and runner.is_alive(), "%s: %s" % (what, outcome))
+        time.sleep(0.05)
+
+
+def metrics_and_a_killed_rank():
+    pid_dir = tempfile.mkdtemp(prefix="tkspark-")
+    progress = os.path.join(pid_dir, "progress")
+    err = io.StringIO()
+    outcome = {}
+
+    def run():
+        try:
+            troika.spark.run(train_writing_pid, args=(pid_dir, 100000), num_proc=4,
+                             kwargs={"step_sleep": 0.01, "progress": progress},
+                             start_timeout=120, stderr=err)
+            outcome["error"] = None
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome["error"] = e
+        outcome["at"] = time.time()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    wait_for(progress, runner, outcome, "the job did not train")
+    # The job and its metrics, as troika.spark says them on the driver's stderr.
+    first = err.getvalue().splitlines()[0]
+    job = first.split("troika.spark: job ", 1)[1].split()[0]
+    metrics = first.split("metrics http://", 1)[1].split("/metrics")[0]
+    text = urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10).read().decode()
+    line = 'troika_job_ranks{troika_job="%s"} 4' % job
+    check(line in text, "the coordinator's metrics do not show the job (%s)" % line)
+    pid = int(open(os.path.join(pid_dir, "rank-2")).read())
+    killed = time.time()
+    os.kill(pid, signal.SIGKILL)
+    runner.join(timeout=60)
+    check(not runner.is_alive(), "run() still waits 60 s after a rank was killed")
+    check(outcome["error"] is not None, "run() returned after a rank was killed")
+    took = outcome["at"] - killed
+    check(took < 5, "run() raised %.1f s after the kill" % took)
+    message = str(outcome["error"])
+    check("rank 2 " in message and "signal 9" in message,
+          "run()'s error names the rank and the signal: %s" % message)
+    print("ok: metrics show the job; a killed rank failed run() in %.2f s: %s"
+          % (took, message.splitlines()[0][:200]))
+    shutil.rmtree(pid_dir, ignore_errors=True)
+    check(troika.spark.run(lambda: 7, num_proc=4, start_timeout=120) == [7] * 4,
+          "run() after a failed one")
+
+
+def elastic_goes_on():
+    pid_dir = tempfile.mkdtemp(prefix="tkspark-")
+    steps = 60
+    outcome = {}
+
+    def run():
+        try:
+            outcome["results"] = troika.spark.run_elastic(
+                elastic_train, args=(pid_dir, steps, 0.05), num_proc=4, min_num_proc=2,
+                start_timeout=120, elastic_timeout=60, verbose=0)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome["error"] = e
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    progress = os.path.join(pid_dir, "progress")
+    wait_for(progress, runner, outcome, "the elastic job did not train")
+    while int(open(progress).read() or 0) < 10:
+        check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
+        time.sleep(0.05)
+    os.kill(int(open(os.path.join(pid_dir, "rank-3")).read()), signal.SIGKILL)
+    runner.join(timeout=300)
+    check(not runner.is_alive(), "run_elastic() still runs 300 s after the kill")
+    check("error" not in outcome, "run_elastic() failed: %s" % outcome.get("error"))
+    results = outcome["results"]
+    check([r[:2] for r in results] == [(0, 3), (1, 3), (2, 3)],
+          "the 3 survivors' ranks and size, in rank order: %s" % [r[:2] for r in results])
+    weights = {r[2] for r in results}
+    check(len(weights) == 1, "the survivors' weights differ")
+    check(close(weights.pop(), ray_training.reference(steps)),
+          "the survivors' weights are not the 1-process reference's")
+    print("ok: run_elastic went on with 3 ranks after one was killed and finished with the "
+          "1-process weights")
+    shutil.rmtree(pid_dir, ignore_errors=True)
+
+
+def start_timeout():
+    started = time.time()
+    try:
+        troika.spark.run(lambda: 0, num_proc=8, start_timeout=5, verbose=0)
+    except TimeoutError as e:
+        check(str(e).startswith("Timed out waiting for Spark tasks to start."), str(e))
+        took = time.time() - started
+        check(took < 60, "the timeout took %.1f s" % took)
+        print("ok: 8 tasks on 4 slots: run() timed out in %.1f s" % took)
+        return
+    raise AssertionError("run() of 8 tasks on 4 slots did not time out")
+
+
+def main():
+    troikarun = sys.argv[1]
+    directory = tempfile.mkdtemp(prefix="tkspark-session-")
+    started = time.time()
+    spark = spark_session(directory)
+    spark.sparkContext.setLogLevel("ERROR")
+    print("the Spark session started in %.1f s" % (time.time() - started))
+    try:
+        training_matches(troikarun)
+        metrics_and_a_killed_rank()
+        elastic_goes_on()
+        start_timeout()
+    finally:
+        spark.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
