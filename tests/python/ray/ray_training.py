@@ -29,19 +29,24 @@ def weights(model):
     return " ".join(float(v).hex() for p in model.parameters() for v in p.detach().flatten())
 
 
-def train(steps, step_sleep=0.0, progress=None):
+def train(steps, step_sleep=0.0, progress=None, start=0, state=None, after_step=None):
     """On every rank of a job: returns (rank, size, local_rank, local_size, cross_rank,
-    cross_size, weights). `progress`: a file rank 0 touches after each step."""
+    cross_size, weights). `progress`: a file rank 0 touches after each step. From a checkpoint:
+    `start`, the first step, and `state`, (model, optimizer) state dicts as `after_step(step,
+    model, optimizer)`, called after each step, may have saved them."""
     import troika.torch as hvd
     torch.set_num_threads(1)
     hvd.init()
     inputs, targets = _data(steps)
     model = _model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                   named_parameters=model.named_parameters())
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if state is not None:
+        model.load_state_dict(state[0])
+        sgd.load_state_dict(state[1])
+    opt = hvd.DistributedOptimizer(sgd, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     n, r = hvd.size(), hvd.rank()
-    for s in range(steps):
+    for s in range(start, steps):
         share = slice(r * GLOBAL // n, (r + 1) * GLOBAL // n)
         opt.zero_grad()
         # The mean over the rank's share, scaled to the global mean once averaged over ranks.
@@ -52,6 +57,8 @@ def train(steps, step_sleep=0.0, progress=None):
         if progress and r == 0:
             with open(progress, "w") as f:
                 f.write(str(s))
+        if after_step:
+            after_step(s, model, sgd)
         if step_sleep:
             time.sleep(step_sleep)
     out = (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(),

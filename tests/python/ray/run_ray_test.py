@@ -15,9 +15,7 @@ Run with the Python of the environment that has Ray (build/venv-ray); PYTHONPATH
 troika package and this directory (the raylets pass it to their workers). Exit 77 without Ray."""
 
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,6 +23,7 @@ import time
 import urllib.request
 
 try:
+    import ray_cluster  # noqa: F401  (first: it sets Ray's authentication up)
     import ray
 except ImportError:
     print("troika.ray test skipped: this Python has no Ray (scripts/setup.sh --test-tools "
@@ -32,53 +31,8 @@ except ImportError:
     sys.exit(77)
 
 import ray_training  # noqa: E402  (this directory, on PYTHONPATH)
+from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
 from troika.ray import RayExecutor  # noqa: E402
-
-TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def close(a, b):
-    x = [float.fromhex(v) for v in a.split()]
-    y = [float.fromhex(v) for v in b.split()]
-    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
-                                    for p, q in zip(x, y))
-
-
-class Cluster:
-    """A head node and a second raylet on this machine."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp")  # short: raylet socket paths
-        self.ray = os.path.join(os.path.dirname(sys.executable), "ray")
-        self.port = 6390 + os.getpid() % 500
-
-    def start(self):
-        common = ["--num-cpus", "2", "--disable-usage-stats"]
-        subprocess.run([self.ray, "start", "--head", "--port", str(self.port), "--temp-dir",
-                        self.dir, "--include-dashboard=false", "--resources",
-                        '{"node_a": 2}'] + common, check=True, capture_output=True, timeout=120)
-        subprocess.run([self.ray, "start", "--address", "127.0.0.1:%d" % self.port,
-                        "--resources", '{"node_b": 2}'] + common, check=True,
-                       capture_output=True, timeout=120)
-        ray.init(address="127.0.0.1:%d" % self.port)
-        deadline = time.time() + 60
-        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
-            check(time.time() < deadline, "the second raylet did not join")
-            time.sleep(0.2)
-
-    def stop(self):
-        try:
-            ray.shutdown()
-        finally:
-            subprocess.run([self.ray, "stop", "--force"], capture_output=True, timeout=120)
-            shutil.rmtree(self.dir, ignore_errors=True)
-
 
 class Executable:
     def __init__(self, value):
@@ -104,12 +58,8 @@ def membership_and_training(troikarun):
         got = weights.pop()
         check(close(got, ray_training.reference(30)),
               "the weights are not the 1-process reference's")
-        out = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
-                              os.path.join(HERE, "ray_training.py"), "30"],
-                             capture_output=True, text=True, timeout=300)
-        check(out.returncode == 0, "the job under troikarun failed:\n" + out.stderr[-3000:])
-        under_troikarun = out.stdout.split("weights", 1)[1].split("\n", 1)[0]
-        check(close(got, under_troikarun), "the weights differ from the job under troikarun's")
+        check(close(got, weights_under_troikarun(troikarun, 30)),
+              "the weights differ from the job under troikarun's")
         check(executor.execute(lambda e: e.value * 2) == [14] * 4, "execute")
         check(executor.execute_single(lambda e: e.value + 1) == 8, "execute_single")
         refs = executor.run_remote(lambda x: x + int(os.environ["TROIKA_RANK"]), args=[10])

@@ -1,0 +1,117 @@
+"""What the Ray tests share (run_ray_test.py, run_ray_train_test.py): a Ray cluster of two nodes
+on this machine, and the checks on the weights of ray_training.py's job."""
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# The clusters of this process authenticate with a token of their own, whatever
+# ~/.ray/auth_token (which any Ray on this machine may write) holds; before Ray's import, which
+# reads the mode (so the tests import this module before ray).
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+import ray  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def close(a, b):
+    """Whether weights `a` and `b` (ray_training.weights' hex) are equal within TOLERANCE."""
+    x = [float.fromhex(v) for v in a.split()]
+    y = [float.fromhex(v) for v in b.split()]
+    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
+                                    for p, q in zip(x, y))
+
+
+def weights_under_troikarun(troikarun, steps):
+    """The weights of ray_training.py's job of 4 ranks under troikarun."""
+    out = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
+                          os.path.join(HERE, "ray_training.py"), str(steps)],
+                         capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, "the job under troikarun failed:\n" + out.stderr[-3000:])
+    return out.stdout.split("weights", 1)[1].split("\n", 1)[0]
+
+
+class Cluster:
+    """A head node and a second raylet on this machine, in a temporary directory of their own.
+    stop() ends this cluster's processes alone (not `ray stop`, which ends every Ray cluster
+    of the machine's user, other tests' included)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="tkray-", dir="/tmp")  # short: raylet socket paths
+        self.ray = os.path.join(os.path.dirname(sys.executable), "ray")
+        self.port = 6390 + os.getpid() % 500
+        self.address = "127.0.0.1:%d" % self.port
+
+    def start(self):
+        # Ray's own helpers (Ray Train's placement-group cleaner) look for the cluster there.
+        os.environ["RAY_ADDRESS"] = self.address
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self):
+        common = ["--num-cpus", "2", "--disable-usage-stats"]
+        # The second raylet takes the head's temporary directory (its sockets, logs) from it.
+        subprocess.run([self.ray, "start", "--head", "--port", str(self.port), "--temp-dir",
+                        self.dir, "--include-dashboard=false", "--resources",
+                        '{"node_a": 2}'] + common,
+                       check=True, capture_output=True, timeout=120)
+        subprocess.run([self.ray, "start", "--address", self.address, "--resources",
+                        '{"node_b": 2}'] + common, check=True, capture_output=True, timeout=120)
+        ray.init(address=self.address)
+        deadline = time.time() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
+            check(time.time() < deadline, "the second raylet did not join")
+            time.sleep(0.2)
+
+    def _processes(self):
+        """This cluster's processes: those started with its directory in their command line
+        (GCS, raylets, agents), and their descendants (the workers rename themselves)."""
+        parents, own = {}, set()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    if self.dir.encode() in f.read():
+                        own.add(int(entry))
+                with open("/proc/%s/stat" % entry) as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+        grew = True
+        while grew:
+            more = {pid for pid, parent in parents.items() if parent in own} - own
+            own |= more
+            grew = bool(more)
+        return own
+
+    def stop(self):
+        try:
+            ray.shutdown()
+        finally:
+            for sig, wait in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
+                for pid in self._processes():
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                deadline = time.time() + wait
+                while self._processes() and time.time() < deadline:
+                    time.sleep(0.1)
+            shutil.rmtree(self.dir, ignore_errors=True)
