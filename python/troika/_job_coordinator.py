@@ -29,6 +29,15 @@ def _die_with_parent():
     libc.prctl(1, signal.SIGTERM, 0, 0, 0)
 
 
+def _read(path):
+    """The file's text, stripped; "" while it does not exist."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 class JobCoordinator:
     """A running troika-coordinator process (not thread-safe: one owner starts and stops it)."""
 
@@ -54,7 +63,7 @@ class JobCoordinator:
              "--metrics_listen=" + metrics_address, "--log_level=warning"],
             preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        while not _read(port_file):
             if process.poll() is not None:
                 shutil.rmtree(directory, ignore_errors=True)
                 raise RuntimeError("%s: the coordinator %s exited with code %s"
@@ -66,7 +75,7 @@ class JobCoordinator:
                 raise TimeoutError("%s: the coordinator did not listen within %ss"
                                    % (owner, timeout_s))
             time.sleep(0.02)
-        address = "%s:%s" % (ip, open(port_file).read().strip())
+        address = "%s:%s" % (ip, _read(port_file))
         return cls(process, address, metrics_address, directory)
 
     def stop(self, grace_s=10):

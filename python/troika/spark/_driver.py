@@ -223,4 +223,12 @@ def _failure_text(message):
 
 
 def _first_line(error):
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+    """What a Spark error says: Py4J's first line names only the Java call, so the first line
+    that carries an exception's message (the task's Python error) is added."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    cause = [line for line in lines[1:] if line.startswith(("org.apache.spark.SparkException",
+                                                            "Caused by"))
+             or line.split(":", 1)[0].endswith(("Error", "Exception"))]
+    return lines[0] + (" " + cause[-1] if cause else "")

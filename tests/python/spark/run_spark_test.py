@@ -77,7 +77,8 @@ def spark_session(directory):
 
 def train_and_say(steps, **kwargs):
     import os
-    print("rank %s says hello" % os.environ["TROIKA_RANK"])
+    print("rank %s says hello with %s" % (os.environ["TROIKA_RANK"],
+                                          os.environ.get("TROIKA_SPARK_TEST_VARIABLE")))
     print("rank %s to stderr" % os.environ["TROIKA_RANK"], file=sys.stderr)
     return ray_training.train(steps, **kwargs)
 
@@ -129,7 +130,8 @@ def elastic_train(pid_dir, steps, step_sleep):
 def training_matches(troikarun):
     out, err = io.StringIO(), io.StringIO()
     results = troika.spark.run(train_and_say, args=(30,), num_proc=4, start_timeout=120,
-                               stdout=out, stderr=err)
+                               stdout=out, stderr=err,
+                               env={"TROIKA_SPARK_TEST_VARIABLE": "from-env"})
     check([r[:6] for r in results] == [(r, 4, r, 4, 0, 1) for r in range(4)],
           "rank, size, local rank and size, cross rank and size (4 tasks on one host): %s"
           % [r[:6] for r in results])
@@ -144,12 +146,13 @@ def training_matches(troikarun):
     under_troikarun = job.stdout.split("weights", 1)[1].split("\n", 1)[0]
     check(close(got, under_troikarun), "the weights differ from the job under troikarun's")
     for rank in range(4):
-        check("[%d]<stdout>:rank %d says hello\n" % (rank, rank) in out.getvalue(),
+        check("[%d]<stdout>:rank %d says hello with from-env\n" % (rank, rank)
+              in out.getvalue(),
               "rank %d's line on the driver's stdout: %r" % (rank, out.getvalue()))
         check("[%d]<stderr>:rank %d to stderr\n" % (rank, rank) in err.getvalue(),
               "rank %d's line on the driver's stderr: %r" % (rank, err.getvalue()))
     print("ok: 4 ranks in 4 Spark tasks on 2 executors, the weights of 1 process and of "
-          "troikarun, the ranks' output on the driver")
+          "troikarun, the ranks' output on the driver, env reaches the ranks")
 
 
 def wait_for(path, runner, outcome, what):
@@ -199,8 +202,8 @@ def metrics_and_a_killed_rank():
     print("ok: metrics show the job; a killed rank failed run() in %.2f s: %s"
           % (took, message.splitlines()[0][:200]))
     shutil.rmtree(pid_dir, ignore_errors=True)
-    check(troika.spark.run(lambda: 7, num_proc=4, start_timeout=120) == [7] * 4,
-          "run() after a failed one")
+    # num_proc: spark.default.parallelism (4 cores) by default.
+    check(troika.spark.run(lambda: 7, start_timeout=120) == [7] * 4, "run() after a failed one")
 
 
 def elastic_goes_on():
