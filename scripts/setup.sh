@@ -79,7 +79,10 @@ MXNET_REQUIREMENTS=("mxnet==1.9.1" "numpy<1.24" cloudpickle==3.1.1 pytest==8.3.3
 # (troika.ray.train) needs ray[train]'s pandas and pyarrow: versions that take Debian's numpy
 # 1.24 (torch 1.13 is built against numpy 1.x; the pandas 3.1 and pyarrow 26 that ray[train]
 # takes alone want numpy 2).
-RAY_REQUIREMENTS=("ray[train]==2.60.0" "pandas==2.2.3" "pyarrow==19.0.1" "numpy<2")
+# Ray Client (ray[client]'s grpcio): RayExecutor through ray:// (tests/python/ray, and
+# Horovod's test_ray.py, docs/horovod-compat.md).
+RAY_REQUIREMENTS=("ray[train,client]==2.60.0" "grpcio==1.85.4" "pandas==2.2.3" "pyarrow==19.0.1"
+                  "numpy<2")
 # troika.spark's tests (docs/spark.md): pyspark in build/venv-spark (a 456 MB source package
 # that pip builds into a wheel; 520 MB installed), with the system's site packages for Debian's
 # torch, as build/venv-ray.
@@ -150,7 +153,7 @@ if [[ "$mode" == "--test-tools" ]]; then
     install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
     [[ -x "$root/build/venv-ray/bin/pip" ]] ||
       /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
-    install_into "$root/build/venv-ray" pyarrow 19.0.1 "${RAY_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-ray" grpcio 1.85.4 "${RAY_REQUIREMENTS[@]}"
     [[ -x "$root/build/venv-spark/bin/pip" ]] ||
       /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-spark"
     install_into "$root/build/venv-spark" pyspark 4.3.0 "${SPARK_REQUIREMENTS[@]}"

@@ -54,6 +54,8 @@ class Cluster:
         self.ray = os.path.join(os.path.dirname(sys.executable), "ray")
         self.port = 6390 + os.getpid() % 500
         self.address = "127.0.0.1:%d" % self.port
+        # Ray Client's server on the head (ray[client]); a port of this cluster's own.
+        self.client_address = "127.0.0.1:%d" % (self.port + 1000)
 
     def start(self):
         # Ray's own helpers (Ray Train's placement-group cleaner) look for the cluster there.
@@ -65,11 +67,14 @@ class Cluster:
             raise
 
     def _start(self):
-        common = ["--num-cpus", "2", "--disable-usage-stats"]
+        # 2 GPUs per node, declared (none need exist): Ray gives each actor that asks for one
+        # its own id, which troika.ray's use_gpu shows the node's ranks (executor_surface.py).
+        common = ["--num-cpus", "2", "--num-gpus", "2", "--disable-usage-stats"]
         # The second raylet takes the head's temporary directory (its sockets, logs) from it.
         subprocess.run([self.ray, "start", "--head", "--port", str(self.port), "--temp-dir",
                         self.dir, "--include-dashboard=false", "--resources",
-                        '{"node_a": 2}'] + common,
+                        '{"node_a": 2}', "--ray-client-server-port",
+                        self.client_address.split(":")[1]] + common,
                        check=True, capture_output=True, timeout=120)
         subprocess.run([self.ray, "start", "--address", self.address, "--resources",
                         '{"node_b": 2}'] + common, check=True, capture_output=True, timeout=120)

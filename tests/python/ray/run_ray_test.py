@@ -10,6 +10,9 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
 2. The driver's coordinator's metrics show the job while it trains.
 3. A rank's actor killed (SIGKILL) while it trains fails run() within 5 s, naming the loss.
 4. num_workers=4 (PACK placement) runs too.
+5. What Horovod's test_ray.py checks of RayExecutor (executor_surface.py): HOROVOD_* variables
+   and GPUs by node on unequal nodes, the caller's placement group, the executable class,
+   extra_env_vars, an infeasible placement, Ray Client.
 
 Run with the Python of the environment that has Ray (build/venv-ray); PYTHONPATH must hold the
 troika package and this directory (the raylets pass it to their workers). Exit 77 without Ray."""
@@ -30,7 +33,8 @@ except ImportError:
           "makes build/venv-ray)")
     sys.exit(77)
 
-import ray_training  # noqa: E402  (this directory, on PYTHONPATH)
+import executor_surface  # noqa: E402  (this directory, on PYTHONPATH)
+import ray_training  # noqa: E402
 from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
 from troika.ray import RayExecutor  # noqa: E402
 
@@ -162,6 +166,10 @@ def main():
         membership_and_training(troikarun)
         metrics_and_a_killed_rank()
         packed_workers()
+        executor_surface.horovod_environment_and_gpus()
+        executor_surface.inside_a_placement_group()
+        executor_surface.infeasible_placement()
+        executor_surface.through_ray_client(cluster.client_address)
     finally:
         cluster.stop()
     return 0

@@ -1,0 +1,64 @@
+"""A Ray Client driver (run_ray_test.py runs it as a process of its own, with the cluster's
+token in its environment): `ray_client_driver.py HOST:PORT` runs a job of 2 ranks through Ray
+Client at HOST:PORT and prints, as JSON, each rank's numbers, whether the job's coordinator's
+metrics count (the jobs it started), and the coordinators this process started (none: it runs on the cluster)."""
+
+import json
+import os
+import sys
+import urllib.request
+
+import ray
+
+from troika.ray import RayExecutor
+
+
+def rank_view():
+    """On a rank: its variables, its own GPUs from Ray, and troika.torch's numbers."""
+    import torch
+    import troika.torch as hvd
+    hvd.init()
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("HOROVOD_") or k == "CUDA_VISIBLE_DEVICES"}
+    total = hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item()
+    numbers = (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(),
+               hvd.cross_size())
+    hvd.shutdown()
+    return env, [str(i) for i in ray.get_gpu_ids()], numbers, total
+
+
+def coordinators_started_here():
+    """The troika-coordinator processes whose parent is this process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                program = f.read().split(b"\0")[0]
+        except (OSError, ValueError):
+            continue
+        if int(fields[1].split()[1]) == os.getpid() and program.endswith(b"troika-coordinator"):
+            found.append(int(entry))
+    return found
+
+
+def main(address):
+    """A Ray Client driver (a process of its own): a job of 2 ranks; prints what it saw."""
+    ray.init("ray://" + address)
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start()
+    try:
+        views = executor.run(rank_view)
+        metrics = urllib.request.urlopen("http://%s/metrics" % executor.metrics_address,
+                                         timeout=10).read().decode()
+        started = [line for line in metrics.splitlines()
+                   if line.startswith("troika_jobs_started_total")]
+        print(json.dumps({"numbers": [v[2] for v in views], "metrics": started,
+                          "here": coordinators_started_here()}))
+    finally:
+        executor.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
