@@ -4,6 +4,7 @@
 // SessionHandler the Hello's job names; writes what the handler sends, one write at a time,
 // in order. Deletes itself when the stream is over.
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -36,7 +37,9 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnDone() override;
-  void OnCancel() override {}
+  // gRPC's word that the stream was cancelled: by the peer, or its connection broke.
+  void OnCancel() override { cancelled_ = true; }
+  bool peer_lost() const override { return cancelled_; }
 
  private:
   absl::Status Handle(const v1::Up& up);
@@ -58,6 +61,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::Up, v1::Down>, p
   bool finished_ = false;
   grpc::Status finish_status_;
   absl::Status verdict_;  // the handler's error this side ended the stream with, if it did
+  std::atomic<bool> cancelled_ = false;
 };
 
 }  // namespace troika::session

@@ -21,6 +21,10 @@ class SessionSink {
   // Ends the stream with `status` once what was sent is out (a coordinator that stops but
   // keeps its jobs for a restart). Same rules as Send. Default: nothing (fakes).
   virtual void End(const absl::Status& status) {}
+  // Whether the stream ended because its peer went away (its process or its connection died)
+  // rather than because either side closed it: an agent closes its session to move on to an
+  // elastic job's next generation. Asked when the stream closed. Default: false (fakes).
+  virtual bool peer_lost() const { return false; }
 };
 
 }  // namespace troika::session

@@ -201,8 +201,22 @@ void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
   // A session of the generation before was never this job's: the job attaching (no node yet,
   // no session) is not abandoned for it.
   const bool follower = sessions_.Following(sink);
-  ApplyLocked(policy_.SessionClosed(sessions_.Close(sink), ended));
+  std::vector<int> ranks = sessions_.Close(sink);
+  ApplyLocked(policy_.SessionClosed(ranks, ended));
+  // Its peer went away after this generation ended for another change (two nodes lost at
+  // once, their sessions closing one after the other): the next generation, which counts on
+  // these ranks, learns at once that they will not attach.
+  std::erase_if(ranks, [this](int r) { return roster_.departed(r); });
+  if (ended.ok() && sink->peer_lost() && !ranks.empty() && lifecycle_.over()) {
+    succession_.LostAfterEnd(ranks, policy_.ConnectionLost(ranks));
+  }
   if (!follower) lifecycle_.MaybeDone();
+}
+
+void Job::LoseBeforeAttach(const std::vector<int>& ranks, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ApplyLocked(policy_.LostBeforeAttach(ranks, reason));
+  lifecycle_.MaybeDone();
 }
 
 // --- Membership changes: MembershipPolicy's verdicts ---

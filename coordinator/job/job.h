@@ -116,6 +116,10 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   absl::Status DeviateSchedule(session::SessionSink* sink, int64_t id,
                                const std::vector<int>& ranks) override;
   void CloseSession(session::SessionSink* sink, const absl::Status& ended) override;
+  // Said by the generation before (Succession::LostAfterEnd): `ranks` of this one lost their
+  // node before they attached; an elastic generation that attaches goes on without them
+  // (MembershipPolicy::LostBeforeAttach).
+  void LoseBeforeAttach(const std::vector<int>& ranks, const std::string& reason);
 
   // An elastic job's node leaves at the next commit (troikarun's host discovery no longer
   // lists `host`): the commit barrier ends the generation, and `host`'s ranks have no place in

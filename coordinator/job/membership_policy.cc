@@ -110,14 +110,42 @@ Verdict MembershipPolicy::SessionClosed(const std::vector<int>& ranks,
                                        ": ", ended.message()),
                           std::nullopt);
   }
+  return Lose(lost, AbortCause::kConnectionLost, ConnectionLost(lost));
+}
+
+std::string MembershipPolicy::ConnectionLost(const std::vector<int>& ranks) const {
   // Where they were: a lost session is most often a lost node (its agent, or the host).
   std::set<std::string> hosts;
-  for (int r : lost) {
+  for (int r : ranks) {
     if (const std::string* host = roster_.host(r); host != nullptr) hosts.insert(*host);
   }
-  return Lose(lost, AbortCause::kConnectionLost,
-              absl::StrCat(FormatRanks(lost), hosts.empty() ? "" : " on ",
-                           absl::StrJoin(hosts, ", "), " lost the connection to the coordinator"));
+  return absl::StrCat(FormatRanks(ranks), hosts.empty() ? "" : " on ", absl::StrJoin(hosts, ", "),
+                      " lost the connection to the coordinator");
+}
+
+Verdict MembershipPolicy::LostBeforeAttach(const std::vector<int>& ranks,
+                                           const std::string& reason) const {
+  if (lifecycle_.state() != Lifecycle::State::kAttaching || lifecycle_.detached() ||
+      !generations_.elastic()) {
+    return {};
+  }
+  std::vector<int> missing, attached;
+  roster_.Split(&missing, &attached);
+  std::vector<int> lost;
+  for (int r : ranks) {
+    if (std::find(missing.begin(), missing.end(), r) != missing.end()) lost.push_back(r);
+  }
+  if (lost.empty()) return {};
+  MembershipChange change = generations_.Survivors(lost, roster_.departed());
+  if (change.size < generations_.min_size()) {
+    return Verdict::Abort(AbortCause::kConnectionLost,
+                          absl::StrCat(reason, "; ", change.size,
+                                       change.size == 1 ? " rank remains" : " ranks remain",
+                                       ", below the job's minimum of ", generations_.min_size()),
+                          std::nullopt);
+  }
+  return Verdict::EndGeneration(std::move(change), AbortCause::kConnectionLost, reason,
+                                std::nullopt);
 }
 
 Verdict MembershipPolicy::Exit(const RankExit& exit) const {

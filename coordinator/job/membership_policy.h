@@ -76,6 +76,13 @@ class MembershipPolicy {
   // session ended for what it sent, the job aborts (kProtocolError). kNone unless the job
   // runs and is not detached.
   Verdict SessionClosed(const std::vector<int>& ranks, const absl::Status& ended) const;
+  // "ranks 2-3 on h lost the connection to the coordinator": what SessionClosed says of them.
+  std::string ConnectionLost(const std::vector<int>& ranks) const;
+  // Said to an elastic generation that attaches: its `ranks` were lost before they attached
+  // (the peer of their session in the generation before went away after that generation
+  // ended for another loss: a second loss during recovery). Those still missing are lost
+  // (`reason`): kEndGeneration, or kAbort below the minimum; kNone once it no longer attaches.
+  Verdict LostBeforeAttach(const std::vector<int>& ranks, const std::string& reason) const;
   // A rank's process ended: kDepart, a loss (Lose), kLeftRankExited (a rank that had left
   // failed, in any job, or exited in a job that forms again) or kNone.
   Verdict Exit(const RankExit& exit) const;

@@ -24,6 +24,7 @@ void Succession::EndGeneration(const std::shared_ptr<Job>& self, MembershipChang
   // failed), but the job goes on: the owner serves the successor under its name from now on.
   std::shared_ptr<Job> successor = generations_.NextGenerationOf(self, change, cause, reason);
   const int size = change.size;
+  next_rank_ = change.next_rank;
   std::shared_ptr<const DownMessage> told =
       lifecycle_.EndGeneration(std::move(change), reason, std::move(exit));
   std::unique_ptr<Timeline> timeline = inspection_.TakeTimeline();
@@ -55,6 +56,18 @@ std::shared_ptr<Job> Succession::NextIncarnation(const std::shared_ptr<Job>& sel
                  .left_exits = generations_.left_exits(),
                  .timeline = inspection_.TakeTimeline()});
   return next;
+}
+
+void Succession::LostAfterEnd(const std::vector<int>& ranks, const std::string& reason) {
+  const std::shared_ptr<Job>& successor = generations_.successor();
+  if (!successor) return;
+  std::vector<int> next;
+  for (int rank : ranks) {
+    if (rank >= 0 && rank < static_cast<int>(next_rank_.size()) && next_rank_[rank] >= 0) {
+      next.push_back(next_rank_[rank]);
+    }
+  }
+  if (!next.empty()) successor->LoseBeforeAttach(next, reason);
 }
 
 std::shared_ptr<Job> Succession::Serving() const {

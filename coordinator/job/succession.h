@@ -61,6 +61,10 @@ class Succession {
   void AdmitJoiners(const std::shared_ptr<Job>& self);
   // The next incarnation of `self`, made on first use.
   std::shared_ptr<Job> NextIncarnation(const std::shared_ptr<Job>& self);
+  // `ranks` of the generation `self` ended (their session's peer went away after the end:
+  // `reason`) will not attach to the successor: it learns so now rather than at its attach
+  // timeout (MembershipPolicy::LostBeforeAttach). Nothing for ranks without a place there.
+  void LostAfterEnd(const std::vector<int>& ranks, const std::string& reason);
   // The successor that serves the job's name now: null before there is one, and while a next
   // incarnation still attaches and this one runs (this one's ranks still use the job's
   // key-value store; attaches reach that incarnation through this one).
@@ -77,6 +81,8 @@ class Succession {
   Sessions& sessions_;
   Inspection& inspection_;
   Clock& clock_;
+  // The change this generation ended for (EndGeneration): rank -> the successor's rank, or -1.
+  std::vector<int> next_rank_;
 };
 
 }  // namespace troika::coordinator

@@ -190,6 +190,60 @@ TEST_F(JobElasticTest, ALostSessionEndsTheGenerationToo) {
             1);
 }
 
+// Two nodes lost at once: their sessions close one after the other, the second after the
+// first's loss ended the generation. The next generation, which counts on the second node's
+// ranks, learns at once that they will not attach (it used to wait for its attach timeout);
+// an agent closing its session to move on to the next generation is no loss.
+TEST_F(JobElasticTest, ANodeLostWhileTheNextGenerationAttachesIsLeftOutAtOnce) {
+  std::shared_ptr<Job> job = Create(6, 2);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}});
+  FakeSink a, b, c;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  ASSERT_TRUE(job->OpenSession({4, 5}, 1, &c).ok());
+  b.lost = c.lost = true;
+  job->CloseSession(&b, absl::OkStatus());
+  std::shared_ptr<Job> second = Find();
+  ASSERT_NE(second, job);
+  EXPECT_EQ(second->size(), 4);
+  job->CloseSession(&a, absl::OkStatus());  // its agent moves on: it attaches next
+  EXPECT_EQ(Find(), second);
+  EXPECT_EQ(second->state(), Job::State::kAttaching);
+
+  job->CloseSession(&c, absl::OkStatus());
+  std::shared_ptr<Job> third = Find();
+  ASSERT_NE(third, second) << "generation 2 waited for ranks whose node is gone";
+  EXPECT_EQ(third->size(), 2);
+  EXPECT_EQ(third->Describe().generation_cause,
+            "ranks 4-5 on c lost the connection to the coordinator");
+  std::vector<std::vector<Membership>> m = AttachNodes(*third, {{"a", {0, 1}}});
+  ASSERT_EQ(m[0].size(), 2u);
+  EXPECT_EQ(m[0][1].epoch, 3);
+  FakeSink a3;
+  ASSERT_TRUE(third->OpenSession({0, 1}, 3, &a3).ok());
+  EXPECT_EQ(third->state(), Job::State::kRunning);
+  EXPECT_EQ(registry_.counts().membership_changes[static_cast<int>(AbortCause::kConnectionLost)],
+            2);
+}
+
+TEST_F(JobElasticTest, ASecondNodeLostBelowTheMinimumAbortsTheNextGeneration) {
+  std::shared_ptr<Job> job = Create(6, 3);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}});
+  FakeSink a, b, c;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  ASSERT_TRUE(job->OpenSession({4, 5}, 1, &c).ok());
+  b.lost = c.lost = true;
+  job->CloseSession(&b, absl::OkStatus());
+  std::shared_ptr<Job> second = Find();
+  ASSERT_NE(second, job);
+  job->CloseSession(&c, absl::OkStatus());
+  EXPECT_EQ(second->state(), Job::State::kAborted);
+  EXPECT_THAT(second->Describe().abort_reason,
+              HasSubstr("ranks 4-5 on c lost the connection to the coordinator; 2 ranks "
+                        "remain, below the job's minimum of 3"));
+}
+
 TEST_F(JobElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
   std::shared_ptr<Job> job = Create(2, 2);
   AttachAll(*job, {"a", "a"});

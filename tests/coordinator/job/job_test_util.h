@@ -19,6 +19,10 @@ namespace troika::coordinator::test_util {
 
 class FakeSink : public session::SessionSink {
  public:
+  // What peer_lost() answers: set it before CloseSession for a peer that went away.
+  bool lost = false;
+  bool peer_lost() const override { return lost; }
+
   void Send(std::shared_ptr<const DownMessage> message) override {
     std::lock_guard<std::mutex> lock(mu_);
     messages_.push_back(*message);
