@@ -188,9 +188,9 @@ def main():
     reference = weights_under_troikarun(troikarun, STEPS)
     check(close(reference, ray_training.reference(STEPS)),
           "troikarun's weights differ from 1 process's")
-    storage = tempfile.mkdtemp(prefix="tkrt-storage-")
     cluster = Cluster()
     cluster.start()
+    storage = tempfile.mkdtemp(prefix="tkrt-storage-")
     try:
         a_killed_rank_restarts(storage, reference)
         a_killed_rank_fails(storage)
