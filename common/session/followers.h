@@ -30,6 +30,10 @@ class Followers {
   bool contains(SessionSink* sink) const { return sinks_.contains(sink); }
   // `sink` closed: true if it was a follower (it owned no rank).
   bool Close(SessionSink* sink) { return sinks_.erase(sink) > 0; }
+  // The change that ended generation `epoch`, if this generation is the one it made.
+  std::shared_ptr<const DownMessage> ChangeOf(int64_t epoch) const {
+    return change_ && epoch == ended_epoch_ ? change_ : nullptr;
+  }
 
  private:
   std::shared_ptr<const DownMessage> change_;

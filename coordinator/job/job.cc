@@ -213,6 +213,11 @@ void Job::CloseSession(session::SessionSink* sink, const absl::Status& ended) {
   if (!follower) lifecycle_.MaybeDone();
 }
 
+std::optional<MembershipChange> Job::ChangeFrom(int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.ChangeFrom(epoch);
+}
+
 void Job::LoseBeforeAttach(const std::vector<int>& ranks, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   ApplyLocked(policy_.LostBeforeAttach(ranks, reason));

@@ -120,6 +120,9 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   // node before they attached; an elastic generation that attaches goes on without them
   // (MembershipPolicy::LostBeforeAttach).
   void LoseBeforeAttach(const std::vector<int>& ranks, const std::string& reason);
+  // The renumbering from generation `epoch` to this one, if this generation followed it: the
+  // answer to an agent attaching for the generation just before (Sessions::ChangeFrom).
+  std::optional<MembershipChange> ChangeFrom(int64_t epoch) const;
 
   // An elastic job's node leaves at the next commit (troikarun's host discovery no longer
   // lists `host`): the commit barrier ends the generation, and `host`'s ranks have no place in

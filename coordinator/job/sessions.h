@@ -84,6 +84,12 @@ class Sessions {
     return followers_.Open(sink, epoch);
   }
   bool Following(session::SessionSink* sink) const { return followers_.contains(sink); }
+  // The renumbering from generation `epoch` to this one, if this one followed it.
+  std::optional<MembershipChange> ChangeFrom(int64_t epoch) const {
+    std::shared_ptr<const DownMessage> told = followers_.ChangeOf(epoch);
+    if (!told) return std::nullopt;
+    return told->membership_change;
+  }
 
   // Unbinds `sink`: its ranks, or empty if it had none.
   std::vector<int> Close(session::SessionSink* sink);

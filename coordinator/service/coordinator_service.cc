@@ -194,8 +194,19 @@ grpc::ServerUnaryReactor* CoordinatorService::CreateJob(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::Attach(grpc::CallbackServerContext* context,
                                                      const v1::AttachRequest* request,
                                                      v1::AttachResponse* response) {
-  auto job = Authorized(context, request->job(), request->epoch());
+  auto job = Authorized(context, request->job());
   if (!job.ok()) return FinishWith(context, job.status());
+  if (request->epoch() > 0 && request->epoch() != (*job)->epoch()) {
+    // The generation asked for ended before the attach came (the one after it may have ended
+    // at once too: a second loss): the renumbering from it is the answer, as for an attach
+    // that waited there; from older ones the agent cannot follow.
+    std::optional<MembershipChange> change = (*job)->ChangeFrom(request->epoch());
+    if (!change) {
+      return FinishWith(context, Authorized(context, request->job(), request->epoch()).status());
+    }
+    ToWire(*change, response->mutable_change());
+    return FinishWith(context, absl::OkStatus());
+  }
   auto* reactor = context->DefaultReactor();
   std::vector<int> ranks = {request->rank()};
   ranks.insert(ranks.end(), request->more_ranks().begin(), request->more_ranks().end());

@@ -216,6 +216,13 @@ TEST_F(JobElasticTest, ANodeLostWhileTheNextGenerationAttachesIsLeftOutAtOnce) {
   EXPECT_EQ(third->size(), 2);
   EXPECT_EQ(third->Describe().generation_cause,
             "ranks 4-5 on c lost the connection to the coordinator");
+  // Node a's agent attaching for generation 2 only now is answered with the renumbering
+  // into generation 3 (CoordinatorService::Attach), not refused.
+  std::optional<MembershipChange> change = third->ChangeFrom(2);
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->epoch, 3);
+  EXPECT_THAT(change->next_rank, ElementsAre(0, 1, -1, -1));
+  EXPECT_FALSE(third->ChangeFrom(1).has_value()) << "the change from generation 1 was 2's";
   std::vector<std::vector<Membership>> m = AttachNodes(*third, {{"a", {0, 1}}});
   ASSERT_EQ(m[0].size(), 2u);
   EXPECT_EQ(m[0][1].epoch, 3);
