@@ -11,6 +11,7 @@ troikarun (elastic membership, joining nodes and the fail-fast included).
     outcome = rank.wait()      # RankOutcome: ok, value, rank, exit_code, error
     ...
     rank.stop()                # from another thread: SIGTERM to the agent (and so to the rank)
+    rank.initialized()         # from another thread: whether fn's hvd.init() has returned
 
 What happens: `fn`, `args` and `kwargs` are pickled with cloudpickle (the package, or the copy
 pyspark or Ray ships) into a file in a private directory; the agent is started as
@@ -110,6 +111,7 @@ class AgentRank:
         self._readers = []
         self._agent_lines = []  # the agent's own lines, for the error
         self._lock = threading.Lock()
+        self._initialized = False
 
     def command(self, payload, result):
         """The agent's command line."""
@@ -200,8 +202,16 @@ class AgentRank:
             reasons = own or aborted or other
             outcome.error = (reasons[0] if own else reasons[-1] if reasons else
                              "troika-agent exited with code %s" % code)
+        self.initialized()
         shutil.rmtree(self._directory, ignore_errors=True)
         return outcome
+
+    def initialized(self):
+        """Whether the rank's hvd.init() has returned once: its job has formed (every rank of
+        its first generation attached), or it was admitted to the running job."""
+        if not self._initialized and self._directory is not None:
+            self._initialized = os.path.exists(os.path.join(self._directory, "initialized"))
+        return self._initialized
 
     def stop(self):
         """SIGTERM to the agent, which stops the rank (SIGKILL after its grace period)."""
@@ -220,6 +230,8 @@ def _main(payload_path, result_path):
 
     def remember(context):  # the rank of every init(): an elastic job renumbers
         if context is not None:
+            if not last_rank:  # AgentRank.initialized()
+                open(os.path.join(os.path.dirname(result_path), "initialized"), "w").close()
             last_rank[:] = [context.rank]
 
     troika._context_hooks.append(remember)

@@ -29,6 +29,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from troika._job_coordinator import JobCoordinator
+from troika.ray.elastic import ElasticJob
 
 __all__ = ["RayExecutor"]
 
@@ -111,8 +112,9 @@ class RayExecutor:
     places them in the placement group the caller runs in, if any. ``coordinator``: the address
     of a coordinator of one's own (its TLS as TROIKA_TLS_* in the driver's environment say; a
     plaintext one needs TROIKA_PLAINTEXT=1); default: one started by the driver.
-    Elastic execution (``min_workers``, ``max_workers``, ``reset_limit``, ``cooldown_range``,
-    ``elastic_timeout``) is not implemented yet and is refused."""
+    ``min_workers`` (and ``max_workers``, ``reset_limit``, ``cooldown_range``,
+    ``elastic_timeout``) instead of ``num_workers``: an elastic job (troika.ray.elastic), which
+    runs functions with ``run``."""
 
     @classmethod
     def create_settings(cls, timeout_s=30, ssh_identity_file=None, ssh_str=None,
@@ -137,11 +139,17 @@ class RayExecutor:
         if min_workers and num_workers:
             raise ValueError("Both `min_workers` and `num_workers` provided: a job is elastic "
                              "or not")
+        self._elastic = None
         if min_workers is not None:
-            raise NotImplementedError(
-                "troika.ray: elastic execution (min_workers, max_workers) is not implemented "
-                "yet; run an elastic job with troikarun --min-np or --host-discovery-script "
-                "(docs/ray.md)")
+            if num_hosts is not None:
+                raise ValueError("an elastic job (min_workers) places its ranks by the nodes' "
+                                 "free slots: give cpus_per_worker (gpus_per_worker), not "
+                                 "num_hosts")
+            self._elastic = ElasticJob(
+                settings or RayExecutor.create_settings(), min_workers, max_workers,
+                cpus_per_worker, use_gpu, (gpus_per_worker or 1) if use_gpu else 0,
+                reset_limit, cooldown_range, elastic_timeout)
+            num_workers = min_workers
         if num_workers is None and num_hosts is None:
             raise ValueError("give num_workers, or num_hosts and num_workers_per_host")
         if num_workers is not None and num_hosts is not None:
@@ -162,6 +170,7 @@ class RayExecutor:
         self._coordinator_host = None
         self._placement_group = None
         self._owns_placement_group = False
+        self._started_elastic = False
         self.job = self._job = None
 
     # --- starting -------------------------------------------------------------------------
@@ -211,8 +220,19 @@ class RayExecutor:
         CUDA_VISIBLE_DEVICES: its node's GPUs, and ``extra_env_vars``), then makes
         ``executable_cls(*executable_args, **executable_kwargs)`` in each (the object
         ``execute`` functions get)."""
-        if self.workers:
+        if self.workers or self._started_elastic:
             raise RuntimeError("troika.ray: the executor has started already")
+        if self._elastic is not None:
+            if executable_cls is not None:
+                raise NotImplementedError("troika.ray: an elastic job runs functions (run); "
+                                          "it has no executable_cls")
+            address = self.coordinator or self._start_coordinator()
+            tls = None
+            if self.coordinator is not None and not os.environ.get("TROIKA_PLAINTEXT"):
+                tls = {k: v for k, v in os.environ.items() if k.startswith("TROIKA_TLS_")}
+            self._elastic.start(address, tls, extra_env_vars)
+            self._started_elastic = True
+            return
         address = self.coordinator or self._start_coordinator()
         self._placement_group, self._owns_placement_group = self._create_placement_group()
         worker_cls = ray.remote(_Worker)
@@ -292,25 +312,43 @@ class RayExecutor:
                     % (rank, pid, hostname, ip, node_id[:8], str(e).splitlines()[0])) from e
         return ray.get(list(refs))
 
+    def _refuse_elastic(self, what):
+        if self._elastic is not None:
+            raise NotImplementedError("troika.ray: an elastic job's ranks come and go: it runs "
+                                      "functions with run(), not %s" % what)
+
     def run_remote(self, fn, args=None, kwargs=None):
         """``fn(*args, **kwargs)`` on every rank; one ObjectRef per rank, in rank order."""
+        self._refuse_elastic("run_remote()")
         args, kwargs = args or [], kwargs or {}
         return [w.execute.remote(lambda _: fn(*args, **kwargs)) for w in self.workers]
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
         """``fn(*args, **kwargs)`` on every rank; the results in rank order."""
+        if self._elastic is not None:
+            if not self._started_elastic:
+                raise RuntimeError("troika.ray: start() the executor first")
+            try:
+                return self._elastic.run(fn, args or [], kwargs or {})
+            finally:
+                self.job = self._job = self._elastic.job
         return self._get(self.run_remote(fn, args, kwargs))
 
     def execute(self, fn, callbacks=None):
         """``fn(executable)`` on every rank; the results in rank order."""
+        self._refuse_elastic("execute()")
         return self._get([w.execute.remote(fn) for w in self.workers])
 
     def execute_single(self, fn):
         """``fn(executable)`` on rank 0."""
+        self._refuse_elastic("execute_single()")
         return ray.get(self.workers[0].execute.remote(fn))
 
     def shutdown(self):
         """Ends the ranks (actors), the placement group made for them and the coordinator."""
+        if self._elastic is not None:
+            self._elastic.stop()
+            self._started_elastic = False
         for w in self.workers:
             ray.kill(w)
         self.workers = []

@@ -84,10 +84,69 @@ class Cluster:
             check(time.time() < deadline, "the second raylet did not join")
             time.sleep(0.2)
 
+    def kill_second_node(self):
+        """The second node lost: its raylet and every process under it (its workers, its
+        agents) killed at once. Returns its node id (wait_gone waits for Ray to see it go)."""
+        node = [n for n in ray.nodes() if n["Alive"] and "node_b" in n["Resources"]][0]
+        flag = "--node_id=" + node["NodeID"]
+        raylet = None
+        for pid in self._processes():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    arguments = f.read().split(b"\0")
+            except OSError:
+                continue
+            if flag.encode() in arguments:
+                raylet = pid
+        check(raylet is not None, "no raylet with %s" % flag)
+        doomed = self._descendants({raylet})
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return node["NodeID"]
+
+    @staticmethod
+    def wait_gone(node_id):
+        """Until Ray has marked the node dead (its health checks: about 10 s)."""
+        deadline = time.time() + 60
+        while any(n["Alive"] for n in ray.nodes() if n["NodeID"] == node_id):
+            check(time.time() < deadline, "Ray did not see node %s go" % node_id)
+            time.sleep(0.2)
+
+    def add_node(self):
+        """A new node (a third raylet here) with what the second had: 2 CPUs, 2 GPUs."""
+        alive = len([n for n in ray.nodes() if n["Alive"]])
+        subprocess.run([self.ray, "start", "--address", self.address, "--num-cpus", "2",
+                        "--num-gpus", "2", "--disable-usage-stats", "--resources",
+                        '{"node_c": 2}'], check=True, capture_output=True, timeout=120)
+        deadline = time.time() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) <= alive:
+            check(time.time() < deadline, "the new node did not join")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _descendants(pids):
+        """`pids` and every process under them."""
+        parents = {}
+        for entry in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+        own, grew = set(pids), True
+        while grew:
+            more = {pid for pid, parent in parents.items() if parent in own} - own
+            own |= more
+            grew = bool(more)
+        return own
+
     def _processes(self):
         """This cluster's processes: those started with its directory in their command line
         (GCS, raylets, agents), and their descendants (the workers rename themselves)."""
-        parents, own = {}, set()
+        own = set()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == os.getpid():
                 continue
@@ -95,16 +154,9 @@ class Cluster:
                 with open("/proc/%s/cmdline" % entry, "rb") as f:
                     if self.dir.encode() in f.read():
                         own.add(int(entry))
-                with open("/proc/%s/stat" % entry) as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
+            except OSError:
                 continue
-        grew = True
-        while grew:
-            more = {pid for pid, parent in parents.items() if parent in own} - own
-            own |= more
-            grew = bool(more)
-        return own
+        return self._descendants(own)
 
     def stop(self):
         try:

@@ -67,6 +67,63 @@ def train(steps, step_sleep=0.0, progress=None, start=0, state=None, after_step=
     return out
 
 
+def elastic_train(pid_dir, steps, step_sleep, gate=None):
+    """An elastic job's training (hvd.elastic.run, a commit per step), run by troika.spark's
+    run_elastic and troika.ray's elastic RayExecutor: every rank takes the whole global batch,
+    so the averaged gradient is the batch's whatever the number of ranks, and the weights are
+    `reference(steps)`'s after any loss or admission, if the job goes on from its commits.
+    Each rank writes its pid to PID_DIR/rank-R (R: TROIKA_RANK, as it started); rank 0 writes
+    "STEP SIZE" to PID_DIR/progress after each step (`progress()` reads it). With `gate` (a
+    path), the ranks that have made every step go on committing (so that the job can still
+    lose and admit ranks) until that file exists. Returns (rank, size, weights) as it ended."""
+    import os
+    import troika.torch as hvd
+    torch.set_num_threads(1)
+    with open(os.path.join(pid_dir, "rank-%s" % os.environ["TROIKA_RANK"]), "w") as f:
+        f.write(str(os.getpid()))
+    hvd.init()
+    inputs, targets = _data(steps)
+    model = _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    state = hvd.elastic.TorchState(model, opt, step=0)
+
+    def report():
+        if hvd.rank() == 0:
+            with open(os.path.join(pid_dir, "progress.tmp"), "w") as f:
+                f.write("%d %d" % (state.step, hvd.size()))
+            os.replace(os.path.join(pid_dir, "progress.tmp"), os.path.join(pid_dir, "progress"))
+
+    @hvd.elastic.run
+    def loop(state):
+        while state.step < steps:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(inputs[state.step]), targets[state.step],
+                                         reduction="sum").div(GLOBAL).backward()
+            opt.step()
+            state.step += 1
+            state.commit()
+            report()
+            time.sleep(step_sleep)
+        while gate and not os.path.exists(gate):
+            state.commit()
+            report()
+            time.sleep(step_sleep)
+
+    loop(state)
+    return hvd.rank(), hvd.size(), weights(model)
+
+
+def progress(path):
+    """(step, size) from elastic_train's progress file; (0, 0) before its first step."""
+    try:
+        with open(path) as f:
+            fields = f.read().split()
+    except FileNotFoundError:
+        return 0, 0
+    return (int(fields[0]), int(fields[1])) if len(fields) == 2 else (0, 0)
+
+
 def reference(steps):
     """One process, no Troika: the weights every rank must end with."""
     torch.set_num_threads(1)

@@ -13,6 +13,9 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
 5. What Horovod's test_ray.py checks of RayExecutor (executor_surface.py): HOROVOD_* variables
    and GPUs by node on unequal nodes, the caller's placement group, the executable class,
    extra_env_vars, an infeasible placement, Ray Client.
+6. Last, as it takes the second node away: an elastic job (min_workers=2, max_workers=4) loses
+   the second node and goes on with 2 ranks, grows back to 4 when a new node joins, and ends
+   with the 1-process weights on every rank (elastic_case.py).
 
 Run with the Python of the environment that has Ray (build/venv-ray); PYTHONPATH must hold the
 troika package and this directory (the raylets pass it to their workers). Exit 77 without Ray."""
@@ -33,7 +36,8 @@ except ImportError:
           "makes build/venv-ray)")
     sys.exit(77)
 
-import executor_surface  # noqa: E402  (this directory, on PYTHONPATH)
+import elastic_case  # noqa: E402  (this directory, on PYTHONPATH)
+import executor_surface  # noqa: E402
 import ray_training  # noqa: E402
 from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
 from troika.ray import RayExecutor  # noqa: E402
@@ -145,8 +149,9 @@ def packed_workers():
 
 
 def arguments():
-    for kwargs, error in [({"min_workers": 2}, NotImplementedError),
-                          ({"max_workers": 4}, ValueError),
+    for kwargs, error in [({"max_workers": 4}, ValueError),
+                          ({"min_workers": 3, "max_workers": 2}, ValueError),
+                          ({"min_workers": 2, "num_hosts": 2}, ValueError),
                           ({"num_workers": 2, "min_workers": 2}, ValueError),
                           ({}, ValueError), ({"num_workers": 2, "num_hosts": 2}, ValueError)]:
         try:
@@ -154,7 +159,17 @@ def arguments():
         except error:
             continue
         raise AssertionError("RayExecutor(%s) must raise %s" % (kwargs, error.__name__))
-    print("ok: the arguments horovod.ray refuses, and elastic execution (not yet), are refused")
+    elastic = RayExecutor(RayExecutor.create_settings(), min_workers=2)
+    for method, arguments in [("execute", (len,)), ("execute_single", (len,)),
+                              ("run_remote", (len,))]:
+        try:
+            getattr(elastic, method)(*arguments)
+        except NotImplementedError:
+            continue
+        raise AssertionError("an elastic RayExecutor's %s must raise NotImplementedError"
+                             % method)
+    print("ok: the arguments horovod.ray refuses are refused, and an elastic executor refuses "
+          "execute, execute_single and run_remote")
 
 
 def main():
@@ -170,6 +185,7 @@ def main():
         executor_surface.inside_a_placement_group()
         executor_surface.infeasible_placement()
         executor_surface.through_ray_client(cluster.client_address)
+        elastic_case.elastic_shrinks_and_grows(cluster)
     finally:
         cluster.stop()
     return 0

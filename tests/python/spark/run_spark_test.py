@@ -90,41 +90,6 @@ def train_writing_pid(pid_dir, steps, **kwargs):
     return ray_training.train(steps, **kwargs)
 
 
-def elastic_train(pid_dir, steps, step_sleep):
-    """Every rank takes the whole global batch, so the averaged gradient is the batch's
-    whatever the number of ranks: the weights are the 1-process reference's after any loss,
-    if the job goes on from its commits (one per step)."""
-    import os
-    import torch
-    import troika.torch as hvd
-    torch.set_num_threads(1)
-    with open(os.path.join(pid_dir, "rank-%s" % os.environ["TROIKA_RANK"]), "w") as f:
-        f.write(str(os.getpid()))
-    hvd.init()
-    inputs, targets = ray_training._data(steps)
-    model = ray_training._model()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                   named_parameters=model.named_parameters())
-    state = hvd.elastic.TorchState(model, opt, step=0)
-
-    @hvd.elastic.run
-    def loop(state):
-        while state.step < steps:
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(model(inputs[state.step]), targets[state.step],
-                                         reduction="sum").div(ray_training.GLOBAL).backward()
-            opt.step()
-            state.step += 1
-            state.commit()
-            if hvd.rank() == 0:
-                with open(os.path.join(pid_dir, "progress"), "w") as f:
-                    f.write(str(state.step))
-            time.sleep(step_sleep)
-
-    loop(state)
-    return hvd.rank(), hvd.size(), ray_training.weights(model)
-
-
 # --- the cases ----------------------------------------------------------------------------------
 
 def training_matches(troikarun):
@@ -214,7 +179,8 @@ def elastic_goes_on():
     def run():
         try:
             outcome["results"] = troika.spark.run_elastic(
-                elastic_train, args=(pid_dir, steps, 0.05), num_proc=4, min_num_proc=2,
+                ray_training.elastic_train, args=(pid_dir, steps, 0.05), num_proc=4,
+                min_num_proc=2,
                 start_timeout=120, elastic_timeout=60, verbose=0)
         except Exception as e:  # noqa: BLE001 - the test looks at it
             outcome["error"] = e
@@ -223,7 +189,7 @@ def elastic_goes_on():
     runner.start()
     progress = os.path.join(pid_dir, "progress")
     wait_for(progress, runner, outcome, "the elastic job did not train")
-    while int(open(progress).read() or 0) < 10:
+    while ray_training.progress(progress)[0] < 10:
         check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
         time.sleep(0.05)
     os.kill(int(open(os.path.join(pid_dir, "rank-3")).read()), signal.SIGKILL)
