@@ -18,30 +18,12 @@ os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 import ray  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
+from ray_training import close, weights_under_troikarun  # noqa: E402,F401  (re-exported)
 
 
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
-
-
-def close(a, b):
-    """Whether weights `a` and `b` (ray_training.weights' hex) are equal within TOLERANCE."""
-    x = [float.fromhex(v) for v in a.split()]
-    y = [float.fromhex(v) for v in b.split()]
-    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
-                                    for p, q in zip(x, y))
-
-
-def weights_under_troikarun(troikarun, steps):
-    """The weights of ray_training.py's job of 4 ranks under troikarun."""
-    out = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
-                          os.path.join(HERE, "ray_training.py"), str(steps)],
-                         capture_output=True, text=True, timeout=300)
-    check(out.returncode == 0, "the job under troikarun failed:\n" + out.stderr[-3000:])
-    return out.stdout.split("weights", 1)[1].split("\n", 1)[0]
 
 
 class Cluster:

@@ -124,6 +124,29 @@ def progress(path):
     return (int(fields[0]), int(fields[1])) if len(fields) == 2 else (0, 0)
 
 
+TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
+
+
+def close(a, b):
+    """Whether weights `a` and `b` (`weights`' hex) are equal within TOLERANCE."""
+    x = [float.fromhex(v) for v in a.split()]
+    y = [float.fromhex(v) for v in b.split()]
+    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
+                                    for p, q in zip(x, y))
+
+
+def weights_under_troikarun(troikarun, steps):
+    """The weights of this job of 4 ranks under troikarun."""
+    import os
+    import subprocess
+    out = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
+                          os.path.abspath(__file__), str(steps)],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise AssertionError("the job under troikarun failed:\n" + out.stderr[-3000:])
+    return out.stdout.split("weights", 1)[1].split("\n", 1)[0]
+
+
 def reference(steps):
     """One process, no Troika: the weights every rank must end with."""
     torch.set_num_threads(1)

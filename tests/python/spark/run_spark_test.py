@@ -21,7 +21,6 @@ import io
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,20 +41,12 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 import ray_training  # noqa: E402  (tests/python/ray, on PYTHONPATH)
 import troika.spark  # noqa: E402
 
-TOLERANCE = 1e-9  # relative: float64 sums in another order, over tens of steps
-RAY_DIR = os.path.dirname(os.path.abspath(ray_training.__file__))
+close = ray_training.close
 
 
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
-
-
-def close(a, b):
-    x = [float.fromhex(v) for v in a.split()]
-    y = [float.fromhex(v) for v in b.split()]
-    return len(x) == len(y) and all(abs(p - q) <= TOLERANCE * max(abs(q), 1e-12)
-                                    for p, q in zip(x, y))
 
 
 def spark_session(directory):
@@ -104,11 +95,7 @@ def training_matches(troikarun):
     check(len(weights) == 1, "the ranks' weights differ")
     got = weights.pop()
     check(close(got, ray_training.reference(30)), "the weights are not the 1-process reference's")
-    job = subprocess.run([troikarun, "-np", "4", "--", sys.executable,
-                          os.path.join(RAY_DIR, "ray_training.py"), "30"],
-                         capture_output=True, text=True, timeout=300)
-    check(job.returncode == 0, "the job under troikarun failed:\n" + job.stderr[-3000:])
-    under_troikarun = job.stdout.split("weights", 1)[1].split("\n", 1)[0]
+    under_troikarun = ray_training.weights_under_troikarun(troikarun, 30)
     check(close(got, under_troikarun), "the weights differ from the job under troikarun's")
     for rank in range(4):
         check("[%d]<stdout>:rank %d says hello with from-env\n" % (rank, rank)
