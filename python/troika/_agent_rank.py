@@ -46,6 +46,7 @@ import threading
 import traceback
 from typing import Callable, Dict, Optional
 
+import troika
 from troika._programs import find_program
 
 _PREFIX = re.compile(r"^\[(\d+)\] ?(.*)$", re.S)
@@ -225,7 +226,6 @@ class AgentRank:
 
 def _main(payload_path, result_path):
     """In the rank's process: runs the function, writes its result."""
-    import troika
     last_rank = []
 
     def remember(context):  # the rank of every init(): an elastic job renumbers
