@@ -80,9 +80,8 @@ class _Blacklist:
 class _Rank:
     """The driver's record of one rank's actor."""
 
-    def __init__(self, actor, ref, node_id, host, joined):
+    def __init__(self, actor, ref, node_id, host):
         self.actor, self.ref, self.node_id, self.host = actor, ref, node_id, host
-        self.joined = joined      # started after the job formed (admitted at a commit)
         self.initialized = False  # its hvd.init() returned
         self.outcome = None
 
@@ -148,7 +147,7 @@ class ElasticJob:
 
     # --- running ----------------------------------------------------------------------------
 
-    def _spawn(self, fn, args, kwargs, slot, node_rank, joined):
+    def _spawn(self, fn, args, kwargs, slot, node_rank):
         """Starts a rank on `slot` (_free's) without waiting for its actor (a node may die as
         it starts: its run() then fails as any rank's)."""
         node_id, address, hostname = slot
@@ -162,7 +161,7 @@ class ElasticJob:
             max_np=self.max_workers or self._size, attach_timeout_s=self.settings.timeout_s,
             env=self._env, tls_environment=self._tls_environment)
         ref = worker.run.remote(fn, args, kwargs, options)
-        self._ranks.append(_Rank(worker, ref, node_id, host, joined))
+        self._ranks.append(_Rank(worker, ref, node_id, host))
 
     def _ended(self, rank):
         """The outcome of a rank whose ref is ready."""
@@ -189,11 +188,12 @@ class ElasticJob:
                        self.min_workers, self.elastic_timeout))
             time.sleep(1)
         initial = free[:self.max_workers] if self.max_workers else free
+        self._ranks = []  # none of an earlier run()
         self._size = len(initial)
         self.job = "ray-elastic-%s" % secrets.token_hex(4)
         self._token = os.environ.get("TROIKA_JOB_TOKEN") or secrets.token_hex(16)
         for node_rank, slot in enumerate(initial):
-            self._spawn(fn, args, kwargs, slot, node_rank, joined=False)
+            self._spawn(fn, args, kwargs, slot, node_rank)
         resets = 0
         formed = finished = False
         failures = []
@@ -231,7 +231,7 @@ class ElasticJob:
                 if formed and not finished:
                     room = (self.max_workers or self._size) - alive
                     for slot in self._free(blacklist, now)[:max(0, room)]:
-                        self._spawn(fn, args, kwargs, slot, None, joined=True)
+                        self._spawn(fn, args, kwargs, slot, None)  # joins at a commit
                         resets += 1
         finally:
             self.stop()
