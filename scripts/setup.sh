@@ -21,9 +21,10 @@
 #                 wheel, 300 MB installed), Ray 2.60 in build/venv-ray for troika.ray (a
 #                 79 MB wheel, under 300 MB installed), pyspark 4.3 in build/venv-spark for
 #                 troika.spark (a 456 MB source package, 520 MB installed; Spark runs on
-#                 Debian's openjdk-17-jre-headless), and the wheels
+#                 Debian's openjdk-17-jre-headless), both with TensorFlow 2.21 on numpy 1.26
+#                 from the wheelhouse (1.6 GB and 15 to 20 s each), and the wheels
 #                 `pip install .` builds with and tensorflow-cpu 2.21's (320 MB, for the
-#                 pip tests) in build/wheelhouse), Open MPI
+#                 pip tests and those two environments) in build/wheelhouse), Open MPI
 #                 (troika-mpi-bench, for bench/shm_compare.py), then build everything: the
 #                 programs, the tests and the benchmarks
 set -euo pipefail
@@ -87,6 +88,12 @@ RAY_REQUIREMENTS=("ray[train,client]==2.60.0" "grpcio==1.85.4" "pandas==2.2.3" "
 # that pip builds into a wheel; 520 MB installed), with the system's site packages for Debian's
 # torch, as build/venv-ray.
 SPARK_REQUIREMENTS=("pyspark==4.3.0")
+# troika.tensorflow and troika.keras inside RayExecutor and troika.spark.run (docs/ray.md,
+# docs/spark.md): TensorFlow 2.21, the version build/venv's op library is built against, in
+# build/venv-ray and build/venv-spark too, offline from build/wheelhouse. Those environments keep
+# numpy 1.x for Debian's torch 1.13, so the newest numpy 1.x that TensorFlow 2.21 takes (it wants
+# numpy >= 1.26), and ml_dtypes 0.5 (0.6 and later want numpy 2). 15 to 20 s each, 1.6 GB each.
+ENGINE_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.21.*" "numpy==1.26.4" "ml_dtypes==0.5.4")
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
@@ -151,12 +158,6 @@ if [[ "$mode" == "--test-tools" ]]; then
     install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
     install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
     install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
-    [[ -x "$root/build/venv-ray/bin/pip" ]] ||
-      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
-    install_into "$root/build/venv-ray" grpcio 1.85.4 "${RAY_REQUIREMENTS[@]}"
-    [[ -x "$root/build/venv-spark/bin/pip" ]] ||
-      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-spark"
-    install_into "$root/build/venv-spark" pyspark 4.3.0 "${SPARK_REQUIREMENTS[@]}"
     wheelhouse="$root/build/wheelhouse"
     if ! ls "$wheelhouse"/scikit_build_core-1.1.2-*.whl "$wheelhouse"/pybind11-3.1.0-*.whl >/dev/null 2>&1; then
       echo "setup: downloading ${PIP_BUILD_REQUIREMENTS[*]} into $wheelhouse"
@@ -168,6 +169,22 @@ if [[ "$mode" == "--test-tools" ]]; then
       "$venv/bin/pip" download --quiet --disable-pip-version-check -d "$wheelhouse" \
         "$PIP_TEST_TENSORFLOW"
     fi
+    # The numpy 1.x pins of ENGINE_TENSORFLOW_REQUIREMENTS (the rest is the download above).
+    if ! ls "$wheelhouse"/numpy-1.26.4-*.whl "$wheelhouse"/ml_dtypes-0.5.4-*.whl >/dev/null 2>&1; then
+      echo "setup: downloading numpy 1.26.4 and ml_dtypes 0.5.4 into $wheelhouse"
+      "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$wheelhouse" \
+        "numpy==1.26.4" "ml_dtypes==0.5.4"
+    fi
+    [[ -x "$root/build/venv-ray/bin/pip" ]] ||
+      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-ray"
+    install_into "$root/build/venv-ray" grpcio 1.85.4 "${RAY_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-ray" tensorflow-cpu 2.21. --no-index --find-links "$wheelhouse" \
+      "${ENGINE_TENSORFLOW_REQUIREMENTS[@]}"
+    [[ -x "$root/build/venv-spark/bin/pip" ]] ||
+      /usr/bin/python3 -m venv --system-site-packages "$root/build/venv-spark"
+    install_into "$root/build/venv-spark" pyspark 4.3.0 "${SPARK_REQUIREMENTS[@]}"
+    install_into "$root/build/venv-spark" tensorflow-cpu 2.21. --no-index --find-links "$wheelhouse" \
+      "${ENGINE_TENSORFLOW_REQUIREMENTS[@]}"
     # `pip install .[mxnet]`'s test (pyproject.toml's extra): MXNet and its requirements.
     if ! ls "$wheelhouse"/mxnet-1.9.1-*.whl >/dev/null 2>&1; then
       echo "setup: downloading mxnet==1.9.1 and its requirements into $wheelhouse"
