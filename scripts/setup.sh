@@ -92,7 +92,8 @@ SPARK_REQUIREMENTS=("pyspark==4.3.0")
 # docs/spark.md): TensorFlow 2.21, the version build/venv's op library is built against, in
 # build/venv-ray and build/venv-spark too, offline from build/wheelhouse. Those environments keep
 # numpy 1.x for Debian's torch 1.13, so the newest numpy 1.x that TensorFlow 2.21 takes (it wants
-# numpy >= 1.26), and ml_dtypes 0.5 (0.6 and later want numpy 2). 15 to 20 s each, 1.6 GB each.
+# numpy >= 1.26), and ml_dtypes 0.5 (the wheelhouse's 0.7 wants numpy 2). 15 to 20 s and
+# 1.6 GB each.
 ENGINE_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.21.*" "numpy==1.26.4" "ml_dtypes==0.5.4")
 # The programs: troikarun starts troika-agent (and runs a coordinator inside); the image
 # installs all of them (CMakeLists.txt, install()).

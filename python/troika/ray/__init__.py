@@ -103,6 +103,20 @@ def _horovod_env(hosts):
              "HOROVOD_HOSTNAME": host} for rank, host in enumerate(hosts)]
 
 
+def _refuse_callbacks(callbacks, what):
+    """horovod.ray's elastic executor calls run()'s callbacks with each dict a rank passes to
+    horovod.ray.ray_logger.log (through a Ray queue); its other executor takes them and never
+    calls them. troika.ray has no ray_logger: rather than take callbacks that would never be
+    called, it refuses them."""
+    if callbacks:
+        raise NotImplementedError(
+            "troika.ray: %s's callbacks are not supported: horovod.ray calls them (elastic "
+            "executor only) with what the ranks log through horovod.ray.ray_logger, which "
+            "troika.ray does not have, and would never call them. Leave callbacks unset; "
+            "return what the driver needs from the function (run() gives every rank's result), "
+            "or report it with Ray's own means (a ray.util.queue.Queue passed in args)" % what)
+
+
 class RayExecutor:
     """A Troika job whose ranks are Ray actors (horovod.ray.RayExecutor's arguments).
 
@@ -324,7 +338,9 @@ class RayExecutor:
         return [w.execute.remote(lambda _: fn(*args, **kwargs)) for w in self.workers]
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
-        """``fn(*args, **kwargs)`` on every rank; the results in rank order."""
+        """``fn(*args, **kwargs)`` on every rank; the results in rank order. ``callbacks``:
+        refused (NotImplementedError) unless empty, see _refuse_callbacks."""
+        _refuse_callbacks(callbacks, "run()")
         if self._elastic is not None:
             if not self._started_elastic:
                 raise RuntimeError("troika.ray: start() the executor first")
@@ -335,7 +351,9 @@ class RayExecutor:
         return self._get(self.run_remote(fn, args, kwargs))
 
     def execute(self, fn, callbacks=None):
-        """``fn(executable)`` on every rank; the results in rank order."""
+        """``fn(executable)`` on every rank; the results in rank order. ``callbacks``: refused
+        unless empty, as run()'s."""
+        _refuse_callbacks(callbacks, "execute()")
         self._refuse_elastic("execute()")
         return self._get([w.execute.remote(fn) for w in self.workers])
 

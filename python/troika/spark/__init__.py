@@ -105,18 +105,19 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
     was lost) starts a rank that joins the job at its next commit, up to ``max_num_proc``
     (default num_proc); the stage has ``max_num_proc`` tasks, and those beyond num_proc join
     the same way. elastic_timeout: how long a generation's ranks have to attach (default
-    $HOROVOD_ELASTIC_TIMEOUT, else 600). reset_limit: refused (not yet: troika-agent has no
-    reset limit; troikarun --reset-limit has). min_np, max_np: the old names."""
+    $HOROVOD_ELASTIC_TIMEOUT, else 600). reset_limit: how many times the job may change its
+    ranks (a loss, or joiners admitted at a commit: each new generation is one reset), as
+    horovodrun's --reset-limit; at the next change the job is stopped and the call raises
+    RuntimeError ("... reset N times, more than reset_limit=L"); 0: no change at all; default
+    no limit. min_np, max_np: the old names."""
     if min_np is not None:
         warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
         min_num_proc = min_np
     if max_np is not None:
         warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
         max_num_proc = max_np
-    if reset_limit is not None:
-        raise NotImplementedError(
-            "troika.spark: reset_limit is not supported yet: the limit is kept by troikarun "
-            "(--reset-limit), and troika.spark's ranks run under troika-agents (docs/spark.md)")
+    if reset_limit is not None and reset_limit < 0:
+        raise ValueError("reset_limit must be at least 0, not %d" % reset_limit)
     _check_env(env)
     sc = _spark_context()
     start_timeout = _start_timeout(start_timeout)
@@ -131,5 +132,6 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
         elastic_timeout = int(os.getenv("HOROVOD_ELASTIC_TIMEOUT", "600"))
     job = SparkJob(sc, fn, args, kwargs, num_proc, start_timeout, env, stdout, stderr,
                    verbose, prefix_output_with_timestamp, None, elastic=True,
-                   min_np=min_num_proc, max_np=max_num_proc, attach_timeout_s=elastic_timeout)
+                   min_np=min_num_proc, max_np=max_num_proc, attach_timeout_s=elastic_timeout,
+                   reset_limit=reset_limit)
     return job.run()

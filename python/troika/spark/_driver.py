@@ -3,8 +3,10 @@
 The driver starts the job's coordinator (troika._job_coordinator) and a channel for its tasks
 (troika.spark._channel), then runs one Spark stage of tasks (troika.spark._task.run_task) in a
 thread of its own and waits for the first of: every rank's outcome, a rank's failure, Spark's
-failure, or the start timeout. Thread contract: one thread calls SparkJob.run; the channel's
-threads call _on_message."""
+failure, the start timeout, or (run_elastic's reset_limit) a reset past the limit. Thread
+contract: one thread calls SparkJob.run; the channel's threads call _on_message; with a
+reset_limit, a watcher thread reads the coordinator's metrics and sets _resets_over (under
+_changed)."""
 
 import datetime
 import secrets
@@ -12,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.request
 
 from troika._job_coordinator import JobCoordinator
 from troika.spark._channel import DriverChannel, decode
@@ -25,6 +28,21 @@ _ROOT_CAUSE_WAIT_S = 2.0
 # After every first-attempt task of an elastic job reported, how long joiners still running
 # may take before they are stopped.
 _JOINER_GRACE_S = 5.0
+# How often an elastic job with a reset_limit reads its coordinator's generations.
+_RESETS_POLL_S = 0.25
+
+
+def _resets(metrics_address):
+    """The generations the coordinator's elastic jobs began after their first (its
+    troika_membership_changes_total, all reasons; docs/metrics.md): the resets of the job, which
+    has the coordinator to itself. None when the metrics cannot be read."""
+    try:
+        text = urllib.request.urlopen("http://%s/metrics" % metrics_address,
+                                      timeout=5).read().decode()
+    except OSError:
+        return None
+    return int(sum(float(line.rsplit(None, 1)[1]) for line in text.splitlines()
+                   if line.startswith("troika_membership_changes_total")))
 
 
 class SparkJob:
@@ -32,7 +50,7 @@ class SparkJob:
 
     def __init__(self, spark_context, fn, args, kwargs, num_proc, start_timeout, env, stdout,
                  stderr, verbose, prefix_output_with_timestamp, executable, elastic=False,
-                 min_np=None, max_np=None, attach_timeout_s=None):
+                 min_np=None, max_np=None, attach_timeout_s=None, reset_limit=None):
         self._sc = spark_context
         self._fn, self._args, self._kwargs = fn, tuple(args or ()), dict(kwargs or {})
         self._num_proc = num_proc
@@ -45,12 +63,14 @@ class SparkJob:
         self._executable = executable
         self._elastic, self._min_np, self._max_np = elastic, min_np, max_np
         self._attach_timeout_s = attach_timeout_s or start_timeout
+        self._reset_limit = reset_limit
         self._changed = threading.Condition()
         # Guarded by _changed:
         self._connected = set()       # (index, attempt) of the tasks that reached the driver
         self._outcomes = {}           # (index, attempt) -> outcome message
         self._spark_error = None
         self._spark_done = False
+        self._resets_over = None      # the resets counted once past reset_limit
         self._output_lock = threading.Lock()
 
     # --- the tasks' messages ------------------------------------------------------------------
@@ -98,6 +118,7 @@ class SparkJob:
             attach_timeout_s=self._attach_timeout_s, elastic=self._elastic,
             min_np=self._min_np, max_np=self._max_np)
         spark = threading.Thread(target=self._run_spark, args=(settings, group), daemon=True)
+        done = threading.Event()
         try:
             if self._verbose >= 1:
                 (self._stderr or sys.stderr).write("troika.spark: job %s of %d ranks (%s); coordinator %s, "
@@ -107,11 +128,15 @@ class SparkJob:
                                     if self._elastic else "a barrier stage",
                                     coordinator.address, coordinator.metrics_address))
             spark.start()
+            if self._elastic and self._reset_limit is not None:
+                threading.Thread(target=self._watch_resets, daemon=True,
+                                 args=(coordinator.metrics_address, done)).start()
             return self._wait(channel)
         except BaseException:
             self._sc.cancelJobGroup(group)
             raise
         finally:
+            done.set()
             spark.join(timeout=30)
             channel.close()
             coordinator.stop()
@@ -132,6 +157,17 @@ class SparkJob:
                 self._spark_done = True
                 self._changed.notify_all()
 
+    def _watch_resets(self, metrics_address, done):
+        """reset_limit, as horovodrun's --reset-limit (troikarun's: the job fails once it has
+        begun more generations after its first than the limit)."""
+        while not done.wait(_RESETS_POLL_S):
+            resets = _resets(metrics_address)
+            if resets is not None and resets > self._reset_limit:
+                with self._changed:
+                    self._resets_over = resets
+                    self._changed.notify_all()
+                return
+
     def _wait(self, channel):
         started = time.monotonic()
         failed_at = None
@@ -140,6 +176,13 @@ class SparkJob:
             while True:
                 # In the order they arrived: the rank that failed first is the likely cause.
                 failures = [(k, m) for k, m in self._outcomes.items() if not m["ok"]]
+                if self._resets_over is not None:
+                    for index, attempt in self._connected - set(self._outcomes):
+                        channel.stop_task(index, attempt)
+                    raise RuntimeError(
+                        "troika.spark: elastic job %s-a0 reset %d times, more than "
+                        "reset_limit=%d: stopped" % (self.job, self._resets_over,
+                                                     self._reset_limit))
                 if self._elastic:
                     result = self._elastic_progress(channel, first_done)
                     if result is not None:

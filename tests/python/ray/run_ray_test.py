@@ -9,11 +9,15 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
    and run_remote work on the executable_cls objects.
 2. The driver's coordinator's metrics show the job while it trains.
 3. A rank's actor killed (SIGKILL) while it trains fails run() within 5 s, naming the loss.
-4. num_workers=4 (PACK placement) runs too.
-5. What Horovod's test_ray.py checks of RayExecutor (executor_surface.py): HOROVOD_* variables
+4. troika.tensorflow (DistributedGradientTape) and troika.keras (model.fit, Keras 3 on
+   TensorFlow 2.21, the version of the build's op library) in 4 ranks on 2 nodes: every
+   rank's weights equal one process's (tf_training.py); a rank killed while the ranks are in
+   model.fit fails run() and every other rank's fit raises the abort within 5 s.
+5. num_workers=4 (PACK placement) runs too.
+6. What Horovod's test_ray.py checks of RayExecutor (executor_surface.py): HOROVOD_* variables
    and GPUs by node on unequal nodes, the caller's placement group, the executable class,
    extra_env_vars, an infeasible placement, Ray Client.
-6. Last, as it takes the second node away: an elastic job (min_workers=2, max_workers=4) loses
+7. Last, as it takes the second node away: an elastic job (min_workers=2, max_workers=4) loses
    the second node and goes on with 2 ranks, grows back to 4 when a new node joins, and ends
    with the 1-process weights on every rank (elastic_case.py).
 
@@ -39,6 +43,7 @@ except ImportError:
 import elastic_case  # noqa: E402  (this directory, on PYTHONPATH)
 import executor_surface  # noqa: E402
 import ray_training  # noqa: E402
+import tf_training  # noqa: E402
 from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
 from troika.ray import RayExecutor  # noqa: E402
 
@@ -131,6 +136,47 @@ def metrics_and_a_killed_rank():
         executor.shutdown()
 
 
+def tensorflow_and_keras(troikarun):
+    """troika.tensorflow and troika.keras in the ranks (tf_training.py), then a rank killed
+    while the ranks are in Keras' model.fit: every other rank's fit raises the abort."""
+    started = time.time()
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_hosts=2,
+                           num_workers_per_host=2)
+    executor.start(extra_env_vars={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        results = executor.run(tf_training.train, args=[6])
+        facts = tf_training.check_results(results, 4, os.path.dirname(os.path.dirname(
+            os.path.abspath(troikarun))), check)
+        trained = time.time() - started
+        progress = os.path.join(tempfile.mkdtemp(prefix="tkray-tf-"), "progress")
+        refs = executor.run_remote(tf_training.fit_until_killed, args=[progress])
+        deadline = time.time() + 120
+        while not os.path.exists(progress):
+            check(time.time() < deadline, "the Keras job did not train")
+            time.sleep(0.05)
+        pid = executor._where[2][3]
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+        try:
+            executor._get(refs)  # run()'s wait
+            raise AssertionError("run() returned after a rank was killed")
+        except RuntimeError as e:
+            check("rank 2" in str(e), "run()'s error names the rank: %s" % e)
+        failed = time.time() - killed
+        for rank in (0, 1, 3):
+            kind, message = ray.get(refs[rank], timeout=30)
+            check(kind is not None and "rank 2 on %s" % executor_host(executor, 2) in message,
+                  "rank %d's model.fit: %s: %s" % (rank, kind, message[:300]))
+        aborted = time.time() - killed
+        check(aborted < 5, "the other ranks' model.fit raised %.1f s after the kill" % aborted)
+    finally:
+        executor.shutdown()
+    print("ok: troika.tensorflow and troika.keras (Keras %s on TensorFlow %s, the op library "
+          "of the build) in 4 ranks on 2 Ray nodes: the weights of 1 process (%.1f s); a rank "
+          "killed in model.fit: run() failed in %.2f s, the others' fit raised %s in %.2f s"
+          % (facts["keras"], facts["tensorflow"], trained, failed, kind, aborted))
+
+
 def packed_workers():
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=4)
     executor.start()
@@ -168,8 +214,19 @@ def arguments():
             continue
         raise AssertionError("an elastic RayExecutor's %s must raise NotImplementedError"
                              % method)
-    print("ok: the arguments horovod.ray refuses are refused, and an elastic executor refuses "
-          "execute, execute_single and run_remote")
+    # callbacks: refused (troika.ray has no ray_logger to call them with), before anything
+    # runs; None and [] are taken.
+    for executor in (elastic, RayExecutor(RayExecutor.create_settings(), num_workers=2)):
+        for method, arguments in [("run", (len,)), ("execute", (len,))]:
+            try:
+                getattr(executor, method)(*arguments, callbacks=[print])
+            except NotImplementedError as e:
+                check("callbacks are not supported" in str(e), str(e))
+                continue
+            raise AssertionError("RayExecutor.%s(callbacks=[...]) must raise "
+                                 "NotImplementedError" % method)
+    print("ok: the arguments horovod.ray refuses are refused, an elastic executor refuses "
+          "execute, execute_single and run_remote, and callbacks are refused")
 
 
 def main():
@@ -180,6 +237,7 @@ def main():
     try:
         membership_and_training(troikarun)
         metrics_and_a_killed_rank()
+        tensorflow_and_keras(troikarun)
         packed_workers()
         executor_surface.horovod_environment_and_gpus()
         executor_surface.inside_a_placement_group()

@@ -6,11 +6,17 @@ process's JVM), as a Spark user runs it (docs/spark.md); one Spark session for e
    runs) whose weights are bit for bit the same on every rank and equal (float64, 1e-9) to one
    process trained on the same batches and to the same job under troikarun; local ranks by
    executor host; the ranks' lines reach the driver's stdout/stderr prefixed "[RANK]<stdout>:".
-2. The job's coordinator's metrics show it while it trains; a rank killed (SIGKILL) while it
+2. troika.tensorflow (DistributedGradientTape) and troika.keras (model.fit, Keras 3 on
+   TensorFlow 2.21, the version of the build's op library) in 4 ranks: every rank's weights
+   equal one process's (tests/python/ray/tf_training.py; a rank killed in model.fit is
+   run_ray_test.py's, the engine's fail-fast is case 3's).
+3. The job's coordinator's metrics show it while it trains; a rank killed (SIGKILL) while it
    trains fails run() within 5 s, naming the rank; the next run() works.
-3. run_elastic(): 4 ranks (min 2) under hvd.elastic.run, one killed mid-training: the job goes
-   on with the other 3 from its last commit and finishes with the 1-process weights.
-4. More tasks than the cluster's slots: run() fails with "Timed out waiting for Spark tasks to
+4. run_elastic(): 4 ranks (min 2) under hvd.elastic.run, one killed mid-training: the job goes
+   on with the other 3 from its last commit and finishes with the 1-process weights (within
+   its reset_limit=1). With reset_limit=0, a rank killed stops the job: run_elastic() raises
+   within 5 s.
+5. More tasks than the cluster's slots: run() fails with "Timed out waiting for Spark tasks to
    start." after start_timeout.
 
 Run with the Python of the environment that has pyspark (build/venv-spark); PYTHONPATH must hold
@@ -39,6 +45,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     sys.exit(77)
 
 import ray_training  # noqa: E402  (tests/python/ray, on PYTHONPATH)
+import tf_training  # noqa: E402  (tests/python/ray)
 import troika.spark  # noqa: E402
 
 close = ray_training.close
@@ -107,6 +114,24 @@ def training_matches(troikarun):
           "troikarun, the ranks' output on the driver, env reaches the ranks")
 
 
+def tensorflow_and_keras(troikarun):
+    """troika.tensorflow and troika.keras in the ranks (tests/python/ray/tf_training.py)."""
+    started = time.time()
+    out = io.StringIO()
+    try:
+        results = troika.spark.run(tf_training.train, args=(6,), num_proc=4, start_timeout=120,
+                                   stdout=out, stderr=out, verbose=0,
+                                   env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    except Exception:
+        print(out.getvalue()[-5000:])
+        raise
+    facts = tf_training.check_results(results, 4, os.path.dirname(os.path.dirname(
+        os.path.abspath(troikarun))), check)
+    print("ok: troika.tensorflow and troika.keras (Keras %s on TensorFlow %s, the op library of "
+          "the build) in 4 Spark tasks: the weights of 1 process (%.1f s)"
+          % (facts["keras"], facts["tensorflow"], time.time() - started))
+
+
 def wait_for(path, runner, outcome, what):
     deadline = time.time() + 120
     while not os.path.exists(path):
@@ -167,7 +192,7 @@ def elastic_goes_on():
         try:
             outcome["results"] = troika.spark.run_elastic(
                 ray_training.elastic_train, args=(pid_dir, steps, 0.05), num_proc=4,
-                min_num_proc=2,
+                min_num_proc=2, reset_limit=1,  # the one loss below is within the limit
                 start_timeout=120, elastic_timeout=60, verbose=0)
         except Exception as e:  # noqa: BLE001 - the test looks at it
             outcome["error"] = e
@@ -195,6 +220,44 @@ def elastic_goes_on():
     shutil.rmtree(pid_dir, ignore_errors=True)
 
 
+def elastic_reset_limit():
+    """reset_limit=0: the job's first change of ranks (a rank killed) stops it."""
+    pid_dir = tempfile.mkdtemp(prefix="tkspark-")
+    outcome = {}
+    quiet = io.StringIO()
+
+    def run():
+        try:
+            outcome["results"] = troika.spark.run_elastic(
+                ray_training.elastic_train, args=(pid_dir, 100000, 0.02), num_proc=2,
+                min_num_proc=1, reset_limit=0, start_timeout=120, elastic_timeout=60,
+                verbose=0, stdout=quiet, stderr=quiet)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome["error"] = e
+        outcome["at"] = time.time()
+
+    started = time.time()
+    runner = threading.Thread(target=run)
+    runner.start()
+    progress = os.path.join(pid_dir, "progress")
+    wait_for(progress, runner, outcome, "the elastic job did not train")
+    while ray_training.progress(progress)[0] < 3:
+        check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
+        time.sleep(0.05)
+    killed = time.time()
+    os.kill(int(open(os.path.join(pid_dir, "rank-1")).read()), signal.SIGKILL)
+    runner.join(timeout=60)
+    check(not runner.is_alive(), "run_elastic() still runs 60 s after the kill")
+    message = str(outcome.get("error"))
+    check("reset 1 times, more than reset_limit=0" in message,
+          "run_elastic() must fail past reset_limit=0: %s" % outcome)
+    took = outcome["at"] - killed
+    check(took < 5, "run_elastic() raised %.1f s after the kill" % took)
+    print("ok: run_elastic(reset_limit=0) stopped at its first loss, %.2f s after the kill "
+          "(%.1f s in all): %s" % (took, time.time() - started, message))
+    shutil.rmtree(pid_dir, ignore_errors=True)
+
+
 def start_timeout():
     started = time.time()
     try:
@@ -217,8 +280,10 @@ def main():
     print("the Spark session started in %.1f s" % (time.time() - started))
     try:
         training_matches(troikarun)
+        tensorflow_and_keras(troikarun)
         metrics_and_a_killed_rank()
         elastic_goes_on()
+        elastic_reset_limit()
         start_timeout()
     finally:
         spark.stop()
