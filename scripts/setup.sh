@@ -8,7 +8,8 @@
 #   --no-build    build packages only
 #   --runtime     only the shared libraries the installed binaries need (the container
 #                 image's runtime stage; deploy/docker/Dockerfile); no build
-#   --test-tools  build packages and what the test suite runs besides the build (promtool
+#   --test-tools  build packages and what the test suite runs besides the build (Debian's
+#                 test tools and the tests' environments install while it compiles: promtool
 #                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
 #                 build/venv with kubernetes-validate and PyYAML from PyPI, TensorFlow
 #                 (tensorflow-cpu 2.21, tf_keras, pytest) in build/venv and TensorFlow 2.16
@@ -47,11 +48,17 @@ RUNTIME_PACKAGES=(
   libgloo0 libibverbs1 libnl-3-200 libnl-route-3-200 libhiredis0.14
   libprometheus-cpp-core1.0 libcivetweb1 libyaml-cpp0.7
 )
+# The test tools the build itself needs (CMake looks for them when it configures): installed
+# with PACKAGES, before the build.
+BUILD_TEST_PACKAGES=(
+  openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
+)
+# The other test tools: only the tests and the tests' Python environments need them, so they
+# install while the build compiles (downloads and unpacking beside the compiler).
 TEST_PACKAGES=(prometheus yamllint
   openssl  # tests make TLS certificates (tls_test, deploy/make-secrets.sh)
   clang libclang-rt-14-dev  # the libFuzzer target (scripts/fuzz.sh)
   python3-torch python3-pytest  # the Python tests (tests/python)
-  openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
   openssh-server  # ssh_hosts_test: hosts in network namespaces, each with its sshd
   openjdk-17-jre-headless  # troika.spark's test: Spark's JVM (build/venv-spark's pyspark)
 )
@@ -99,32 +106,38 @@ ENGINE_TENSORFLOW_REQUIREMENTS=("tensorflow-cpu==2.21.*" "numpy==1.26.4" "ml_dty
 # installs all of them (CMakeLists.txt, install()).
 RUN_TARGETS=(troikarun troika-agent troika-coordinator troikactl troika-example-train)
 
+later=()  # --test-tools: the packages that install beside the build
 mode=${1:-}
 case "$mode" in
   "") wanted=("${PACKAGES[@]}") ;;
   --no-build) wanted=("${PACKAGES[@]}") ;;
   --runtime) wanted=("${RUNTIME_PACKAGES[@]}") ;;
   --test-tools)
-    wanted=("${PACKAGES[@]}" "${TEST_PACKAGES[@]}")
+    wanted=("${PACKAGES[@]}" "${BUILD_TEST_PACKAGES[@]}")
+    later=("${TEST_PACKAGES[@]}")
     # Debian's kubectl (kubernetes-client) only where there is none: other kubectl packages
     # conflict with it.
-    command -v kubectl >/dev/null || wanted+=(kubernetes-client)
+    command -v kubectl >/dev/null || later+=(kubernetes-client)
     ;;
   *) echo "usage: $0 [--no-build | --runtime | --test-tools]" >&2; exit 2 ;;
 esac
 
-missing=()
-for p in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
+# apt_install PACKAGE...: installs those of them not installed (after one apt-get update).
+apt_updated=0
+apt_install() {
+  local missing=() p start=$SECONDS
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt_start=$SECONDS
-  apt-get update
+  ((apt_updated)) || apt-get update
+  apt_updated=1
   apt-get install -y --no-install-recommends "${missing[@]}"
-  echo "setup: the Debian packages installed in $((SECONDS - apt_start)) s"
-fi
+  echo "setup: the Debian packages installed in $((SECONDS - start)) s"
+}
+apt_install "${wanted[@]}"
 
 [[ "$mode" == "--runtime" || "$mode" == "--no-build" ]] && exit 0
 
@@ -150,12 +163,14 @@ if [[ "$mode" == "--test-tools" ]]; then
       echo "setup: $env installed in $((SECONDS - start)) s"
     fi
   }
-  # The build compiles against build/venv's TensorFlow; the other environments only the tests
-  # use, so they download and unpack while the build compiles (mostly network and disk: on a
-  # fresh machine this hides about two minutes). Their output is shown once the build is done.
+  # The build compiles against build/venv's TensorFlow; the test tools' Debian packages and the
+  # other environments only the tests use, so they download and unpack while the build
+  # compiles (mostly network and disk). Their output is shown once the build is done.
   install_into "$venv" tensorflow-cpu 2.21. "${TENSORFLOW_REQUIREMENTS[@]}"
   test_envs_log="$root/build/setup-test-envs.log"
   (
+    # First the test tools (build/venv-ray and venv-spark take Debian's torch from them).
+    apt_install "${later[@]}"
     install_into "$root/build/venv-tf216" tensorflow-cpu 2.16. "${OLDEST_TENSORFLOW_REQUIREMENTS[@]}"
     install_into "$root/build/venv-torch2" torch 2.15. "${TORCH2_REQUIREMENTS[@]}"
     install_into "$root/build/venv-mxnet" mxnet 1.9.1 "${MXNET_REQUIREMENTS[@]}"
