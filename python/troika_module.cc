@@ -1,7 +1,7 @@
 // troika._troika: the compiled Python module over libtroika's C++ API. This file binds
 // troika::Context; module/ holds the rest: errors (the exception classes), arguments (how
 // addresses, dtypes, ops and shapes are read), handles (Handle), hot_path (submit_allreduce,
-// advise_fresh_buffer).
+// advise_fresh_buffer), batch (submit_allreduces, AllreduceBatch).
 //
 // It never includes or links a framework (PyTorch or other): buffers are raw addresses given
 // as Python ints, data types the integers of troika::DataType, shapes lists of ints, CUDA
@@ -10,12 +10,13 @@
 //
 // The GIL is released wherever the call may block: Context.init, Context.allreduce_wait,
 // Handle.wait, add/remove of a process set, Context.shutdown. Submissions never block and keep
-// it. Handles may be waited from any thread. Every error is a troika.TroikaError (a
-// RuntimeError) with `code` (the status code's name, "INVALID_ARGUMENT") and `message`
-// (Troika's text); str() is "CODE: message". An operation the core refuses at submission (this
-// rank's own error: nothing was sent) raises there, as Horovod's do, rather than handing out a
-// failed handle; a name already in flight on this rank (ALREADY_EXISTS) as
-// troika.DuplicateNameError and an invalid argument (INVALID_ARGUMENT) as
+// it, but for submit_allreduces, which releases it once for its many. Handles may be waited
+// from any thread. Every error is a troika.TroikaError (a RuntimeError) with `code` (the
+// status code's name, "INVALID_ARGUMENT") and `message` (Troika's text); str() is
+// "CODE: message". An operation the core refuses at submission (this rank's own error: nothing
+// was sent) raises there, as Horovod's do, rather than handing out a failed handle (but in
+// submit_allreduces' batch: at its wait); a name already in flight on this rank
+// (ALREADY_EXISTS) as troika.DuplicateNameError and an invalid argument (INVALID_ARGUMENT) as
 // troika.InvalidArgumentError, both TroikaErrors and ValueErrors.
 
 #include <pybind11/pybind11.h>
@@ -29,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "python/module/arguments.h"
+#include "python/module/batch.h"
 #include "python/module/errors.h"
 #include "python/module/handles.h"
 #include "python/module/hot_path.h"
@@ -326,6 +328,7 @@ PYBIND11_MODULE(_troika, m) {
   module::AddErrors(m);
   module::AddConstants(m);
   module::AddHotPath(m);
+  module::AddBatch(m);
   module::BindHandle(m);
   module::BindContext(m);
 }

@@ -7,7 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "python/module/arguments.h"
+#include "python/module/errors.h"
 #include "python/module/handles.h"
 
 namespace py = pybind11;
@@ -84,12 +86,66 @@ PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_
   return nullptr;
 }
 
+// Context.allreduce_wait the same way, for the front ends' synchronous allreduce (issue 49: a
+// 4-byte hvd.allreduce_ paid pybind11's dispatch on top of the collective):
+// _troika.allreduce_wait(context, name, input, output, dtype, shape, op, prescale, postscale,
+// process_set), positional, host buffers; returns None once the allreduce finished, without
+// the GIL meanwhile; raises as Context.allreduce_wait.
+PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 10) {
+    PyErr_Format(PyExc_TypeError, "allreduce_wait takes 10 positional arguments (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  try {
+    auto& c = py::cast<troika::Context&>(py::handle(args[0]));
+    const std::string name = py::cast<std::string>(py::handle(args[1]));
+    py::detail::type_caster<Dims> shape;
+    if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
+    auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
+    auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
+    troika::AllreduceOptions options = MakeAllreduceOptions(
+        static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
+        py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)), -1, 0);
+    options.wait = true;
+    const troika::DataType dtype = ToDataType(integer(4));
+    void* in = address(2);
+    void* out = address(3);
+    absl::Status s;
+    bool refused = false;  // done when submission returned: refused (or run: scheduled)
+    {
+      py::gil_scoped_release release;
+      troika::Handle h =
+          c.Allreduce(name, in, out, dtype, std::move(static_cast<Dims&>(shape).v), options);
+      refused = h.Peek().has_value();
+      s = h.Wait();
+    }
+    if (refused) CheckSubmitted(s);
+    Check(s);
+    Py_RETURN_NONE;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (py::cast_error& e) {
+    PyErr_SetString(PyExc_TypeError, (std::string("allreduce_wait: ") + e.what()).c_str());
+  } catch (py::reference_cast_error& e) {
+    PyErr_SetString(PyExc_TypeError, "allreduce_wait: the first argument must be a Context");
+  } catch (py::builtin_exception& e) {
+    e.set_error();
+  }
+  return nullptr;
+}
+
 PyMethodDef g_fast_functions[] = {
     {"submit_allreduce",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SubmitAllreduce)), METH_FASTCALL,
      "Context.allreduce(...) as submit_allreduce(context, name, input, output, dtype, shape, op, "
      "prescale, postscale, process_set, device, ready_stream), positional only: the same "
      "submission without pybind11's argument dispatch (the front ends' per-tensor path)"},
+    {"allreduce_wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&AllreduceWait)),
+     METH_FASTCALL,
+     "Context.allreduce_wait(...) as allreduce_wait(context, name, input, output, dtype, shape, "
+     "op, prescale, postscale, process_set), positional only, without pybind11's argument "
+     "dispatch (the front ends' synchronous allreduce of host tensors)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -159,6 +159,80 @@ def test_submit_allreduce_fast_path(ctx):
                                  -1, 0)
 
 
+def test_allreduce_wait_fast_path(ctx):
+    # _troika.allreduce_wait: Context.allreduce_wait, positional, without pybind11's dispatch.
+    buf = floats([ctx.rank + 1.0] * 6)
+    assert _troika.allreduce_wait(ctx, "m.fast_wait", addr(buf), addr(buf), F32, (2, 3),
+                                  _troika.SUM, 1.0, 2, 0) is None
+    assert list(buf) == [2.0 * sum(range(1, ctx.size + 1))] * 6
+    with pytest.raises(TypeError, match="10 positional"):
+        _troika.allreduce_wait(ctx, "m.fast_wait.bad", addr(buf), addr(buf), F32, [1])
+    with pytest.raises(TypeError):
+        _troika.allreduce_wait(None, "m.fast_wait.bad", addr(buf), addr(buf), F32, [1],
+                               _troika.SUM, 1.0, 1.0, 0)
+    with pytest.raises(ValueError, match="dtype"):
+        _troika.allreduce_wait(ctx, "m.fast_wait.bad", addr(buf), addr(buf), 99, [1],
+                               _troika.SUM, 1.0, 1.0, 0)
+    with pytest.raises(troika.InvalidArgumentError):  # refused at submission
+        _troika.allreduce_wait(ctx, "m.fast_wait.null", 0, 0, F32, [4], _troika.SUM, 1.0, 1.0,
+                               0)
+
+
+def test_submit_allreduces_one_call_many_allreduces(ctx):
+    # _troika.submit_allreduces: one Context.allreduce per entry (each its own name, dtype and
+    # shape, in place or not), one call; the batch waits for all of them.
+    n = ctx.size
+    a = floats([ctx.rank + 1.0] * 6)
+    b = (ctypes.c_int64 * 3)(*[ctx.rank] * 3)
+    c_in, c_out = floats([2.0 * ctx.rank]), floats([-1.0])
+    batch = _troika.submit_allreduces(ctx, [("m.batch.a", addr(a), addr(a), F32, (2, 3)),
+                                            ("m.batch.b", addr(b), addr(b), I64, [3]),
+                                            ("m.batch.c", addr(c_in), addr(c_out), F32, [1])],
+                                      _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    assert isinstance(batch, _troika.AllreduceBatch) and len(batch) == 3
+    assert batch.device == -1
+    assert batch.wait() is None and batch.poll()
+    assert list(a) == [float(sum(range(1, n + 1)))] * 6
+    assert list(b) == [sum(range(n))] * 3
+    assert list(c_out) == [2.0 * sum(range(n))] and list(c_in) == [2.0 * ctx.rank]
+    empty = _troika.submit_allreduces(ctx, [], _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    assert len(empty) == 0 and empty.poll() and empty.wait() is None
+
+
+def test_submit_allreduces_checks_every_entry_before_submitting_any(ctx):
+    buf = floats([1.0])
+    good = ("m.batch.checked", addr(buf), addr(buf), F32, [1])
+    for bad in [("m.batch.bad", addr(buf), addr(buf), 99, [1]),  # dtype
+                ("m.batch.bad", addr(buf), addr(buf), F32, [1.5]),  # shape
+                ("m.batch.bad", addr(buf), addr(buf), F32),  # not 5 items
+                ["m.batch.bad", addr(buf), addr(buf), F32, [1]],  # not a tuple
+                (b"m.batch.bad", addr(buf), addr(buf), F32, [1]),  # name not a str
+                ("m.batch.bad", "0", addr(buf), F32, [1])]:  # address not an int
+        with pytest.raises((TypeError, ValueError)):
+            _troika.submit_allreduces(ctx, [good, bad], _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(TypeError, match="8 positional"):
+        _troika.submit_allreduces(ctx, [good])
+    with pytest.raises(TypeError):
+        _troika.submit_allreduces(None, [good], _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(ValueError):  # op
+        _troika.submit_allreduces(ctx, [good], 99, 1.0, 1.0, 0, -1, 0)
+    # Nothing of those was submitted: the name is free, and the allreduce runs once.
+    _troika.submit_allreduces(ctx, [good], _troika.SUM, 1.0, 1.0, 0, -1, 0).wait()
+    assert list(buf) == [float(ctx.size)]
+
+
+def test_submit_allreduces_raises_a_refused_entry_at_wait_after_the_others(ctx):
+    a, c = floats([1.0] * 2), floats([2.0])
+    batch = _troika.submit_allreduces(ctx, [("m.batch.r.a", addr(a), addr(a), F32, [2]),
+                                            ("m.batch.r.null", 0, 0, F32, [4]),
+                                            ("m.batch.r.c", addr(c), addr(c), F32, [1])],
+                                      _troika.SUM, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(troika.InvalidArgumentError, match="m.batch.r.null"):
+        batch.wait()
+    assert batch.poll()  # the others ran, on every rank
+    assert list(a) == [float(ctx.size)] * 2 and list(c) == [2.0 * ctx.size]
+
+
 def test_alltoall_and_alltoall_into(ctx):
     n = ctx.size
     # Rank r sends one row [10r + j] to rank j.
