@@ -51,9 +51,8 @@ def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, proc
                                  prescale_factor, postscale_factor, process_set)
     # Positional: pybind11 matches keywords by name on every call.
     if wait and device < 0:
-        troika.context().allreduce_wait(full, source.data_ptr(), target.data_ptr(), dt,
-                                        source.shape, op, prescale_factor, postscale_factor,
-                                        ps_id)
+        _troika.allreduce_wait(troika.context(), full, source.data_ptr(), target.data_ptr(), dt,
+                               source.shape, op, prescale_factor, postscale_factor, ps_id)
         return target if finish is None else finish()
     native = _troika.submit_allreduce(
         troika.context(), full, source.data_ptr(), target.data_ptr(), dt,

@@ -2,25 +2,53 @@
 (horovod.torch.DistributedOptimizer's names and semantics).
 
 Each parameter's gradient is submitted for allreduce from a hook on its gradient accumulator
-as soon as autograd has produced it (after `backward_passes_per_step` backward passes), so
+once autograd has produced it (after `backward_passes_per_step` backward passes), so
 negotiation and transfer overlap the rest of the backward pass; step() (or synchronize())
 waits only for what is still in flight, then runs the wrapped optimizer's update.
+
+Gradients that become ready together are submitted together, as DDP's buckets are: the first
+_WATCHED_STEPS steps' backward passes are watched, each gradient's hook timed from the pass's
+first hook (its earliest time over those steps: a rank descheduled in one step does not part
+a set), and the gradients whose hooks ran within _READY_GAP_S of one another (and within
+_READY_SPAN_S of the first of them) form a ready set. From then on, a ready set is submitted in one call into the module (_troika.submit_allreduces: one
+allreduce per gradient, each negotiated under its own name as before, one release of the GIL)
+as soon as its last gradient is ready, and waited for in one call; a set left incomplete is
+submitted when a gradient of another set becomes ready, at the end of the backward pass, or
+at synchronize(). So a gradient waits at most one set's span beyond its own readiness, and a
+step makes a few calls into the module instead of two per gradient (docs/PERFORMANCE.md,
+issue 49). The watched steps submit each gradient alone, as soon as it is ready.
 """
 
 import contextlib
 import functools
+import operator
+import time
 import warnings
 import weakref
 
 import torch
 
 import troika
-from troika import global_process_set
+from troika import _troika, global_process_set
 from troika._handles import synchronize
-from troika._ops import Average
+from troika._ops import Average, process_set_id
 from troika.torch.collectives import _allreduce, sparse_allreduce_async
 from troika.torch.compression import Compression
 from troika.torch.grouped import grouped_allreduce_async_
+from troika.torch.tensors import _DTYPES, _stream_address_of, device_of, dtype_of
+
+# Ready sets (above): hooks at most this far apart, and at most this far from the set's first,
+# were ready together. The gap is far below a layer's backward computation on a CPU and above
+# the hooks' own cost (~1-20 us each, under load): a set is what no computation parts, so
+# holding its first gradient back until its last costs no overlap with computation. The span
+# bounds that wait in a long run of hooks with nothing between them (many small parameters).
+_READY_GAP_S = 100e-6
+_READY_SPAN_S = 10e-3
+# Steps watched before the ready sets are formed.
+_WATCHED_STEPS = 3
+
+# Runs a function at the end of the backward pass in progress (RuntimeError outside one).
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
 
 class _DistributedMixin:
@@ -67,8 +95,8 @@ class _DistributedMixin:
         # Per parameter needing a gradient: its state (_Grad), in the optimizer's order. The
         # hooks and step() use these, never the parameters as dict keys (a tensor's __hash__ is
         # a Python call).
-        self._grads = [_Grad(p, self._parameter_names[p], self._passes)
-                       for p in self._requires_update]
+        self._grads = [_Grad(i, p, self._parameter_names[p], self._passes)
+                       for i, p in enumerate(self._requires_update)]
         self._grad_of = {g.param: g for g in self._grads}
         # Explicit groups (groups=/num_groups=): parameter -> its group (a tuple of parameters,
         # allreduced together once all of them have their gradient); empty without groups.
@@ -76,7 +104,18 @@ class _DistributedMixin:
         for p, group in self._groups_of.items():
             self._grad_of[p].group = group
         self._group_ready = {g: 0 for g in set(self._groups_of.values())}
-        self._in_flight = []  # the _Grads submitted since the last synchronize, in order
+        # What was submitted since the last synchronize, in order: (wait, [(_Grad, finish)],
+        # what the core reads and writes); wait() gives the result each finish(result) writes
+        # to .grad (finish None: the core wrote it there).
+        self._in_flight = []
+        # The watched step's hooks, (time, _Grad), in the order they ran; None once the ready
+        # sets are formed.
+        self._recording = []
+        self._earliest = {}  # _Grad -> its earliest hook time in a watched step, from the first
+        self._watched = 0  # watched steps so far
+        self._ready_sets = []  # once formed
+        self._open = None  # the ready set (_ReadySet) gradients of which are ready, unsubmitted
+        self._callback_queued = False  # _end_of_backward queued in this backward pass
         # Parameters whose sparse gradient was made dense (sparse_as_dense): made sparse again
         # once averaged, for optimizers that take only sparse ones (SparseAdam), as Horovod does.
         self._densified = set()
@@ -98,7 +137,7 @@ class _DistributedMixin:
             self._grad_accumulators.append(acc)  # keep the nodes (and hooks) alive
 
     def _make_hook(self, g):
-        def hook(*unused):
+        def hook(*unused):  # kept lean: it runs for every gradient of every backward pass
             if g.pending is not None or g.remaining <= 0:
                 raise AssertionError(
                     "the gradient of %s was computed more than backward_passes_per_step=%d "
@@ -106,13 +145,123 @@ class _DistributedMixin:
                     % (g.name, self._passes))
             g.remaining -= 1
             if g.remaining == 0:
-                if g.group is None:
-                    self._submit(g)
-                else:
-                    self._group_ready[g.group] += 1
-                    if self._group_ready[g.group] == len(g.group):
-                        self._submit_group(g.group)
+                s = g.ready_set
+                if s is None:
+                    self._ready_alone(g)
+                    return
+                if self._open is not s:
+                    self._open_set(s)
+                ready = s.ready
+                ready.append(g)
+                if len(ready) == s.size:
+                    self._flush(s)
         return hook
+
+    def _ready_alone(self, g):
+        """g's gradient is ready and g is in no ready set."""
+        if g.group is not None:
+            self._group_ready[g.group] += 1
+            if self._group_ready[g.group] == len(g.group):
+                self._submit_group(g.group)
+        else:
+            if self._recording is not None:  # a watched step
+                self._recording.append((time.perf_counter(), g))
+            self._submit(g)
+
+    def _open_set(self, s):
+        """Gradients of `s` become ready: the set open before it, if any, is submitted as far
+        as it is ready (the gradients come in another order than in the watched steps), and its
+        rest is submitted at the end of this backward pass if it is not complete by then."""
+        if self._open is not None:
+            self._flush(self._open)
+        self._open = s
+        if not self._callback_queued:
+            try:
+                _queue_callback(self._end_of_backward)
+                self._callback_queued = True
+            except RuntimeError:  # not in a backward pass: synchronize() submits the rest
+                pass
+
+    def _end_of_backward(self):
+        self._callback_queued = False
+        if self._open is not None:
+            self._flush(self._open)
+
+    def _flush(self, s):
+        """Submits the ready gradients of `s` (one call into the module), in the optimizer's
+        order of its parameters: the same every step and on every rank, whatever order the
+        hooks ran in (autograd runs gradient accumulators that are ready at once in no set
+        order), so that negotiation and steady-state schedules see one order."""
+        ready, s.ready = s.ready, []
+        if self._open is s:
+            self._open = None
+        self._submit_batch(s.members if len(ready) == s.size else sorted(ready, key=_index))
+
+    def _submit_batch(self, grads):
+        """The dense gradients of `grads` allreduced in place, each under its own name, in one
+        _troika.submit_allreduces call per device (sparse ones each as _submit_sparse).
+        Kept lean: it runs for every gradient of every step."""
+        host = ([], [], [])  # entries, members [(g, finish)], what the core reads and writes
+        others = {}  # GPU gradients: (device, ready stream) -> their three lists
+        for g in grads:
+            grad = g.param.grad
+            # The common case: the host gradient of the step before, at the same address (its
+            # entry is reused: no torch call but one).
+            if grad is g.entry_grad and grad.data_ptr() == g.entry[1]:
+                host[0].append(g.entry)
+                host[1].append(g.member)
+                host[2].append(grad)
+            else:
+                self._add_entry(g, host, others)
+            g.pending = True
+        batches = [((-1, 0), host)] + list(others.items())
+        ps_id = process_set_id(self._process_set)
+        context = troika.context()
+        for (ordinal, stream), (entries, members, keep) in batches:
+            if not entries:
+                continue
+            try:
+                native = _troika.submit_allreduces(context, entries, self._op, self._prescale,
+                                                   self._postscale, ps_id, ordinal, stream)
+            except BaseException:
+                for g, _ in members:
+                    g.pending = None
+                raise
+            if ordinal < 0:
+                wait = native.wait
+            else:  # the current stream waits, as DevicePending's
+                wait = functools.partial(_wait_on_device, native, ordinal)
+            self._in_flight.append((wait, members, keep))
+
+    def _add_entry(self, g, host, others):
+        """Adds g's gradient to the batch of its device, `host` or others[(device, ready
+        stream)], each (entries, members, what the core reads and writes); or submits it alone
+        if it is sparse."""
+        p = g.param
+        grad = p.grad
+        if grad is None or grad.is_sparse:
+            grad = self._dense_grad(p)
+            if grad.is_sparse:
+                self._submit_sparse(g)
+                return
+        plain = self._compression is Compression.none
+        wire, ctx = (grad, None) if plain else self._compression.compress(grad)
+        dt = _DTYPES.get(wire.dtype)
+        if dt is None:
+            dt = dtype_of(wire)  # raises TypeError
+        source = wire.contiguous()
+        batch = host if source.is_cpu else others.setdefault(device_of(source), ([], [], []))
+        address = source.data_ptr()
+        entry = (g.wire_name, address, address, dt, source.shape)
+        if source is grad:  # the core writes the result into grad
+            member = g.member
+            if batch is host:  # the next step's, if it is the same tensor (_submit_batch)
+                g.entry, g.entry_grad = entry, grad
+        else:  # into its contiguous or compressed copy `source`
+            member = (g, self._decompress_into(p, ctx, source))
+        batch[0].append(entry)
+        batch[1].append(member)
+        batch[2].append(source)
 
     def _dense_grad(self, p):
         """p.grad, made dense if it is sparse and sparse_as_dense is set."""
@@ -124,10 +273,10 @@ class _DistributedMixin:
         return p.grad
 
     def _submitted(self, g, wait, finish):
-        """g's gradient is in flight: wait() gives its result (shared by a group's members),
-        finish(result) writes it to .grad."""
-        g.pending = (wait, finish)
-        self._in_flight.append(g)
+        """g's gradient is in flight alone: wait() gives its result, finish(result) writes it
+        to .grad."""
+        g.pending = True
+        self._in_flight.append((wait, [(g, finish)], None))
 
     def _submit_group(self, group):
         """One grouped allreduce for the gradients of `group` (hvd.grouped_allreduce_async_)."""
@@ -144,8 +293,11 @@ class _DistributedMixin:
             op=self._op, prescale_factor=self._prescale, postscale_factor=self._postscale,
             process_set=self._process_set)
         wait = functools.partial(synchronize, handle)
-        for i, (p, g, (wire, ctx)) in enumerate(zip(group, grads, compressed)):
-            self._submitted(self._grad_of[p], wait, self._group_finish(p, i, g, wire, ctx))
+        members = [(self._grad_of[p], self._group_finish(p, i, g, wire, ctx))
+                   for i, (p, g, (wire, ctx)) in enumerate(zip(group, grads, compressed))]
+        for g, _ in members:
+            g.pending = True
+        self._in_flight.append((wait, members, None))
 
     def _group_finish(self, p, i, grad, wire, ctx):
         def finish(results):
@@ -174,12 +326,13 @@ class _DistributedMixin:
         pending = _allreduce(wire, wire, g.name, self._op, self._prescale, self._postscale,
                              self._process_set)
         wait = pending.complete
-        self._submitted(g, wait, _nothing if wire is grad else self._decompress_into(g.param, ctx))
+        self._submitted(g, wait, None if wire is grad else self._decompress_into(g.param, ctx))
 
-    def _decompress_into(self, p, ctx):
-        def finish(out):
+    def _decompress_into(self, p, ctx, out=None):
+        """finish(result): p.grad takes the result decompressed (`out`, if given, holds it)."""
+        def finish(result):
             with torch.no_grad():
-                p.grad.copy_(self._compression.decompress(out, ctx))
+                p.grad.copy_(self._compression.decompress(result if out is None else out, ctx))
         return finish
 
     def synchronize(self):
@@ -190,24 +343,29 @@ class _DistributedMixin:
         if not self._member:
             self._synchronized = True
             return
+        if self._open is not None:
+            self._flush(self._open)
+        loose = []  # in no group: one batch
         for g in self._grads:
             if g.pending is None:
                 if g.group is None:
-                    self._submit(g)
+                    loose.append(g)
                 else:  # submits the whole group: none of it is pending yet
                     self._submit_group(g.group)
+        if loose:
+            self._submit_batch(loose)
+        if self._recording:
+            self._watch_step()
         error = None
-        results = {}  # wait -> its result (a group's members share theirs)
         try:
-            for g in self._in_flight:
-                wait, finish = g.pending
+            for wait, members, _ in self._in_flight:
                 try:
-                    if wait not in results:
-                        results[wait] = wait()
+                    result = wait()
                     if error is None:
-                        finish(results[wait])
+                        for _, finish in members:
+                            if finish is not None:
+                                finish(result)
                 except Exception as e:  # noqa: BLE001 (re-raised below)
-                    results[wait] = None
                     error = error or e
         finally:
             self._in_flight.clear()  # all waited for
@@ -222,18 +380,66 @@ class _DistributedMixin:
     def _troika_reset(self):
         """Forgets the gradients in flight (an elastic job's generation ended under them:
         elastic.TorchState.restore; and after every troika.shutdown(), _forget_in_flight)."""
-        for g in self._in_flight:  # the core may still use their buffers: wait for it
+        for wait, _, _ in self._in_flight:  # the core may still use their buffers: wait
             try:
-                g.pending[0]()
+                wait()
             except Exception:  # noqa: BLE001 (they failed with the generation)
                 pass
         for g in self._grads:
             g.pending = None
             g.remaining = self._passes
+        for s in self._ready_sets:
+            s.ready = []
+        self._open = None
+        self._callback_queued = False  # (a backward pass that failed never ran it)
         self._in_flight.clear()
         for group in self._group_ready:
             self._group_ready[group] = 0
+        if self._recording:
+            self._recording = []  # a step cut short: the next one is watched
         self._synchronized = False
+
+    def _watch_step(self):
+        """Folds the hooks of the watched step that ends into self._earliest; forms the ready
+        sets after _WATCHED_STEPS of them."""
+        first = self._recording[0][0]
+        earliest = self._earliest
+        for t, g in self._recording:
+            t -= first
+            if t < earliest.get(g, t + 1.0):
+                earliest[g] = t
+        self._recording = []
+        self._watched += 1
+        if self._watched >= _WATCHED_STEPS:
+            self._form_ready_sets(sorted((t, g.index, g) for g, t in earliest.items()))
+
+    def _form_ready_sets(self, hooks):
+        """The ready sets, from `hooks` [(time, _, _Grad)] in time order: runs of gradients
+        whose hooks ran within _READY_GAP_S of the one before and within _READY_SPAN_S of the
+        run's first; dense gradients only, two or more. The others are submitted alone, as soon
+        as each is ready."""
+        runs, run, first, last = [], [], 0.0, 0.0
+        for t, _, g in hooks:
+            if g.param.grad is not None and g.param.grad.is_sparse:  # alone
+                runs.append(run)
+                run = []
+                continue
+            if run and (t - last > _READY_GAP_S or t - first > _READY_SPAN_S):
+                runs.append(run)
+                run = []
+            if not run:
+                first = t
+            run.append(g)
+            last = t
+        runs.append(run)
+        self._recording = None
+        self._earliest = None
+        for run in runs:
+            if len(run) > 1:
+                s = _ReadySet(run)
+                self._ready_sets.append(s)
+                for g in run:
+                    g.ready_set = s
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -262,7 +468,7 @@ class _DistributedMixin:
         return super().step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._in_flight:
+        if self._in_flight or self._open is not None:
             raise AssertionError(
                 "optimizer.zero_grad() was called after loss.backward() but before "
                 "optimizer.step() or optimizer.synchronize(): the gradients' allreduces are "
@@ -289,18 +495,43 @@ troika._shutdown_hooks.append(_forget_in_flight)
 class _Grad:
     """One parameter's gradient in DistributedOptimizer."""
 
-    __slots__ = ("param", "name", "remaining", "group", "pending")
+    __slots__ = ("index", "param", "name", "wire_name", "remaining", "group", "ready_set",
+                 "pending", "member", "entry", "entry_grad")
 
-    def __init__(self, param, name, passes):
+    def __init__(self, index, param, name, passes):
+        self.index = index  # in the optimizer's order of its parameters (_grads)
         self.param = param
-        self.name = name  # its allreduce is negotiated as "allreduce.<name>", as Horovod's
+        self.name = name
+        self.wire_name = "allreduce." + name  # its allreduce's name, as Horovod's
         self.remaining = passes  # backward passes until it is submitted
         self.group = None  # its group (a tuple of parameters), if groups were given
-        self.pending = None  # (wait, finish) while in flight
+        self.ready_set = None  # its _ReadySet, once formed, if it is in one
+        self.pending = None  # True while in flight
+        self.member = (self, None)  # in a batch whose result the core writes into .grad
+        # Its submit_allreduces entry of the step before, and the host gradient it was made
+        # of: reused while .grad is that tensor at that address.
+        self.entry, self.entry_grad = (None, 0), _NO_GRAD
 
 
-def _nothing(result):
-    pass
+_NO_GRAD = object()  # never a gradient (_Grad.entry_grad before the first entry)
+
+
+class _ReadySet:
+    """Gradients that became ready together in the first step (DistributedOptimizer)."""
+
+    __slots__ = ("members", "size", "ready")
+
+    def __init__(self, members):
+        self.members = sorted(members, key=_index)  # its _Grads, in the optimizer's order
+        self.size = len(members)
+        self.ready = []  # its _Grads ready and not yet submitted, in the order they came
+
+
+_index = operator.attrgetter("index")
+
+
+def _wait_on_device(native, device):
+    native.wait_on_stream(_stream_address_of(device))
 
 
 def _split_list(items, n):
