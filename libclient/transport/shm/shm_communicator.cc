@@ -55,22 +55,15 @@ ShmCommunicator::~ShmCommunicator() = default;
 
 template <typename Body>
 absl::Status ShmCommunicator::Run(const char* what, Body&& body) {
-  const std::string where = absl::StrCat(" (rank ", rank_, " of ", size(), ")");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) {
-      return absl::CancelledError(
-          absl::StrCat("shm ", what, " rejected", where, ": the communicator was aborted"));
-    }
-    if (!error_.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm ", what, " rejected", where,
-          ": the communicator is unusable after an earlier error: ", error_.message()));
-    }
+  // The healthy path takes no lock and builds no string: a tiny collective costs little more
+  // than its barrier.
+  if (aborted_.load(std::memory_order_acquire) || failed_.load(std::memory_order_acquire)) {
+    return Rejected(what);
   }
   absl::Status status = sync_->AbortStatus();  // a peer may have failed meanwhile
   if (status.ok()) status = body();
   if (status.ok()) return status;
+  const std::string where = absl::StrCat(" (rank ", rank_, " of ", size(), ")");
   if (aborted_) {
     status =
         absl::CancelledError(absl::StrCat("shm ", what, " aborted", where, ": Abort() was called"));
@@ -81,7 +74,20 @@ absl::Status ShmCommunicator::Run(const char* what, Body&& body) {
   sync_->Abort(status);  // no peer may wait for this rank; a no-op if the group is aborted
   std::lock_guard<std::mutex> lock(mu_);
   if (error_.ok()) error_ = status;
+  failed_.store(true, std::memory_order_release);
   return status;
+}
+
+absl::Status ShmCommunicator::Rejected(const char* what) {
+  const std::string where = absl::StrCat(" (rank ", rank_, " of ", size(), ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) {
+    return absl::CancelledError(
+        absl::StrCat("shm ", what, " rejected", where, ": the communicator was aborted"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("shm ", what, " rejected", where,
+                   ": the communicator is unusable after an earlier error: ", error_.message()));
 }
 
 absl::Status ShmCommunicator::Allreduce(void* data, size_t count, DataType dtype, ReduceOp op) {

@@ -65,11 +65,16 @@ class ShmCommunicator : public Communicator {
   absl::Status Barrier() override;
   void Abort() override;
 
+  // How this rank's waits for its peers ended (shm_sync.h); only the collective thread.
+  const shm_internal::ShmWaitCounts& wait_counts() const { return sync_->wait_counts(); }
+
  private:
   // Runs `body` unless the communicator is dead; on any error records it, aborts the group
   // and returns it with the collective and rank in its message.
   template <typename Body>
   absl::Status Run(const char* what, Body&& body);
+  // The status of a call made after Abort() or an error.
+  absl::Status Rejected(const char* what);
   absl::Status AllreducePiece(const char* in, char* out, size_t count, DataType dtype, ReduceOp op);
   absl::Status AllreduceSmall(const char* in, char* out, size_t count, DataType dtype, ReduceOp op);
   // Waits for every rank.
@@ -87,6 +92,7 @@ class ShmCommunicator : public Communicator {
   uint64_t phase_ = 0;
 
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};  // error_ is set
   std::mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the first error; once set, every call fails
 };

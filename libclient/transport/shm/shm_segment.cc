@@ -15,7 +15,7 @@
 namespace troika::transport::shm_internal {
 namespace {
 
-constexpr uint64_t kMagic = 0x74726f696b61'0001;  // "troika", layout version 1
+constexpr uint64_t kMagic = 0x74726f696b61'0002;  // "troika", layout version 2
 
 size_t AlignUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 

@@ -3,9 +3,9 @@
 // and its name. Internal to the shared-memory data plane (shm_transport.h); the layout is
 // described in docs/shm.md.
 //
-//   Header             magic, rank count, buffer size, the barrier's arrival counter and
+//   Header             magic, rank count, buffer size, the barrier's sleeper count and
 //                      futex word, the abort record (code and reason)
-//   Slot 0   control   pid, barriers passed, alltoallv send sizes (two sets, by phase parity)
+//   Slot 0   control   pid, barriers entered, alltoallv send sizes (two sets, by phase parity)
 //            buffer 0  kBufferBytes
 //            buffer 1  kBufferBytes
 //   Slot 1 ...         one slot per rank, each 64-byte aligned
@@ -47,9 +47,10 @@ struct alignas(64) Header {
   uint64_t buffer_bytes;
   uint64_t slot_bytes;
   uint64_t control_bytes;
-  // The barrier: ranks arrived at the current one, and a futex word whose low 31 bits count
-  // completed barriers and whose top bit (kAbortBit) says the group is aborted.
-  alignas(64) std::atomic<uint32_t> arrived;
+  // The barrier (shm_sync.h): ranks that are about to sleep or sleep on `word`, and the futex
+  // word itself, whose low 31 bits count wake-ups and whose top bit (kAbortBit) says the group
+  // is aborted. Each rank's arrivals are its own SlotControl::barriers.
+  alignas(64) std::atomic<uint32_t> sleepers;
   alignas(64) std::atomic<uint32_t> word;
   // The abort record: 0 none, 1 being written, 2 written. The first abort wins.
   alignas(64) std::atomic<uint32_t> abort_state;
@@ -60,7 +61,9 @@ struct alignas(64) Header {
 // The start of each slot.
 struct alignas(64) SlotControl {
   std::atomic<int32_t> pid;
-  std::atomic<uint64_t> barriers;  // barriers this rank has entered
+  // Barriers this rank has entered: its arrival flag. Only this rank writes it; a barrier
+  // is passed when every rank's count has reached it (shm_sync.h).
+  std::atomic<uint64_t> barriers;
   // Followed by uint64_t send_sizes[2][ranks] (alltoallv), by phase parity.
 };
 

@@ -17,16 +17,10 @@
 namespace troika::transport::shm_internal {
 namespace {
 
-// Checks of the word before yielding: enough to catch a peer that arrives within a few
-// microseconds, too few to steal a core from the ranks still working on a 2-core machine.
-constexpr int kSpins = 256;
-// Then the waiter yields its core between checks for this long before it sleeps: a peer that
-// is runnable but has no core (ranks outnumber cores) runs at once instead of after a futex
-// wake-up and a scheduling round, and a peer that is busy elsewhere costs the waiter at most
-// this much CPU, given back in slices to whoever is runnable (docs/shm.md, Synchronization).
-constexpr absl::Duration kYieldFor = absl::Microseconds(200);
-// Checks between two readings of the clock while yielding.
-constexpr int kYieldsPerClockRead = 16;
+// Checks between two readings of the clock (for the deadline and the peer processes) while
+// spinning, and while yielding.
+constexpr int64_t kSpinsPerClockRead = 1024;
+constexpr int64_t kYieldsPerClockRead = 16;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,7 +42,27 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, Raw(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// The CPUs this process may run on (its affinity mask, as a container's cpuset limits it).
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+int64_t ChooseSpins(const ShmWaitOptions& options, int ranks) {
+  if (options.spins >= 0) return options.spins;
+  return ranks <= UsableCpus() ? kSpinsOwnCore : kSpinsShared;
+}
+
 }  // namespace
+
+ShmSync::ShmSync(const ShmSegment& segment, int rank, const ShmWaitOptions& options)
+    : segment_(segment),
+      rank_(rank),
+      spins_(ChooseSpins(options, segment.ranks())),
+      yield_for_(options.yield_for),
+      sleep_slice_(options.sleep_slice) {}
 
 ShmSync::~ShmSync() {
   for (int fd : pidfds_) {
@@ -66,63 +80,111 @@ void ShmSync::WatchPeers() {
   }
 }
 
+// Every access to the arrival counts and `sleepers` is sequentially consistent: a sleeper's
+// increment of `sleepers` precedes its last check of the counts, and the completing arrival's
+// store precedes its read of `sleepers`, so one of the two sees the other (shm_sync.h).
 absl::Status ShmSync::Barrier(absl::Duration timeout) {
   Header& header = segment_.header();
-  const uint32_t seen = header.word.load(std::memory_order_acquire);
-  if ((seen & kAbortBit) != 0) return AbortStatus();
-  const uint64_t entered =
-      segment_.control(rank_).barriers.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (header.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-      static_cast<uint32_t>(segment_.ranks())) {
-    // Last to arrive: no rank touches `arrived` again before the word changes.
-    header.arrived.store(0, std::memory_order_relaxed);
-    uint32_t old = header.word.load(std::memory_order_relaxed);
-    while (!header.word.compare_exchange_weak(old, (old & kAbortBit) | ((old + 1) & ~kAbortBit),
-                                              std::memory_order_acq_rel,
-                                              std::memory_order_relaxed)) {
-    }
-    FutexWakeAll(header.word);
-    return (old & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
+  if ((header.word.load(std::memory_order_acquire) & kAbortBit) != 0) return AbortStatus();
+  std::atomic<uint64_t>& mine = segment_.control(rank_).barriers;
+  const uint64_t entered = mine.load(std::memory_order_relaxed) + 1;
+  mine.store(entered, std::memory_order_seq_cst);
+  if (AllArrived(entered)) {
+    // The last to arrive: whoever waits on the word must be woken; those spinning or
+    // yielding see the counts themselves.
+    if (header.sleepers.load(std::memory_order_seq_cst) != 0) WakeSleepers();
+    return AbortStatus();
   }
-  return WaitForRelease(seen, entered, timeout);
+  return WaitForPeers(entered, timeout);
 }
 
-absl::Status ShmSync::WaitForRelease(uint32_t seen, uint64_t entered, absl::Duration timeout) {
-  std::atomic<uint32_t>& word = segment_.header().word;
-  for (int i = 0; i < kSpins; ++i) {
-    const uint32_t now = word.load(std::memory_order_acquire);
-    if (now != seen) return (now & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
-    CpuRelax();
+bool ShmSync::AllArrived(uint64_t entered) const {
+  for (int q = 0; q < segment_.ranks(); ++q) {
+    if (segment_.control(q).barriers.load(std::memory_order_seq_cst) < entered) return false;
   }
-  const absl::Time yield_until = absl::Now() + kYieldFor;
-  for (int i = 1;; ++i) {
-    const uint32_t now = word.load(std::memory_order_acquire);
-    if (now != seen) return (now & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
-    sched_yield();
-    if (i % kYieldsPerClockRead == 0 && absl::Now() >= yield_until) break;
+  return true;
+}
+
+bool ShmSync::Released(uint64_t entered, absl::Status& status) const {
+  if ((segment_.header().word.load(std::memory_order_acquire) & kAbortBit) != 0) {
+    status = AbortStatus();
+    return true;
   }
+  if (!AllArrived(entered)) return false;
+  status = absl::OkStatus();
+  return true;
+}
+
+absl::Status ShmSync::WaitForPeers(uint64_t entered, absl::Duration timeout) {
+  absl::Status status;
   const absl::Time start = absl::Now();
-  const absl::Time deadline = start + timeout;
-  absl::Time next_check = start + kPeerCheckInterval;
-  for (;;) {
-    const uint32_t now = word.load(std::memory_order_acquire);
-    if (now != seen) return (now & kAbortBit) != 0 ? AbortStatus() : absl::OkStatus();
-    const absl::Time t = absl::Now();
-    if (t >= deadline) {
-      Abort(absl::DeadlineExceededError(
-          absl::StrCat(MissingRanks(entered), " did not reach the collective within ",
-                       absl::FormatDuration(timeout), " (rank ", rank_, " waited)")));
-      return AbortStatus();
+  Watch watch{timeout, start + timeout, start + kPeerCheckInterval};
+  for (int64_t i = 1; i <= spins_; ++i) {
+    if (Released(entered, status)) {
+      ++counts_.spinning;
+      return status;
     }
-    if (t >= next_check) {
-      if (absl::Status dead = CheckPeers(); !dead.ok()) {
-        Abort(dead);
-        return AbortStatus();
-      }
-      next_check = t + kPeerCheckInterval;
-    }
-    FutexWait(word, seen, std::min(kWaitSlice, deadline - t));
+    CpuRelax();
+    if (i % kSpinsPerClockRead == 0 && !Supervise(entered, watch, status)) return status;
   }
+  const absl::Time yield_until = absl::Now() + yield_for_;
+  for (int64_t i = 1; yield_for_ > absl::ZeroDuration(); ++i) {
+    if (Released(entered, status)) {
+      ++counts_.yielding;
+      return status;
+    }
+    sched_yield();
+    if (i % kYieldsPerClockRead != 0) continue;
+    if (!Supervise(entered, watch, status)) return status;
+    if (absl::Now() >= yield_until) break;
+  }
+  for (;;) {
+    if (Released(entered, status)) {
+      ++counts_.sleeping;
+      return status;
+    }
+    if (!Supervise(entered, watch, status)) return status;
+    Sleep(entered, std::min(sleep_slice_, watch.deadline - absl::Now()));
+  }
+}
+
+bool ShmSync::Supervise(uint64_t entered, Watch& watch, absl::Status& status) {
+  const absl::Time t = absl::Now();
+  if (t >= watch.deadline) {
+    Abort(absl::DeadlineExceededError(
+        absl::StrCat(MissingRanks(entered), " did not reach the collective within ",
+                     absl::FormatDuration(watch.timeout), " (rank ", rank_, " waited)")));
+    status = AbortStatus();
+    return false;
+  }
+  if (t >= watch.next_check) {
+    if (absl::Status dead = CheckPeers(); !dead.ok()) {
+      Abort(dead);
+      status = AbortStatus();
+      return false;
+    }
+    watch.next_check = t + kPeerCheckInterval;
+  }
+  return true;
+}
+
+void ShmSync::Sleep(uint64_t entered, absl::Duration slice) {
+  Header& header = segment_.header();
+  header.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t seen = header.word.load(std::memory_order_seq_cst);
+  if ((seen & kAbortBit) == 0 && !AllArrived(entered) && slice > absl::ZeroDuration()) {
+    FutexWait(header.word, seen, slice);
+  }
+  header.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmSync::WakeSleepers() {
+  std::atomic<uint32_t>& word = segment_.header().word;
+  uint32_t old = word.load(std::memory_order_relaxed);
+  while (!word.compare_exchange_weak(old, (old & kAbortBit) | ((old + 1) & ~kAbortBit),
+                                     std::memory_order_seq_cst, std::memory_order_relaxed)) {
+  }
+  FutexWakeAll(word);
 }
 
 absl::Status ShmSync::CheckPeers() const {

@@ -79,10 +79,9 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> OpenPublished(const CommunicatorSpec
 
 // Every rank announces in the store that it has mapped the segment and waits for the others
 // there (so a job that fails meanwhile ends the wait, as it ends Gloo's); then the name goes.
-absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(const CommunicatorSpec& spec,
-                                                            Store& store,
-                                                            std::unique_ptr<ShmSegment> segment,
-                                                            absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(
+    const CommunicatorSpec& spec, Store& store, std::unique_ptr<ShmSegment> segment,
+    absl::Time deadline, const shm_internal::ShmWaitOptions& wait) {
   segment->control(spec.rank).pid.store(getpid(), std::memory_order_release);
   const std::string mapped = absl::StrCat(spec.store_prefix, "shm/mapped/");
   RETURN_IF_ERROR(store.Set(absl::StrCat(mapped, spec.rank), "1"));
@@ -93,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(const CommunicatorSp
                                                segment->name(), "': ", s.message()));
   }
   ShmSegment::Unlink(segment->name());
-  auto sync = std::make_unique<ShmSync>(*segment, spec.rank);
+  auto sync = std::make_unique<ShmSync>(*segment, spec.rank, wait);
   sync->WatchPeers();
   RETURN_IF_ERROR(sync->Barrier(remaining()));
   return std::make_unique<ShmCommunicator>(std::move(segment), std::move(sync), spec.rank,
@@ -121,7 +120,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmTransport::Connect(const Commun
       spec.rank == 0 ? CreateAndPublish(spec, store, key) : OpenPublished(spec, store, key, name);
   if (segment.ok()) name = (*segment)->name();
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
-      segment.ok() ? ConnectMapped(spec, store, *std::move(segment), deadline) : segment.status();
+      segment.ok() ? ConnectMapped(spec, store, *std::move(segment), deadline, wait_)
+                   : segment.status();
   if (comm.ok()) return comm;
   if (!name.empty()) ShmSegment::Unlink(name);
   return absl::Status(

@@ -20,12 +20,17 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "libclient/transport/shm/shm_sync.h"
 #include "libclient/transport/transport.h"
 
 namespace troika::transport {
 
 class ShmTransport : public Transport {
  public:
+  // `wait`: how its communicators' ranks wait for each other (the defaults adapt to the
+  // host; tests force each mode).
+  explicit ShmTransport(const shm_internal::ShmWaitOptions& wait = {}) : wait_(wait) {}
+
   // Blocks until every rank has mapped the segment, or fails after about spec.timeout:
   // INVALID_ARGUMENT for a bad spec, the Store's error (DEADLINE_EXCEEDED when rank 0 never
   // published the segment), FAILED_PRECONDITION when the segment cannot be opened here (a
@@ -33,6 +38,10 @@ class ShmTransport : public Transport {
   // naming its key).
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const CommunicatorSpec& spec,
                                                         Store& store) override;
+
+ private:
+  // Constant after construction.
+  const shm_internal::ShmWaitOptions wait_;
 };
 
 }  // namespace troika::transport
