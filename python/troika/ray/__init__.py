@@ -29,6 +29,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from troika._job_coordinator import JobCoordinator
+from troika.ray import ray_logger
 from troika.ray.elastic import ElasticJob
 
 __all__ = ["RayExecutor"]
@@ -70,6 +71,10 @@ class _Worker:
     def execute(self, fn):
         return fn(self.executable)
 
+    def set_queue(self, queue):
+        """Where troika.ray.ray_logger.log puts the dicts of the functions run here."""
+        ray_logger.configure(queue)
+
 
 class _CoordinatorHost:
     """Under Ray Client, an actor that runs the job's coordinator on the cluster (the client's
@@ -101,20 +106,6 @@ def _horovod_env(hosts):
              "HOROVOD_LOCAL_RANK": local[rank], "HOROVOD_LOCAL_SIZE": local_size[host],
              "HOROVOD_CROSS_RANK": cross[rank], "HOROVOD_CROSS_SIZE": cross_size[local[rank]],
              "HOROVOD_HOSTNAME": host} for rank, host in enumerate(hosts)]
-
-
-def _refuse_callbacks(callbacks, what):
-    """horovod.ray's elastic executor calls run()'s callbacks with each dict a rank passes to
-    horovod.ray.ray_logger.log (through a Ray queue); its other executor takes them and never
-    calls them. troika.ray has no ray_logger: rather than take callbacks that would never be
-    called, it refuses them."""
-    if callbacks:
-        raise NotImplementedError(
-            "troika.ray: %s's callbacks are not supported: horovod.ray calls them (elastic "
-            "executor only) with what the ranks log through horovod.ray.ray_logger, which "
-            "troika.ray does not have, and would never call them. Leave callbacks unset; "
-            "return what the driver needs from the function (run() gives every rank's result), "
-            "or report it with Ray's own means (a ray.util.queue.Queue passed in args)" % what)
 
 
 class RayExecutor:
@@ -307,7 +298,22 @@ class RayExecutor:
 
     # --- running --------------------------------------------------------------------------
 
-    def _get(self, refs):
+    def _with_callbacks(self, callbacks, refs_of):
+        """The results of the refs `refs_of()` makes, with troika.ray.ray_logger's dicts fed to
+        `callbacks` while they run (no queue without callbacks)."""
+        if not callbacks:
+            return self._get(refs_of())
+        feed = ray_logger.Callbacks(callbacks)
+        try:
+            ray.get([w.set_queue.remote(feed.queue) for w in self.workers])
+            try:
+                return self._get(refs_of(), between=feed.drain)
+            finally:
+                ray.get([w.set_queue.remote(None) for w in self.workers])
+        finally:
+            feed.close()
+
+    def _get(self, refs, between=None):
         """Every rank's result, in rank order, raising the first failure as soon as it happens:
         a rank's error as it raised it, or, for a rank whose actor died (killed, or its node
         lost), an error naming the rank and its host (the coordinator has aborted the job on
@@ -315,7 +321,10 @@ class RayExecutor:
         rank_of = {ref: rank for rank, ref in enumerate(refs)}
         pending = list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            done, pending = ray.wait(pending, num_returns=1,
+                                     timeout=None if between is None else 0.1)
+            if between is not None:
+                between()
             try:
                 ray.get(done)
             except ray.exceptions.RayActorError as e:
@@ -339,23 +348,23 @@ class RayExecutor:
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
         """``fn(*args, **kwargs)`` on every rank; the results in rank order. ``callbacks``:
-        refused (NotImplementedError) unless empty, see _refuse_callbacks."""
-        _refuse_callbacks(callbacks, "run()")
+        callables, each called on the driver with every dict a rank passes to
+        ``troika.ray.ray_logger.log`` during the call (horovod.ray's elastic executor's)."""
         if self._elastic is not None:
             if not self._started_elastic:
                 raise RuntimeError("troika.ray: start() the executor first")
             try:
-                return self._elastic.run(fn, args or [], kwargs or {})
+                return self._elastic.run(fn, args or [], kwargs or {}, callbacks)
             finally:
                 self.job = self._job = self._elastic.job
-        return self._get(self.run_remote(fn, args, kwargs))
+        return self._with_callbacks(callbacks, lambda: self.run_remote(fn, args, kwargs))
 
     def execute(self, fn, callbacks=None):
-        """``fn(executable)`` on every rank; the results in rank order. ``callbacks``: refused
-        unless empty, as run()'s."""
-        _refuse_callbacks(callbacks, "execute()")
+        """``fn(executable)`` on every rank; the results in rank order. ``callbacks``: as
+        run()'s."""
         self._refuse_elastic("execute()")
-        return self._get([w.execute.remote(fn) for w in self.workers])
+        return self._with_callbacks(callbacks,
+                                    lambda: [w.execute.remote(fn) for w in self.workers])
 
     def execute_single(self, fn):
         """``fn(executable)`` on rank 0."""

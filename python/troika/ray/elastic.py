@@ -18,19 +18,24 @@ with ``--min_np M --max_np X``. The driver:
   admits at its next commit;
 - counts each loss and each admission as a reset: past ``reset_limit`` the job is stopped;
 - returns, once every rank has ended, the results of the ranks that finished, in the order of
-  the ranks they ended as; if none finished, raises the first failure.
+  the ranks they ended as; if none finished, raises the first failure;
+- with ``run()``'s ``callbacks``, calls them (from its loop) with what the ranks pass to
+  troika.ray.ray_logger.log, which their actors forward to a queue (ray_logger.py).
 """
 
 import os
 import random
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from troika._agent_rank import AgentRank, RankOptions, RankOutcome
+from troika.ray import ray_logger
 
 __all__ = ["ElasticJob"]
 
@@ -42,10 +47,23 @@ class _ElasticWorker:
     def __init__(self):
         self._rank = None
 
-    def run(self, fn, args, kwargs, options):
-        self._rank = AgentRank(fn, args, kwargs, options)
-        self._rank.start()
-        return self._rank.wait()
+    def run(self, fn, args, kwargs, options, queue=None):
+        """The rank's outcome. `queue`: where the dicts the rank passes to
+        troika.ray.ray_logger.log go (through a file the rank appends them to)."""
+        forwarder = None
+        if queue is not None:
+            directory = tempfile.mkdtemp(prefix="troika-ray-log-")
+            path = os.path.join(directory, "log")
+            options.env = dict(options.env, **{ray_logger.ENV: path})
+            forwarder = ray_logger.Forwarder(path, queue)
+        try:
+            self._rank = AgentRank(fn, args, kwargs, options)
+            self._rank.start()
+            return self._rank.wait()
+        finally:
+            if forwarder is not None:
+                forwarder.stop()
+                shutil.rmtree(directory, ignore_errors=True)
 
     def initialized(self):
         return self._rank is not None and self._rank.initialized()
@@ -147,7 +165,7 @@ class ElasticJob:
 
     # --- running ----------------------------------------------------------------------------
 
-    def _spawn(self, fn, args, kwargs, slot, node_rank):
+    def _spawn(self, fn, args, kwargs, slot, node_rank, queue=None):
         """Starts a rank on `slot` (_free's) without waiting for its actor (a node may die as
         it starts: its run() then fails as any rank's)."""
         node_id, address, hostname = slot
@@ -160,7 +178,7 @@ class ElasticJob:
             host=host, node_rank=node_rank, data_host=address, min_np=self.min_workers,
             max_np=self.max_workers or self._size, attach_timeout_s=self.settings.timeout_s,
             env=self._env, tls_environment=self._tls_environment)
-        ref = worker.run.remote(fn, args, kwargs, options)
+        ref = worker.run.remote(fn, args, kwargs, options, queue)
         self._ranks.append(_Rank(worker, ref, node_id, host))
 
     def _ended(self, rank):
@@ -171,7 +189,18 @@ class ElasticJob:
             return RankOutcome(ok=False, error="its actor on %s died: %s"
                                % (rank.host, str(e).splitlines()[0]))
 
-    def run(self, fn, args, kwargs):
+    def run(self, fn, args, kwargs, callbacks=None):
+        """The results of the ranks that finished; `callbacks` get what the ranks log
+        (troika.ray.ray_logger), called from this thread while the job runs."""
+        feed = ray_logger.Callbacks(callbacks) if callbacks else None
+        try:
+            return self._run(fn, args, kwargs, feed)
+        finally:
+            if feed is not None:
+                feed.close()
+
+    def _run(self, fn, args, kwargs, feed):
+        queue = feed.queue if feed is not None else None
         now = time.monotonic()
         blacklist = _Blacklist(self.cooldown_range)
         deadline = now + self.elastic_timeout
@@ -193,7 +222,7 @@ class ElasticJob:
         self.job = "ray-elastic-%s" % secrets.token_hex(4)
         self._token = os.environ.get("TROIKA_JOB_TOKEN") or secrets.token_hex(16)
         for node_rank, slot in enumerate(initial):
-            self._spawn(fn, args, kwargs, slot, node_rank)
+            self._spawn(fn, args, kwargs, slot, node_rank, queue)
         resets = 0
         formed = finished = False
         failures = []
@@ -202,6 +231,8 @@ class ElasticJob:
                 running = [r for r in self._ranks if r.outcome is None]
                 ready, _ = ray.wait([r.ref for r in running], num_returns=len(running),
                                     timeout=self.POLL_S)
+                if feed is not None:
+                    feed.drain()
                 now = time.monotonic()
                 for r in running:
                     if r.ref not in ready:
@@ -231,7 +262,7 @@ class ElasticJob:
                 if formed and not finished:
                     room = (self.max_workers or self._size) - alive
                     for slot in self._free(blacklist, now)[:max(0, room)]:
-                        self._spawn(fn, args, kwargs, slot, None)  # joins at a commit
+                        self._spawn(fn, args, kwargs, slot, None, queue)  # joins at a commit
                         resets += 1
         finally:
             self.stop()

@@ -8,7 +8,9 @@ after the last until the test opens its gate, so that nothing here depends on ti
 2. a new node joins the cluster (a third raylet, with the resources of the lost one): the
    executor starts 2 ranks there, which the job admits at a commit: it goes on with 4;
 3. every rank that ends the job (2 survivors, 2 admitted) has the weights of one process trained
-   on the same batches, and the executor returns their results in rank order.
+   on the same batches, and the executor returns their results in rank order;
+4. run()'s callbacks got the dicts every rank process (the 4, then the 2 joiners) passed to
+   troika.ray.ray_logger.log.
 """
 
 import os
@@ -41,11 +43,13 @@ def elastic_shrinks_and_grows(cluster):
                            max_workers=4, cpus_per_worker=1, elastic_timeout=60)
     executor.start()
     outcome = {}
+    logs = []
 
     def run():
         try:
-            outcome["results"] = executor.run(ray_training.elastic_train,
-                                              args=(pid_dir, STEPS, STEP_SLEEP, gate))
+            outcome["results"] = executor.run(ray_training.logged_elastic_train,
+                                              args=(pid_dir, STEPS, STEP_SLEEP, gate),
+                                              callbacks=[logs.append])
         except Exception as e:  # noqa: BLE001 - the test looks at it
             outcome["error"] = e
 
@@ -81,6 +85,11 @@ def elastic_shrinks_and_grows(cluster):
     reference = ray_training.reference(STEPS)
     check(all(close(r[2], reference) for r in results),
           "the ranks' weights are not the 1-process reference's")
+    # Every rank process that started (4, then 2 joiners) logged twice through its actor.
+    pids = {d["pid"] for d in logs}
+    check(len(pids) >= 6 and all(sorted(d["n"] for d in logs if d["pid"] == p) == [0, 1]
+                                 for p in pids),
+          "run()'s callbacks got each rank's 2 ray_logger dicts: %s" % logs)
     print("ok: elastic: lost a node at step %d (4 -> 2 ranks), a new node's ranks admitted at "
           "step %d (2 -> 4), %d steps with the 1-process weights on every rank"
           % (shrunk_at, grown_at, STEPS), flush=True)

@@ -114,6 +114,26 @@ def elastic_train(pid_dir, steps, step_sleep, gate=None):
     return hvd.rank(), hvd.size(), weights(model)
 
 
+def logged(value, step_sleep=0.0):
+    """Sends the driver two dicts through troika.ray.ray_logger (horovod.ray.ray_logger's
+    log), {"rank": R, "pid": P, "n": 0 and 1}; returns `value`. For a RayExecutor's run()
+    with callbacks (run_ray_test.py, elastic_case.py)."""
+    import os
+    from troika.ray import ray_logger
+    for n in range(2):
+        ray_logger.log({"rank": int(os.environ.get("TROIKA_RANK", "-1")), "pid": os.getpid(),
+                        "n": n})
+        time.sleep(step_sleep)
+    return value
+
+
+def logged_elastic_train(pid_dir, steps, step_sleep, gate=None):
+    """elastic_train, after logging as `logged` does (an elastic job's ranks are processes
+    under troika-agents: their dicts travel through their actors)."""
+    logged(None)
+    return elastic_train(pid_dir, steps, step_sleep, gate)
+
+
 def progress(path):
     """(step, size) from elastic_train's progress file; (0, 0) before its first step."""
     try:

@@ -6,7 +6,8 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
    follow the Ray nodes, the data plane is hierarchical; a PyTorch job (ray_training.py)
    ends with every rank's weights bit for bit the same, equal (float64, 1e-9) to one process
    trained on the same batches and to the same job under troikarun; execute, execute_single
-   and run_remote work on the executable_cls objects.
+   and run_remote work on the executable_cls objects; run()'s and execute()'s callbacks get
+   what the ranks pass to troika.ray.ray_logger.log.
 2. The driver's coordinator's metrics show the job while it trains.
 3. A rank's actor killed (SIGKILL) while it trains fails run() within 5 s, naming the loss.
 4. troika.tensorflow (DistributedGradientTape) and troika.keras (model.fit, Keras 3 on
@@ -77,9 +78,19 @@ def membership_and_training(troikarun):
         check(executor.execute_single(lambda e: e.value + 1) == 8, "execute_single")
         refs = executor.run_remote(lambda x: x + int(os.environ["TROIKA_RANK"]), args=[10])
         check(ray.get(refs) == [10, 11, 12, 13], "run_remote")
+        # callbacks: called on the driver with what the ranks pass to ray_logger.log.
+        seen, other = [], []
+        check(executor.run(ray_training.logged, args=[5], callbacks=[seen.append, other.append])
+              == [5] * 4, "run() with callbacks")
+        check(sorted(d["rank"] for d in seen) == [0, 0, 1, 1, 2, 2, 3, 3] and other == seen,
+              "the callbacks got every rank's 2 dicts: %s, %s" % (seen, other))
+        seen = []
+        check(executor.execute(lambda e: ray_training.logged(e.value), callbacks=[seen.append])
+              == [7] * 4 and len(seen) == 8, "execute() with callbacks: %s" % seen)
     finally:
         executor.shutdown()
-    print("ok: 4 ranks on 2 Ray nodes, the weights of 1 process and of troikarun")
+    print("ok: 4 ranks on 2 Ray nodes, the weights of 1 process and of troikarun; run() and "
+          "execute() call their callbacks with the ranks' ray_logger dicts")
 
 
 def executor_host(executor, rank):
@@ -214,19 +225,8 @@ def arguments():
             continue
         raise AssertionError("an elastic RayExecutor's %s must raise NotImplementedError"
                              % method)
-    # callbacks: refused (troika.ray has no ray_logger to call them with), before anything
-    # runs; None and [] are taken.
-    for executor in (elastic, RayExecutor(RayExecutor.create_settings(), num_workers=2)):
-        for method, arguments in [("run", (len,)), ("execute", (len,))]:
-            try:
-                getattr(executor, method)(*arguments, callbacks=[print])
-            except NotImplementedError as e:
-                check("callbacks are not supported" in str(e), str(e))
-                continue
-            raise AssertionError("RayExecutor.%s(callbacks=[...]) must raise "
-                                 "NotImplementedError" % method)
-    print("ok: the arguments horovod.ray refuses are refused, an elastic executor refuses "
-          "execute, execute_single and run_remote, and callbacks are refused")
+    print("ok: the arguments horovod.ray refuses are refused, and an elastic executor refuses "
+          "execute, execute_single and run_remote")
 
 
 def main():
