@@ -1,4 +1,4 @@
-"""What the Ray tests share (run_ray_test.py, run_ray_train_test.py): a Ray cluster of two nodes
+"""What the Ray tests share (run_ray_test.py and its cases): a Ray cluster of two nodes
 on this machine, and the checks on the weights of ray_training.py's job."""
 
 import os

@@ -18,7 +18,10 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
 6. What Horovod's test_ray.py checks of RayExecutor (executor_surface.py): HOROVOD_* variables
    and GPUs by node on unequal nodes, the caller's placement group, the executable class,
    extra_env_vars, an infeasible placement, Ray Client.
-7. Last, as it takes the second node away: an elastic job (min_workers=2, max_workers=4) loses
+7. Ray Train with troika.ray.train's TroikaConfig: a rank killed after a checkpoint restarts
+   the group as a fresh Troika job that resumes from it and ends with troikarun's weights;
+   under max_failures=0 fit() fails in seconds (train_case.py).
+8. Last, as it takes the second node away: an elastic job (min_workers=2, max_workers=4) loses
    the second node and goes on with 2 ranks, grows back to 4 when a new node joins, and ends
    with the 1-process weights on every rank (elastic_case.py).
 
@@ -45,6 +48,7 @@ import elastic_case  # noqa: E402  (this directory, on PYTHONPATH)
 import executor_surface  # noqa: E402
 import ray_training  # noqa: E402
 import tf_training  # noqa: E402
+import train_case  # noqa: E402
 from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
 from troika.ray import RayExecutor  # noqa: E402
 
@@ -53,7 +57,7 @@ class Executable:
         self.value = value
 
 
-def membership_and_training(troikarun):
+def membership_and_training(reference):
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_hosts=2,
                            num_workers_per_host=2)
     executor.start(executable_cls=Executable, executable_args=[7])
@@ -62,7 +66,7 @@ def membership_and_training(troikarun):
         nodes = [node for node, _, _, _ in where]
         check(nodes[0] == nodes[1] and nodes[2] == nodes[3] and nodes[0] != nodes[2],
               "ranks 0-1 and 2-3 must share a node each: %s" % nodes)
-        results = executor.run(ray_training.train, args=[30])
+        results = executor.run(ray_training.train, args=[train_case.STEPS])
         check([r[:6] for r in results] == [(0, 4, 0, 2, 0, 2), (1, 4, 1, 2, 0, 2),
                                            (2, 4, 0, 2, 1, 2), (3, 4, 1, 2, 1, 2)],
               "rank, size, local rank and size, cross rank and size: %s"
@@ -70,9 +74,9 @@ def membership_and_training(troikarun):
         weights = {r[6] for r in results}
         check(len(weights) == 1, "the ranks' weights differ")
         got = weights.pop()
-        check(close(got, ray_training.reference(30)),
+        check(close(got, ray_training.reference(train_case.STEPS)),
               "the weights are not the 1-process reference's")
-        check(close(got, weights_under_troikarun(troikarun, 30)),
+        check(close(got, reference),
               "the weights differ from the job under troikarun's")
         check(executor.execute(lambda e: e.value * 2) == [14] * 4, "execute")
         check(executor.execute_single(lambda e: e.value + 1) == 8, "execute_single")
@@ -232,10 +236,11 @@ def arguments():
 def main():
     troikarun = sys.argv[1]
     arguments()
+    reference = weights_under_troikarun(troikarun, train_case.STEPS)  # the same job's steps
     cluster = Cluster()
     cluster.start()
     try:
-        membership_and_training(troikarun)
+        membership_and_training(reference)
         metrics_and_a_killed_rank()
         tensorflow_and_keras(troikarun)
         packed_workers()
@@ -243,6 +248,7 @@ def main():
         executor_surface.inside_a_placement_group()
         executor_surface.infeasible_placement()
         executor_surface.through_ray_client(cluster.client_address)
+        train_case.ray_train_cases(reference)
         elastic_case.elastic_shrinks_and_grows(cluster)
     finally:
         cluster.stop()

@@ -1,7 +1,6 @@
-"""run_ray_train_test.py TROIKARUN: Ray Train's DataParallelTrainer with troika.ray.train's
-TroikaConfig on a real Ray cluster of two nodes that this test starts on this machine
-(ray_cluster.py), as a Ray Train user runs it (docs/ray.md, "Ray Train"), with Ray's default
-Train (V2 in Ray 2.60):
+"""train_case.py: Ray Train's DataParallelTrainer with troika.ray.train's TroikaConfig, as a Ray
+Train user runs it (docs/ray.md, "Ray Train"), with Ray's default Train (V2 in Ray 2.60), on
+run_ray_test.py's cluster of two Ray nodes (one cluster start for both):
 
 1. 4 ranks train ray_training.py's PyTorch job under FailureConfig(max_failures=1); rank 0
    reports a checkpoint after step CHECKPOINT_AT; once Ray Train has registered it, the test
@@ -12,31 +11,21 @@ Train (V2 in Ray 2.60):
 2. The same kill under max_failures=0: fit() raises within seconds, naming the failure.
 
 (One fit() for the training, the checkpoint and the restart: each fit() costs about 20 s on a
-2-core machine.)
-
-Run with build/venv-ray's Python; PYTHONPATH must hold the troika package and this directory
-(the raylets pass it to their workers). Exit 77 without Ray."""
+2-core machine.)"""
 
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
 
-try:
-    import ray_cluster  # noqa: F401  (first: it sets Ray's authentication up)
-    import ray
-    import ray.train
-except ImportError:
-    print("troika.ray.train test skipped: this Python has no Ray (scripts/setup.sh "
-          "--test-tools makes build/venv-ray)")
-    sys.exit(77)
+import ray
+import ray.train
 
-import ray_training  # noqa: E402  (this directory, on PYTHONPATH)
-from ray_cluster import Cluster, check, close, weights_under_troikarun  # noqa: E402
-from troika.ray.train import TroikaConfig, TroikaTrainer  # noqa: E402
+import ray_training  # this directory, on PYTHONPATH
+from ray_cluster import check, close
+from troika.ray.train import TroikaConfig, TroikaTrainer
 
 STEPS = 30
 CHECKPOINT_AT = 10  # the step after which rank 0 reports a checkpoint
@@ -183,22 +172,11 @@ def a_killed_rank_fails(storage):
           % (VICTIM, took, " ".join(message.split())[:300]))
 
 
-def main():
-    troikarun = sys.argv[1]
-    reference = weights_under_troikarun(troikarun, STEPS)
-    check(close(reference, ray_training.reference(STEPS)),
-          "troikarun's weights differ from 1 process's")
-    cluster = Cluster()
-    cluster.start()
+def ray_train_cases(reference):
+    """Both cases; `reference`: the weights of the job of STEPS steps under troikarun."""
     storage = tempfile.mkdtemp(prefix="tkrt-storage-")
     try:
         a_killed_rank_restarts(storage, reference)
         a_killed_rank_fails(storage)
     finally:
-        cluster.stop()
         shutil.rmtree(storage, ignore_errors=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
