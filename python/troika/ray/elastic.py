@@ -16,7 +16,9 @@ with ``--min_np M --max_np X``. The driver:
 - grows: once the job has formed, free slots on alive nodes that are not blacklisted (a node
   that joined the cluster, a node back from its cooldown) get new ranks up to X, which the job
   admits at its next commit;
-- counts each loss and each admission as a reset: past ``reset_limit`` the job is stopped;
+- counts resets as horovodrun does, one per change of the job's hosts: a node's ranks lost
+  count once (until ranks are admitted again), and the ranks started in one look at the free
+  slots count once; past ``reset_limit`` the job is stopped;
 - returns, once every rank has ended, the results of the ranks that finished, in the order of
   the ranks they ended as; if none finished, raises the first failure;
 - with ``run()``'s ``callbacks``, calls them (from its loop) with what the ranks pass to
@@ -224,6 +226,7 @@ class ElasticJob:
         for node_rank, slot in enumerate(initial):
             self._spawn(fn, args, kwargs, slot, node_rank, queue)
         resets = 0
+        lost_nodes = set()  # the nodes whose loss counted since the last admission
         formed = finished = False
         failures = []
         try:
@@ -244,7 +247,9 @@ class ElasticJob:
                         # (A joiner still waiting when the job finished is told so: no loss.)
                         failures.append(r)
                         blacklist.add(r.node_id, now)
-                        resets += 1
+                        if r.node_id not in lost_nodes:
+                            lost_nodes.add(r.node_id)
+                            resets += 1
                         sys.stderr.write("troika.ray: a rank on %s ended: %s\n"
                                          % (r.host, r.outcome.error.strip().splitlines()[-1]
                                             if r.outcome.error.strip() else "failed"))
@@ -261,9 +266,12 @@ class ElasticJob:
                 alive = sum(1 for r in self._ranks if r.outcome is None)
                 if formed and not finished:
                     room = (self.max_workers or self._size) - alive
-                    for slot in self._free(blacklist, now)[:max(0, room)]:
+                    slots = self._free(blacklist, now)[:max(0, room)]
+                    for slot in slots:
                         self._spawn(fn, args, kwargs, slot, None, queue)  # joins at a commit
+                    if slots:
                         resets += 1
+                        lost_nodes.clear()
         finally:
             self.stop()
         done = sorted((r for r in self._ranks if r.outcome.ok),

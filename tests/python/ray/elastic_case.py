@@ -1,7 +1,8 @@
 """troika.ray's elastic execution on the test's Ray cluster (run_ray_test.py runs it last: it
-takes the second node away). RayExecutor(min_workers=2, max_workers=4) starts 4 ranks, 2 on
-each node, training ray_training.elastic_train (a commit per step, and commits without steps
-after the last until the test opens its gate, so that nothing here depends on timing); then:
+takes the second node away). RayExecutor(min_workers=2, max_workers=4, reset_limit=2) starts
+4 ranks, 2 on each node, training ray_training.elastic_train (a commit per step, and commits
+without steps after the last until the test opens its gate, so that nothing here depends on
+timing); then:
 
 1. the second node is lost (its raylet and every process under it killed): the job goes on
    with the head's 2 ranks, renumbered, from its last commit;
@@ -39,8 +40,9 @@ def elastic_shrinks_and_grows(cluster):
     pid_dir = tempfile.mkdtemp(prefix="tkray-elastic-")
     progress = os.path.join(pid_dir, "progress")
     gate = os.path.join(pid_dir, "gate")
+    # reset_limit=2: the lost node (2 ranks) and the new node (2 ranks) count one reset each.
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), min_workers=2,
-                           max_workers=4, cpus_per_worker=1, elastic_timeout=60)
+                           max_workers=4, cpus_per_worker=1, elastic_timeout=60, reset_limit=2)
     executor.start()
     outcome = {}
     logs = []
