@@ -1,8 +1,9 @@
-"""DistributedOptimizer's ready sets (issue 49): gradients that became ready together in the
-watched steps (the first _WATCHED_STEPS) are submitted together from then on, one _troika.submit_allreduces call per
-set, each under its own name, as soon as the set is complete (so still during the backward
-pass); a set left incomplete goes at the end of the backward pass; the results are those of
-one allreduce per gradient, with every dtype, compression, layout and process set."""
+"""DistributedOptimizer's ready sets (issue 49, _ready_sets.py): gradients that became ready
+together in the watched steps are submitted together from then on, one
+_troika.submit_allreduces call per set, each under its own name, as soon as the set is complete
+(so still during the backward pass); a set left incomplete goes at the end of the backward pass;
+the results are those of one allreduce per gradient, with every dtype, compression, layout and
+process set."""
 
 import time
 
@@ -12,7 +13,7 @@ import torch
 import troika
 import troika.torch as hvd
 from troika import _troika
-from troika.torch import optimizer as optimizer_module
+from troika.torch import _ready_sets
 
 from training import assert_same_model, train_distributed, train_reference
 
@@ -43,8 +44,8 @@ class Calls:
 @pytest.fixture
 def one_set(monkeypatch):
     """Every gradient of a backward pass ready together (no gap or span splits a set)."""
-    monkeypatch.setattr(optimizer_module, "_READY_GAP_S", 1e9)
-    monkeypatch.setattr(optimizer_module, "_READY_SPAN_S", 1e9)
+    monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1e9)
+    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 1e9)
 
 
 def leaves(n, dtype=torch.float32):
@@ -58,7 +59,7 @@ def test_one_call_per_ready_set_after_the_watched_steps(monkeypatch, one_set):
                                    named_parameters=list(zip(names, params)), op=hvd.Sum)
     calls = Calls(monkeypatch)
     factor = hvd.rank() + 1.0
-    watched = optimizer_module._WATCHED_STEPS
+    watched = _ready_sets.WATCHED_STEPS
     for step in range(watched + 2):
         opt.zero_grad()
         sum(p.sum() for p in params).mul(factor).backward()
@@ -76,45 +77,58 @@ def test_one_call_per_ready_set_after_the_watched_steps(monkeypatch, one_set):
         calls.clear()
 
 
+class Grad:
+    """What _ready_sets needs of a gradient: its place in the optimizer's order."""
+
+    def __init__(self, index):
+        self.index = index
+
+
 def test_ready_sets_are_runs_of_hooks_close_in_time(monkeypatch):
-    monkeypatch.setattr(optimizer_module, "_READY_GAP_S", 1.0)
-    monkeypatch.setattr(optimizer_module, "_READY_SPAN_S", 3.0)
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(leaves(9), lr=0.0))
-    g = opt._grads
+    monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1.0)
+    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 3.0)
+    g = [Grad(i) for i in range(10)]
     # Hooks at these times (s): 0-0.9 one run; 3.0 alone (2.1 s after the one before and 3.0
-    # before the next); 6.0-8.4 a run of gaps under 1 s, 9.2 beyond its 3 s span.
-    times = [0.0, 0.5, 0.9, 3.0, 6.0, 6.8, 7.6, 8.4, 9.2]
-    opt._form_ready_sets([(t, x.index, x) for t, x in zip(times, g)])
-    sets = [x.ready_set for x in g]
-    assert sets[0] is sets[1] is sets[2] is not None and sets[0].size == 3
-    assert sets[3] is None  # alone: submitted as soon as it is ready, as before
-    assert sets[4] is sets[5] is sets[6] is sets[7] is not None and sets[4].size == 4
-    assert sets[4] is not sets[0]
-    assert sets[8] is None
-    assert opt._recording is None
+    # before the next); 6.0-8.4 a run of gaps under 1 s, 9.2 beyond its 3 s span; g[9] (at
+    # 1.4) is sparse: in no set.
+    times = [0.0, 0.5, 0.9, 3.0, 6.0, 6.8, 7.6, 8.4, 9.2, 1.4]
+    hooks = sorted((t, x.index, x) for t, x in zip(times, g))
+    sets = _ready_sets.form(hooks, alone=lambda x: x is g[9])
+    assert [s.members for s in sets] == [g[0:3], g[4:8]]
+    assert [s.size for s in sets] == [3, 4] and all(s.ready == [] for s in sets)
 
 
 def test_a_pause_in_one_watched_step_does_not_part_a_set(monkeypatch):
     # Each hook timed from its step's first, at its earliest over the watched steps: a rank
     # descheduled between two hooks in one step still sees them ready together.
-    monkeypatch.setattr(optimizer_module, "_READY_GAP_S", 1.0)
-    monkeypatch.setattr(optimizer_module, "_READY_SPAN_S", 3.0)
-    monkeypatch.setattr(optimizer_module, "_WATCHED_STEPS", 2)
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(leaves(4), lr=0.0))
-    g = opt._grads
-    opt._recording = [(100.0, g[0]), (100.5, g[1]), (105.0, g[2]), (105.5, g[3])]
-    opt._watch_step()
-    assert all(x.ready_set is None for x in g) and opt._recording == []
-    opt._recording = [(200.0, g[1]), (200.4, g[0]), (200.9, g[3]), (201.5, g[2])]
-    opt._watch_step()
-    assert g[0].ready_set is g[1].ready_set is g[2].ready_set is g[3].ready_set is not None
-    assert g[0].ready_set.members == g  # in the optimizer's order
-    assert opt._recording is None
+    monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1.0)
+    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 3.0)
+    monkeypatch.setattr(_ready_sets, "WATCHED_STEPS", 2)
+    g = [Grad(i) for i in range(4)]
+    watcher = _ready_sets.Watcher()
+    for t, x in [(100.0, g[0]), (100.5, g[1]), (105.0, g[2]), (105.5, g[3])]:
+        watcher.recording.append((t, x))
+    assert watcher.end_step(alone=lambda x: False) is None and watcher.recording == []
+    watcher.recording = [(200.0, g[1]), (200.4, g[0]), (200.9, g[3]), (201.5, g[2])]
+    sets = watcher.end_step(alone=lambda x: False)
+    assert [s.members for s in sets] == [g]  # in the optimizer's order
+
+
+def test_the_sets_are_formed_after_the_watched_steps_from_real_hooks(monkeypatch, one_set):
+    params = leaves(5)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.0))
+    for step in range(_ready_sets.WATCHED_STEPS):
+        assert opt._watcher is not None and not opt._ready_sets
+        sum(p.sum() for p in params).backward()
+        opt.step()
+        opt.zero_grad()
+    assert opt._watcher is None and len(opt._ready_sets) == 1
+    assert opt._ready_sets[0].members == opt._grads
 
 
 def test_a_complete_set_is_in_flight_before_the_backward_pass_goes_on(monkeypatch):
-    monkeypatch.setattr(optimizer_module, "_READY_GAP_S", 0.01)
-    monkeypatch.setattr(optimizer_module, "_READY_SPAN_S", 0.02)
+    monkeypatch.setattr(_ready_sets, "READY_GAP_S", 0.01)
+    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 0.02)
     # a and b (the last layer) are ready before c; in the watched steps a pause (the sleep in
     # the hook on x, between them) parts them, so from then on {a, b} is a set, submitted as
     # soon as both are ready: in flight by the time x's gradient is computed.
@@ -125,7 +139,7 @@ def test_a_complete_set_is_in_flight_before_the_backward_pass_goes_on(monkeypatc
                                    named_parameters=[("rs.a", a), ("rs.b", b), ("rs.c", c)])
     seen = []
 
-    watched = optimizer_module._WATCHED_STEPS
+    watched = _ready_sets.WATCHED_STEPS
 
     def on_x_grad(grad, pause=[0.1] * watched):
         time.sleep(pause.pop() if pause else 0)
@@ -147,7 +161,7 @@ def test_an_incomplete_set_goes_at_the_end_of_the_backward_pass(one_set):
     opt = hvd.DistributedOptimizer(torch.optim.SGD([a, b, c], lr=0.0),
                                    named_parameters=[("rs.i.a", a), ("rs.i.b", b),
                                                      ("rs.i.c", c)])
-    for _ in range(optimizer_module._WATCHED_STEPS):
+    for _ in range(_ready_sets.WATCHED_STEPS):
         (a.sum() + b.sum() + c.sum()).backward()
         opt.step()
         opt.zero_grad()
@@ -185,7 +199,7 @@ def test_mixed_dtypes_layouts_compression_and_a_process_set(one_set):
                 process_set=everyone)
             r = hvd.rank()
             mean = (hvd.size() - 1) / 2.0  # the ranks' mean of r
-            for step in range(optimizer_module._WATCHED_STEPS + 2):
+            for step in range(_ready_sets.WATCHED_STEPS + 2):
                 opt.zero_grad()
                 loss = sum((p.float() * (r + torch.arange(p.numel()).view(p.shape)
                                          .float())).sum() for p in params)
@@ -207,7 +221,7 @@ def test_a_failed_gradient_in_a_set_raises_once_the_others_are_done(one_set):
     opt = hvd.DistributedOptimizer(torch.optim.SGD([a, b, c], lr=0.0),
                                    named_parameters=[("rs.f.a", a), ("rs.f.b", b),
                                                      ("rs.f.c", c)])
-    for step in range(optimizer_module._WATCHED_STEPS + 1):
+    for step in range(_ready_sets.WATCHED_STEPS + 1):
         opt.zero_grad()
         (a.sum() + b.sum() + c.sum()).backward()
         with pytest.raises(hvd.HorovodInternalError) as err:

@@ -7,22 +7,19 @@ negotiation and transfer overlap the rest of the backward pass; step() (or synch
 waits only for what is still in flight, then runs the wrapped optimizer's update.
 
 Gradients that become ready together are submitted together, as DDP's buckets are: the first
-_WATCHED_STEPS steps' backward passes are watched, each gradient's hook timed from the pass's
-first hook (its earliest time over those steps: a rank descheduled in one step does not part
-a set), and the gradients whose hooks ran within _READY_GAP_S of one another (and within
-_READY_SPAN_S of the first of them) form a ready set. From then on, a ready set is submitted in one call into the module (_troika.submit_allreduces: one
-allreduce per gradient, each negotiated under its own name as before, one release of the GIL)
-as soon as its last gradient is ready, and waited for in one call; a set left incomplete is
-submitted when a gradient of another set becomes ready, at the end of the backward pass, or
-at synchronize(). So a gradient waits at most one set's span beyond its own readiness, and a
-step makes a few calls into the module instead of two per gradient (docs/PERFORMANCE.md,
-issue 49). The watched steps submit each gradient alone, as soon as it is ready.
+steps' backward passes are watched, and the gradients whose hooks ran close together form a
+ready set (_ready_sets.py). From then on, a ready set is submitted in one call into the module
+(_troika.submit_allreduces: one allreduce per gradient, each negotiated under its own name as
+before, one release of the GIL) as soon as its last gradient is ready, and waited for in one
+call; a set left incomplete is submitted when a gradient of another set becomes ready, at the
+end of the backward pass, or at synchronize(). So a gradient waits at most one set's span
+beyond its own readiness, and a step makes a few calls into the module instead of two per
+gradient (docs/PERFORMANCE.md, issue 49). The watched steps submit each gradient alone, as
+soon as it is ready.
 """
 
 import contextlib
 import functools
-import operator
-import time
 import warnings
 import weakref
 
@@ -33,19 +30,10 @@ from troika import _troika, global_process_set
 from troika._handles import synchronize
 from troika._ops import Average, process_set_id
 from troika.torch.collectives import _allreduce, sparse_allreduce_async
+from troika.torch import _ready_sets
 from troika.torch.compression import Compression
 from troika.torch.grouped import grouped_allreduce_async_
 from troika.torch.tensors import _DTYPES, _stream_address_of, device_of, dtype_of
-
-# Ready sets (above): hooks at most this far apart, and at most this far from the set's first,
-# were ready together. The gap is far below a layer's backward computation on a CPU and above
-# the hooks' own cost (~1-20 us each, under load): a set is what no computation parts, so
-# holding its first gradient back until its last costs no overlap with computation. The span
-# bounds that wait in a long run of hooks with nothing between them (many small parameters).
-_READY_GAP_S = 100e-6
-_READY_SPAN_S = 10e-3
-# Steps watched before the ready sets are formed.
-_WATCHED_STEPS = 3
 
 # Runs a function at the end of the backward pass in progress (RuntimeError outside one).
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
@@ -108,13 +96,9 @@ class _DistributedMixin:
         # what the core reads and writes); wait() gives the result each finish(result) writes
         # to .grad (finish None: the core wrote it there).
         self._in_flight = []
-        # The watched step's hooks, (time, _Grad), in the order they ran; None once the ready
-        # sets are formed.
-        self._recording = []
-        self._earliest = {}  # _Grad -> its earliest hook time in a watched step, from the first
-        self._watched = 0  # watched steps so far
-        self._ready_sets = []  # once formed
-        self._open = None  # the ready set (_ReadySet) gradients of which are ready, unsubmitted
+        self._watcher = _ready_sets.Watcher()  # None once the ready sets are formed
+        self._ready_sets = []
+        self._open = None  # the ReadySet gradients of which are ready, unsubmitted
         self._callback_queued = False  # _end_of_backward queued in this backward pass
         # Parameters whose sparse gradient was made dense (sparse_as_dense): made sparse again
         # once averaged, for optimizers that take only sparse ones (SparseAdam), as Horovod does.
@@ -164,8 +148,8 @@ class _DistributedMixin:
             if self._group_ready[g.group] == len(g.group):
                 self._submit_group(g.group)
         else:
-            if self._recording is not None:  # a watched step
-                self._recording.append((time.perf_counter(), g))
+            if self._watcher is not None:
+                self._watcher.hook(g)
             self._submit(g)
 
     def _open_set(self, s):
@@ -195,7 +179,7 @@ class _DistributedMixin:
         ready, s.ready = s.ready, []
         if self._open is s:
             self._open = None
-        self._submit_batch(s.members if len(ready) == s.size else sorted(ready, key=_index))
+        self._submit_batch(s.members if len(ready) == s.size else _ready_sets.in_order(ready))
 
     def _submit_batch(self, grads):
         """The dense gradients of `grads` allreduced in place, each under its own name, in one
@@ -354,8 +338,8 @@ class _DistributedMixin:
                     self._submit_group(g.group)
         if loose:
             self._submit_batch(loose)
-        if self._recording:
-            self._watch_step()
+        if self._watcher is not None:
+            self._form_ready_sets()
         error = None
         try:
             for wait, members, _ in self._in_flight:
@@ -395,50 +379,19 @@ class _DistributedMixin:
         self._in_flight.clear()
         for group in self._group_ready:
             self._group_ready[group] = 0
-        if self._recording:
-            self._recording = []  # a step cut short: the next one is watched
+        if self._watcher is not None:
+            self._watcher.cut_short()
         self._synchronized = False
 
-    def _watch_step(self):
-        """Folds the hooks of the watched step that ends into self._earliest; forms the ready
-        sets after _WATCHED_STEPS of them."""
-        first = self._recording[0][0]
-        earliest = self._earliest
-        for t, g in self._recording:
-            t -= first
-            if t < earliest.get(g, t + 1.0):
-                earliest[g] = t
-        self._recording = []
-        self._watched += 1
-        if self._watched >= _WATCHED_STEPS:
-            self._form_ready_sets(sorted((t, g.index, g) for g, t in earliest.items()))
-
-    def _form_ready_sets(self, hooks):
-        """The ready sets, from `hooks` [(time, _, _Grad)] in time order: runs of gradients
-        whose hooks ran within _READY_GAP_S of the one before and within _READY_SPAN_S of the
-        run's first; dense gradients only, two or more. The others are submitted alone, as soon
-        as each is ready."""
-        runs, run, first, last = [], [], 0.0, 0.0
-        for t, _, g in hooks:
-            if g.param.grad is not None and g.param.grad.is_sparse:  # alone
-                runs.append(run)
-                run = []
-                continue
-            if run and (t - last > _READY_GAP_S or t - first > _READY_SPAN_S):
-                runs.append(run)
-                run = []
-            if not run:
-                first = t
-            run.append(g)
-            last = t
-        runs.append(run)
-        self._recording = None
-        self._earliest = None
-        for run in runs:
-            if len(run) > 1:
-                s = _ReadySet(run)
-                self._ready_sets.append(s)
-                for g in run:
+    def _form_ready_sets(self):
+        """Ends a watched step: after the last, the ready sets (sparse gradients in none)."""
+        sets = self._watcher.end_step(lambda g: g.param.grad is not None
+                                      and g.param.grad.is_sparse)
+        if sets is not None:
+            self._watcher = None
+            self._ready_sets = sets
+            for s in sets:
+                for g in s.members:
                     g.ready_set = s
 
     @contextlib.contextmanager
@@ -505,7 +458,7 @@ class _Grad:
         self.wire_name = "allreduce." + name  # its allreduce's name, as Horovod's
         self.remaining = passes  # backward passes until it is submitted
         self.group = None  # its group (a tuple of parameters), if groups were given
-        self.ready_set = None  # its _ReadySet, once formed, if it is in one
+        self.ready_set = None  # its _ready_sets.ReadySet, once formed, if it is in one
         self.pending = None  # True while in flight
         self.member = (self, None)  # in a batch whose result the core writes into .grad
         # Its submit_allreduces entry of the step before, and the host gradient it was made
@@ -516,18 +469,6 @@ class _Grad:
 _NO_GRAD = object()  # never a gradient (_Grad.entry_grad before the first entry)
 
 
-class _ReadySet:
-    """Gradients that became ready together in the first step (DistributedOptimizer)."""
-
-    __slots__ = ("members", "size", "ready")
-
-    def __init__(self, members):
-        self.members = sorted(members, key=_index)  # its _Grads, in the optimizer's order
-        self.size = len(members)
-        self.ready = []  # its _Grads ready and not yet submitted, in the order they came
-
-
-_index = operator.attrgetter("index")
 
 
 def _wait_on_device(native, device):
