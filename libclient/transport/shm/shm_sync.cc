@@ -60,9 +60,11 @@ int64_t ChooseSpins(const ShmWaitOptions& options, int ranks) {
 ShmSync::ShmSync(const ShmSegment& segment, int rank, const ShmWaitOptions& options)
     : segment_(segment),
       rank_(rank),
-      spins_(ChooseSpins(options, segment.ranks())),
+      max_spins_(ChooseSpins(options, segment.ranks())),
+      adaptive_(options.spins < 0),
       yield_for_(options.yield_for),
-      sleep_slice_(options.sleep_slice) {}
+      sleep_slice_(options.sleep_slice),
+      spins_(max_spins_) {}
 
 ShmSync::~ShmSync() {
   for (int fd : pidfds_) {
@@ -122,6 +124,7 @@ absl::Status ShmSync::WaitForPeers(uint64_t entered, absl::Duration timeout) {
   for (int64_t i = 1; i <= spins_; ++i) {
     if (Released(entered, status)) {
       ++counts_.spinning;
+      Adapt(/*short_wait=*/true);
       return status;
     }
     CpuRelax();
@@ -131,6 +134,7 @@ absl::Status ShmSync::WaitForPeers(uint64_t entered, absl::Duration timeout) {
   for (int64_t i = 1; yield_for_ > absl::ZeroDuration(); ++i) {
     if (Released(entered, status)) {
       ++counts_.yielding;
+      Adapt(/*short_wait=*/false);
       return status;
     }
     sched_yield();
@@ -141,11 +145,23 @@ absl::Status ShmSync::WaitForPeers(uint64_t entered, absl::Duration timeout) {
   for (;;) {
     if (Released(entered, status)) {
       ++counts_.sleeping;
+      Adapt(/*short_wait=*/false);
       return status;
     }
     if (!Supervise(entered, watch, status)) return status;
     Sleep(entered, std::min(sleep_slice_, watch.deadline - absl::Now()));
   }
+}
+
+// Spinning pays only while peers arrive within it. A peer that arrives only after this rank
+// yielded was not running (another process holds its core, or it shares this rank's core):
+// spinning longer would hold the core it needs, so the budget halves; it doubles again with
+// each wait that spinning ends. (Yielding with nothing else runnable returns at once, so a
+// small budget on free cores costs a system call per check, not a sleep.)
+void ShmSync::Adapt(bool short_wait) {
+  if (!adaptive_) return;
+  spins_ = short_wait ? std::min(max_spins_, spins_ * 2)
+                      : std::max(std::min(kSpinsShared, max_spins_), spins_ / 2);
 }
 
 bool ShmSync::Supervise(uint64_t entered, Watch& watch, absl::Status& status) {

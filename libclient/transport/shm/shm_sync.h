@@ -43,8 +43,10 @@ inline constexpr absl::Duration kPeerCheckInterval = absl::Milliseconds(100);
 // How a rank waits at the barrier (docs/shm.md, Synchronization). Tests force each mode.
 struct ShmWaitOptions {
   // Checks of the peers' arrivals, between CPU pause instructions, before the first yield.
-  // Negative (the default): kSpinsOwnCore when the group's ranks fit the CPUs this process
-  // may run on, kSpinsShared otherwise.
+  // Negative (the default): adaptive, at most kSpinsOwnCore when the group's ranks fit the
+  // CPUs this process may run on, kSpinsShared otherwise; halved (down to kSpinsShared)
+  // after each wait that spinning did not end, doubled after each that it did. A fixed
+  // count otherwise.
   int64_t spins = -1;
   // Then the rank yields its core between checks for this long before it sleeps. Default
   // 200 us.
@@ -108,6 +110,8 @@ class ShmSync {
   // Aborts the group and returns false with its status when the deadline has passed or a
   // watched peer process has exited; true otherwise.
   bool Supervise(uint64_t entered, Watch& watch, absl::Status& status);
+  // After a wait: the next wait's spin budget (ShmWaitOptions::spins).
+  void Adapt(bool short_wait);
   // One FUTEX_WAIT of at most `slice`, counted in Header::sleepers.
   void Sleep(uint64_t entered, absl::Duration slice);
   // Bumps the futex word and wakes every sleeper.
@@ -119,13 +123,15 @@ class ShmSync {
   // Constant after construction.
   const ShmSegment& segment_;
   const int rank_;
-  const int64_t spins_;
+  const int64_t max_spins_;
+  const bool adaptive_;
   const absl::Duration yield_for_;
   const absl::Duration sleep_slice_;
   // Set by WatchPeers(): one pidfd per rank, -1 where not watched.
   std::vector<int> pidfds_;
   // Only the collective thread.
   ShmWaitCounts counts_;
+  int64_t spins_;  // this wait's spin budget
 };
 
 }  // namespace troika::transport::shm_internal
