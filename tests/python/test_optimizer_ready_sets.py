@@ -43,9 +43,8 @@ class Calls:
 
 @pytest.fixture
 def one_set(monkeypatch):
-    """Every gradient of a backward pass ready together (no gap or span splits a set)."""
+    """Every gradient of a backward pass ready together (no gap parts a set)."""
     monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1e9)
-    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 1e9)
 
 
 def leaves(n, dtype=torch.float32):
@@ -86,23 +85,21 @@ class Grad:
 
 def test_ready_sets_are_runs_of_hooks_close_in_time(monkeypatch):
     monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1.0)
-    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 3.0)
     g = [Grad(i) for i in range(10)]
-    # Hooks at these times (s): 0-0.9 one run; 3.0 alone (2.1 s after the one before and 3.0
-    # before the next); 6.0-8.4 a run of gaps under 1 s, 9.2 beyond its 3 s span; g[9] (at
-    # 1.4) is sparse: in no set.
+    # Hooks at these times (s), in this order: 0-0.9 one run; 3.0 alone (more than 1 s from
+    # both neighbours); 6.0-9.2 a run of gaps under 1 s; g[9] (at 1.4) is sparse: in no set,
+    # and it links nothing.
     times = [0.0, 0.5, 0.9, 3.0, 6.0, 6.8, 7.6, 8.4, 9.2, 1.4]
-    hooks = sorted((t, x.index, x) for t, x in zip(times, g))
-    sets = _ready_sets.form(hooks, alone=lambda x: x is g[9])
-    assert [s.members for s in sets] == [g[0:3], g[4:8]]
-    assert [s.size for s in sets] == [3, 4] and all(s.ready == [] for s in sets)
+    hooks = sorted(zip(times, g), key=lambda h: h[0])
+    sets = _ready_sets.form([hooks], alone=lambda x: x is g[9])
+    assert [s.members for s in sets] == [g[0:3], g[4:9]]
+    assert [s.size for s in sets] == [3, 5] and all(s.ready == [] for s in sets)
 
 
 def test_a_pause_in_one_watched_step_does_not_part_a_set(monkeypatch):
-    # Each hook timed from its step's first, at its earliest over the watched steps: a rank
-    # descheduled between two hooks in one step still sees them ready together.
+    # Hooks consecutive and close in any watched step link their gradients: a rank descheduled
+    # between two hooks in one step (here between g1 and g2) still sees them ready together.
     monkeypatch.setattr(_ready_sets, "READY_GAP_S", 1.0)
-    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 3.0)
     monkeypatch.setattr(_ready_sets, "WATCHED_STEPS", 2)
     g = [Grad(i) for i in range(4)]
     watcher = _ready_sets.Watcher()
@@ -128,7 +125,6 @@ def test_the_sets_are_formed_after_the_watched_steps_from_real_hooks(monkeypatch
 
 def test_a_complete_set_is_in_flight_before_the_backward_pass_goes_on(monkeypatch):
     monkeypatch.setattr(_ready_sets, "READY_GAP_S", 0.01)
-    monkeypatch.setattr(_ready_sets, "READY_SPAN_S", 0.02)
     # a and b (the last layer) are ready before c; in the watched steps a pause (the sleep in
     # the hook on x, between them) parts them, so from then on {a, b} is a set, submitted as
     # soon as both are ready: in flight by the time x's gradient is computed.

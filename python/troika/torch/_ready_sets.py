@@ -1,24 +1,22 @@
 """Ready sets of DistributedOptimizer (issue 49): which gradients become ready together, so
 that each such set is submitted in one call into the module, as DDP's buckets are.
 
-The first WATCHED_STEPS steps' backward passes are watched (Watcher): each gradient's hook is
-timed from its pass's first hook, and its earliest time over those steps is kept, so that a
-rank descheduled between two hooks in one step does not part them. Gradients whose earliest
-times lie within READY_GAP_S of one another, and within READY_SPAN_S of the first of them, form
-a ready set (ReadySet). Framework-neutral: a gradient is any object with an `index` (its place
-in the optimizer's order).
+The first WATCHED_STEPS steps' backward passes are watched (Watcher): two gradients whose hooks
+ran one right after the other, within READY_GAP_S, in any watched step, had no computation
+between them; the ready sets are the groups that such pairs link (two or more gradients each).
+A rank descheduled between two hooks in one step parts them in that step only, so watching
+several steps keeps a loaded machine's pauses out of the sets, while a layer's computation
+parts the same two hooks in every step. Framework-neutral: a gradient is any hashable object
+with an `index` (its place in the optimizer's order).
 """
 
 import operator
 import time
 
-# Hooks at most this far apart, and at most this far from the set's first, were ready
-# together. The gap is far below a layer's backward computation on a CPU and above the hooks'
-# own cost (~1-20 us each, under load): a set is what no computation parts, so holding its
-# first gradient back until its last costs no overlap with computation. The span bounds that
-# wait in a long run of hooks with nothing between them (many small parameters).
+# Hooks at most this far apart were ready together: far below a layer's backward computation
+# on a CPU and above the hooks' own cost (~1-20 us each, under load), so holding a set's first
+# gradient back until its last costs no overlap with computation.
 READY_GAP_S = 100e-6
-READY_SPAN_S = 10e-3
 # Steps watched before the ready sets are formed.
 WATCHED_STEPS = 3
 
@@ -47,8 +45,7 @@ class Watcher:
 
     def __init__(self):
         self.recording = []  # this step's hooks: (time, gradient), in the order they ran
-        self._earliest = {}  # gradient -> its earliest time from its step's first hook
-        self._watched = 0
+        self._steps = []  # the recordings of the watched steps that ended
 
     def hook(self, grad):
         self.recording.append((time.perf_counter(), grad))
@@ -58,39 +55,36 @@ class Watcher:
         self.recording = []
 
     def end_step(self, alone):
-        """Folds the step that ends into the earliest times; after WATCHED_STEPS steps, returns
-        the ready sets ([ReadySet]; gradients for which `alone(gradient)` holds are in none),
-        else None."""
+        """Ends a watched step; after WATCHED_STEPS of them, returns the ready sets
+        ([ReadySet]; gradients for which `alone(gradient)` holds are in none), else None."""
         if self.recording:
-            first = self.recording[0][0]
-            earliest = self._earliest
-            for t, g in self.recording:
-                t -= first
-                if t < earliest.get(g, t + 1.0):
-                    earliest[g] = t
+            self._steps.append(self.recording)
             self.recording = []
-            self._watched += 1
-        if self._watched < WATCHED_STEPS:
+        if len(self._steps) < WATCHED_STEPS:
             return None
-        return form(sorted((t, g.index, g) for g, t in self._earliest.items()), alone)
+        return form(self._steps, alone)
 
 
-def form(hooks, alone):
-    """The ready sets of `hooks` [(time, _, gradient)] in time order: runs of gradients whose
-    hooks ran within READY_GAP_S of the one before and within READY_SPAN_S of the run's first,
-    two or more, none for which `alone(gradient)` holds (they part runs too)."""
-    runs, run, first, last = [], [], 0.0, 0.0
-    for t, _, g in hooks:
-        if alone(g):
-            runs.append(run)
-            run = []
-            continue
-        if run and (t - last > READY_GAP_S or t - first > READY_SPAN_S):
-            runs.append(run)
-            run = []
-        if not run:
-            first = t
-        run.append(g)
-        last = t
-    runs.append(run)
-    return [ReadySet(run) for run in runs if len(run) > 1]
+def form(steps, alone):
+    """The ready sets of the watched `steps`, each a list of (time, gradient) in the order the
+    hooks ran: the groups linked by consecutive hooks within READY_GAP_S in any step, of two or
+    more gradients, none for which `alone(gradient)` holds."""
+    parent = {}
+
+    def root(g):
+        while parent[g] is not g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for hooks in steps:
+        for _, g in hooks:
+            parent.setdefault(g, g)
+        for (t0, a), (t1, b) in zip(hooks, hooks[1:]):
+            if t1 - t0 <= READY_GAP_S and not alone(a) and not alone(b):
+                parent[root(a)] = root(b)
+    groups = {}
+    for g in parent:
+        groups.setdefault(root(g), []).append(g)
+    return [ReadySet(m) for m in sorted(groups.values(), key=lambda m: min(m, key=_index).index)
+            if len(m) > 1]

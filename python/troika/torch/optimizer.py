@@ -12,10 +12,10 @@ ready set (_ready_sets.py). From then on, a ready set is submitted in one call i
 (_troika.submit_allreduces: one allreduce per gradient, each negotiated under its own name as
 before, one release of the GIL) as soon as its last gradient is ready, and waited for in one
 call; a set left incomplete is submitted when a gradient of another set becomes ready, at the
-end of the backward pass, or at synchronize(). So a gradient waits at most one set's span
-beyond its own readiness, and a step makes a few calls into the module instead of two per
-gradient (docs/PERFORMANCE.md, issue 49). The watched steps submit each gradient alone, as
-soon as it is ready.
+end of the backward pass, or at synchronize(). So a gradient waits for no computation beyond
+its own readiness (only for the rest of its set's hooks), and a step makes a few calls into the
+module instead of two per gradient (docs/PERFORMANCE.md, issue 49). The watched steps submit
+each gradient alone, as soon as it is ready.
 """
 
 import contextlib
