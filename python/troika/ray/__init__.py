@@ -386,6 +386,9 @@ class RayExecutor:
             self._coordinator_process.stop()
             self._coordinator_process = None
         if self._coordinator_host is not None:
-            ray.get(self._coordinator_host.stop.remote())
+            try:
+                ray.get(self._coordinator_host.stop.remote())
+            except ray.exceptions.RayActorError:
+                pass  # the actor died, and its coordinator with it: nothing left to stop
             ray.kill(self._coordinator_host)
             self._coordinator_host = None

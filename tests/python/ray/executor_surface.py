@@ -128,4 +128,10 @@ def through_ray_client(client_address):
           "the job coordinator's metrics: %s" % seen["metrics"])
     check(seen["here"] == [], "the coordinator runs in the Ray Client's process (%s), not on "
           "the cluster" % seen["here"])
-    print("ok: a job through Ray Client, its coordinator on the cluster")
+    check(all(0 <= t < 10 for t in seen["lost_after"]),
+          "the ranks failed %s s after their coordinator's actor was killed" % seen["lost_after"])
+    check(all("coordinator" in e for e in seen["lost_errors"]),
+          "the ranks' errors do not name the coordinator: %s" % seen["lost_errors"])
+    print("ok: a job through Ray Client, its coordinator on the cluster; its coordinator's actor "
+          "killed: both ranks failed %s s after, naming it (%s); shutdown() after it"
+          % (seen["lost_after"], seen["lost_errors"][0][:160]))

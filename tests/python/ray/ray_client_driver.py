@@ -1,7 +1,9 @@
 """A Ray Client driver (run_ray_test.py runs it as a process of its own, with the cluster's
 token in its environment): `ray_client_driver.py HOST:PORT` runs a job of 2 ranks through Ray
 Client at HOST:PORT and prints, as JSON, each rank's numbers, whether the job's coordinator's
-metrics count (the jobs it started), and the coordinators this process started (none: it runs on the cluster)."""
+metrics count (the jobs it started), and the coordinators this process started (none: it runs
+on the cluster); then a second job whose coordinator's actor is killed while the ranks train:
+how long the ranks took to fail, and their error (shutdown() must not raise after it)."""
 
 import json
 import os
@@ -25,6 +27,41 @@ def rank_view():
                hvd.cross_size())
     hvd.shutdown()
     return env, [str(i) for i in ray.get_gpu_ids()], numbers, total
+
+
+def train_until_failure(seconds):
+    """On a rank: allreduces until one fails (the first after `ready` is written); returns
+    the time of the failure and its error, or raises after `seconds` without one."""
+    import time
+    import torch
+    import troika.torch as hvd
+    hvd.init()
+    hvd.allreduce(torch.tensor([1.0]))
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            hvd.allreduce(torch.tensor([1.0]))
+        except Exception as e:  # noqa: BLE001 - what the test reports
+            return time.time(), "%s: %s" % (type(e).__name__, e)
+        time.sleep(0.01)
+    raise AssertionError("no allreduce failed within %d s of the coordinator's loss" % seconds)
+
+
+def a_lost_coordinator():
+    """A job whose coordinator's actor is killed while its ranks allreduce: (seconds from the
+    kill to the ranks' failures, their errors)."""
+    import time
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start()
+    try:
+        refs = executor.run_remote(train_until_failure, args=[60])
+        time.sleep(3)  # the ranks train
+        killed = time.time()
+        ray.kill(executor._coordinator_host)  # the actor, and its coordinator with it
+        failures = ray.get(refs, timeout=120)
+    finally:
+        executor.shutdown()  # must not raise: the coordinator's actor is gone
+    return [round(at - killed, 2) for at, _ in failures], [error for _, error in failures]
 
 
 def coordinators_started_here():
@@ -54,10 +91,12 @@ def main(address):
                                          timeout=10).read().decode()
         started = [line for line in metrics.splitlines()
                    if line.startswith("troika_jobs_started_total")]
-        print(json.dumps({"numbers": [v[2] for v in views], "metrics": started,
-                          "here": coordinators_started_here()}))
     finally:
         executor.shutdown()
+    after, errors = a_lost_coordinator()
+    print(json.dumps({"numbers": [v[2] for v in views], "metrics": started,
+                      "here": coordinators_started_here(), "lost_after": after,
+                      "lost_errors": errors}))
 
 
 if __name__ == "__main__":

@@ -127,17 +127,23 @@ class Cluster:
 
     def _processes(self):
         """This cluster's processes: those started with its directory in their command line
-        (GCS, raylets, agents), and their descendants (the workers rename themselves)."""
+        (GCS, raylets, agents) or its GCS port in their --address (Ray Client's proxy and
+        its servers, which outlive the head's `ray start` and name no directory), and their
+        descendants (the workers rename themselves)."""
         own = set()
+        address_suffix = (":%d" % self.port).encode()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == os.getpid():
                 continue
             try:
                 with open("/proc/%s/cmdline" % entry, "rb") as f:
-                    if self.dir.encode() in f.read():
-                        own.add(int(entry))
+                    arguments = f.read().split(b"\0")
             except OSError:
                 continue
+            if any(self.dir.encode() in a or (a.startswith(b"--address=")
+                                              and a.endswith(address_suffix))
+                   for a in arguments):
+                own.add(int(entry))
         return self._descendants(own)
 
     def stop(self):
