@@ -231,6 +231,25 @@ def troika_bench_run(args, env):
     return {w: rows[key] for w, key in TROIKA_BENCH_ROWS.items() if key in rows}
 
 
+def step_ratio(r, workload):
+    """A training step's ratio: the backward pass then the C++ API's allreduces, in each
+    iteration, against the backward pass through DistributedOptimizer's hooks then its
+    synchronize()."""
+    return r[(workload, "backward + c++ api")] / r[(workload, "DistributedOptimizer")]
+
+
+def share_ratio(r, workload):
+    """What DistributedOptimizer adds to the backward pass, against the C++ API's allreduces."""
+    return r[(workload, "c++ api")] / (r[(workload, "DistributedOptimizer")]
+                                       - r[(workload, "backward alone")])
+
+
+def hooks_floor(r, workload):
+    """step_ratio's best for a front end that learns of each gradient from a Python hook."""
+    cpp = r[(workload, "c++ api")]
+    return (r[(workload, "backward alone")] + cpp) / (r[(workload, "backward, empty hooks")] + cpp)
+
+
 def workloads(args, env):
     """Issue 36's workloads: troika.torch vs the C++ API in the same ranks, and troika-bench."""
     print("\n# issue 36's workloads, %d ranks: troika.torch vs the C++ API (troika-bench's "
@@ -270,7 +289,7 @@ def workloads(args, env):
         for label, _ in packages:
             rs = runs[label]
             line = "%-14s %-6s" % (workload, label)
-            for mode in modes:
+            for mode in [m for m in modes if (workload, m) in rs[0]]:  # a package may lack one
                 t = median([r[(workload, mode)] for r in rs])
                 c = median([r[(workload, mode, "cpu")] for r in rs])
                 line += " | %s %.3f %s" % (mode, figure(workload, t, args.np), unit)
@@ -279,6 +298,21 @@ def workloads(args, env):
                                                 for r in rs])
                 line += " cpu %.0f us" % (1e6 * c)
             print(line, flush=True)
+        for label, _ in packages:  # the step through DistributedOptimizer (issue 49)
+            rs = [r for r in runs[label] if (workload, "DistributedOptimizer") in r]
+            if rs:
+                print("%-14s %-6s DistributedOptimizer step: (backward + C++ API) / "
+                      "DistributedOptimizer %.2f; C++ API / (DistributedOptimizer - backward "
+                      "alone) %.2f" % (workload, label, median([step_ratio(r, workload)
+                                                              for r in rs]),
+                                       median([share_ratio(r, workload) for r in rs])),
+                      flush=True)
+            rs = [r for r in rs if (workload, "backward, empty hooks") in r]
+            if rs:
+                print("%-14s %-6s the floor of a front end hooked on each gradient: (backward "
+                      "alone + C++ API) / (backward, empty hooks + C++ API) %.2f"
+                      % (workload, label, median([hooks_floor(r, workload) for r in rs])),
+                      flush=True)
         if bench_runs:
             t = median([b[workload] for b in bench_runs if workload in b])
             print("%-14s troika-bench (processes) %9.3f %s" % (workload,

@@ -103,8 +103,50 @@ def torch_modes(kind, nbytes, tensors, size):
                 for h in handles:
                     h.wait()
 
-        return [("hvd.allreduce_async_", async_in_place),
-                ("hvd.allreduce_async", async_out_of_place), ("module", module)]
+        entries = [("allreduce." + nm, t.data_ptr(), t.data_ptr(), _F32, t.shape)
+                   for t, nm in pairs]
+
+        def module_batch(n):  # the same through one call to submit and one to wait
+            for _ in range(n):
+                _troika.submit_allreduces(ctx, entries, _troika.SUM, 1.0, 1.0, 0, -1, 0).wait()
+
+        # A step through DistributedOptimizer: a backward pass that hands the 256 gradients to
+        # its hooks (the parameters are the graph's roots: the pass runs only their
+        # AccumulateGrad nodes, the least a backward pass does), then synchronize(), the
+        # allreduces of step() without the update. "backward alone" is the same pass on
+        # parameters no optimizer hooks: what any torch step pays, with or without Troika.
+        params = [torch.zeros(nbytes // 4, requires_grad=True) for _ in range(tensors)]
+        plain = [torch.zeros(nbytes // 4, requires_grad=True) for _ in range(tensors)]
+        grads = [torch.zeros(nbytes // 4) for _ in range(tensors)]
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.0),
+                                       named_parameters=list(zip(names, params)), op=hvd.Sum)
+
+        def optimizer(n):
+            for _ in range(n):
+                torch.autograd.backward(params, grads)
+                opt.synchronize()
+
+        def backward_alone(n):
+            for _ in range(n):
+                torch.autograd.backward(plain, grads)
+
+        # The same pass with an empty Python hook on each gradient accumulator, as
+        # DistributedOptimizer registers them: what any front end that learns of each gradient
+        # from Python pays before it submits anything.
+        hooked = [torch.zeros(nbytes // 4, requires_grad=True) for _ in range(tensors)]
+        accumulators = [p.expand_as(p).grad_fn.next_functions[0][0] for p in hooked]
+        for acc in accumulators:
+            acc.register_hook(lambda *unused: None)
+
+        def backward_hooks(n, accumulators=accumulators):
+            for _ in range(n):
+                torch.autograd.backward(hooked, grads)
+
+        batch = [("module batch", module_batch)] if hasattr(_troika, "submit_allreduces") else []
+        return ([("hvd.allreduce_async_", async_in_place),
+                 ("hvd.allreduce_async", async_out_of_place), ("module", module)] + batch
+                + [("DistributedOptimizer", optimizer), ("backward alone", backward_alone),
+                   ("backward, empty hooks", backward_hooks)])
     if kind == "allgather":
         t = torch.zeros(nbytes // size, dtype=torch.uint8)
         name = "bench/%d" % (t.numel() * size)  # the output's bytes, as the C++ name rounds them
@@ -171,6 +213,14 @@ def main():
                 raise RuntimeError("the C++ loop failed (its error is on stderr)")
 
         modes = [("c++ api", cpp)] + torch_modes(kind, nbytes, tensors, hvd.size())
+        backward = dict(modes).get("backward alone")
+        if backward is not None:  # the C++ API's training step: the same backward pass first
+            def cpp_step(n, backward=backward, cpp=cpp):
+                for _ in range(n):
+                    backward(1)
+                    cpp(1)
+
+            modes.append(("backward + c++ api", cpp_step))
         for _, fn in modes:
             fn(warmup)
         start = time.perf_counter()
