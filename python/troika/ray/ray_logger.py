@@ -26,6 +26,8 @@ import struct
 import threading
 import warnings
 
+from troika._agent_rank import _cloudpickle
+
 __all__ = ["log"]
 
 ENV = "TROIKA_RAY_LOG"
@@ -49,7 +51,6 @@ def log(info_dict):
         return
     path = os.environ.get(ENV)
     if path:
-        from troika._agent_rank import _cloudpickle
         data = _cloudpickle().dumps(info_dict)
         with _lock, open(path, "ab") as f:
             f.write(struct.pack("<I", len(data)) + data)
@@ -82,7 +83,6 @@ class Forwarder:
                 data = f.read()
         except FileNotFoundError:
             return
-        from troika._agent_rank import _cloudpickle
         at = 0
         while at + 4 <= len(data):
             (size,) = struct.unpack_from("<I", data, at)
