@@ -183,7 +183,7 @@ RUNNERS = {
 
 class Cluster:
     """A one-node Ray cluster in a temporary directory of its own; stop() ends its processes
-    alone (those with the directory in their command line, and their descendants)."""
+    alone (_processes)."""
 
     def __init__(self, cpus):
         self.dir = tempfile.mkdtemp(prefix="tkbench-", dir="/tmp")
@@ -200,14 +200,21 @@ class Cluster:
         ray.init(address=self.address, log_to_driver=False)
 
     def _processes(self):
+        """Those with the directory in their command line, or the GCS port in their --address
+        (Ray Client's server, which outlives the head's `ray start` and names no directory),
+        and their descendants."""
         parents, own = {}, set()
+        address_suffix = (":" + self.address.split(":")[1]).encode()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == os.getpid():
                 continue
             try:
                 with open("/proc/%s/cmdline" % entry, "rb") as f:
-                    if self.dir.encode() in f.read():
-                        own.add(int(entry))
+                    arguments = f.read().split(b"\0")
+                if any(self.dir.encode() in a or (a.startswith(b"--address=")
+                                                  and a.endswith(address_suffix))
+                       for a in arguments):
+                    own.add(int(entry))
                 with open("/proc/%s/stat" % entry) as f:
                     parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
