@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 
+import ray_cluster
 import ray_training
 from ray_cluster import check, close
 from troika.ray import RayExecutor
@@ -27,7 +28,7 @@ STEPS = 60
 STEP_SLEEP = 0.05
 
 
-def _wait(what, condition, runner, outcome, timeout=120):
+def _wait(what, condition, runner, outcome, timeout=ray_cluster.NOT_HUNG_S):
     deadline = time.time() + timeout
     while not condition():
         check(runner.is_alive(), "the elastic job ended while waiting until %s: %s"
@@ -76,7 +77,7 @@ def elastic_shrinks_and_grows(cluster):
         print("elastic: a new node joined; the job went on with 4 ranks in %.1f s, at step %d"
               % (time.time() - joined_at, grown_at), flush=True)
         open(gate, "w").close()
-        runner.join(timeout=300)
+        runner.join(timeout=ray_cluster.NOT_HUNG_S)
         check(not runner.is_alive(), "the elastic job did not finish")
     finally:
         executor.shutdown()

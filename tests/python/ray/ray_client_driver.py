@@ -14,6 +14,8 @@ import ray
 
 from troika.ray import RayExecutor
 
+NOT_HUNG_S = 600  # as ray_cluster.NOT_HUNG_S (this driver runs without ray_cluster's setup)
+
 
 def rank_view():
     """On a rank: its variables, its own GPUs from Ray, and troika.torch's numbers."""
@@ -29,14 +31,15 @@ def rank_view():
     return env, [str(i) for i in ray.get_gpu_ids()], numbers, total
 
 
-def train_until_failure(seconds):
-    """On a rank: allreduces until one fails (the first after `ready` is written); returns
-    the time of the failure and its error, or raises after `seconds` without one."""
+def train_until_failure(ready_dir, seconds):
+    """On a rank: allreduces until one fails, having written ready_dir/<rank> after the first;
+    returns the time of the failure and its error, or raises after `seconds` without one."""
     import time
     import torch
     import troika.torch as hvd
     hvd.init()
     hvd.allreduce(torch.tensor([1.0]))
+    open(os.path.join(ready_dir, str(hvd.rank())), "w").close()
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
@@ -50,15 +53,21 @@ def train_until_failure(seconds):
 def a_lost_coordinator():
     """A job whose coordinator's actor is killed while its ranks allreduce: (seconds from the
     kill to the ranks' failures, their errors)."""
+    import tempfile
     import time
     executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
     executor.start()
+    ready_dir = tempfile.mkdtemp(prefix="tkray-client-")  # the ranks run on this machine
     try:
-        refs = executor.run_remote(train_until_failure, args=[60])
-        time.sleep(3)  # the ranks train
+        refs = executor.run_remote(train_until_failure, args=[ready_dir, NOT_HUNG_S])
+        deadline = time.time() + NOT_HUNG_S
+        while len(os.listdir(ready_dir)) < 2:  # until both ranks train
+            if time.time() > deadline:
+                raise AssertionError("the ranks did not train within %d s" % NOT_HUNG_S)
+            time.sleep(0.05)
         killed = time.time()
         ray.kill(executor._coordinator_host)  # the actor, and its coordinator with it
-        failures = ray.get(refs, timeout=120)
+        failures = ray.get(refs, timeout=NOT_HUNG_S)
     finally:
         executor.shutdown()  # must not raise: the coordinator's actor is gone
     return [round(at - killed, 2) for at, _ in failures], [error for _, error in failures]

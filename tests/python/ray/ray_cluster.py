@@ -26,6 +26,12 @@ def check(condition, message):
         raise AssertionError(message)
 
 
+# How long a wait that proves nothing hung may take: far beyond what a step, a node's start or
+# a restart takes on a quiet 2-core machine (seconds), since under a CPU hog and other tests
+# beside it the first step of a job of 4 Ray actors took over 2 minutes (2026-12-06).
+NOT_HUNG_S = 600
+
+
 class Cluster:
     """A head node and a second raylet on this machine, in a temporary directory of their own.
     stop() ends this cluster's processes alone (not `ray stop`, which ends every Ray cluster
@@ -57,11 +63,11 @@ class Cluster:
                         self.dir, "--include-dashboard=false", "--resources",
                         '{"node_a": 2}', "--ray-client-server-port",
                         self.client_address.split(":")[1]] + common,
-                       check=True, capture_output=True, timeout=120)
+                       check=True, capture_output=True, timeout=NOT_HUNG_S)
         subprocess.run([self.ray, "start", "--address", self.address, "--resources",
-                        '{"node_b": 2}'] + common, check=True, capture_output=True, timeout=120)
+                        '{"node_b": 2}'] + common, check=True, capture_output=True, timeout=NOT_HUNG_S)
         ray.init(address=self.address)
-        deadline = time.time() + 60
+        deadline = time.time() + NOT_HUNG_S
         while len([n for n in ray.nodes() if n["Alive"]]) < 2:
             check(time.time() < deadline, "the second raylet did not join")
             time.sleep(0.2)
@@ -92,7 +98,7 @@ class Cluster:
     @staticmethod
     def wait_gone(node_id):
         """Until Ray has marked the node dead (its health checks: about 10 s)."""
-        deadline = time.time() + 60
+        deadline = time.time() + NOT_HUNG_S
         while any(n["Alive"] for n in ray.nodes() if n["NodeID"] == node_id):
             check(time.time() < deadline, "Ray did not see node %s go" % node_id)
             time.sleep(0.2)
@@ -102,8 +108,8 @@ class Cluster:
         alive = len([n for n in ray.nodes() if n["Alive"]])
         subprocess.run([self.ray, "start", "--address", self.address, "--num-cpus", "2",
                         "--num-gpus", "2", "--disable-usage-stats", "--resources",
-                        '{"node_c": 2}'], check=True, capture_output=True, timeout=120)
-        deadline = time.time() + 60
+                        '{"node_c": 2}'], check=True, capture_output=True, timeout=NOT_HUNG_S)
+        deadline = time.time() + NOT_HUNG_S
         while len([n for n in ray.nodes() if n["Alive"]]) <= alive:
             check(time.time() < deadline, "the new node did not join")
             time.sleep(0.2)

@@ -37,7 +37,7 @@ import time
 import urllib.request
 
 try:
-    import ray_cluster  # noqa: F401  (first: it sets Ray's authentication up)
+    import ray_cluster  # first: it sets Ray's authentication up
     import ray
 except ImportError:
     print("troika.ray test skipped: this Python has no Ray (scripts/setup.sh --test-tools "
@@ -122,7 +122,7 @@ def metrics_and_a_killed_rank():
     runner = threading.Thread(target=run)
     runner.start()
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + ray_cluster.NOT_HUNG_S
         while not os.path.exists(progress):
             check(time.time() < deadline and runner.is_alive(), "the job did not train: %s"
                   % outcome.get("error"))
@@ -165,7 +165,7 @@ def tensorflow_and_keras(troikarun):
         trained = time.time() - started
         progress = os.path.join(tempfile.mkdtemp(prefix="tkray-tf-"), "progress")
         refs = executor.run_remote(tf_training.fit_until_killed, args=[progress])
-        deadline = time.time() + 120
+        deadline = time.time() + ray_cluster.NOT_HUNG_S
         while not os.path.exists(progress):
             check(time.time() < deadline, "the Keras job did not train")
             time.sleep(0.05)

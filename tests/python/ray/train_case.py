@@ -23,7 +23,8 @@ import time
 import ray
 import ray.train
 
-import ray_training  # this directory, on PYTHONPATH
+import ray_cluster  # this directory, on PYTHONPATH
+import ray_training
 from ray_cluster import check, close
 from troika.ray.train import TroikaConfig, TroikaTrainer
 
@@ -113,7 +114,7 @@ def fit_with_a_kill(storage, name, max_failures):
 
     runner = threading.Thread(target=fit)
     runner.start()
-    deadline = time.time() + 180
+    deadline = time.time() + ray_cluster.NOT_HUNG_S
     while not os.path.exists(marker):
         check(time.time() < deadline and runner.is_alive(),
               "no checkpoint registered: %s" % outcome.get("error"))
@@ -125,8 +126,9 @@ def fit_with_a_kill(storage, name, max_failures):
         pid = int(pid)
     killed = time.time()
     os.kill(pid, signal.SIGKILL)
-    runner.join(timeout=180)
-    check(not runner.is_alive(), "fit() still runs 180 s after a rank was killed")
+    runner.join(timeout=ray_cluster.NOT_HUNG_S)
+    check(not runner.is_alive(), "fit() still runs %d s after a rank was killed"
+          % ray_cluster.NOT_HUNG_S)
     return outcome, outcome["at"] - killed, directory, first_job
 
 
