@@ -120,4 +120,31 @@ inline std::vector<troika::GroupTensor> ToGroupTensors(const GroupEntries& entri
   return tensors;
 }
 
+// The body of a METH_FASTCALL function of troika._troika (the front ends' hot path, called
+// without pybind11's dispatch): checks that `nargs` positional arguments are `expected`, then
+// runs `body`, which returns a new reference; a C++ exception it throws becomes the Python
+// error pybind11's dispatcher would set (a conversion error TypeError, prefixed with `name`).
+// Returns nullptr with the error set.
+template <typename Body>
+PyObject* FastCall(const char* name, Py_ssize_t nargs, Py_ssize_t expected, Body&& body) {
+  if (nargs != expected) {
+    PyErr_Format(PyExc_TypeError, "%s takes %zd positional arguments (%zd given)", name, expected,
+                 nargs);
+    return nullptr;
+  }
+  try {
+    return body();
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
+  } catch (pybind11::cast_error& e) {  // as pybind11's dispatcher: a wrong argument type
+    PyErr_SetString(PyExc_TypeError, (std::string(name) + ": " + e.what()).c_str());
+  } catch (pybind11::reference_cast_error&) {  // `context` is not a Context (None, say)
+    PyErr_SetString(PyExc_TypeError,
+                    (std::string(name) + ": the first argument must be a Context").c_str());
+  } catch (pybind11::builtin_exception& e) {  // TypeError, ValueError (ToDataType), ...
+    e.set_error();
+  }
+  return nullptr;
+}
+
 }  // namespace troika::py_module

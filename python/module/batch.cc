@@ -65,12 +65,7 @@ BatchEntry ReadEntry(PyObject* o) {
 // with nothing submitted) before the GIL is released once and each is submitted as
 // Context::Allreduce would be.
 PyObject* SubmitAllreduces(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 8) {
-    PyErr_Format(PyExc_TypeError, "submit_allreduces takes 8 positional arguments (%zd given)",
-                 nargs);
-    return nullptr;
-  }
-  try {
+  return FastCall("submit_allreduces", nargs, 8, [&]() -> PyObject* {
     auto& c = py::cast<troika::Context&>(py::handle(args[0]));
     PyObject* list = args[1];
     if (!PyList_Check(list) && !PyTuple_Check(list)) {
@@ -97,16 +92,7 @@ PyObject* SubmitAllreduces(PyObject* /*module*/, PyObject* const* args, Py_ssize
       }
     }
     return py::cast(AllreduceBatch(std::move(handles), device)).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (py::cast_error& e) {  // as pybind11's dispatcher: a wrong argument type
-    PyErr_SetString(PyExc_TypeError, (std::string("submit_allreduces: ") + e.what()).c_str());
-  } catch (py::reference_cast_error& e) {  // `context` is not a Context (None, say)
-    PyErr_SetString(PyExc_TypeError, "submit_allreduces: the first argument must be a Context");
-  } catch (py::builtin_exception& e) {  // TypeError, ValueError (ToDataType, ToReduceOp), ...
-    e.set_error();
-  }
-  return nullptr;
+  });
 }
 
 PyMethodDef g_batch_functions[] = {

@@ -53,12 +53,7 @@ bool AdviseFreshBuffer(uintptr_t address, size_t bytes, bool populate) {
 // records, a conversion flag per argument, overload passes) costs more than the conversions
 // themselves; a METH_FASTCALL function reads its arguments straight off the call.
 PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 12) {
-    PyErr_Format(PyExc_TypeError, "submit_allreduce takes 12 positional arguments (%zd given)",
-                 nargs);
-    return nullptr;
-  }
-  try {
+  return FastCall("submit_allreduce", nargs, 12, [&]() -> PyObject* {
     auto& c = py::cast<troika::Context&>(py::handle(args[0]));
     const std::string name = py::cast<std::string>(py::handle(args[1]));
     py::detail::type_caster<Dims> shape;
@@ -74,16 +69,7 @@ PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_
                                   std::move(static_cast<Dims&>(shape).v), options),
                       device);
     return py::cast(std::move(h)).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (py::cast_error& e) {  // as pybind11's dispatcher: a wrong argument type
-    PyErr_SetString(PyExc_TypeError, (std::string("submit_allreduce: ") + e.what()).c_str());
-  } catch (py::reference_cast_error& e) {  // `context` is not a Context (None, say)
-    PyErr_SetString(PyExc_TypeError, "submit_allreduce: the first argument must be a Context");
-  } catch (py::builtin_exception& e) {  // ValueError (ToDataType, ToReduceOp), ...
-    e.set_error();
-  }
-  return nullptr;
+  });
 }
 
 // Context.allreduce_wait the same way, for the front ends' synchronous allreduce (issue 49: a
@@ -92,12 +78,7 @@ PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_
 // process_set), positional, host buffers; returns None once the allreduce finished, without
 // the GIL meanwhile; raises as Context.allreduce_wait.
 PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 10) {
-    PyErr_Format(PyExc_TypeError, "allreduce_wait takes 10 positional arguments (%zd given)",
-                 nargs);
-    return nullptr;
-  }
-  try {
+  return FastCall("allreduce_wait", nargs, 10, [&]() -> PyObject* {
     auto& c = py::cast<troika::Context&>(py::handle(args[0]));
     const std::string name = py::cast<std::string>(py::handle(args[1]));
     py::detail::type_caster<Dims> shape;
@@ -123,16 +104,7 @@ PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
     if (refused) CheckSubmitted(s);
     Check(s);
     Py_RETURN_NONE;
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (py::cast_error& e) {
-    PyErr_SetString(PyExc_TypeError, (std::string("allreduce_wait: ") + e.what()).c_str());
-  } catch (py::reference_cast_error& e) {
-    PyErr_SetString(PyExc_TypeError, "allreduce_wait: the first argument must be a Context");
-  } catch (py::builtin_exception& e) {
-    e.set_error();
-  }
-  return nullptr;
+  });
 }
 
 PyMethodDef g_fast_functions[] = {
