@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "python/module/arguments.h"
@@ -46,6 +47,40 @@ bool AdviseFreshBuffer(uintptr_t address, size_t bytes, bool populate) {
   return huge;
 }
 
+// The arguments submit_allreduce and allreduce_wait share, read off the call: context, name,
+// input, output, dtype, shape (args[0..5]), op, prescale, postscale, process_set (args[6..9]).
+struct AllreduceCall {
+  troika::Context* context;
+  std::string name;
+  void* in;
+  void* out;
+  troika::DataType dtype;
+  std::vector<int64_t> shape;
+  troika::AllreduceOptions options;
+};
+
+AllreduceCall ReadAllreduceCall(PyObject* const* args, int device, uintptr_t ready_stream) {
+  auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
+  auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
+  AllreduceCall call{&py::cast<troika::Context&>(py::handle(args[0])),
+                     py::cast<std::string>(py::handle(args[1])),
+                     nullptr,
+                     nullptr,
+                     troika::DataType::kFloat32,
+                     {},
+                     {}};
+  py::detail::type_caster<Dims> shape;
+  if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
+  call.shape = std::move(static_cast<Dims&>(shape).v);
+  call.options = MakeAllreduceOptions(
+      static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
+      py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)), device, ready_stream);
+  call.dtype = ToDataType(integer(4));
+  call.in = address(2);
+  call.out = address(3);
+  return call;
+}
+
 // Context.allreduce without pybind11's dispatch, for the front ends' hot path (issue 36: 256
 // small allreduces a step): _troika.submit_allreduce(context, name, input, output, dtype,
 // shape, op, prescale, postscale, process_set, device, ready_stream), all positional, as
@@ -54,19 +89,10 @@ bool AdviseFreshBuffer(uintptr_t address, size_t bytes, bool populate) {
 // themselves; a METH_FASTCALL function reads its arguments straight off the call.
 PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   return FastCall("submit_allreduce", nargs, 12, [&]() -> PyObject* {
-    auto& c = py::cast<troika::Context&>(py::handle(args[0]));
-    const std::string name = py::cast<std::string>(py::handle(args[1]));
-    py::detail::type_caster<Dims> shape;
-    if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
-    auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
-    auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
-    const int device = static_cast<int>(integer(10));
-    troika::AllreduceOptions options =
-        MakeAllreduceOptions(static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
-                             py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)),
-                             device, py::cast<uintptr_t>(py::handle(args[11])));
-    PyHandle h = Wrap(c.Allreduce(name, address(2), address(3), ToDataType(integer(4)),
-                                  std::move(static_cast<Dims&>(shape).v), options),
+    const int device = py::cast<int>(py::handle(args[10]));
+    AllreduceCall call = ReadAllreduceCall(args, device, py::cast<uintptr_t>(py::handle(args[11])));
+    PyHandle h = Wrap(call.context->Allreduce(call.name, call.in, call.out, call.dtype,
+                                              std::move(call.shape), call.options),
                       device);
     return py::cast(std::move(h)).release().ptr();
   });
@@ -79,25 +105,14 @@ PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_
 // the GIL meanwhile; raises as Context.allreduce_wait.
 PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   return FastCall("allreduce_wait", nargs, 10, [&]() -> PyObject* {
-    auto& c = py::cast<troika::Context&>(py::handle(args[0]));
-    const std::string name = py::cast<std::string>(py::handle(args[1]));
-    py::detail::type_caster<Dims> shape;
-    if (!shape.load(py::handle(args[5]), true)) throw py::type_error("shape: a sequence of ints");
-    auto integer = [&](int i) { return py::cast<int64_t>(py::handle(args[i])); };
-    auto address = [&](int i) { return Ptr(py::cast<uintptr_t>(py::handle(args[i]))); };
-    troika::AllreduceOptions options = MakeAllreduceOptions(
-        static_cast<int>(integer(6)), py::cast<double>(py::handle(args[7])),
-        py::cast<double>(py::handle(args[8])), static_cast<int>(integer(9)), -1, 0);
-    options.wait = true;
-    const troika::DataType dtype = ToDataType(integer(4));
-    void* in = address(2);
-    void* out = address(3);
+    AllreduceCall call = ReadAllreduceCall(args, -1, 0);
+    call.options.wait = true;
     absl::Status s;
     bool refused = false;  // done when submission returned: refused (or run: scheduled)
     {
       py::gil_scoped_release release;
-      troika::Handle h =
-          c.Allreduce(name, in, out, dtype, std::move(static_cast<Dims&>(shape).v), options);
+      troika::Handle h = call.context->Allreduce(call.name, call.in, call.out, call.dtype,
+                                                 std::move(call.shape), call.options);
       refused = h.Peek().has_value();
       s = h.Wait();
     }
