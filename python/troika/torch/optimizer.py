@@ -469,8 +469,6 @@ class _Grad:
 _NO_GRAD = object()  # never a gradient (_Grad.entry_grad before the first entry)
 
 
-
-
 def _wait_on_device(native, device):
     native.wait_on_stream(_stream_address_of(device))
 

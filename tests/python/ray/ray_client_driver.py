@@ -12,9 +12,8 @@ import urllib.request
 
 import ray
 
+from ray_training import NOT_HUNG_S  # this directory, on PYTHONPATH
 from troika.ray import RayExecutor
-
-NOT_HUNG_S = 600  # as ray_cluster.NOT_HUNG_S (this driver runs without ray_cluster's setup)
 
 
 def rank_view():

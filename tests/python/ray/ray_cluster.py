@@ -18,18 +18,12 @@ os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 import ray  # noqa: E402
 
-from ray_training import close, weights_under_troikarun  # noqa: E402,F401  (re-exported)
+from ray_training import NOT_HUNG_S, close, weights_under_troikarun  # noqa: E402,F401  (re-exported)
 
 
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
-
-
-# How long a wait that proves nothing hung may take: far beyond what a step, a node's start or
-# a restart takes on a quiet 2-core machine (seconds), since under a CPU hog and other tests
-# beside it the first step of a job of 4 Ray actors took over 2 minutes (2026-12-06).
-NOT_HUNG_S = 600
 
 
 class Cluster:

@@ -10,6 +10,11 @@ import time
 import torch
 
 GLOBAL = 60  # samples per step, divisible by 1 to 6 ranks
+# How long a wait that proves nothing hung may take (the Ray and Spark tests): far beyond what
+# a step, a node's start or a restart takes on a quiet 2-core machine (seconds), since under a
+# CPU hog and other tests beside it the first step of a job of 4 Ray actors took over 2
+# minutes (2026-12-06).
+NOT_HUNG_S = 600
 
 
 def _data(steps):

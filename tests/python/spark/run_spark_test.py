@@ -133,10 +133,23 @@ def tensorflow_and_keras(troikarun):
 
 
 def wait_for(path, runner, outcome, what):
-    deadline = time.time() + 120
+    deadline = time.time() + ray_training.NOT_HUNG_S
     while not os.path.exists(path):
         check(time.time() < deadline and runner.is_alive(), "%s: %s" % (what, outcome))
         time.sleep(0.05)
+
+
+def kill_at_step(pid_dir, runner, outcome, step, rank):
+    """Once the elastic job in `runner` has trained `step` steps, SIGKILLs the process of
+    `rank` (ray_training.elastic_train's files in pid_dir); returns the time of the kill."""
+    progress = os.path.join(pid_dir, "progress")
+    wait_for(progress, runner, outcome, "the elastic job did not train")
+    while ray_training.progress(progress)[0] < step:
+        check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
+        time.sleep(0.05)
+    killed = time.time()
+    os.kill(int(open(os.path.join(pid_dir, "rank-%d" % rank)).read()), signal.SIGKILL)
+    return killed
 
 
 def metrics_and_a_killed_rank():
@@ -199,12 +212,7 @@ def elastic_goes_on():
 
     runner = threading.Thread(target=run)
     runner.start()
-    progress = os.path.join(pid_dir, "progress")
-    wait_for(progress, runner, outcome, "the elastic job did not train")
-    while ray_training.progress(progress)[0] < 10:
-        check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
-        time.sleep(0.05)
-    os.kill(int(open(os.path.join(pid_dir, "rank-3")).read()), signal.SIGKILL)
+    kill_at_step(pid_dir, runner, outcome, 10, 3)
     runner.join(timeout=300)
     check(not runner.is_alive(), "run_elastic() still runs 300 s after the kill")
     check("error" not in outcome, "run_elastic() failed: %s" % outcome.get("error"))
@@ -239,13 +247,7 @@ def elastic_reset_limit():
     started = time.time()
     runner = threading.Thread(target=run)
     runner.start()
-    progress = os.path.join(pid_dir, "progress")
-    wait_for(progress, runner, outcome, "the elastic job did not train")
-    while ray_training.progress(progress)[0] < 3:
-        check(runner.is_alive(), "the elastic job ended early: %s" % outcome)
-        time.sleep(0.05)
-    killed = time.time()
-    os.kill(int(open(os.path.join(pid_dir, "rank-1")).read()), signal.SIGKILL)
+    killed = kill_at_step(pid_dir, runner, outcome, 3, 1)
     runner.join(timeout=60)
     check(not runner.is_alive(), "run_elastic() still runs 60 s after the kill")
     message = str(outcome.get("error"))
