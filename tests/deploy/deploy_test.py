@@ -206,8 +206,8 @@ def check_writable_dirs(docs):
 
 
 def check_shared_memory(pod, c, name):
-    """A training pod's ranks move their bytes through /dev/shm (the default data plane on one
-    host, docs/shm.md): it must be a memory-backed volume, not the container's 64 MiB."""
+    """A training pod's DataLoader workers hand batches over through /dev/shm: it must be a
+    memory-backed volume, not the container's 64 MiB."""
     volume = next((m["name"] for m in c.get("volumeMounts", [])
                    if m["mountPath"].rstrip("/") == "/dev/shm"), None)
     if volume is None:

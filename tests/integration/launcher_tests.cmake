@@ -119,9 +119,9 @@ foreach(test scenario_process_test fault_test elastic_test)
   add_test(NAME ${test}_over_gloo COMMAND ${test})
   set_tests_properties(${test}_over_gloo PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=gloo TIMEOUT 300)
 endforeach()
-# After them (killed ranks, failed attaches, ten elastic generations): no segment in /dev/shm
-# whose creator is gone.
+# After them (killed ranks, failed attaches, ten elastic generations): nothing in /dev/shm named
+# like a segment (the shm data plane's segments are memfds, which no death can leave behind).
 add_test(NAME shm_segments_not_leaked
-  COMMAND sh -c "for f in /dev/shm/troika-shm-*; do [ -e \"$f\" ] || continue; p=\${f#/dev/shm/troika-shm-}; [ -d /proc/\${p%%-*} ] || { echo \"leaked: $f\"; exit 1; }; done")
+  COMMAND sh -c "for f in /dev/shm/troika-shm*; do [ -e \"$f\" ] && { echo \"leaked: $f\"; exit 1; }; done; exit 0")
 set_tests_properties(shm_segments_not_leaked PROPERTIES FIXTURES_CLEANUP shm_processes)
 troika_long_poles(collectives_over_gloo 196 elastic_test_over_gloo 84)

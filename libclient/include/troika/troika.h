@@ -83,9 +83,8 @@ struct Options {
   // each process set's, each elastic generation's) from the hosts of its ranks (`host`):
   // shared memory when they are all on one host, hierarchical collectives (shared memory
   // within a host, Gloo between hosts) when they span hosts and some host has several, else
-  // Gloo; Gloo with a warning where /dev/shm is too small for the shared memory. Forced:
-  // "gloo" (TCP), "shm" (every rank of the job on one host, else Init fails saying so; a
-  // too small /dev/shm fails with RESOURCE_EXHAUSTED), "hierarchical". TROIKA_TRANSPORT.
+  // Gloo. Forced: "gloo" (TCP), "shm" (every rank of the job on one host, else Init fails
+  // saying so), "hierarchical". TROIKA_TRANSPORT.
   std::string transport = "auto";
   // Where a communicator spans hosts ("auto" and "hierarchical"): allreduce (and
   // reducescatter), and allgather, through shared memory within each host and Gloo between

@@ -22,13 +22,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> AutoTransport::Connect(const Commu
   }
   const Choice choice = ChooseDataPlane(*map, options_);
   if (spec.rank == 0) {
-    const std::string line = absl::StrCat("data plane of '", spec.store_prefix, "' (", spec.size,
-                                          " ranks): ", choice.why);
-    if (choice.warn) {
-      TROIKA_LOG(WARNING) << line;
-    } else {
-      TROIKA_LOG(INFO) << line;
-    }
+    TROIKA_LOG(INFO) << "data plane of '" << spec.store_prefix << "' (" << spec.size
+                     << " ranks): " << choice.why;
   }
   switch (choice.kind) {
     case Choice::kShm:

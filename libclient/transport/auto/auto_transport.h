@@ -7,9 +7,7 @@
 //   (hierarchical/hierarchical_transport.h), its allreduce and allgather each flat instead
 //   when TransportOptions says so; both flat: Gloo;
 // - one rank per node: Gloo.
-// When /dev/shm on a node of several ranks has less free space than their segment needs, it
-// logs a warning saying so and uses Gloo instead (an explicit "shm" fails with
-// RESOURCE_EXHAUSTED instead). Every rank reads the same reports, so every rank chooses alike.
+// Every rank reads the same reports, so every rank chooses alike.
 //
 // Thread contract: thread-safe and stateless; Connect() may run concurrently for different
 // ranks.

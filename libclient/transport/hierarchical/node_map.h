@@ -6,7 +6,6 @@
 // Thread contract: ExchangeNodes may run concurrently for different ranks (tests run every rank
 // of a group as a thread); the rest are pure functions.
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,8 +20,6 @@ struct NodeMap {
   std::vector<int> node_of;             // by rank
   std::vector<std::vector<int>> ranks;  // by node: its ranks, ascending; ranks[k][0] leads it
   std::vector<std::string> names;       // by node
-  // By node: the fewest free bytes of /dev/shm that its ranks reported.
-  std::vector<uint64_t> shm_free;
 
   int nodes() const { return static_cast<int>(ranks.size()); }
   // The position of `rank` among its node's ranks (its local rank in this communicator).
@@ -34,14 +31,10 @@ struct NodeMap {
 // spec.node, or this host's name when it is empty.
 std::string NodeName(const CommunicatorSpec& spec);
 
-// Free bytes of /dev/shm (statvfs), or 0 when it cannot be read (no shared memory there).
-uint64_t FreeShmBytes();
+// Builds the map from each rank's node name, by rank.
+NodeMap MakeNodeMap(const std::vector<std::string>& node_by_rank);
 
-// Builds the map from each rank's (node name, free /dev/shm bytes), by rank.
-NodeMap MakeNodeMap(const std::vector<std::string>& node_by_rank,
-                    const std::vector<uint64_t>& free_by_rank);
-
-// Publishes this rank's node and free /dev/shm under "<spec.store_prefix>node/<rank>"; rank 0
+// Publishes this rank's node under "<spec.store_prefix>node/<rank>"; rank 0
 // reads every rank's and publishes them all under "<spec.store_prefix>node/all", which the
 // others read (2n store calls per communicator). The Store's error (DEADLINE_EXCEEDED after
 // spec.timeout, naming the rank waited for) otherwise.
@@ -52,8 +45,7 @@ struct Choice {
   enum Kind { kShm, kGloo, kHierarchical } kind = kGloo;
   bool hierarchical_allreduce = false;  // kHierarchical only
   bool hierarchical_allgather = false;
-  std::string why;    // for the log: what was chosen and why
-  bool warn = false;  // Gloo instead of shared memory because /dev/shm is too small
+  std::string why;  // for the log: what was chosen and why
 };
 Choice ChooseDataPlane(const NodeMap& map, const TransportOptions& options);
 

@@ -1,7 +1,7 @@
 #pragma once
-// ShmSegment: one communicator's POSIX shared-memory segment (shm_open + mmap), its layout,
-// and its name. Internal to the shared-memory data plane (shm_transport.h); the layout is
-// described in docs/shm.md.
+// ShmSegment: one communicator's shared-memory segment (an anonymous memfd, mapped), its
+// layout, and the locator other ranks open it by. Internal to the shared-memory data plane
+// (shm_transport.h); the layout is described in docs/shm.md.
 //
 //   Header             magic, rank count, buffer size, the barrier's sleeper count and
 //                      futex word, the abort record (code and reason)
@@ -11,12 +11,16 @@
 //   Slot 1 ...         one slot per rank, each 64-byte aligned
 //
 // Each rank writes only its own slot (and the header's shared words, atomically); it reads
-// every slot. The segment is created by rank 0 with O_EXCL under a name no other
-// communicator uses (creator pid and a random nonce) and unlinked as soon as every rank has
-// mapped it; the mapping lives as long as the ShmSegment object.
+// every slot. Rank 0 creates the segment with memfd_create: it has no name in /dev/shm, so no
+// process's death, kill -9 included, can leave it behind; its memory lives while some process
+// maps it or holds its descriptor. The other ranks open it through rank 0's descriptor
+// (/proc/<pid>/fd/<fd>), check that it is a memfd of ours, and check the random nonce in its
+// header against the one rank 0 published; rank 0 closes its descriptor once every rank has
+// mapped it. The mapping lives as long as the ShmSegment object.
 //
-// Thread contract: the object is immutable after construction; the shared words are atomics
-// used by every rank (see shm_sync.h).
+// Thread contract: the object is immutable after construction but for CloseDescriptor(),
+// which the connecting thread calls before it shares the segment; the shared words are
+// atomics used by every rank (see shm_sync.h).
 
 #include <atomic>
 #include <cstddef>
@@ -31,8 +35,8 @@ namespace troika::transport::shm_internal {
 // Bytes of each of a slot's two buffers: the largest piece of a collective a rank stages at
 // once.
 inline constexpr size_t kBufferBytes = size_t{1} << 20;
-// The names of every segment start with this (and then the creator's pid and a dash).
-inline constexpr char kNamePrefix[] = "/troika-shm-";
+// The memfd name of every segment (what /proc/<pid>/fd/<fd> links to: "/memfd:troika-shm").
+inline constexpr char kMemfdName[] = "troika-shm";
 inline constexpr int kMaxRanks = 1024;
 
 // Bytes of the segment of a group of `ranks` ranks (what ShmSegment::Create allocates).
@@ -44,6 +48,7 @@ struct alignas(64) Header {
   std::atomic<uint64_t> magic;
   uint32_t ranks;
   uint32_t reserved;
+  uint64_t nonce;  // random, published with the locator: proves a rank opened this segment
   uint64_t buffer_bytes;
   uint64_t slot_bytes;
   uint64_t control_bytes;
@@ -69,20 +74,28 @@ struct alignas(64) SlotControl {
 
 class ShmSegment {
  public:
-  // Creates, allocates and maps a new segment for `ranks` ranks under a fresh name:
-  // RESOURCE_EXHAUSTED when /dev/shm has no room for it, INTERNAL with errno's text when
-  // /dev/shm refuses otherwise.
+  // Creates, allocates and maps a new segment for `ranks` ranks, keeping its descriptor open
+  // for the others to open: RESOURCE_EXHAUSTED when the memory cannot be allocated, INTERNAL
+  // with errno's text when the kernel refuses otherwise.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(int ranks);
-  // Maps the existing segment `name` for `ranks` ranks; NOT_FOUND when no such segment exists
-  // (on this host), FAILED_PRECONDITION when it is not a segment for `ranks` ranks.
-  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, int ranks);
-  // Removes the name (the mapping stays); ENOENT (already removed) is not an error.
-  static void Unlink(const std::string& name);
+  // Maps the segment of `ranks` ranks whose locator() is `locator`: NOT_FOUND when it names no
+  // segment of ours here (another host or PID namespace, or its creator has exited or closed
+  // it), PERMISSION_DENIED when the creator's descriptors may not be opened (another user),
+  // FAILED_PRECONDITION when it is not a segment for `ranks` ranks, INVALID_ARGUMENT when
+  // `locator` is malformed.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& locator, int ranks);
+
+  // "<pid> <fd> <nonce>": what Open() takes, valid while the creator holds its descriptor.
+  std::string locator() const;
+  // The creator's descriptor, once no other rank needs to open the segment (the mapping
+  // stays). A no-op on the other ranks and after the first call.
+  void CloseDescriptor();
 
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
   ~ShmSegment();
 
+  // For messages: "shared memory of pid <creator> (fd <fd>)".
   const std::string& name() const { return name_; }
   int ranks() const { return ranks_; }
   Header& header() const { return *reinterpret_cast<Header*>(base_); }
@@ -97,7 +110,7 @@ class ShmSegment {
   }
 
  private:
-  ShmSegment(std::string name, int ranks, void* base, size_t bytes);
+  ShmSegment(std::string name, int ranks, void* base, size_t bytes, int fd);
   char* Slot(int rank) const {
     return static_cast<char*>(base_) + sizeof(Header) + rank * slot_bytes_;
   }
@@ -109,6 +122,7 @@ class ShmSegment {
   const size_t bytes_;
   const size_t control_bytes_;
   const size_t slot_bytes_;
+  int fd_;  // the creator's descriptor until CloseDescriptor(); -1 elsewhere
 };
 
 }  // namespace troika::transport::shm_internal

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "libclient/transport/shm/shm_communicator.h"
 #include "libclient/transport/shm/shm_segment.h"
@@ -33,8 +32,7 @@ std::vector<std::string> RankKeys(const std::string& prefix, int from, int to) {
 }
 
 // Rank 0: once every other rank is waiting for it, a fresh segment, published as
-// "<name> <host>" (or "! <error>" when it cannot be created). Creating it only then keeps short the
-// time in which it has a name that a killed rank 0 would leave behind.
+// "<locator> <host>" (or "! <error>" when it cannot be created).
 absl::StatusOr<std::unique_ptr<ShmSegment>> CreateAndPublish(const CommunicatorSpec& spec,
                                                              Store& store, const std::string& key) {
   const std::string ready = absl::StrCat(spec.store_prefix, "shm/ready/");
@@ -43,42 +41,40 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> CreateAndPublish(const CommunicatorS
   }
   absl::StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(spec.size);
   if (!created.ok()) {
-    // The other ranks wait for the name: tell them instead.
+    // The other ranks wait for the locator: tell them instead.
     store.Set(key, absl::StrCat("! ", created.status().message())).IgnoreError();
     return created.status();
   }
-  std::unique_ptr<ShmSegment> segment = *std::move(created);
-  if (absl::Status s = store.Set(key, absl::StrCat(segment->name(), " ", HostName())); !s.ok()) {
-    ShmSegment::Unlink(segment->name());
-    return s;
-  }
-  return segment;
+  RETURN_IF_ERROR(store.Set(key, absl::StrCat((*created)->locator(), " ", HostName())));
+  return created;
 }
 
-// Other ranks: rank 0's segment. `name` is set as soon as it is known.
+// Other ranks: rank 0's segment.
 absl::StatusOr<std::unique_ptr<ShmSegment>> OpenPublished(const CommunicatorSpec& spec,
-                                                          Store& store, const std::string& key,
-                                                          std::string& name) {
+                                                          Store& store, const std::string& key) {
   RETURN_IF_ERROR(store.Set(absl::StrCat(spec.store_prefix, "shm/ready/", spec.rank), "1"));
   ASSIGN_OR_RETURN(const std::string value, store.Get(key, spec.timeout));
   if (value.compare(0, 2, "! ") == 0) {
     return absl::UnavailableError(
         absl::StrCat("rank 0 could not create the shared memory: ", value.substr(2)));
   }
-  std::pair<std::string, std::string> name_host = absl::StrSplit(value, absl::MaxSplits(' ', 1));
-  name = name_host.first;
-  absl::StatusOr<std::unique_ptr<ShmSegment>> segment = ShmSegment::Open(name, spec.size);
-  if (absl::IsNotFound(segment.status())) {
+  // "<pid> <fd> <nonce> <host>"
+  const size_t host_at = value.rfind(' ');
+  const std::string host = host_at == std::string::npos ? "?" : value.substr(host_at + 1);
+  absl::StatusOr<std::unique_ptr<ShmSegment>> segment =
+      ShmSegment::Open(value.substr(0, host_at), spec.size);
+  if (absl::IsNotFound(segment.status()) || absl::IsPermissionDenied(segment.status())) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank 0 (host '", name_host.second, "') created shared memory '", name,
-        "', which this rank (host '", HostName(), "') cannot open: the shm data plane needs ",
-        "every rank on one host (or rank 0 failed meanwhile): ", segment.status().message()));
+        "rank 0 (host '", host, "') created shared memory which this rank (host '", HostName(),
+        "') cannot open: the shm data plane needs every rank on one host, in one PID namespace, ",
+        "as one user (or rank 0 failed meanwhile): ", segment.status().message()));
   }
   return segment;
 }
 
 // Every rank announces in the store that it has mapped the segment and waits for the others
-// there (so a job that fails meanwhile ends the wait, as it ends Gloo's); then the name goes.
+// there (so a job that fails meanwhile ends the wait, as it ends Gloo's); then rank 0 closes
+// the descriptor the others opened the segment by.
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(
     const CommunicatorSpec& spec, Store& store, std::unique_ptr<ShmSegment> segment,
     absl::Time deadline, const shm_internal::ShmWaitOptions& wait) {
@@ -88,10 +84,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectMapped(
   const std::vector<std::string> keys = RankKeys(mapped, 0, spec.size);
   auto remaining = [deadline] { return std::max(deadline - absl::Now(), absl::Milliseconds(1)); };
   if (absl::Status s = store.Wait(keys, remaining()); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("waiting for every rank to map shared memory '",
-                                               segment->name(), "': ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("waiting for every rank to map ", segment->name(),
+                                               ": ", s.message()));
   }
-  ShmSegment::Unlink(segment->name());
+  segment->CloseDescriptor();
   auto sync = std::make_unique<ShmSync>(*segment, spec.rank, wait);
   sync->WatchPeers();
   RETURN_IF_ERROR(sync->Barrier(remaining()));
@@ -115,15 +111,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> ShmTransport::Connect(const Commun
   }
   const absl::Time deadline = absl::Now() + spec.timeout;
   const std::string key = absl::StrCat(spec.store_prefix, "shm/segment");
-  std::string name;
   absl::StatusOr<std::unique_ptr<ShmSegment>> segment =
-      spec.rank == 0 ? CreateAndPublish(spec, store, key) : OpenPublished(spec, store, key, name);
-  if (segment.ok()) name = (*segment)->name();
+      spec.rank == 0 ? CreateAndPublish(spec, store, key) : OpenPublished(spec, store, key);
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       segment.ok() ? ConnectMapped(spec, store, *std::move(segment), deadline, wait_)
                    : segment.status();
   if (comm.ok()) return comm;
-  if (!name.empty()) ShmSegment::Unlink(name);
   return absl::Status(
       comm.status().code(),
       absl::StrCat("shm connect failed (rank ", spec.rank, " of ", spec.size, ", store prefix '",

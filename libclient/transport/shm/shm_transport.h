@@ -1,18 +1,17 @@
 #pragma once
 // ShmTransport: connects ShmCommunicators, the data plane of ranks that share one host,
-// through POSIX shared memory (shm_communicator.h; design in docs/shm.md).
+// through shared memory (shm_communicator.h; design in docs/shm.md).
 //
 // Bootstrap: once every other rank has said in the Store that it is waiting, rank 0 creates
-// a segment under a fresh name ("/troika-shm-<pid>-<nonce>", with O_EXCL, so two jobs,
-// generations or process sets never share one) and publishes the name in the Store under
-// spec.store_prefix; the other ranks map it. Every rank then says so in
-// the Store and waits there for the others (so the job's failure ends the wait, as it ends
-// Gloo's), and once every rank has mapped it, every rank unlinks the name: from then on the
-// memory lives only as long as some rank maps it, so a killed rank leaves nothing in
-// /dev/shm. A rank that fails to connect after the name is known unlinks it too.
+// an anonymous segment (a memfd: nothing in /dev/shm, so no death of any rank, kill -9
+// included, leaves memory behind) and publishes its locator ("<pid> <fd> <nonce>") in the
+// Store under spec.store_prefix; the other ranks open it through /proc/<pid>/fd/<fd> and map
+// it. Every rank then says so in the Store and waits there for the others (so the job's
+// failure ends the wait, as it ends Gloo's), and rank 0 closes its descriptor: from then on
+// the memory lives only as long as some rank maps it.
 //
-// Every rank of the group must run on the host of rank 0 (in the same IPC namespace): a rank
-// that cannot open the segment fails with FAILED_PRECONDITION saying so.
+// Every rank of the group must run on the host of rank 0, in its PID namespace, as its user:
+// a rank that cannot open the segment fails with FAILED_PRECONDITION saying so.
 //
 // Thread contract: thread-safe and stateless; Connect() may run concurrently for different
 // ranks (tests run every rank of a group as a thread of one process).

@@ -1,5 +1,5 @@
 // What only the "auto" and "hierarchical" transports do: learning the ranks' nodes, choosing
-// a data plane from them (and Gloo where /dev/shm is too small), the flat settings, and a
+// a data plane from them, the flat settings, and a
 // killed rank failing every survivor on both simulated nodes. Ranks are threads on simulated
 // nodes (simulated_nodes.h) or forked processes; the collective matrix over them is in
 // collectives_test.cc, what every transport does in transport_conformance_test.cc.
@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +20,6 @@
 #include "libclient/transport/hierarchical/node_map.h"
 #include "libclient/transport/hierarchical/pipelined_allreduce.h"
 #include "libclient/transport/memory/in_memory_store.h"
-#include "libclient/transport/shm/shm_segment.h"
 #include "tests/libclient/transport/collective_checks.h"
 #include "tests/libclient/transport/process_group.h"
 #include "tests/libclient/transport/simulated_nodes.h"
@@ -33,11 +31,7 @@ using Clock = std::chrono::steady_clock;
 using conformance::Comms;
 using conformance::ProcessGroup;
 
-constexpr uint64_t kPlenty = std::numeric_limits<uint64_t>::max();
-
-NodeMap Map(const std::vector<std::string>& nodes, uint64_t free = kPlenty) {
-  return MakeNodeMap(nodes, std::vector<uint64_t>(nodes.size(), free));
-}
+NodeMap Map(const std::vector<std::string>& nodes) { return MakeNodeMap(nodes); }
 
 TEST(NodeMapTest, NumbersNodesByTheirLowestRankAndListsTheirRanksInOrder) {
   const NodeMap map = Map({"b", "a", "b", "c", "a"});
@@ -48,11 +42,6 @@ TEST(NodeMapTest, NumbersNodesByTheirLowestRankAndListsTheirRanksInOrder) {
   EXPECT_EQ(map.LocalIndex(3), 0);
   EXPECT_TRUE(map.AnyNodeShared());
   EXPECT_FALSE(Map({"a", "b"}).AnyNodeShared());
-}
-
-TEST(NodeMapTest, KeepsTheFewestFreeBytesANodesRanksReported) {
-  const NodeMap map = MakeNodeMap({"a", "a", "b"}, {100, 50, 7});
-  EXPECT_EQ(map.shm_free, (std::vector<uint64_t>{50, 7}));
 }
 
 TEST(ChooseDataPlaneTest, OneNodeIsSharedMemory) {
@@ -83,20 +72,6 @@ TEST(ChooseDataPlaneTest, OneRankPerNodeIsGlooUnlessForced) {
   EXPECT_EQ(c.kind, Choice::kHierarchical);
   EXPECT_TRUE(c.hierarchical_allreduce);
   EXPECT_FALSE(c.hierarchical_allgather);
-}
-
-TEST(ChooseDataPlaneTest, TooLittleDevShmFallsBackToGlooWithAWarningNamingIt) {
-  const uint64_t need = shm_internal::SegmentBytes(4);
-  Choice c = ChooseDataPlane(Map({"a", "a", "a", "a"}, need - 1), {});
-  EXPECT_EQ(c.kind, Choice::kGloo);
-  EXPECT_TRUE(c.warn);
-  EXPECT_TRUE(absl::StrContains(c.why, "/dev/shm on node 'a'")) << c.why;
-  EXPECT_TRUE(absl::StrContains(c.why, "--shm-size")) << c.why;
-  EXPECT_EQ(ChooseDataPlane(Map({"a", "a", "a", "a"}, need), {}).kind, Choice::kShm);
-  // Across nodes: one node short of it is enough to go flat.
-  c = ChooseDataPlane(MakeNodeMap({"a", "b", "a", "b"}, {kPlenty, 10, kPlenty, 10}), {});
-  EXPECT_EQ(c.kind, Choice::kGloo);
-  EXPECT_TRUE(absl::StrContains(c.why, "node 'b'")) << c.why;
 }
 
 TEST(ExchangeNodesTest, EveryRankLearnsTheSameMapUnderThePrefix) {
@@ -250,8 +225,7 @@ TEST_P(HierarchicalKillTest, KilledRankFailsEverySurvivorWithinFiveSeconds) {
     EXPECT_EQ(group.Wait(r, absl::Seconds(10)), 0) << "rank " << r;
     EXPECT_LT(Clock::now() - killed_at, std::chrono::seconds(5)) << "rank " << r;
   }
-  EXPECT_TRUE(conformance::SegmentsOf(group.pids()[0]).empty());
-  EXPECT_TRUE(conformance::SegmentsOf(group.pids()[1]).empty());
+  EXPECT_TRUE(conformance::NamedSegments().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Victims, HierarchicalKillTest, ::testing::Values(1, 2),

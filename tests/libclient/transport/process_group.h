@@ -1,6 +1,6 @@
 #pragma once
 // Ranks as forked processes of a test (the real cross-process path), connected through a
-// FileStore, and what they leave in /dev/shm. Header-only.
+// FileStore, and the segments a process holds. Header-only.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,17 +28,45 @@
 
 namespace troika::transport::conformance {
 
-// The names in /dev/shm of segments created by process `pid`.
-inline std::vector<std::string> SegmentsOf(pid_t pid) {
-  const std::string prefix = absl::StrCat("troika-shm-", pid, "-");
+// Files in /dev/shm named like a segment of ours. The data plane names none (its segments are
+// memfds), so no process's death can leave one behind: this stays empty.
+inline std::vector<std::string> NamedSegments() {
   std::vector<std::string> names;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return names;
   while (const dirent* entry = readdir(dir)) {
-    if (absl::StartsWith(entry->d_name, prefix)) names.push_back(entry->d_name);
+    if (absl::StartsWith(entry->d_name, "troika-shm")) names.push_back(entry->d_name);
   }
   closedir(dir);
   return names;
+}
+
+// The descriptors of live process `pid` open on a segment (their links in /proc/<pid>/fd).
+inline std::vector<std::string> SegmentDescriptorsOf(pid_t pid) {
+  std::vector<std::string> fds;
+  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* dir = opendir(fd_dir.c_str());
+  if (dir == nullptr) return fds;
+  while (const dirent* entry = readdir(dir)) {
+    char target[256] = {};
+    const std::string path = absl::StrCat(fd_dir, "/", entry->d_name);
+    if (readlink(path.c_str(), target, sizeof(target) - 1) > 0 &&
+        absl::StartsWith(target, "/memfd:troika-shm")) {
+      fds.push_back(entry->d_name);
+    }
+  }
+  closedir(dir);
+  return fds;
+}
+
+// The segments live process `pid` maps (its /proc/<pid>/maps lines naming one).
+inline std::vector<std::string> SegmentMappingsOf(pid_t pid) {
+  std::vector<std::string> lines;
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+  for (std::string line; std::getline(maps, line);) {
+    if (absl::StrContains(line, "/memfd:troika-shm")) lines.push_back(line);
+  }
+  return lines;
 }
 
 inline std::string MakeTempDir() {

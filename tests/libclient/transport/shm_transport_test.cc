@@ -1,10 +1,12 @@
 // What only the shared-memory transport does: its ranks as forked processes (the real
 // cross-process path; the thread matrix runs in collectives_test.cc, and what every transport
-// does in transport_conformance_test.cc), abort and death of a peer, and cleanup of /dev/shm.
+// does in transport_conformance_test.cc), abort and death of a peer, and what a process holds of a
+// segment afterwards.
 
 #include "libclient/transport/shm/shm_transport.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "libclient/transport/memory/in_memory_store.h"
+#include "libclient/transport/shm/shm_segment.h"
 #include "tests/libclient/transport/collective_checks.h"
 #include "tests/libclient/transport/file_store.h"
 #include "tests/libclient/transport/process_group.h"
@@ -33,8 +36,10 @@ using Clock = std::chrono::steady_clock;
 using conformance::Comms;
 using conformance::ConnectGroup;
 using conformance::MakeTempDir;
+using conformance::NamedSegments;
 using conformance::ProcessGroup;
-using conformance::SegmentsOf;
+using conformance::SegmentDescriptorsOf;
+using conformance::SegmentMappingsOf;
 
 class ShmProcessCollectivesTest : public ::testing::TestWithParam<int> {};
 
@@ -50,7 +55,7 @@ TEST_P(ShmProcessCollectivesTest, EveryCollectiveMatchesReferenceAcrossProcesses
   });
   const std::vector<int> codes = group.WaitAll();
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
-  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+  EXPECT_TRUE(NamedSegments().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmProcessCollectivesTest, ::testing::Values(1, 2, 3, 4, 8),
@@ -76,8 +81,10 @@ TEST(ShmProcessTest, KilledRankFailsEverySurvivorWithinFiveSecondsAndLeavesNoSeg
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  // Connected and running: the name is already gone.
-  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+  // Connected and running: rank 0 maps the segment, and has closed the descriptor the others
+  // opened it by.
+  EXPECT_FALSE(SegmentMappingsOf(group.pids()[0]).empty());
+  EXPECT_TRUE(SegmentDescriptorsOf(group.pids()[0]).empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto killed_at = Clock::now();
   ASSERT_EQ(kill(group.pids()[victim], SIGKILL), 0);
@@ -87,7 +94,33 @@ TEST(ShmProcessTest, KilledRankFailsEverySurvivorWithinFiveSecondsAndLeavesNoSeg
     EXPECT_EQ(group.Wait(r, absl::Seconds(10)), 0) << "rank " << r;
     EXPECT_LT(Clock::now() - killed_at, std::chrono::seconds(5)) << "rank " << r;
   }
-  EXPECT_TRUE(SegmentsOf(group.pids()[0]).empty());
+  EXPECT_TRUE(NamedSegments().empty());
+}
+
+TEST(ShmProcessTest, RankZeroKilledBeforeTheOthersMapTheSegmentLeavesNothingBehind) {
+  // The window in which a named segment would leak: rank 0 has created and published it, and
+  // is killed before the other rank maps it.
+  const std::string dir = MakeTempDir();
+  const pid_t rank0 = fork();
+  if (rank0 == 0) {
+    FileStore store(dir);
+    (void)ShmTransport().Connect({.rank = 0, .size = 2, .store_prefix = "k/"}, store);
+    _exit(0);
+  }
+  FileStore store(dir);
+  ASSERT_TRUE(store.Set("k/shm/ready/1", "1").ok());
+  const absl::StatusOr<std::string> locator = store.Get("k/shm/segment", absl::Seconds(60));
+  ASSERT_TRUE(locator.ok()) << locator.status();
+  EXPECT_FALSE(SegmentDescriptorsOf(rank0).empty()) << "rank 0 holds the segment for rank 1";
+  ASSERT_EQ(kill(rank0, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(rank0, &status, 0), rank0);
+  EXPECT_TRUE(NamedSegments().empty());
+  // The segment went with its only holder: rank 1 fails at once, saying why.
+  const auto comm = ShmTransport().Connect({.rank = 1, .size = 2, .store_prefix = "k/"}, store);
+  EXPECT_TRUE(absl::IsFailedPrecondition(comm.status())) << comm.status();
+  EXPECT_TRUE(absl::StrContains(comm.status().message(), "rank 0 failed meanwhile"))
+      << comm.status();
 }
 
 TEST(ShmProcessTest, AbortInOneProcessWakesAPeerBlockedInAnother) {
@@ -142,18 +175,20 @@ TEST_F(ShmTransportTest, LonelyCallTimesOutNamingTheMissingRank) {
   EXPECT_TRUE(absl::StrContains(status.message(), "rank 1 did not reach")) << status;
 }
 
-TEST_F(ShmTransportTest, HundredCommunicatorsInARowLeaveNothingInDevShm) {
+TEST_F(ShmTransportTest, HundredCommunicatorsInARowLeaveNoDescriptorAndNoMapping) {
   for (int i = 0; i < 100; ++i) {
     Comms comms = ConnectGroup(transport_, store_, 2, absl::StrCat("many/", i, "/"));
     ASSERT_EQ(comms.size(), 2u);
-    EXPECT_TRUE(SegmentsOf(getpid()).empty()) << "unlinked once every rank mapped it";
+    EXPECT_TRUE(SegmentDescriptorsOf(getpid()).empty()) << "closed once every rank mapped it";
+    EXPECT_EQ(SegmentMappingsOf(getpid()).size(), 2u) << "one mapping per rank";
     conformance::OnEveryRank(comms, [&](int r) {
       int64_t v = r + 1;
       ASSERT_TRUE(comms[r]->Allreduce(&v, 1, DataType::kInt64, ReduceOp::kSum).ok());
       EXPECT_EQ(v, 3);
     });
   }
-  EXPECT_TRUE(SegmentsOf(getpid()).empty());
+  EXPECT_TRUE(SegmentMappingsOf(getpid()).empty());
+  EXPECT_TRUE(NamedSegments().empty());
 }
 
 TEST_F(ShmTransportTest, RankZeroCreatesNothingUntilEveryRankWaits) {
@@ -164,7 +199,7 @@ TEST_F(ShmTransportTest, RankZeroCreatesNothingUntilEveryRankWaits) {
   EXPECT_TRUE(store_.Keys().empty()) << "no segment was published";
 }
 
-TEST_F(ShmTransportTest, ConnectFailingAfterTheSegmentExistsLeavesNothingInDevShm) {
+TEST_F(ShmTransportTest, ConnectFailingAfterTheSegmentExistsLeavesNoDescriptorAndNoMapping) {
   // Rank 1 says it waits, then never maps the segment.
   ASSERT_TRUE(store_.Set("lost/shm/ready/1", "1").ok());
   const auto status = transport_.Connect(
@@ -172,7 +207,8 @@ TEST_F(ShmTransportTest, ConnectFailingAfterTheSegmentExistsLeavesNothingInDevSh
   EXPECT_TRUE(absl::IsDeadlineExceeded(status.status())) << status.status();
   EXPECT_TRUE(absl::StrContains(status.status().message(), "lost/shm/mapped/1")) << status.status();
   EXPECT_TRUE(store_.Get("lost/shm/segment", absl::ZeroDuration()).ok());
-  EXPECT_TRUE(SegmentsOf(getpid()).empty());
+  EXPECT_TRUE(SegmentDescriptorsOf(getpid()).empty());
+  EXPECT_TRUE(SegmentMappingsOf(getpid()).empty());
 }
 
 TEST_F(ShmTransportTest, ConnectTimesOutWhenRankZeroNeverPublishes) {
@@ -183,17 +219,42 @@ TEST_F(ShmTransportTest, ConnectTimesOutWhenRankZeroNeverPublishes) {
 }
 
 TEST_F(ShmTransportTest, RankThatCannotOpenTheSegmentSaysEveryRankMustShareAHost) {
-  // What a rank on another host sees: a published name that does not exist here.
-  ASSERT_TRUE(store_.Set("remote/shm/segment", "/troika-shm-1-00000000deadbeef otherhost").ok());
+  // What a rank on another host sees: a locator whose pid and descriptor, here, are some other
+  // file of some other process (here: /dev/null in this one), which it must not open.
+  const int null_fd = open("/dev/null", O_RDONLY);
+  ASSERT_GE(null_fd, 0);
+  ASSERT_TRUE(store_
+                  .Set("remote/shm/segment",
+                       absl::StrCat(getpid(), " ", null_fd, " 00000000deadbeef otherhost"))
+                  .ok());
   const auto status = transport_.Connect({.rank = 1, .size = 2, .store_prefix = "remote/"}, store_);
+  close(null_fd);
   EXPECT_TRUE(absl::IsFailedPrecondition(status.status())) << status.status();
   EXPECT_TRUE(absl::StrContains(status.status().message(), "every rank on one host"))
       << status.status();
   EXPECT_TRUE(absl::StrContains(status.status().message(), "otherhost")) << status.status();
 }
 
+TEST(ShmSegmentTest, OpensOnlyByTheCreatorsDescriptorNonceAndGroupSize) {
+  using shm_internal::ShmSegment;
+  absl::StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(2);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string locator = (*created)->locator();
+  EXPECT_TRUE(ShmSegment::Open(locator, 2).ok());
+  const std::string wrong_nonce =
+      absl::StrCat(locator.substr(0, locator.size() - 1), locator.back() == '0' ? "1" : "0");
+  EXPECT_TRUE(absl::IsFailedPrecondition(ShmSegment::Open(wrong_nonce, 2).status()));
+  const auto wrong_size = ShmSegment::Open(locator, 3).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(wrong_size)) << wrong_size;
+  EXPECT_TRUE(absl::StrContains(wrong_size.message(), "agree on the group size")) << wrong_size;
+  EXPECT_TRUE(absl::IsInvalidArgument(ShmSegment::Open("/troika-shm-1-deadbeef", 2).status()));
+  (*created)->CloseDescriptor();
+  EXPECT_TRUE(absl::IsNotFound(ShmSegment::Open(locator, 2).status()));
+  EXPECT_TRUE(SegmentDescriptorsOf(getpid()).empty());
+}
+
 TEST_F(ShmTransportTest, RankZeroFailingToCreateTheSegmentFailsTheOthersAtOnce) {
-  // What rank 0 publishes when /dev/shm has no room (checked by hand with a 4 MiB tmpfs).
+  // What rank 0 publishes when the memory cannot be allocated.
   ASSERT_TRUE(store_.Set("full/shm/segment", "! allocating 16780032 bytes: no space").ok());
   const auto status = transport_.Connect({.rank = 1, .size = 2, .store_prefix = "full/"}, store_);
   EXPECT_TRUE(absl::IsUnavailable(status.status())) << status.status();
