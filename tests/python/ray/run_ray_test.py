@@ -233,23 +233,33 @@ def arguments():
           "execute, execute_single and run_remote")
 
 
+def timed(case, *args):
+    """Runs one case and prints its seconds (the test's log says where its time goes)."""
+    start = time.monotonic()
+    case(*args)
+    print("time: %s %.1f s" % (case.__name__, time.monotonic() - start), flush=True)
+
+
 def main():
     troikarun = sys.argv[1]
     arguments()
+    start = time.monotonic()
     reference = weights_under_troikarun(troikarun, train_case.STEPS)  # the same job's steps
     cluster = Cluster()
     cluster.start()
+    print("time: troikarun's reference and the cluster's start %.1f s" % (time.monotonic() - start),
+          flush=True)
     try:
-        membership_and_training(reference)
-        metrics_and_a_killed_rank()
-        tensorflow_and_keras(troikarun)
-        packed_workers()
-        executor_surface.horovod_environment_and_gpus()
-        executor_surface.inside_a_placement_group()
-        executor_surface.infeasible_placement()
-        executor_surface.through_ray_client(cluster.client_address)
-        train_case.ray_train_cases(reference)
-        elastic_case.elastic_shrinks_and_grows(cluster)
+        timed(membership_and_training, reference)
+        timed(metrics_and_a_killed_rank)
+        timed(tensorflow_and_keras, troikarun)
+        timed(packed_workers)
+        timed(executor_surface.horovod_environment_and_gpus)
+        timed(executor_surface.inside_a_placement_group)
+        timed(executor_surface.infeasible_placement)
+        timed(executor_surface.through_ray_client, cluster.client_address)
+        timed(train_case.ray_train_cases, reference)
+        timed(elastic_case.elastic_shrinks_and_grows, cluster)
     finally:
         cluster.stop()
     return 0
