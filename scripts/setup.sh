@@ -52,6 +52,7 @@ RUNTIME_PACKAGES=(
 # with PACKAGES, before the build.
 BUILD_TEST_PACKAGES=(
   openmpi-bin libopenmpi-dev  # troika-mpi-bench: Open MPI beside Troika (bench/shm_compare.py)
+  ccache  # the pip install tests' build reuses the build's objects (CMakeLists.txt)
 )
 # The other test tools: only the tests and the tests' Python environments need them, so they
 # install while the build compiles (downloads and unpacking beside the compiler).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need (scripts/setup.sh --test-tools), builds Troika
-# with its tests (-j2), runs the whole test suite with ctest -j4 (the Python tests take 2 slots
-# each, so at most two run at once; tests/python/CMakeLists.txt), building the libFuzzer target
+# with its tests (-j2), runs the whole test suite with ctest -j4 (at most two Python tests at
+# once: each takes one of tests/ctest_resources.json's two "python" resources;
+# tests/python/CMakeLists.txt), building the libFuzzer target
 # beside it at the lowest priority, then the libFuzzer target for TROIKA_FUZZ_SECONDS
 # (default 60; scripts/fuzz.sh). Usage: scripts/test.sh [extra ctest arguments]
 #
@@ -22,7 +23,8 @@ rm -f "$junit"
 setsid nice -n 19 "$root/scripts/fuzz.sh" --build-only >"$root/build/fuzz-build.log" 2>&1 &
 fuzz_build=$!
 ctest_status=0
-ctest --output-on-failure --timeout 900 -j4 --output-junit "$junit" "$@" || ctest_status=$?
+ctest --output-on-failure --timeout 900 -j4 --resource-spec-file "$root/tests/ctest_resources.json" \
+  --output-junit "$junit" "$@" || ctest_status=$?
 if ((ctest_status == 0)); then
   # (A failed build shows again, with its errors, when fuzz.sh runs below.)
   wait "$fuzz_build" || true

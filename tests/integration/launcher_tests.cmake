@@ -22,7 +22,7 @@ add_dependencies(agent_process_test troika-agent troikarun troika-coordinator tr
 add_executable(troika-test-fault-rank ${CMAKE_CURRENT_LIST_DIR}/fault_rank.cc)
 target_link_libraries(troika-test-fault-rank PRIVATE troika absl::strings absl::time)
 troika_test(fault_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fault_test.cc
-  LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
+  LIBS absl::strings absl::time TIMEOUT 300)
 target_compile_definitions(fault_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
@@ -64,7 +64,7 @@ endif()
 add_executable(troika-test-scenario-rank ${CMAKE_CURRENT_LIST_DIR}/scenario_rank.cc)
 target_link_libraries(troika-test-scenario-rank PRIVATE troika absl::strings absl::time)
 troika_test(scenario_process_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/scenario_process_test.cc
-  LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
+  LIBS absl::strings absl::time TIMEOUT 300)
 target_compile_definitions(scenario_process_test PRIVATE
   TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
   SCENARIO_RANK_BINARY="$<TARGET_FILE:troika-test-scenario-rank>")
@@ -74,7 +74,7 @@ add_dependencies(scenario_process_test troikarun troika-agent troika-test-scenar
 # a coordinator restart.
 foreach(test elastic_test elastic_restart_test)
   troika_test(${test} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${test}.cc
-    LIBS absl::strings absl::time TIMEOUT 300 FIXTURE shm_processes)
+    LIBS absl::strings absl::time TIMEOUT 300)
   target_compile_definitions(${test} PRIVATE
     TROIKARUN_BINARY="$<TARGET_FILE:troikarun>"
     COORDINATOR_BINARY="$<TARGET_FILE:troika-coordinator>"
@@ -119,9 +119,4 @@ foreach(test scenario_process_test fault_test elastic_test)
   add_test(NAME ${test}_over_gloo COMMAND ${test})
   set_tests_properties(${test}_over_gloo PROPERTIES ENVIRONMENT TROIKA_TRANSPORT=gloo TIMEOUT 300)
 endforeach()
-# After them (killed ranks, failed attaches, ten elastic generations): nothing in /dev/shm named
-# like a segment (the shm data plane's segments are memfds, which no death can leave behind).
-add_test(NAME shm_segments_not_leaked
-  COMMAND sh -c "for f in /dev/shm/troika-shm*; do [ -e \"$f\" ] && { echo \"leaked: $f\"; exit 1; }; done; exit 0")
-set_tests_properties(shm_segments_not_leaked PROPERTIES FIXTURES_CLEANUP shm_processes)
 troika_long_poles(collectives_over_gloo 196 elastic_test_over_gloo 84)

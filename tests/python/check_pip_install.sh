@@ -14,8 +14,11 @@
 #   mxnet: WORK_DIR/venv-mxnet, without them: `pip install SOURCE_DIR[mxnet]` (pyproject.toml's
 #     extra: MXNet 1.9.1 and numpy < 1.24, from WHEELHOUSE) as an MXNet user installs it, then
 #     examples/mxnet/mxnet_gluon_mnist_like.py trains on 2 ranks the same way.
-# All keep the CMake build in WORK_DIR/pip-build (a second run rebuilds only what changed; the
-# two tests hold a RESOURCE_LOCK on it).
+# All keep the CMake build in $TROIKA_PIP_BUILD_DIR (default WORK_DIR/pip-build; a second run
+# rebuilds only what changed; the tests hold a RESOURCE_LOCK on it), of build type
+# $TROIKA_PIP_BUILD_TYPE (default pyproject.toml's, Release). ctest sets them to a directory
+# beside the build's and the build's type, so that ccache (CMakeLists.txt) hands this build the
+# build's objects instead of compiling everything again.
 # Exit 77 (skipped) without the wheelhouse, without torch for the system's python3 (torch),
 # without the tensorflow-cpu wheel (tensorflow) or without the mxnet wheel (mxnet).
 set -eu
@@ -53,11 +56,14 @@ venv=$work/$venv_name
 rm -rf "$venv"
 started=$(date +%s)
 elapsed() { echo "$1: $(($(date +%s) - started)) s after the start"; }
-# pip_install ARGS...: pip install into the environment, offline, building in WORK_DIR/pip-build.
+build_dir=${TROIKA_PIP_BUILD_DIR:-$work/pip-build}
+build_type=${TROIKA_PIP_BUILD_TYPE:+--config-settings=cmake.build-type=$TROIKA_PIP_BUILD_TYPE}
+# pip_install ARGS...: pip install into the environment, offline, building in $build_dir.
 pip_install() {
+  # shellcheck disable=SC2086  # $build_type: one argument or none
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$venv/bin/pip" install \
     --disable-pip-version-check --no-index --find-links "$wheelhouse" \
-    --config-settings=build-dir="$work/pip-build" "$@"
+    --config-settings=build-dir="$build_dir" $build_type "$@"
 }
 
 if [ "$front_end" = torch ]; then
