@@ -15,6 +15,7 @@ troika.ray (docs/horovod-compat.md, "Ray"), on run_ray_test.py's cluster of two 
    coordinator on the cluster, not in the client's process.
 """
 
+import glob
 import json
 import os
 import subprocess
@@ -117,10 +118,21 @@ def inside_a_placement_group():
     print("ok: ranks in the caller's placement group; executable kwargs; extra_env_vars")
 
 
-def through_ray_client(client_address):
+def _client_server_logs(cluster_dir):
+    """The tails of Ray Client's server logs in the cluster's directory (which stop() removes)."""
+    tails = []
+    for path in sorted(glob.glob(os.path.join(cluster_dir, "session_latest", "logs",
+                                              "ray_client_server*"))):
+        with open(path, errors="replace") as f:
+            tails.append("--- %s:\n%s" % (os.path.basename(path), f.read()[-2000:]))
+    return "\n".join(tails)
+
+
+def through_ray_client(client_address, cluster_dir):
     out = subprocess.run([sys.executable, ray_client_driver.__file__, client_address],
                          capture_output=True, text=True, timeout=300)
-    check(out.returncode == 0, "the Ray Client driver failed:\n" + out.stderr[-3000:])
+    check(out.returncode == 0, "the Ray Client driver failed:\n%s\nRay Client's server logs:\n%s"
+          % (out.stderr[-3000:], _client_server_logs(cluster_dir)))
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     check([n[:2] for n in seen["numbers"]] == [[0, 2], [1, 2]],
           "ranks through Ray Client: %s" % seen["numbers"])

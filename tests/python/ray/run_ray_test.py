@@ -257,7 +257,7 @@ def main():
         timed(executor_surface.horovod_environment_and_gpus)
         timed(executor_surface.inside_a_placement_group)
         timed(executor_surface.infeasible_placement)
-        timed(executor_surface.through_ray_client, cluster.client_address)
+        timed(executor_surface.through_ray_client, cluster.client_address, cluster.dir)
         timed(train_case.ray_train_cases, reference)
         timed(elastic_case.elastic_shrinks_and_grows, cluster)
     finally:
