@@ -128,11 +128,11 @@ def _client_server_logs(cluster_dir):
     return "\n".join(tails)
 
 
-def through_ray_client(client_address, cluster_dir):
-    out = subprocess.run([sys.executable, ray_client_driver.__file__, client_address],
+def through_ray_client(cluster):
+    out = subprocess.run([sys.executable, ray_client_driver.__file__, cluster.client_address],
                          capture_output=True, text=True, timeout=300)
     check(out.returncode == 0, "the Ray Client driver failed:\n%s\nRay Client's server logs:\n%s"
-          % (out.stderr[-3000:], _client_server_logs(cluster_dir)))
+          % (out.stderr[-3000:], _client_server_logs(cluster.dir)))
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     check([n[:2] for n in seen["numbers"]] == [[0, 2], [1, 2]],
           "ranks through Ray Client: %s" % seen["numbers"])

@@ -1,4 +1,4 @@
-"""run_ray_test.py TROIKARUN: troika.ray's RayExecutor on a real Ray cluster of two nodes that
+"""run_ray_test.py TROIKARUN PART: troika.ray's RayExecutor on a real Ray cluster of two nodes that
 this test starts on this machine (`ray start --head`, then a second raylet joining it, each with
 2 CPUs and a resource of its own), as a Ray user runs it (docs/ray.md):
 
@@ -25,6 +25,8 @@ this test starts on this machine (`ray start --head`, then a second raylet joini
    the second node and goes on with 2 ranks, grows back to 4 when a new node joins, and ends
    with the 1-process weights on every rank (elastic_case.py).
 
+PART: "training" (1 to 4), "surface" (5 and 6) or "train_elastic" (7 and 8), each on a cluster
+of its own (ctest's python_ray_training, python_ray_surface, python_ray_train_elastic).
 Run with the Python of the environment that has Ray (build/venv-ray); PYTHONPATH must hold the
 troika package and this directory (the raylets pass it to their workers). Exit 77 without Ray."""
 
@@ -240,26 +242,44 @@ def timed(case, *args):
     print("time: %s %.1f s" % (case.__name__, time.monotonic() - start), flush=True)
 
 
+# The cases in three parts, each a ctest test of its own on a cluster of its own, so that two
+# run at once (each part lasts minutes under load; one test of all ran past 20 minutes beside
+# stress-ng). Each case: (function, what it takes: "reference" troikarun's weights, "troikarun"
+# its path, "cluster" the cluster).
+PARTS = {
+    "training": [(membership_and_training, "reference"), (metrics_and_a_killed_rank, None),
+                 (tensorflow_and_keras, "troikarun")],
+    "surface": [(packed_workers, None), (executor_surface.horovod_environment_and_gpus, None),
+                (executor_surface.inside_a_placement_group, None),
+                (executor_surface.infeasible_placement, None),
+                (executor_surface.through_ray_client, "cluster")],
+    # The elastic case last: it takes the second node away.
+    "train_elastic": [(train_case.ray_train_cases, "reference"),
+                      (elastic_case.elastic_shrinks_and_grows, "cluster")],
+}
+
+
 def main():
-    troikarun = sys.argv[1]
-    arguments()
+    if len(sys.argv) != 3 or sys.argv[2] not in PARTS:
+        print("usage: run_ray_test.py TROIKARUN {%s}" % "|".join(PARTS), file=sys.stderr)
+        return 2
+    troikarun, part = sys.argv[1], sys.argv[2]
     start = time.monotonic()
-    reference = weights_under_troikarun(troikarun, train_case.STEPS)  # the same job's steps
+    if part == "training":
+        arguments()
+    needs = {need for _, need in PARTS[part]}
+    # The same job's steps under troikarun.
+    reference = (weights_under_troikarun(troikarun, train_case.STEPS) if "reference" in needs
+                 else None)
     cluster = Cluster()
     cluster.start()
-    print("time: troikarun's reference and the cluster's start %.1f s" % (time.monotonic() - start),
-          flush=True)
+    print("time: the cluster's start (and troikarun's reference) %.1f s"
+          % (time.monotonic() - start), flush=True)
     try:
-        timed(membership_and_training, reference)
-        timed(metrics_and_a_killed_rank)
-        timed(tensorflow_and_keras, troikarun)
-        timed(packed_workers)
-        timed(executor_surface.horovod_environment_and_gpus)
-        timed(executor_surface.inside_a_placement_group)
-        timed(executor_surface.infeasible_placement)
-        timed(executor_surface.through_ray_client, cluster.client_address, cluster.dir)
-        timed(train_case.ray_train_cases, reference)
-        timed(elastic_case.elastic_shrinks_and_grows, cluster)
+        for case, need in PARTS[part]:
+            args = {"reference": (reference,), "troikarun": (troikarun,),
+                    "cluster": (cluster,), None: ()}[need]
+            timed(case, *args)
     finally:
         cluster.stop()
     return 0
