@@ -242,8 +242,8 @@ def timed(case, *args):
     print("time: %s %.1f s" % (case.__name__, time.monotonic() - start), flush=True)
 
 
-# The cases in three parts, each a ctest test of its own on a cluster of its own, so that two
-# run at once (each part lasts minutes under load; one test of all ran past 20 minutes beside
+# The cases in three parts, each a ctest test of its own on a cluster of its own, with a timeout
+# of its own (each part lasts minutes under load; one test of all ran past 20 minutes beside
 # stress-ng). Each case: (function, what it takes: "reference" troikarun's weights, "troikarun"
 # its path, "cluster" the cluster).
 PARTS = {
