@@ -31,28 +31,26 @@ using Clock = std::chrono::steady_clock;
 using conformance::Comms;
 using conformance::ProcessGroup;
 
-NodeMap Map(const std::vector<std::string>& nodes) { return MakeNodeMap(nodes); }
-
 TEST(NodeMapTest, NumbersNodesByTheirLowestRankAndListsTheirRanksInOrder) {
-  const NodeMap map = Map({"b", "a", "b", "c", "a"});
+  const NodeMap map = MakeNodeMap({"b", "a", "b", "c", "a"});
   EXPECT_EQ(map.names, (std::vector<std::string>{"b", "a", "c"}));
   EXPECT_EQ(map.node_of, (std::vector<int>{0, 1, 0, 2, 1}));
   EXPECT_EQ(map.ranks, (std::vector<std::vector<int>>{{0, 2}, {1, 4}, {3}}));
   EXPECT_EQ(map.LocalIndex(4), 1);
   EXPECT_EQ(map.LocalIndex(3), 0);
   EXPECT_TRUE(map.AnyNodeShared());
-  EXPECT_FALSE(Map({"a", "b"}).AnyNodeShared());
+  EXPECT_FALSE(MakeNodeMap({"a", "b"}).AnyNodeShared());
 }
 
 TEST(ChooseDataPlaneTest, OneNodeIsSharedMemory) {
-  EXPECT_EQ(ChooseDataPlane(Map({"a", "a", "a"}), {}).kind, Choice::kShm);
-  EXPECT_EQ(ChooseDataPlane(Map({"a"}), {}).kind, Choice::kShm);
+  EXPECT_EQ(ChooseDataPlane(MakeNodeMap({"a", "a", "a"}), {}).kind, Choice::kShm);
+  EXPECT_EQ(ChooseDataPlane(MakeNodeMap({"a"}), {}).kind, Choice::kShm);
   // Horovod's settings only concern communicators that span nodes.
-  EXPECT_EQ(ChooseDataPlane(Map({"a", "a"}), {false, false}).kind, Choice::kShm);
+  EXPECT_EQ(ChooseDataPlane(MakeNodeMap({"a", "a"}), {false, false}).kind, Choice::kShm);
 }
 
 TEST(ChooseDataPlaneTest, NodesOfSeveralRanksAreHierarchicalUnlessTurnedOff) {
-  const NodeMap map = Map({"a", "b", "a", "b"});
+  const NodeMap map = MakeNodeMap({"a", "b", "a", "b"});
   Choice c = ChooseDataPlane(map, {});
   EXPECT_EQ(c.kind, Choice::kHierarchical);
   EXPECT_TRUE(c.hierarchical_allreduce);
@@ -63,12 +61,12 @@ TEST(ChooseDataPlaneTest, NodesOfSeveralRanksAreHierarchicalUnlessTurnedOff) {
   EXPECT_TRUE(c.hierarchical_allgather);
   EXPECT_EQ(ChooseDataPlane(map, {false, false}).kind, Choice::kGloo);
   // Uneven nodes too: one of them shares.
-  EXPECT_EQ(ChooseDataPlane(Map({"a", "b", "b"}), {}).kind, Choice::kHierarchical);
+  EXPECT_EQ(ChooseDataPlane(MakeNodeMap({"a", "b", "b"}), {}).kind, Choice::kHierarchical);
 }
 
 TEST(ChooseDataPlaneTest, OneRankPerNodeIsGlooUnlessForced) {
-  EXPECT_EQ(ChooseDataPlane(Map({"a", "b", "c"}), {}).kind, Choice::kGloo);
-  const Choice c = ChooseDataPlane(Map({"a", "b"}), {.hierarchical_allreduce = true});
+  EXPECT_EQ(ChooseDataPlane(MakeNodeMap({"a", "b", "c"}), {}).kind, Choice::kGloo);
+  const Choice c = ChooseDataPlane(MakeNodeMap({"a", "b"}), {.hierarchical_allreduce = true});
   EXPECT_EQ(c.kind, Choice::kHierarchical);
   EXPECT_TRUE(c.hierarchical_allreduce);
   EXPECT_FALSE(c.hierarchical_allgather);
