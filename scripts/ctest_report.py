@@ -7,9 +7,12 @@ ctest (run with --output-junit) hides the output of skipped tests, so GTEST_SKIP
 (and the message of a test skipped by SKIP_RETURN_CODE) never reaches the console. This prints
 each skipped test with its reason, grouped by reason, then as its last line the counts:
 "P passed, F failed, S skipped". Before that it lists the ten slowest tests with their
-times, and their share of the summed test time (where the suite's time goes). Failed counts what ctest counts as failed: failures,
-timeouts and tests that could not be run (a missing executable). The output of a test comes
-from the JUnit report, else from ctest's LastTest.log (which has every test's output).
+times, and their share of the summed test time (where the suite's time goes), and after the
+skipped tests the last FAILED_TAIL lines of each failed test's output (ctest printed all of it
+when the test ended, far above; a report that keeps only the end of the run, as CI's does,
+still says why). Failed counts what ctest counts as failed: failures, timeouts and tests that
+could not be run (a missing executable). The output of a test comes from the JUnit report,
+else from ctest's LastTest.log (which has every test's output).
 """
 
 import re
@@ -18,6 +21,7 @@ import xml.etree.ElementTree as ET
 
 # ctest marks these "not run" tests as skipped; any other "not run" is a failure.
 SKIP_MESSAGES = re.compile(r"^(SKIP_REGULAR_EXPRESSION_MATCHED|SKIP_RETURN_CODE=\d+|Skipped)$")
+FAILED_TAIL = 15
 
 
 def outputs_from_log(path):
@@ -65,7 +69,8 @@ def main():
         print("0 passed, 0 failed, 0 skipped")
         return
     log_outputs = outputs_from_log(sys.argv[2]) if len(sys.argv) > 2 else {}
-    passed = failed = 0
+    passed = 0
+    failed = []  # (name, output)
     skipped = {}  # reason -> test names
     times = []  # (seconds, name)
     for case in root.iter("testcase"):
@@ -75,16 +80,16 @@ def main():
         if status == "run":
             passed += 1
         elif status == "fail":
-            failed += 1
+            failed.append((name, case.findtext("system-out") or log_outputs.get(name, "")))
         elif status == "disabled":
             skipped.setdefault("disabled (ctest DISABLED property)", []).append(name)
         else:
             element = case.find("skipped")
             message = element.get("message", "") if element is not None else ""
-            if not SKIP_MESSAGES.match(message):
-                failed += 1  # ctest: "Not Run", e.g. its executable is missing
-                continue
             out = case.findtext("system-out") or log_outputs.get(name, "")
+            if not SKIP_MESSAGES.match(message):
+                failed.append((name, out or message))  # ctest: "Not Run", e.g. no executable
+                continue
             skipped.setdefault(skip_reason(out, message), []).append(name)
     total = sum(t for t, _ in times)
     if total > 0:
@@ -100,7 +105,12 @@ def main():
         for reason, names in skipped.items():
             shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             print(f"  {reason}\n    {len(names)} test{'s' if len(names) > 1 else ''}: {shown}")
-    print(f"{passed} passed, {failed} failed, {count} skipped")
+    for name, out in failed:
+        lines = [line.rstrip()[:300] for line in out.splitlines() if line.strip()]
+        print(f"FAILED {name}; the end of its output:")
+        for line in lines[-FAILED_TAIL:]:
+            print(f"  | {line}")
+    print(f"{passed} passed, {len(failed)} failed, {count} skipped")
 
 
 if __name__ == "__main__":
