@@ -80,7 +80,9 @@ def elastic_train(pid_dir, steps, step_sleep, gate=None):
     Each rank writes its pid to PID_DIR/rank-R (R: TROIKA_RANK, as it started); rank 0 writes
     "STEP SIZE" to PID_DIR/progress after each step (`progress()` reads it). With `gate` (a
     path), the ranks that have made every step go on committing (so that the job can still
-    lose and admit ranks) until that file exists. Returns (rank, size, weights) as it ended."""
+    lose and admit ranks) until rank 0 sees that file; they leave together (a rank that left
+    on its own look would fail the others' next commit: "can never complete: rank R has shut
+    down"). Returns (rank, size, weights) as it ended."""
     import os
     import troika.torch as hvd
     torch.set_num_threads(1)
@@ -110,7 +112,7 @@ def elastic_train(pid_dir, steps, step_sleep, gate=None):
             state.commit()
             report()
             time.sleep(step_sleep)
-        while gate and not os.path.exists(gate):
+        while gate and not hvd.broadcast_object(os.path.exists(gate), name="gate"):
             state.commit()
             report()
             time.sleep(step_sleep)

@@ -36,8 +36,9 @@ VICTIM = 2  # the rank the test kills (on the second node)
 def train_loop(config):
     """Ray Train's train_loop_per_worker: ray_training.train from the latest checkpoint, if
     any; rank 0 reports a checkpoint after step CHECKPOINT_AT; every rank writes what it ended
-    with to config["dir"]. The first attempt sleeps 0.5 s a step after the checkpoint, so
-    that the test kills a rank mid-training."""
+    with to config["dir"]. In the first attempt, the ranks wait after the checkpoint's step
+    until the test has killed rank VICTIM (config["dir"]/killed), then go on training: the
+    kill lands mid-training however slowly Ray Train registers the checkpoint."""
     import torch
     checkpoint = ray.train.get_checkpoint()
     start, state = 0, None
@@ -59,8 +60,9 @@ def train_loop(config):
                                 "optimizer": optimizer.state_dict()}, os.path.join(d, "state.pt"))
                     checkpoint = ray.train.Checkpoint.from_directory(d)
                 ray.train.report({"step": step + 1}, checkpoint=checkpoint)
-        if start == 0 and step + 1 >= CHECKPOINT_AT:
-            time.sleep(0.5)
+        if start == 0 and step + 1 == CHECKPOINT_AT:
+            while not os.path.exists(os.path.join(directory, "killed")):
+                time.sleep(0.05)
 
     result = ray_training.train(STEPS, start=start, state=state, after_step=after_step)
     with open(os.path.join(directory, "result-%d" % rank), "w") as f:
@@ -119,13 +121,12 @@ def fit_with_a_kill(storage, name, max_failures):
         check(time.time() < deadline and runner.is_alive(),
               "no checkpoint registered: %s" % outcome.get("error"))
         time.sleep(0.05)
-    check(not os.path.exists(os.path.join(directory, "result-0")),
-          "the first attempt finished before the kill")
     with open(os.path.join(directory, "pid-%d" % VICTIM)) as f:
         pid, first_job = f.read().split()
         pid = int(pid)
     killed = time.time()
     os.kill(pid, signal.SIGKILL)
+    open(os.path.join(directory, "killed"), "w").close()
     runner.join(timeout=ray_cluster.NOT_HUNG_S)
     check(not runner.is_alive(), "fit() still runs %d s after a rank was killed"
           % ray_cluster.NOT_HUNG_S)
