@@ -335,6 +335,15 @@ absl::StatusOr<std::unique_ptr<Context>> Attach(const Options& options) {
 constexpr int kAttachAgain = 5;
 constexpr absl::Duration kAttachAgainPause = absl::Milliseconds(200);
 
+// Whether an elastic rank's failed attach may mean that its generation ended meanwhile:
+// ABORTED (the coordinator's store ends an ended generation's waits), or CANCELLED: a peer
+// gave the generation's data plane up (ShmSync's abort) while this rank still connected it.
+// A rank aborts its data plane only as its context ends, so that peer learnt of the change
+// first (ElasticTest.ALossWhileTheSurvivorsAttachEndsTheNextGenerationToo, under load).
+bool GenerationMayHaveEnded(const absl::Status& status) {
+  return absl::IsAborted(status) || absl::IsCancelled(status);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& given) {
@@ -342,7 +351,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Init(const Options& given) {
   for (int again = 0;;) {
     absl::StatusOr<std::unique_ptr<Context>> context = Attach(options);
     // Only an elastic rank that knows its generation follows changes here (docs/elastic.md).
-    if (context.ok() || options.epoch == 0 || !absl::IsAborted(context.status())) return context;
+    if (context.ok() || options.epoch == 0 || !GenerationMayHaveEnded(context.status())) {
+      return context;
+    }
     std::optional<MembershipChange> change = GetMembershipChange(context.status());
     if (!change) {
       if (++again > kAttachAgain) return context;

@@ -1,6 +1,7 @@
 #include "libclient/control/controller.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -208,16 +209,12 @@ void Controller::StepsQueued() {
 
 bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
                              absl::Time& next_steps, absl::Time expire_waits) {
-  auto outbox_due = [&] {
-    return !outbox_.empty() && (send_cycle_ == absl::ZeroDuration() || flush_ ||
-                                absl::Now() >= held_since_ + send_cycle_);
-  };
   // A schedule that began must have its progress reported: the sender may be waiting with no
   // report due.
   auto reporting = [&] { return schedules_.reporting(); };
   auto wake = [&] {
     return stop_sending_ || settings_changed_ || steps_queued_ || polls_registered_ ||
-           outbox_due() || !wait_states_.empty() || schedules_.has_notices() ||
+           OutboxDueLocked() || !wait_states_.empty() || schedules_.has_notices() ||
            (reporting() && next_steps == absl::InfiniteFuture());
   };
   const int interval_ms = stats_.settings().report_interval_ms;
@@ -260,6 +257,11 @@ bool Controller::WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& nex
   return true;
 }
 
+bool Controller::OutboxDueLocked() const {
+  return !outbox_.empty() && (send_cycle_ == absl::ZeroDuration() || flush_ ||
+                              absl::Now() >= held_since_ + send_cycle_);
+}
+
 void Controller::SendLoop() {
   std::vector<TensorRequest> batch;
   std::vector<std::pair<size_t, WaitState>> waits;
@@ -278,9 +280,27 @@ void Controller::SendLoop() {
       if (report_due && schedules_.BlockedTooLong()) {
         schedules_.Deviate();  // every rank deviates, the one that keeps this one waiting too
       }
-      batch.swap(outbox_);
-      held_since_ = absl::InfiniteFuture();
-      flush_ = false;
+      // Held requests stay held until their cycle is due, whatever else woke the sender (a
+      // report, a wait state), so requests submitted within a cycle still leave in one message
+      // (SendCycleTest). A wait state naming ops takes along the requests queued before it
+      // (the coordinator must not take the rank for blocked on ops before it sees what the
+      // rank submitted first); one naming none (the rank's threads no longer blocked) needs
+      // none and goes ahead of them.
+      size_t take = outbox_.size();
+      if (!OutboxDueLocked()) {
+        take = 0;
+        for (const auto& [position, state] : wait_states_) {
+          if (!state.waiting_for.empty()) take = std::max(take, position);
+        }
+      }
+      for (auto& [position, state] : wait_states_) position = std::min(position, take);
+      batch.assign(std::make_move_iterator(outbox_.begin()),
+                   std::make_move_iterator(outbox_.begin() + static_cast<ptrdiff_t>(take)));
+      outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<ptrdiff_t>(take));
+      if (outbox_.empty()) {
+        held_since_ = absl::InfiniteFuture();
+        flush_ = false;
+      }
       waits.swap(wait_states_);
       notices = schedules_.TakeNotices(report_due);
     }

@@ -91,6 +91,9 @@ class Controller {
   // advanced here.
   bool WaitForWork(std::unique_lock<std::mutex>& lock, absl::Time& next_report,
                    absl::Time& next_steps, absl::Time expire_waits);
+  // Whether the held requests must leave now: the send cycle is off or over, or a wait, a
+  // poll or the coordinator asked for them (mu_ held).
+  bool OutboxDueLocked() const;
   // Sends `batch` (compressing cached requests in place), with each wait state in `waits`
   // before the request at its position.
   absl::Status SendBatch(std::vector<TensorRequest>& batch,

@@ -1,6 +1,6 @@
 #pragma once
 // RequestCounter: how many messages carrying tensor requests each rank's control channel sent
-// up. The coordinator's up_messages counts every message — also the wait states of a rank blocked
+// up (and, apart, its wait states). The coordinator's up_messages counts every message — also the wait states of a rank blocked
 // over 50 ms in a Wait and its progress reports (about one a second), whose number depends on how
 // fast the machine is. The messages that carry tensor requests do not: they are what negotiation
 // costs, what a send cycle batches and what a steady-state schedule saves. JoinCounting() joins
@@ -23,7 +23,7 @@ namespace troika::testing {
 // Thread-safe.
 class RequestCounter {
  public:
-  explicit RequestCounter(int size) : requests_(size) {}
+  explicit RequestCounter(int size) : requests_(size), blocked_(size), unblocked_(size) {}
 
   // Messages with tensor requests that rank `rank` sent, and all ranks together.
   int64_t Of(int rank) const {
@@ -45,6 +45,27 @@ class RequestCounter {
                         [&] { return requests_[rank] > than; });
   }
 
+  // Wait states that rank `rank` sent naming ops it is blocked on (`blocked`), or none.
+  int64_t WaitStatesOf(int rank, bool blocked) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return (blocked ? blocked_ : unblocked_)[rank];
+  }
+  // Waits until `rank` has sent more than `than` such wait states; false if it had not within
+  // `timeout` (a not-hung bound).
+  bool WaitForWaitStates(int rank, bool blocked, int64_t than, absl::Duration timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&] { return (blocked ? blocked_ : unblocked_)[rank] > than; });
+  }
+
+  void SentWaitState(int rank, const WaitState& state) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++(state.waiting_for.empty() ? unblocked_ : blocked_)[rank];
+    }
+    cv_.notify_all();
+  }
+
   void Sent(int rank, const std::vector<TensorRequest>& requests) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -58,6 +79,8 @@ class RequestCounter {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<int64_t> requests_;  // guarded by mu_: by rank
+  std::vector<int64_t> blocked_;   // guarded by mu_: by rank
+  std::vector<int64_t> unblocked_;  // guarded by mu_: by rank
 };
 
 // Rank `rank`'s real channel, counting into `counter`.
@@ -69,6 +92,10 @@ class CountingChannel : public ForwardingChannel {
   absl::Status Send(const std::vector<TensorRequest>& requests) override {
     counter_.Sent(rank_, requests);
     return ForwardingChannel::Send(requests);
+  }
+  absl::Status SendWaitState(const WaitState& state) override {
+    counter_.SentWaitState(rank_, state);
+    return ForwardingChannel::SendWaitState(state);
   }
 
  private:

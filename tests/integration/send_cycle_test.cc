@@ -78,6 +78,65 @@ TEST(SendCycleTest, RequestsSubmittedWithinACycleLeaveInOneMessage) {
   }
 }
 
+// What else wakes the sender does not send the requests held for the cycle: here the wait
+// state of a rank no longer blocked (its callback wait on "slow" ended) leaves ahead of the
+// 20 requests it submitted meanwhile, which leave later in one message, at its first Wait.
+// (Before, they left with it, and the Wait found nothing held: two messages, as
+// RequestsSubmittedWithinACycleLeaveInOneMessage once counted under load, where a report or
+// the warm-up's wait state woke the sender while the ranks submitted.)
+TEST(SendCycleTest, AnEndedWaitLeavesAheadOfTheRequestsHeldMeanwhile) {
+  TestCluster cluster(WithCycle(absl::Seconds(120)));
+  RequestCounter sent(kRanks);
+  auto contexts = JoinCounting(cluster, "job", kRanks, sent);
+  WarmUp(contexts);
+  const int64_t blocked_before = sent.WaitStatesOf(0, /*blocked=*/true);
+  const int64_t unblocked_before = sent.WaitStatesOf(0, /*blocked=*/false);
+  float slow = 1;
+  absl::Notification slow_done;
+  Handle slow_handle = contexts[0]->Allreduce("slow", &slow, &slow, DataType::kFloat32, {1});
+  // A framework's callback wait (caller_waits): "slow" leaves at once; rank 0 counts as
+  // blocked on it after 50 ms, which its sender reports (rank 1 has not submitted it).
+  slow_handle.OnDone([&](const absl::Status& s) {
+    EXPECT_TRUE(s.ok()) << s;
+    slow_done.Notify();
+  }, /*caller_waits=*/true);
+  ASSERT_TRUE(sent.WaitForWaitStates(0, /*blocked=*/true, blocked_before, absl::Seconds(60)));
+  constexpr int kTensors = 20;
+  std::vector<float> data0(kTensors, 1.0f);
+  std::vector<Handle> handles0;
+  for (int t = 0; t < kTensors; ++t) {
+    handles0.push_back(contexts[0]->Allreduce(absl::StrCat("grad/", t), &data0[t], &data0[t],
+                                              DataType::kFloat32, {1}));
+  }
+  const int64_t requests_before = sent.Of(0);
+  float slow1 = 2;
+  ASSERT_TRUE(
+      contexts[1]->Allreduce("slow", &slow1, &slow1, DataType::kFloat32, {1}).Wait().ok());
+  ASSERT_TRUE(slow_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  // Rank 0 is no longer blocked: its sender says so, and holds the 20 requests.
+  ASSERT_TRUE(
+      sent.WaitForWaitStates(0, /*blocked=*/false, unblocked_before, absl::Seconds(60)));
+  EXPECT_EQ(sent.Of(0), requests_before) << "the held requests left with the wait state";
+  OnEveryRank(kRanks, [&](int rank) {
+    std::vector<float> data1(kTensors, 2.0f);
+    std::vector<Handle> handles1;
+    if (rank == 1) {
+      for (int t = 0; t < kTensors; ++t) {
+        handles1.push_back(contexts[1]->Allreduce(absl::StrCat("grad/", t), &data1[t],
+                                                  &data1[t], DataType::kFloat32, {1}));
+      }
+    }
+    std::vector<Handle>& handles = rank == 0 ? handles0 : handles1;
+    std::vector<float>& data = rank == 0 ? data0 : data1;
+    for (int t = 0; t < kTensors; ++t) {
+      ASSERT_TRUE(handles[t].Wait().ok());
+      EXPECT_EQ(data[t], 3.0f);
+    }
+  });
+  EXPECT_EQ(sent.Of(0) - requests_before, 1) << "rank 0's 20 requests: one message";
+  EXPECT_EQ(slow, 3.0f);
+}
+
 TEST(SendCycleTest, AWaitOrAPollSendsHeldRequestsAtOnce) {
   TestCluster cluster(WithCycle(absl::Seconds(300)));
   auto contexts = cluster.Join("job", kRanks);
