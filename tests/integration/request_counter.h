@@ -1,11 +1,11 @@
 #pragma once
 // RequestCounter: how many messages carrying tensor requests each rank's control channel sent
-// up (and, apart, its wait states). The coordinator's up_messages counts every message — also the wait states of a rank blocked
-// over 50 ms in a Wait and its progress reports (about one a second), whose number depends on how
-// fast the machine is. The messages that carry tensor requests do not: they are what negotiation
-// costs, what a send cycle batches and what a steady-state schedule saves. JoinCounting() joins
-// ranks as TestCluster::Join does (over the data plane RankOptions names), each rank's channel
-// counting into a RequestCounter.
+// up, and apart, how many wait states. The coordinator's up_messages counts every message — also
+// the wait states of a rank blocked over 50 ms in a Wait and its progress reports (about one a
+// second), whose number depends on how fast the machine is. The messages that carry tensor
+// requests do not: they are what negotiation costs, what a send cycle batches and what a
+// steady-state schedule saves. JoinCounting() joins ranks as TestCluster::Join does (over the
+// data plane RankOptions names), each rank's channel counting into a RequestCounter.
 
 #include <condition_variable>
 #include <memory>
@@ -78,8 +78,8 @@ class RequestCounter {
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::vector<int64_t> requests_;  // guarded by mu_: by rank
-  std::vector<int64_t> blocked_;   // guarded by mu_: by rank
+  std::vector<int64_t> requests_;   // guarded by mu_: by rank
+  std::vector<int64_t> blocked_;    // guarded by mu_: by rank
   std::vector<int64_t> unblocked_;  // guarded by mu_: by rank
 };
 

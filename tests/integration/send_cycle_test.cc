@@ -96,10 +96,12 @@ TEST(SendCycleTest, AnEndedWaitLeavesAheadOfTheRequestsHeldMeanwhile) {
   Handle slow_handle = contexts[0]->Allreduce("slow", &slow, &slow, DataType::kFloat32, {1});
   // A framework's callback wait (caller_waits): "slow" leaves at once; rank 0 counts as
   // blocked on it after 50 ms, which its sender reports (rank 1 has not submitted it).
-  slow_handle.OnDone([&](const absl::Status& s) {
-    EXPECT_TRUE(s.ok()) << s;
-    slow_done.Notify();
-  }, /*caller_waits=*/true);
+  slow_handle.OnDone(
+      [&](const absl::Status& s) {
+        EXPECT_TRUE(s.ok()) << s;
+        slow_done.Notify();
+      },
+      /*caller_waits=*/true);
   ASSERT_TRUE(sent.WaitForWaitStates(0, /*blocked=*/true, blocked_before, absl::Seconds(60)));
   constexpr int kTensors = 20;
   std::vector<float> data0(kTensors, 1.0f);
@@ -110,20 +112,18 @@ TEST(SendCycleTest, AnEndedWaitLeavesAheadOfTheRequestsHeldMeanwhile) {
   }
   const int64_t requests_before = sent.Of(0);
   float slow1 = 2;
-  ASSERT_TRUE(
-      contexts[1]->Allreduce("slow", &slow1, &slow1, DataType::kFloat32, {1}).Wait().ok());
+  ASSERT_TRUE(contexts[1]->Allreduce("slow", &slow1, &slow1, DataType::kFloat32, {1}).Wait().ok());
   ASSERT_TRUE(slow_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   // Rank 0 is no longer blocked: its sender says so, and holds the 20 requests.
-  ASSERT_TRUE(
-      sent.WaitForWaitStates(0, /*blocked=*/false, unblocked_before, absl::Seconds(60)));
+  ASSERT_TRUE(sent.WaitForWaitStates(0, /*blocked=*/false, unblocked_before, absl::Seconds(60)));
   EXPECT_EQ(sent.Of(0), requests_before) << "the held requests left with the wait state";
   OnEveryRank(kRanks, [&](int rank) {
     std::vector<float> data1(kTensors, 2.0f);
     std::vector<Handle> handles1;
     if (rank == 1) {
       for (int t = 0; t < kTensors; ++t) {
-        handles1.push_back(contexts[1]->Allreduce(absl::StrCat("grad/", t), &data1[t],
-                                                  &data1[t], DataType::kFloat32, {1}));
+        handles1.push_back(contexts[1]->Allreduce(absl::StrCat("grad/", t), &data1[t], &data1[t],
+                                                  DataType::kFloat32, {1}));
       }
     }
     std::vector<Handle>& handles = rank == 0 ? handles0 : handles1;
