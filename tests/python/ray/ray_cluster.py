@@ -17,7 +17,8 @@ os.environ["RAY_AUTH_MODE"] = "token"
 os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 # The raylets start their workers, and so the ranks, at the priority of the rest of the
 # suite, not at Ray's default nice 15: beside other tests (or stress-ng) at nice 0, ranks at
-# nice 15 get a few percent of a core and the Ray tests ran 5 to 9 times slower (docs/ray.md).
+# nice 15 get a few percent of a core (python_ray_train_elastic: 460-784 s beside
+# stress-ng --cpu 2, 87 s quiet, about 110 s beside it at nice 0; docs/ray.md).
 os.environ["RAY_worker_niceness"] = "0"
 
 import ray  # noqa: E402
