@@ -82,8 +82,8 @@ TEST(SendCycleTest, RequestsSubmittedWithinACycleLeaveInOneMessage) {
 // state of a rank no longer blocked (its callback wait on "slow" ended) leaves ahead of the
 // 20 requests it submitted meanwhile, which leave later in one message, at its first Wait.
 // (Before, they left with it, and the Wait found nothing held: two messages, as
-// RequestsSubmittedWithinACycleLeaveInOneMessage once counted under load, where a report or
-// the warm-up's wait state woke the sender while the ranks submitted.)
+// RequestsSubmittedWithinACycleLeaveInOneMessage once counted under load, where something
+// else, a report or a wait state, woke the sender while the ranks submitted.)
 TEST(SendCycleTest, AnEndedWaitLeavesAheadOfTheRequestsHeldMeanwhile) {
   TestCluster cluster(WithCycle(absl::Seconds(120)));
   RequestCounter sent(kRanks);
