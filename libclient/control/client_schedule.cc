@@ -100,6 +100,13 @@ absl::InlinedVector<ClientSchedule::Step, 1> ClientSchedule::TakeReady() {
   return ready;
 }
 
+bool ClientSchedule::EntersAlone(int tensor) const {
+  const size_t e = tensors_[static_cast<size_t>(tensor)].entry;
+  // Alone in its entry, that entry has no tensor submitted yet: none, or it would have run.
+  return !deviated_ && static_cast<int64_t>(e) == next_ % static_cast<int64_t>(entries_.size()) &&
+         entries_[e]->names.size() == 1;
+}
+
 ClientSchedule::Step ClientSchedule::Deviate() {
   deviated_ = true;
   if (entries_.empty()) return {};

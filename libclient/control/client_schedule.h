@@ -69,6 +69,9 @@ class ClientSchedule {
   void Take(int tensor, uint64_t order, absl::Time now, uint64_t observed = 0);
   // The entries that can be entered now, in order (each once).
   absl::InlinedVector<Step, 1> TakeReady();
+  // Whether taking tensor `tensor` (Match) now makes the next entry to enter ready, that
+  // entry holding this tensor alone: TakeReady's first step is then that entry.
+  bool EntersAlone(int tensor) const;
   // The rank deviates: the entry to enter with a void vote (the first not entered). Once.
   Step Deviate();
   // How long this rank has been in the oldest entry it entered and has not seen complete (since

@@ -63,7 +63,8 @@ class Controller {
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down. `caller_waits`: the caller waits for the entry
   // at once and calls Executor::RunInline() first, so scheduled entries this makes ready are
-  // queued without waking the executor thread.
+  // queued without waking the executor thread; a host tensor alone in the next scheduled
+  // entry, with the executor idle, runs here before Submit returns (Executor::RunClaimed).
   absl::Status Submit(Entry&& entry, bool caller_waits = false);
   // Submits every entry or none (the first error; entries already recorded are withdrawn),
   // with their requests queued together so they leave in one batch.

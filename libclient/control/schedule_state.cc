@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "libclient/execution/tensor_table.h"
 
 namespace troika::internal {
@@ -24,6 +25,14 @@ int ScheduleState::Match(const TensorRequest& request) const {
 void ScheduleState::Take(int tensor, bool wake) {
   schedule_->Take(tensor, next_order_++, clock_.Now(), Observed());
   EnqueueReady(wake);
+}
+
+std::pair<int64_t, ScheduledStep> ScheduleState::TakeToRun(int tensor) {
+  schedule_->Take(tensor, next_order_++, clock_.Now(), Observed());
+  absl::InlinedVector<ClientSchedule::Step, 1> ready = schedule_->TakeReady();
+  TROIKA_CHECK(!ready.empty()) << "ScheduleState::TakeToRun: the tensor's entry is not ready";
+  for (size_t i = 1; i < ready.size(); ++i) enqueue_(schedule_->id(), std::move(ready[i]), false);
+  return {schedule_->id(), std::move(ready[0])};
 }
 
 std::optional<TensorRequest> ScheduleState::Route(TensorRequest request, uint64_t order,

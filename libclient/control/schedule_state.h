@@ -80,6 +80,14 @@ class ScheduleState {
   // Takes tensor `tensor` (Match) as the next submission; entries it makes ready go to the
   // executor, `wake` as EnqueueScheduled's.
   void Take(int tensor, bool wake);
+  // The fast path of a caller that waits for its submission: whether tensor `tensor` (Match)
+  // is alone in its entry and that entry is the next to run, so that the caller may run it
+  // itself (TakeToRun; it must hold the executor's turn, and nothing be queued there).
+  bool RunsAlone(int tensor) const { return schedule_->EntersAlone(tensor); }
+  // Takes tensor `tensor` (RunsAlone) as the next submission, as Take, and returns its entry,
+  // to be run by the caller, with the schedule's id; entries ready after it go to the
+  // executor, unwoken (they run after the caller's).
+  std::pair<int64_t, ScheduledStep> TakeToRun(int tensor);
   // Submission `order`: the schedule in force takes it (entries it makes ready go to the
   // executor, `wake` as EnqueueScheduled's) or this rank deviates and holds it — nullopt both;
   // with no schedule in force it is recorded as unanswered and returned, to be sent.

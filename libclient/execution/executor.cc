@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/thread_name.h"
 
 namespace troika::internal {
@@ -86,6 +87,24 @@ void Executor::RunInline(const std::function<bool()>& done) {
   if (wake) cv_.notify_one();
 }
 
+bool Executor::TryClaim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_ || !queue_.empty() || aborted_ || stopping_) return false;
+  running_ = true;
+  return true;
+}
+
+void Executor::RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries) {
+  Run({std::move(step.response), Arrival(), schedule, step.position, step.vote_void}, entries);
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+    wake = !queue_.empty() || aborted_ || stopping_;
+  }
+  if (wake) cv_.notify_one();
+}
+
 void Executor::Abort() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,17 +145,22 @@ void Executor::Loop() {
   }
 }
 
-void Executor::Run(const Queued& queued) {
+void Executor::Run(const Queued& queued, absl::Span<Entry> entries) {
   // After a void entry the schedule's later entries are negotiated again: nothing to run or
   // record.
-  if (queued.schedule != 0 && queued.schedule == ended_schedule_) return;
+  if (queued.schedule != 0 && queued.schedule == ended_schedule_) {
+    // A claimed run's schedule is in force: the controller learns of an end (Scheduled)
+    // before the turn that ran the void entry is given back.
+    TROIKA_CHECK(entries.empty()) << "Executor: a claimed entry of an ended schedule";
+    return;
+  }
   // Phases are timed only while they are reported (a timeline is being written).
   const bool timed = stats_.phases_on();
   const absl::Time start = timed ? absl::Now() : absl::InfinitePast();
   runner_.ResetMarks(timed);
   steps_.ExecBegin();
   if (queued.schedule != 0) {
-    ExecuteScheduled(queued);
+    ExecuteScheduled(queued, entries);
   } else {
     Execute(*queued.response);
   }
@@ -223,36 +247,40 @@ void Executor::Execute(const Response& response) {
   }
 }
 
-void Executor::ExecuteScheduled(const Queued& queued) {
+void Executor::ExecuteScheduled(const Queued& queued, absl::Span<Entry> given) {
   const Response& response = *queued.response;
   // A GPU entry votes on the host before it is issued: a vote in the device buffer could be
   // read only after waiting for the device. A void vote moves no data, so a rank that
   // deviated needs no stand-ins.
   const bool on_device = response.device == DeviceClass::kGpu;
-  std::vector<Entry> entries;
-  entries.reserve(response.names.size());
-  for (size_t i = 0; i < response.names.size(); ++i) {
-    if (queued.vote_void) {
-      // This rank deviated: it takes part with zeros (a GPU entry: it only votes); its
-      // tensors stay in the table.
-      if (!on_device) entries.push_back(JoinedStandIn(response, i));
-      continue;
+  std::vector<Entry> taken;
+  if (given.empty()) {
+    taken.reserve(response.names.size());
+    for (size_t i = 0; i < response.names.size(); ++i) {
+      if (queued.vote_void) {
+        // This rank deviated: it takes part with zeros (a GPU entry: it only votes); its
+        // tensors stay in the table.
+        if (!on_device) taken.push_back(JoinedStandIn(response, i));
+        continue;
+      }
+      std::optional<Entry> entry = table_.Take(0, response.names[i]);
+      if (!entry) {
+        // Submitted (the schedule counted it), so the table was closed under us.
+        absl::Status closed = table_.status();
+        for (Entry& e : taken) e.state->Complete(closed);
+        return;
+      }
+      taken.push_back(std::move(*entry));
     }
-    std::optional<Entry> entry = table_.Take(0, response.names[i]);
-    if (!entry) {
-      // Submitted (the schedule counted it), so the table was closed under us.
-      absl::Status closed = table_.status();
-      for (Entry& e : entries) e.state->Complete(closed);
-      return;
-    }
-    entries.push_back(std::move(*entry));
   }
+  const absl::Span<Entry> entries = given.empty() ? absl::MakeSpan(taken) : given;
   CollectiveRunner::Vote vote =
       queued.vote_void ? CollectiveRunner::Vote::kVoid : CollectiveRunner::Vote::kGo;
   absl::Status status = on_device ? CollectiveRunner::CombineVotes(comm_, &vote)
-                                  : runner_.Run(comm_, response, absl::MakeSpan(entries), &vote);
+                                  : runner_.Run(comm_, response, entries, &vote);
   if (status.ok() && on_device && vote == CollectiveRunner::Vote::kGo) {
-    status = LaunchOnDevice(response, entries);  // the device plane completes the states
+    // (GPU entries are never given: RunClaimed runs host entries only.)
+    status = LaunchOnDevice(response, taken);  // the device plane completes the states
   }
   if (!status.ok()) {
     status = on_failure_(status);

@@ -72,6 +72,15 @@ class Executor {
   // `done()` holds or it cannot go on; what is left queued is then the executor thread's
   // (woken if it must be).
   void RunInline(const std::function<bool()>& done);
+  // The fast path of a thread that submits a scheduled host entry and waits for it: takes the
+  // turn if the executor thread is idle and nothing is queued (false otherwise, or once
+  // aborted or stopping). The caller then runs the entry itself (RunClaimed) — no queue, no
+  // table. Never called under an operation's lock; may be called under the controller's.
+  bool TryClaim();
+  // With the turn taken (TryClaim): runs `step` of schedule `schedule` on `entries`, the
+  // caller's own, as the executor runs a queued entry with the table's; then gives the turn
+  // back, waking the executor thread for what was queued meanwhile.
+  void RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries);
   // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
   // Runs what is queued unless aborted, then joins the thread; waits for operations issued on
@@ -92,10 +101,11 @@ class Executor {
   void Loop();
   // A queued entry's `arrived`: now, or InfinitePast while phases are not reported.
   absl::Time Arrival() const;
-  // Runs one queued entry (the turn held).
-  void Run(const Queued& queued);
+  // Runs one queued entry (the turn held); a scheduled one on `entries` if given (RunClaimed),
+  // else on the table's.
+  void Run(const Queued& queued, absl::Span<Entry> entries = {});
   void Execute(const Response& response);
-  void ExecuteScheduled(const Queued& queued);
+  void ExecuteScheduled(const Queued& queued, absl::Span<Entry> entries);
   // After an AddProcessSet / RemoveProcessSet barrier (`entry`) succeeded: connects this
   // rank to the new set, or drops the removed one. A failure is a data-plane failure.
   absl::Status ApplyProcessSetControl(const Response& response, Entry& entry);

@@ -60,6 +60,21 @@ TEST(ClientScheduleTest, EntriesAreEnteredInOrderOnceEveryTensorIsSubmitted) {
   EXPECT_EQ(Positions(s.TakeReady()), (std::vector<int64_t>{2}));
 }
 
+TEST(ClientScheduleTest, ATensorEntersAloneWhenItsEntryIsNextAndHasNoOtherTensor) {
+  ClientSchedule s = TwoEntries();
+  const int a = s.Match(Req("a")), b = s.Match(Req("b", 8)), c = s.Match(Req("c"));
+  EXPECT_FALSE(s.EntersAlone(c)) << "entry 1 waits for entry 0";
+  EXPECT_FALSE(s.EntersAlone(a)) << "entry 0 needs b too";
+  s.Take(a, 0, kT0);
+  s.Take(b, 1, kT0);
+  EXPECT_EQ(Positions(s.TakeReady()), (std::vector<int64_t>{0}));
+  ASSERT_TRUE(s.EntersAlone(c));
+  s.Take(c, 2, kT0);
+  EXPECT_EQ(Positions(s.TakeReady()), (std::vector<int64_t>{1})) << "its entry, first";
+  s.Deviate();
+  EXPECT_FALSE(s.EntersAlone(a));
+}
+
 TEST(ClientScheduleTest, ASubmissionTheScheduleDoesNotNameIsADeviation) {
   ClientSchedule s = TwoEntries();
   EXPECT_FALSE(s.Submit(Req("other"), 0, kT0));

@@ -125,6 +125,30 @@ TEST_F(ScheduleStateTest, MatchAndTakeRunAnEntryOnceItIsComplete) {
   EXPECT_EQ(enqueued_[0].position, 0);
 }
 
+TEST_F(ScheduleStateTest, ATensorThatRunsAloneIsTakenToRunAndWhatIsReadyAfterItIsQueued) {
+  // Entry 0 is [a], entry 1 is [b], entry 2 is [c]: c is submitted before b.
+  ASSERT_TRUE(
+      state_
+          .Begin(Schedule{7, {Entry({"a"}, {1}), Entry({"b"}, {2}), Entry({"c"}, {3})}}, kExpected)
+          .ok());
+  const int a = state_.Match(Req("a")), b = state_.Match(Req("b")), c = state_.Match(Req("c"));
+  ASSERT_TRUE(state_.RunsAlone(a));
+  EXPECT_FALSE(state_.RunsAlone(b)) << "entry 0 is next";
+  auto [schedule, step] = state_.TakeToRun(a);
+  EXPECT_EQ(schedule, 7);
+  EXPECT_EQ(step.position, 0);
+  EXPECT_EQ(step.response->names, std::vector<std::string>{"a"});
+  EXPECT_TRUE(enqueued_.empty()) << "the caller runs it";
+  state_.Take(c, true);
+  EXPECT_TRUE(enqueued_.empty()) << "entry 2 waits for entry 1";
+  ASSERT_TRUE(state_.RunsAlone(b));
+  auto [again, first] = state_.TakeToRun(b);
+  EXPECT_EQ(first.position, 1);
+  ASSERT_EQ(enqueued_.size(), 1u) << "entry 2 is ready after it";
+  EXPECT_EQ(enqueued_[0].position, 2);
+  EXPECT_FALSE(enqueued_[0].wake) << "it runs after the caller's, which holds the turn";
+}
+
 TEST_F(ScheduleStateTest, AnUnansweredRequestTheScheduleDoesNotNameIsADeviationToldOnce) {
   EXPECT_TRUE(Submit(Req("x")));
   EXPECT_TRUE(Submit(Req("a")));

@@ -1,7 +1,9 @@
 // Executor::RunInline (AllreduceOptions::wait): a scheduled entry queued without waking the
 // executor thread runs on the thread that waits for it; what that thread leaves queued runs
-// on the executor thread, and Stop() runs what nobody ran. Each test starts the executor
-// thread and waits until it sleeps, so only a wake can make it run anything.
+// on the executor thread, and Stop() runs what nobody ran. TryClaim and RunClaimed (the
+// controller's fast path): a thread that takes the idle executor's turn runs its own entry,
+// never queued, and what was queued meanwhile runs on the executor thread after it. Each test
+// starts the executor thread and waits until it sleeps, so only a wake can make it run anything.
 // Scheduled GPU entries: the ranks vote on the host, then the entry is issued on the device
 // plane (here a fake that records launches) from the executor thread, or nowhere if any rank
 // voted void.
@@ -108,6 +110,16 @@ class ExecutorTest : public ::testing::Test {
     step.response = std::make_shared<const Response>(std::move(response));
     executor_->EnqueueScheduled(1, std::move(step), wake);
     return state;
+  }
+
+  // A one-element float32 sum named `name` that is never in the table (RunClaimed's).
+  Entry Own(const std::string& name) {
+    Entry entry;
+    entry.request.name = name;
+    entry.request.shape = {1};
+    entry.in = entry.out = &values_[name];
+    entry.state = std::make_shared<OpState>();
+    return entry;
   }
 
   static bool Done(const std::shared_ptr<OpState>& state) {
@@ -223,6 +235,65 @@ TEST_F(ExecutorTest, StopRunsAnEntryQueuedWithoutWakeThatNobodyRan) {
   executor_->Stop();
   ASSERT_TRUE(Done(state));
   EXPECT_TRUE(state->status.ok()) << state->status;
+}
+
+// Entry `position` of schedule 1: one float32 named `name`, not queued (RunClaimed's).
+ScheduledStep Step(const std::string& name, int64_t position) {
+  Response response;
+  response.names = {name};
+  response.elements = {1};
+  ScheduledStep step;
+  step.position = position;
+  step.response = std::make_shared<const Response>(std::move(response));
+  return step;
+}
+
+TEST_F(ExecutorTest, AClaimedTurnRunsTheCallersOwnEntryOnItsThread) {
+  StartExecutor();
+  ASSERT_TRUE(executor_->TryClaim());
+  values_["t"] = 2.0f;
+  Entry entry = Own("t");
+  std::shared_ptr<OpState> state = entry.state;
+  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1));
+  ASSERT_TRUE(Done(state));
+  EXPECT_TRUE(state->status.ok()) << state->status;
+  EXPECT_EQ(values_["t"], 2.0f);  // one rank's sum
+  EXPECT_EQ(RanOn(0), std::this_thread::get_id());
+}
+
+TEST_F(ExecutorTest, TheTurnCannotBeClaimedWhileAnEntryIsQueuedOrHeld) {
+  StartExecutor();
+  std::shared_ptr<OpState> queued = Queue("q", 0, /*wake=*/false);
+  EXPECT_FALSE(executor_->TryClaim()) << "an entry is queued";
+  executor_->RunInline([&] { return Done(queued); });
+  ASSERT_TRUE(Done(queued));
+  ASSERT_TRUE(executor_->TryClaim());
+  EXPECT_FALSE(executor_->TryClaim()) << "the turn is held";
+  Entry entry = Own("t");
+  executor_->RunClaimed(1, Step("t", 1), absl::MakeSpan(&entry, 1));
+  EXPECT_TRUE(executor_->TryClaim()) << "RunClaimed gave the turn back";
+  Entry next = Own("u");
+  executor_->RunClaimed(1, Step("u", 2), absl::MakeSpan(&next, 1));
+}
+
+TEST_F(ExecutorTest, WhatIsQueuedWhileTheTurnIsClaimedRunsAfterwardsOnTheExecutorThread) {
+  StartExecutor();
+  ASSERT_TRUE(executor_->TryClaim());
+  // Woken or not, the executor thread cannot run it while the turn is held.
+  std::shared_ptr<OpState> later = Queue("later", 1, /*wake=*/true);
+  Entry entry = Own("t");
+  std::shared_ptr<OpState> first = entry.state;
+  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1));
+  ASSERT_TRUE(Done(first));
+  ASSERT_TRUE(WaitDone(later));
+  EXPECT_EQ(RanOn(0), std::this_thread::get_id());
+  EXPECT_NE(RanOn(1), std::this_thread::get_id());
+}
+
+TEST_F(ExecutorTest, NoTurnIsClaimedOnceStopping) {
+  StartExecutor();
+  executor_->Stop();
+  EXPECT_FALSE(executor_->TryClaim());
 }
 
 TEST_F(ExecutorTest, AScheduledGpuEntryIsIssuedOnTheExecutorThreadNotTheWaitingOne) {
