@@ -5,8 +5,9 @@
 // Thread contract: Enqueue() from the controller's receiver thread; Abort() from any thread;
 // Stop() once, from the owner. The runner, the communicator's collective calls and the
 // fusion buffer belong to whichever thread holds the turn: the executor thread, or a thread
-// waiting for an operation that runs queued entries itself (RunInline) while the executor
-// thread sleeps. One holds it at a time; entries run in queue order either way.
+// waiting for an operation that runs queued entries itself (RunInline), or its own entry,
+// never queued (TryClaim, RunClaimed), while the executor thread sleeps. One holds it at a
+// time; entries run in queue order either way.
 
 #include <condition_variable>
 #include <deque>
