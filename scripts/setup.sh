@@ -11,6 +11,7 @@
 #   --test-tools  build packages and what the test suite runs besides the build (Debian's
 #                 test tools and the tests' environments install while it compiles: promtool
 #                 and a Prometheus server, yamllint, kubectl, openssl, clang with libFuzzer,
+#                 stress-ng (the CPU hog of docs/testing.md's run under load),
 #                 build/venv with kubernetes-validate and PyYAML from PyPI, TensorFlow
 #                 (tensorflow-cpu 2.21, tf_keras, pytest) in build/venv and TensorFlow 2.16
 #                 in build/venv-tf216 for troika.tensorflow's tests (about 3 GB, a minute
@@ -62,6 +63,7 @@ TEST_PACKAGES=(prometheus yamllint
   python3-torch python3-pytest  # the Python tests (tests/python)
   openssh-server  # ssh_hosts_test: hosts in network namespaces, each with its sshd
   openjdk-17-jre-headless  # troika.spark's test: Spark's JVM (build/venv-spark's pyspark)
+  stress-ng  # the CPU hog of the whole suite's run under load (docs/testing.md, Under load)
 )
 KUBERNETES_VALIDATE_VERSION=1.37.0
 # troika.tensorflow's tests: the newest TensorFlow in build/venv (the op library is built
