@@ -93,26 +93,28 @@ class ExecutorTest : public ::testing::Test {
   // queues it as entry `position` of schedule 1.
   std::shared_ptr<OpState> Queue(const std::string& name, int64_t position, bool wake,
                                  DeviceClass device = DeviceClass::kCpu) {
-    Entry entry;
-    entry.request.name = name;
-    entry.request.shape = {1};
+    Entry entry = Own(name);
     entry.request.device = device;
-    entry.in = entry.out = &values_[name];
-    entry.state = std::make_shared<OpState>();
     std::shared_ptr<OpState> state = entry.state;
     EXPECT_TRUE(table_.Insert(std::move(entry)).ok());
-    ScheduledStep step;
-    step.position = position;
+    executor_->EnqueueScheduled(1, Step(name, position, device), wake);
+    return state;
+  }
+
+  // Entry `position` of schedule 1: the one-element tensor `name`.
+  static ScheduledStep Step(const std::string& name, int64_t position,
+                            DeviceClass device = DeviceClass::kCpu) {
     Response response;
     response.names = {name};
     response.elements = {1};
     response.device = device;
+    ScheduledStep step;
+    step.position = position;
     step.response = std::make_shared<const Response>(std::move(response));
-    executor_->EnqueueScheduled(1, std::move(step), wake);
-    return state;
+    return step;
   }
 
-  // A one-element float32 sum named `name` that is never in the table (RunClaimed's).
+  // A one-element float32 sum named `name` (RunClaimed's own, or Queue's for the table).
   Entry Own(const std::string& name) {
     Entry entry;
     entry.request.name = name;
@@ -235,17 +237,6 @@ TEST_F(ExecutorTest, StopRunsAnEntryQueuedWithoutWakeThatNobodyRan) {
   executor_->Stop();
   ASSERT_TRUE(Done(state));
   EXPECT_TRUE(state->status.ok()) << state->status;
-}
-
-// Entry `position` of schedule 1: one float32 named `name`, not queued (RunClaimed's).
-ScheduledStep Step(const std::string& name, int64_t position) {
-  Response response;
-  response.names = {name};
-  response.elements = {1};
-  ScheduledStep step;
-  step.position = position;
-  step.response = std::make_shared<const Response>(std::move(response));
-  return step;
 }
 
 TEST_F(ExecutorTest, AClaimedTurnRunsTheCallersOwnEntryOnItsThread) {
