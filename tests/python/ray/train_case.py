@@ -61,7 +61,11 @@ def train_loop(config):
                     checkpoint = ray.train.Checkpoint.from_directory(d)
                 ray.train.report({"step": step + 1}, checkpoint=checkpoint)
         if start == 0 and step + 1 == CHECKPOINT_AT:
+            deadline = time.time() + ray_cluster.NOT_HUNG_S
             while not os.path.exists(os.path.join(directory, "killed")):
+                if time.time() > deadline:  # the test failed before its kill: end, not hang
+                    raise RuntimeError("rank %d was not killed within %d s of the checkpoint"
+                                       % (VICTIM, ray_cluster.NOT_HUNG_S))
                 time.sleep(0.05)
 
     result = ray_training.train(STEPS, start=start, state=state, after_step=after_step)
