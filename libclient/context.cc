@@ -247,7 +247,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
     status = controller_->Submit(std::move(entry), wait);
   }
   if (!status.ok()) {
-    state->Complete(status);
+    state->Refuse(status);
   } else if (join) {
     std::lock_guard<std::mutex> lock(join_mu_);
     join_ = state;
@@ -284,7 +284,7 @@ std::vector<Handle> ContextImpl::SubmitGroup(std::vector<Entry> entries, const D
     status = controller_->SubmitAll(std::move(entries));
   }
   if (!status.ok()) {
-    for (auto& state : states) state->Complete(status);
+    for (auto& state : states) state->Refuse(status);
   }
   return handles;
 }

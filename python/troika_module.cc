@@ -139,12 +139,12 @@ void BindContext(py::module_& m) {
             options.wait = true;
             const troika::DataType type = ToDataType(dtype);
             absl::Status s;
-            bool refused = false;  // done when submission returned: refused (or run: scheduled)
+            bool refused = false;
             {
               py::gil_scoped_release release;
               troika::Handle h =
                   c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape.v), options);
-              refused = h.Peek().has_value();
+              refused = h.Refusal().has_value();
               s = h.Wait();
             }
             if (refused) CheckSubmitted(s);

@@ -12,7 +12,7 @@
 namespace troika {
 namespace internal {
 
-bool OpState::Complete(absl::Status s) {
+bool OpState::Finish(absl::Status s, bool refusal) {
   uint64_t polled = 0;
   std::vector<std::function<void(const absl::Status&)>> callbacks;
   {
@@ -20,6 +20,7 @@ bool OpState::Complete(absl::Status s) {
     if (done) return false;
     done = true;
     status = std::move(s);
+    refused = refusal;
     polled = poll_id;
     callbacks.swap(on_done);
   }
@@ -108,6 +109,13 @@ std::optional<absl::Status> Handle::Peek() const {
   if (!state_) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->done) return std::nullopt;
+  return state_->status;
+}
+
+std::optional<absl::Status> Handle::Refusal() const {
+  if (!state_) return std::nullopt;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->refused) return std::nullopt;
   return state_->status;
 }
 

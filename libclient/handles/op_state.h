@@ -23,14 +23,18 @@ class WaitTracker;
 struct OpState {
   // Completes the operation; wakes waiters; finishes it on `step_clock` if set. Returns false
   // if it was already complete.
-  bool Complete(absl::Status status);
+  bool Complete(absl::Status status) { return Finish(std::move(status), false); }
+  // Completes it with its submission's refusal (a failed `status`): the operation never ran
+  // (Handle::Refusal).
+  bool Refuse(absl::Status status) { return Finish(std::move(status), true); }
   // Takes `buffer` (at least `bytes` bytes) as the handle-owned result; returns it.
   uint8_t* SetOutput(std::shared_ptr<uint8_t> buffer, size_t bytes);
 
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;    // guarded by mu
-  absl::Status status;  // guarded by mu; final once done
+  bool done = false;     // guarded by mu
+  absl::Status status;   // guarded by mu; final once done
+  bool refused = false;  // guarded by mu: completed by Refuse; final once done
   // Written by the executor before Complete(); read by the caller after done.
   std::shared_ptr<uint8_t> output;  // from the context's OutputPool
   size_t output_bytes = 0;
@@ -57,6 +61,9 @@ struct OpState {
   // Handle::OnDone callbacks registered before completion (guarded by mu); Complete() runs
   // them, outside mu, on the completing thread.
   std::vector<std::function<void(const absl::Status&)>> on_done;
+
+ private:
+  bool Finish(absl::Status status, bool refusal);
 };
 
 // One operation submitted on this rank and not yet executed — or, on a rank that has joined

@@ -105,10 +105,14 @@ PyMethodDef g_batch_functions[] = {
      "operation the core refuses raises at AllreduceBatch.wait()"},
     {nullptr, nullptr, 0, nullptr}};
 
-// The first failure among `statuses`, raised; OK: nothing.
-void RaiseFirst(const std::vector<absl::Status>& statuses) {
-  for (const absl::Status& s : statuses) {
-    if (!s.ok()) CheckSubmitted(s);
+// The first failure among `statuses` (those of `handles`), raised: a refusal as a
+// submission's (CheckSubmitted); OK: nothing.
+void RaiseFirst(const std::vector<troika::Handle>& handles,
+                const std::vector<absl::Status>& statuses) {
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) continue;
+    if (handles[i].Refusal()) CheckSubmitted(statuses[i]);
+    Check(statuses[i]);
   }
 }
 
@@ -131,7 +135,7 @@ void AllreduceBatch::Wait() const {
     if (!done) release.emplace();
     for (size_t i = 0; i < handles_.size(); ++i) statuses[i] = handles_[i].Wait();
   }
-  RaiseFirst(statuses);
+  RaiseFirst(handles_, statuses);
 }
 
 void AllreduceBatch::WaitOnStream(uintptr_t stream) const {
@@ -142,7 +146,7 @@ void AllreduceBatch::WaitOnStream(uintptr_t stream) const {
       statuses[i] = handles_[i].WaitOnStream(Ptr(stream));
     }
   }
-  RaiseFirst(statuses);
+  RaiseFirst(handles_, statuses);
 }
 
 void AddBatch(py::module_& m) {

@@ -15,9 +15,9 @@ namespace py = pybind11;
 namespace troika::py_module {
 namespace {
 
-// Peek, not Poll: a poll would count as waiting and send the op's request early.
+// Refusal, not Peek: an accepted operation may have finished (and failed) already.
 void RaiseIfRefused(const troika::Handle& h) {
-  if (std::optional<absl::Status> s = h.Peek()) CheckSubmitted(*s);
+  if (std::optional<absl::Status> s = h.Refusal()) CheckSubmitted(*s);
 }
 
 std::vector<int64_t> Shape(const std::vector<int64_t>& shape) { return shape; }

@@ -108,12 +108,12 @@ PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
     AllreduceCall call = ReadAllreduceCall(args, -1, 0);
     call.options.wait = true;
     absl::Status s;
-    bool refused = false;  // done when submission returned: refused (or run: scheduled)
+    bool refused = false;
     {
       py::gil_scoped_release release;
       troika::Handle h = call.context->Allreduce(call.name, call.in, call.out, call.dtype,
                                                  std::move(call.shape), call.options);
-      refused = h.Peek().has_value();
+      refused = h.Refusal().has_value();
       s = h.Wait();
     }
     if (refused) CheckSubmitted(s);

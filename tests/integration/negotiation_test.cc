@@ -1,6 +1,7 @@
 // Negotiation through a real coordinator: mismatches fail clearly on every rank and the job
 // goes on; jobs are isolated; misuse fails at once instead of hanging.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,13 +104,16 @@ TEST_F(NegotiationTest, NameAlreadyInFlightIsAnImmediateError) {
   Handle second = contexts_[0]->Allreduce("dup", &y, &y, DataType::kFloat32, {1});
   ASSERT_TRUE(second.Poll());
   EXPECT_EQ(second.Wait().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(second.Refusal(), second.Wait());  // refused at submission: it never ran
   EXPECT_FALSE(first.Poll());
+  EXPECT_EQ(first.Refusal(), std::nullopt);
   // The others join in; the first one completes normally.
   OnEveryRank(kRanks - 1, [&](int r) {
     float z = 1;
     EXPECT_TRUE(contexts_[r + 1]->Allreduce("dup", &z, &z, DataType::kFloat32, {1}).Wait().ok());
   });
   EXPECT_TRUE(first.Wait().ok());
+  EXPECT_EQ(first.Refusal(), std::nullopt);
   EXPECT_EQ(x, kRanks);
 }
 

@@ -184,6 +184,9 @@ TEST_F(OutputBufferTest, ATooSmallBufferFailsOnlyThatRanksOpAndTheJobGoesOn) {
       if (s.code() != absl::StatusCode::kOutOfRange) {
         return absl::StrCat(ops[i], ": want OUT_OF_RANGE, got ", s.ToString());
       }
+      // Failed in the run, after its submission was accepted: not a refusal, though the
+      // handle may well have finished by the time the submitting call returned.
+      if (handles[i].Refusal().has_value()) return absl::StrCat(ops[i], ": called a refusal");
       const std::string want =
           absl::StrCat(ops[i], " on rank 1: the result needs ", needed[i], " bytes");
       const std::string given = absl::StrCat("holds ", needed[i] - sizeof(float));
@@ -265,8 +268,10 @@ TEST_F(OutputBufferTest, NullBuffers) {
   Check("null", [&](int rank, Context& c) -> std::string {
     // A null buffer with a size: refused at once, on every rank alike.
     std::vector<float> in = GatherInput(rank);
-    absl::Status s =
-        c.AllgatherInto("n1", in.data(), nullptr, 8, DataType::kFloat32, {rank + 1, 2}).Wait();
+    Handle refused =
+        c.AllgatherInto("n1", in.data(), nullptr, 8, DataType::kFloat32, {rank + 1, 2});
+    absl::Status s = refused.Wait();
+    if (refused.Refusal() != s) return "a null buffer's failure is not a refusal";
     if (s.code() != absl::StatusCode::kInvalidArgument ||
         s.message().find("allgather 'n1'") == std::string::npos ||
         s.message().find("output buffer is null") == std::string::npos) {
@@ -277,6 +282,7 @@ TEST_F(OutputBufferTest, NullBuffers) {
     std::vector<float> sin(2 * 2, 1.0f);
     Handle h = c.ReducescatterInto("n2", sin.data(), nullptr, 0, DataType::kFloat32, {2, 2});
     s = h.Wait();
+    if (h.Refusal().has_value()) return "a buffer of 0 bytes is refused";
     if (rank < 2) {
       if (s.code() != absl::StatusCode::kOutOfRange) return "rank < 2: " + s.ToString();
     } else if (!s.ok() || h.output() != nullptr || h.output_bytes() != 0) {

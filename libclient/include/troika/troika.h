@@ -208,9 +208,14 @@ class Handle {
   // never counts.
   bool Poll() const;
   // The outcome if the operation has finished, else nullopt. Never blocks and, unlike Poll,
-  // says nothing to the runtime (no waiting for deadlock detection, no early send): for a
-  // front end checking whether a submission was refused at once.
+  // says nothing to the runtime (no waiting for deadlock detection, no early send).
   std::optional<absl::Status> Peek() const;
+  // Why the submission was refused at once (an invalid argument, a name already in flight on
+  // this rank, a job that failed or shut down): the operation never ran, and this is its
+  // outcome. nullopt for an operation that was accepted, whether it has finished since (with
+  // success or not) or not: a front end raising refusals at submission asks this, not Peek,
+  // since an accepted operation may already have finished when the call returns. Never blocks.
+  std::optional<absl::Status> Refusal() const;
   // Blocks until the operation finished; returns its outcome.
   absl::Status Wait() const;
   // Like Wait(), but gives up after `timeout` with DEADLINE_EXCEEDED (the op continues).
