@@ -134,21 +134,8 @@ void BindContext(py::module_& m) {
           "allreduce_wait",
           [](troika::Context& c, const std::string& name, uintptr_t in, uintptr_t out, int dtype,
              Dims shape, int op, double prescale, double postscale, int process_set) {
-            troika::AllreduceOptions options =
-                MakeAllreduceOptions(op, prescale, postscale, process_set, -1, 0);
-            options.wait = true;
-            const troika::DataType type = ToDataType(dtype);
-            absl::Status s;
-            bool refused = false;
-            {
-              py::gil_scoped_release release;
-              troika::Handle h =
-                  c.Allreduce(name, Ptr(in), Ptr(out), type, std::move(shape.v), options);
-              refused = h.Refusal().has_value();
-              s = h.Wait();
-            }
-            if (refused) CheckSubmitted(s);
-            Check(s);
+            AllreduceAndWait(c, name, Ptr(in), Ptr(out), ToDataType(dtype), std::move(shape.v),
+                             MakeAllreduceOptions(op, prescale, postscale, process_set, -1, 0));
           },
           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("shape"),
           py::arg("op") = static_cast<int>(troika::ReduceOp::kSum), py::arg("prescale") = 1.0,

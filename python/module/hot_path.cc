@@ -106,18 +106,8 @@ PyObject* SubmitAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_
 PyObject* AllreduceWait(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   return FastCall("allreduce_wait", nargs, 10, [&]() -> PyObject* {
     AllreduceCall call = ReadAllreduceCall(args, -1, 0);
-    call.options.wait = true;
-    absl::Status s;
-    bool refused = false;
-    {
-      py::gil_scoped_release release;
-      troika::Handle h = call.context->Allreduce(call.name, call.in, call.out, call.dtype,
-                                                 std::move(call.shape), call.options);
-      refused = h.Refusal().has_value();
-      s = h.Wait();
-    }
-    if (refused) CheckSubmitted(s);
-    Check(s);
+    AllreduceAndWait(*call.context, call.name, call.in, call.out, call.dtype, std::move(call.shape),
+                     call.options);
     Py_RETURN_NONE;
   });
 }
@@ -136,6 +126,22 @@ PyMethodDef g_fast_functions[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
+
+void AllreduceAndWait(troika::Context& context, const std::string& name, void* in, void* out,
+                      troika::DataType dtype, std::vector<int64_t> shape,
+                      troika::AllreduceOptions options) {
+  options.wait = true;
+  absl::Status s;
+  bool refused = false;
+  {
+    py::gil_scoped_release release;
+    troika::Handle h = context.Allreduce(name, in, out, dtype, std::move(shape), options);
+    refused = h.Refusal().has_value();
+    s = h.Wait();
+  }
+  if (refused) CheckSubmitted(s);
+  Check(s);
+}
 
 void AddHotPath(py::module_& m) {
   m.def("advise_fresh_buffer", &AdviseFreshBuffer, py::arg("address"), py::arg("bytes"),
