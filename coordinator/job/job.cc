@@ -90,6 +90,16 @@ absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
   std::lock_guard<std::mutex> lock(mu_);
   if (sessions_.OpenFollower(sink, epoch)) return absl::OkStatus();
   RETURN_IF_ERROR(sessions_.CanOpen());
+  const std::shared_ptr<const DownMessage>& abort = lifecycle_.abort_message();
+  if (abort != nullptr && epoch == generations_.epoch()) {
+    // The job was aborted before this node's session reached the coordinator (its agent
+    // launched the ranks once they attached): the session hears the abort, with the exit that
+    // caused it, as the sessions open then did, so that its agent ends the same way and with
+    // the same exit code. A refusal would end it with a bare error (and exit code 1).
+    RETURN_IF_ERROR(sessions_.Open(ranks, sink, roster_.departed()));
+    sink->Send(abort);
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(policy_.AcceptsSession(epoch));
   return sessions_.Open(ranks, sink, roster_.departed());
 }

@@ -76,6 +76,7 @@ bool Lifecycle::Abort(AbortCause cause, const std::string& reason, std::optional
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
+  abort_message_ = down;
   sessions_.Broadcast(std::move(down));
   FailWaiting(absl::AbortedError(message));
   kv_.Close(absl::AbortedError(message));

@@ -52,6 +52,9 @@ class Lifecycle {
   // Why the job was aborted (without the "job 'x' aborted: " prefix), or why its generation
   // ended; empty unless aborted.
   const std::string& abort_reason() const { return abort_reason_; }
+  // What every session was told when the job was aborted (Abort, with the exit that caused
+  // it), for a session that opens only afterwards; null unless aborted by Abort.
+  const std::shared_ptr<const DownMessage>& abort_message() const { return abort_message_; }
 
   // OK while the job runs; else UNAVAILABLE once detached ("the coordinator is restarting"),
   // or FAILED_PRECONDITION "job 'x' is <state>; <what>" (an aborted job's reason in
@@ -108,7 +111,8 @@ class Lifecycle {
 
   // Serialised by the job's lock.
   State state_ = State::kAttaching;
-  std::string abort_reason_;  // once kAborted
+  std::string abort_reason_;                          // once kAborted
+  std::shared_ptr<const DownMessage> abort_message_;  // once aborted by Abort
   bool detached_ = false;
   bool done_reported_ = false;
 };

@@ -276,6 +276,34 @@ TEST_F(JobTest, ReportedRankExitAbortsJobWithTheReason) {
               HasSubstr("rank 1 on host-a was killed by signal 9 (Killed)"));
 }
 
+TEST_F(JobTest, ASessionOpeningAfterTheAbortIsToldTheAbortWithItsCause) {
+  // Node b's rank exits before node a's session reaches the coordinator (node a's agent
+  // launched its ranks once they attached): node a's session still opens, and hears the abort
+  // with the exit that caused it, as node b's did; its agent then ends with that exit code.
+  auto job = MakeJob(4);
+  AttachAll(*job, {"a", "a", "b", "b"});
+  FakeSink b;
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  ASSERT_TRUE(job->ReportExit(&b, {3, "b", 5, 0}).ok());
+  ASSERT_EQ(job->state(), Job::State::kAborted);
+  FakeSink a;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_EQ(a.messages().size(), 1u);
+  const DownMessage down = a.messages()[0];
+  EXPECT_EQ(down.abort_reason, b.messages().at(0).abort_reason);
+  EXPECT_THAT(down.abort_reason, HasSubstr("rank 3 on b exited with code 5"));
+  ASSERT_TRUE(down.abort_cause.has_value());
+  EXPECT_EQ(down.abort_cause->exit_code, 5);
+  // Its ranks' exits and the session's end are taken as the other node's were.
+  EXPECT_TRUE(job->ReportExit(&a, {0, "a", 0, 15}).ok());
+  job->CloseSession(&a, absl::OkStatus());
+  job->CloseSession(&b, absl::OkStatus());
+  // A session of another generation is still refused.
+  FakeSink stale;
+  EXPECT_FALSE(job->OpenSession({0, 1}, 2, &stale).ok());
+  EXPECT_TRUE(stale.messages().empty());
+}
+
 TEST_F(JobTest, StallPastShutdownTimeAbortsJobNamingMissingRanks) {
   JobOptions options;
   options.stall.warning_time = absl::Seconds(60);
