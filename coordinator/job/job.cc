@@ -95,8 +95,11 @@ absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
     // The job was aborted before this node's session reached the coordinator (its agent
     // launched the ranks once they attached): the session hears the abort, with the exit that
     // caused it, as the sessions open then did, so that its agent ends the same way and with
-    // the same exit code. A refusal would end it with a bare error (and exit code 1).
+    // the same exit code. A refusal would end it with a bare error (and exit code 1). The job
+    // may have been reported done already (no session was open): it is done again, and
+    // released, once this session closes.
     RETURN_IF_ERROR(sessions_.Open(ranks, sink, roster_.departed()));
+    lifecycle_.Reopen();
     sink->Send(abort);
     return absl::OkStatus();
   }

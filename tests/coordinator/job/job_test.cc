@@ -40,6 +40,12 @@ class JobTest : public ::testing::Test {
     return job;
   }
   FakeSink& session(int rank) { return sessions_.at(rank); }
+  // Runs what the job posted to the scheduler so far (its done report).
+  void RunPosted() {
+    std::promise<void> ran;
+    scheduler_.RunAfter(absl::ZeroDuration(), [&ran] { ran.set_value(); });
+    ran.get_future().wait();
+  }
 
   TensorRequest Request(int rank, std::string name) {
     TensorRequest r;
@@ -286,6 +292,10 @@ TEST_F(JobTest, ASessionOpeningAfterTheAbortIsToldTheAbortWithItsCause) {
   ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
   ASSERT_TRUE(job->ReportExit(&b, {3, "b", 5, 0}).ok());
   ASSERT_EQ(job->state(), Job::State::kAborted);
+  // Node b's session closed too: the job is done, and reported so.
+  job->CloseSession(&b, absl::OkStatus());
+  RunPosted();
+  ASSERT_EQ(done_count_, 1);
   FakeSink a;
   ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
   ASSERT_EQ(a.messages().size(), 1u);
@@ -294,10 +304,13 @@ TEST_F(JobTest, ASessionOpeningAfterTheAbortIsToldTheAbortWithItsCause) {
   EXPECT_THAT(down.abort_reason, HasSubstr("rank 3 on b exited with code 5"));
   ASSERT_TRUE(down.abort_cause.has_value());
   EXPECT_EQ(down.abort_cause->exit_code, 5);
-  // Its ranks' exits and the session's end are taken as the other node's were.
+  // Its ranks' exits are taken as the other node's were, and once it closes, the job is done
+  // again: reported again, so that the registry releases it (it found the job not done, a
+  // session open, when the first report reached it).
   EXPECT_TRUE(job->ReportExit(&a, {0, "a", 0, 15}).ok());
   job->CloseSession(&a, absl::OkStatus());
-  job->CloseSession(&b, absl::OkStatus());
+  RunPosted();
+  EXPECT_EQ(done_count_, 2);
   // A session of another generation is still refused.
   FakeSink stale;
   EXPECT_FALSE(job->OpenSession({0, 1}, 2, &stale).ok());
