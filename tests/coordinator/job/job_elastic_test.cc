@@ -82,11 +82,7 @@ class JobElasticTest : public ::testing::Test {
   static constexpr char kCommit[] = "troika/elastic/commit/0";
 
   // Returns once what the scheduler has due now ran (a job's end is posted there).
-  void SettleScheduler() {
-    std::promise<void> ran;
-    scheduler_.RunAfter(absl::ZeroDuration(), [&ran] { ran.set_value(); });
-    ran.get_future().wait();
-  }
+  void SettleScheduler() { test_util::SettleScheduler(scheduler_); }
 
   // The registry goes first: nothing may run on its scheduler then (a job ending calls
   // back into it there).

@@ -1,7 +1,6 @@
 #include "coordinator/job/job.h"
 
 #include <deque>
-#include <future>
 #include <limits>
 #include <string>
 #include <utility>
@@ -19,6 +18,7 @@ using ::testing::HasSubstr;
 using test_util::AttachAll;
 using test_util::FakeSink;
 using test_util::Register;
+using test_util::SettleScheduler;
 
 class JobTest : public ::testing::Test {
  protected:
@@ -40,12 +40,6 @@ class JobTest : public ::testing::Test {
     return job;
   }
   FakeSink& session(int rank) { return sessions_.at(rank); }
-  // Runs what the job posted to the scheduler so far (its done report).
-  void RunPosted() {
-    std::promise<void> ran;
-    scheduler_.RunAfter(absl::ZeroDuration(), [&ran] { ran.set_value(); });
-    ran.get_future().wait();
-  }
 
   TensorRequest Request(int rank, std::string name) {
     TensorRequest r;
@@ -294,7 +288,7 @@ TEST_F(JobTest, ASessionOpeningAfterTheAbortIsToldTheAbortWithItsCause) {
   ASSERT_EQ(job->state(), Job::State::kAborted);
   // Node b's session closed too: the job is done, and reported so.
   job->CloseSession(&b, absl::OkStatus());
-  RunPosted();
+  SettleScheduler(scheduler_);
   ASSERT_EQ(done_count_, 1);
   FakeSink a;
   ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
@@ -309,7 +303,7 @@ TEST_F(JobTest, ASessionOpeningAfterTheAbortIsToldTheAbortWithItsCause) {
   // session open, when the first report reached it).
   EXPECT_TRUE(job->ReportExit(&a, {0, "a", 0, 15}).ok());
   job->CloseSession(&a, absl::OkStatus());
-  RunPosted();
+  SettleScheduler(scheduler_);
   EXPECT_EQ(done_count_, 2);
   // A session of another generation is still refused.
   FakeSink stale;

@@ -38,6 +38,14 @@ class FakeSink : public session::SessionSink {
 };
 
 // Attaches rank r on hosts[r], every rank, and returns their memberships.
+// Returns once what `scheduler` has due now ran (it runs in order: everything posted before,
+// such as a job's done report).
+inline void SettleScheduler(Scheduler& scheduler) {
+  std::promise<void> ran;
+  scheduler.RunAfter(absl::ZeroDuration(), [&ran] { ran.set_value(); });
+  ran.get_future().wait();
+}
+
 inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
   std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
   for (size_t r = 0; r < hosts.size(); ++r) {

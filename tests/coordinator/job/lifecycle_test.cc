@@ -69,9 +69,7 @@ class LifecycleTest : public ::testing::Test {
 
   // How often on_done ran, once what was posted before ran (the scheduler runs in order).
   int DoneCalls() {
-    std::promise<void> drained;
-    scheduler_.RunAfter(absl::ZeroDuration(), [&drained] { drained.set_value(); });
-    drained.get_future().get();
+    test_util::SettleScheduler(scheduler_);
     return done_calls_;
   }
 
