@@ -133,10 +133,14 @@ std::shared_ptr<OpState> ContextImpl::NewState(std::string name) const {
 }
 
 absl::Status ContextImpl::CheckNotJoined() const {
+  // No join in flight when last looked (every submission asks): no lock.
+  if (!join_in_flight_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(join_mu_);
-  if (join_ == nullptr) return absl::OkStatus();
   std::lock_guard<std::mutex> state_lock(join_->mu);
-  if (join_->done) return absl::OkStatus();
+  if (join_->done) {
+    join_in_flight_.store(false, std::memory_order_relaxed);  // until the next join
+    return absl::OkStatus();
+  }
   return absl::FailedPreconditionError(
       "rank has joined (Context::Join); it submits nothing until every rank joined");
 }
@@ -251,6 +255,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
   } else if (join) {
     std::lock_guard<std::mutex> lock(join_mu_);
     join_ = state;
+    join_in_flight_.store(true, std::memory_order_release);
   }
   Handle handle(state);
   if (wait) {

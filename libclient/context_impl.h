@@ -119,6 +119,8 @@ class ContextImpl {
   std::atomic<uint64_t> control_ops_{0};
   mutable std::mutex join_mu_;
   std::shared_ptr<OpState> join_;  // guarded by join_mu_; the latest join, done or not
+  // Set with join_ (under join_mu_); cleared, under it, by the first check that finds it done.
+  mutable std::atomic<bool> join_in_flight_{false};
   std::mutex fail_mu_;
   std::condition_variable fail_cv_;
   absl::Status failure_;  // guarded by fail_mu_; the first failure

@@ -160,10 +160,19 @@ bool Handle::Poll() const {
 
 absl::Status Handle::Wait() const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
-  internal::WaitUntil(*state_, absl::InfiniteFuture());
+  absl::Status status;
+  {
+    // Done already (a synchronous submission's, most often): one lock, not two.
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (!state_->done) {
+      lock.unlock();
+      internal::WaitUntil(*state_, absl::InfiniteFuture());
+      lock.lock();
+    }
+    status = state_->status;  // final once done
+  }
   internal::Observed(*state_);
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->status;
+  return status;
 }
 
 absl::Status Handle::WaitFor(absl::Duration timeout) const {

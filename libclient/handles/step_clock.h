@@ -11,8 +11,12 @@
 //
 // Thread-safe: user threads start and end steps and start operations; whichever thread
 // completes an operation finishes it; the executor thread brackets its work. Never blocks
-// beyond its own short lock.
+// beyond its own short lock, which the four counting calls take only while a step runs:
+// outside steps (a program that never marks one, every Python front end) they are an atomic
+// add each, off every operation's path. A step that starts while such a call is under way
+// charges the instant between the two as if the count had already changed.
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -55,6 +59,9 @@ class StepClock {
   // With mu_ held: charges the time since the last call to the current state's bucket, if a
   // step runs (else does nothing).
   void AdvanceLocked();
+  // Adds `delta` to `count` (`what` names the call, for a count going below zero), first
+  // charging the time so far while a step runs.
+  void Count(std::atomic<int64_t>& count, int64_t delta, const char* what);
   // With mu_ held: EndStep().
   std::optional<StepSample> EndLocked();
   // With mu_ held, last_ current: a step begins at last_.
@@ -64,11 +71,13 @@ class StepClock {
   Clock& clock_;
 
   mutable std::mutex mu_;
+  // Changed under mu_ while a step runs, and without it outside steps; read under mu_.
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> busy_{0};
+  // Written under mu_; read without it by Count.
+  std::atomic<bool> in_step_{false};
   // Guarded by mu_.
   absl::Time last_;  // up to where time has been charged; while in_step_
-  int64_t in_flight_ = 0;
-  int busy_ = 0;
-  bool in_step_ = false;
   StepSample step_;  // the step in progress; duration unset
 };
 
