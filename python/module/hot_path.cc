@@ -136,8 +136,8 @@ void AllreduceAndWait(troika::Context& context, const std::string& name, void* i
   {
     py::gil_scoped_release release;
     troika::Handle h = context.Allreduce(name, in, out, dtype, std::move(shape), options);
-    refused = h.Refusal().has_value();
     s = h.Wait();
+    refused = !s.ok() && h.Refusal().has_value();  // asked only of a failure
   }
   if (refused) CheckSubmitted(s);
   Check(s);
