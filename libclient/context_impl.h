@@ -78,6 +78,11 @@ class ContextImpl {
   // context, and returns the status to report.
   absl::Status FailFromDataPlane(const absl::Status& status);
   std::shared_ptr<OpState> NewState(std::string name) const;
+  // Submit's path for a synchronous host allreduce of set 0 with both buffers: runs it on this
+  // thread if the schedule in force takes it as its next entry alone (Controller::RunNow) —
+  // checked already, as the negotiated request it equals was — with no operation state unless
+  // it fails or goes back to be negotiated. nullopt, `request` untouched, if not taken.
+  std::optional<Handle> SubmitNow(TensorRequest& request, const void* in, void* out);
   // Counts `state` in flight on steps_ until it completes; before it can complete.
   void StartOp(OpState& state) const;
   // Queues `step` (if any) for the coordinator; its timing, zero if none.
@@ -114,6 +119,8 @@ class ContextImpl {
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.
   std::shared_ptr<WaitTracker> waits_;
+  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed.
+  std::shared_ptr<OpState> succeeded_;
   std::mutex barriers_mu_;
   std::map<int, uint64_t> barriers_;  // by process set; guarded by barriers_mu_
   std::atomic<uint64_t> control_ops_{0};

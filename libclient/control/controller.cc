@@ -74,19 +74,9 @@ absl::Status Controller::Submit(Entry&& entry, bool caller_waits) {
   {
     // A tensor the schedule in force takes goes into the table and the schedule under one
     // lock (its entry cannot run before the table has it), and its request is not copied.
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const int tensor = schedules_.Match(entry.request);
     if (tensor >= 0) {
-      // The fast path: a waiting caller whose host tensor makes the next entry ready alone
-      // runs it at once on its own thread, the executor's turn taken while the schedule
-      // cannot change — the entry never enters the table or the executor's queue.
-      if (caller_waits && entry.request.device == DeviceClass::kCpu &&
-          schedules_.RunsAlone(tensor) && table_.status().ok() && executor_.TryClaim()) {
-        auto [schedule, step] = schedules_.TakeToRun(tensor);
-        lock.unlock();
-        executor_.RunClaimed(schedule, std::move(step), absl::MakeSpan(&entry, 1));
-        return absl::OkStatus();
-      }
       if (absl::Status s = table_.Insert(std::move(entry)); !s.ok()) return s;
       schedules_.Take(tensor, !caller_waits);
       return absl::OkStatus();
@@ -102,6 +92,20 @@ absl::Status Controller::Submit(Entry&& entry, bool caller_waits) {
   }
   if (wake) cv_.notify_one();
   return absl::OkStatus();
+}
+
+bool Controller::RunNow(Entry& entry, const Executor::AdoptFn& adopt) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int tensor = schedules_.Match(entry.request);
+  // The executor's turn taken while the schedule cannot change.
+  if (tensor < 0 || !schedules_.RunsAlone(tensor) || !table_.status().ok() ||
+      !executor_.TryClaim()) {
+    return false;
+  }
+  auto [schedule, step] = schedules_.TakeToRun(tensor);
+  lock.unlock();
+  executor_.RunClaimed(schedule, std::move(step), absl::MakeSpan(&entry, 1), adopt);
+  return true;
 }
 
 bool Controller::QueueLocked(TensorRequest request, uint64_t order, bool wake_executor) {

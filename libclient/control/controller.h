@@ -63,9 +63,14 @@ class Controller {
   // Records the entry and queues its request; an immediate error if the name is in flight
   // or the context has failed or shut down. `caller_waits`: the caller waits for the entry
   // at once and calls Executor::RunInline() first, so scheduled entries this makes ready are
-  // queued without waking the executor thread; a host tensor alone in the next scheduled
-  // entry, with the executor idle, runs here before Submit returns (Executor::RunClaimed).
+  // queued without waking the executor thread.
   absl::Status Submit(Entry&& entry, bool caller_waits = false);
+  // The fast path of a synchronous submission (ContextImpl::SubmitNow): if the schedule in
+  // force takes `entry` (a host tensor of set 0, without a state, checked) as the next entry,
+  // alone, and the executor is idle, runs it on this thread — it never enters the table or the
+  // executor's queue — and returns true (Executor::RunClaimed says what became of it, and
+  // when `adopt` is called). False, with `entry` untouched, otherwise.
+  bool RunNow(Entry& entry, const Executor::AdoptFn& adopt);
   // Submits every entry or none (the first error; entries already recorded are withdrawn),
   // with their requests queued together so they leave in one batch.
   absl::Status SubmitAll(std::vector<Entry> entries);

@@ -94,8 +94,10 @@ bool Executor::TryClaim() {
   return true;
 }
 
-void Executor::RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries) {
-  Run({std::move(step.response), Arrival(), schedule, step.position, step.vote_void}, entries);
+void Executor::RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries,
+                          const AdoptFn& adopt) {
+  Run({std::move(step.response), Arrival(), schedule, step.position, step.vote_void}, entries,
+      &adopt);
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -145,7 +147,7 @@ void Executor::Loop() {
   }
 }
 
-void Executor::Run(const Queued& queued, absl::Span<Entry> entries) {
+void Executor::Run(const Queued& queued, absl::Span<Entry> entries, const AdoptFn* adopt) {
   // After a void entry the schedule's later entries are negotiated again: nothing to run or
   // record.
   if (queued.schedule != 0 && queued.schedule == ended_schedule_) {
@@ -160,7 +162,7 @@ void Executor::Run(const Queued& queued, absl::Span<Entry> entries) {
   runner_.ResetMarks(timed);
   steps_.ExecBegin();
   if (queued.schedule != 0) {
-    ExecuteScheduled(queued, entries);
+    ExecuteScheduled(queued, entries, adopt);
   } else {
     Execute(*queued.response);
   }
@@ -247,7 +249,8 @@ void Executor::Execute(const Response& response) {
   }
 }
 
-void Executor::ExecuteScheduled(const Queued& queued, absl::Span<Entry> given) {
+void Executor::ExecuteScheduled(const Queued& queued, absl::Span<Entry> given,
+                                const AdoptFn* adopt) {
   const Response& response = *queued.response;
   // A GPU entry votes on the host before it is issued: a vote in the device buffer could be
   // read only after waiting for the device. A void vote moves no data, so a rank that
@@ -286,19 +289,23 @@ void Executor::ExecuteScheduled(const Queued& queued, absl::Span<Entry> given) {
     status = on_failure_(status);
     for (Entry& e : entries) {
       if (e.state) e.state->Complete(status);
+      e.outcome = status;  // a given entry's result (RunClaimed)
     }
     return;
   }
   if (vote == CollectiveRunner::Vote::kVoid) {
     ended_schedule_ = queued.schedule;
     for (Entry& e : entries) {
-      if (!e.state) continue;
+      if (!e.state && adopt != nullptr) e.state = (*adopt)(e);  // a given entry
+      if (!e.state) continue;                                   // a stand-in
       std::shared_ptr<OpState> state = e.state;
       // Back to be negotiated; a table closed meanwhile fails it instead.
       if (absl::Status s = table_.Insert(std::move(e)); !s.ok()) state->Complete(s);
     }
   } else if (!on_device) {
-    for (Entry& e : entries) e.state->Complete(e.outcome);
+    for (Entry& e : entries) {
+      if (e.state) e.state->Complete(e.outcome);  // a given entry's is its outcome
+    }
   }
   if (on_scheduled_)
     on_scheduled_(queued.schedule, queued.position, vote == CollectiveRunner::Vote::kGo);

@@ -78,10 +78,17 @@ class Executor {
   // aborted or stopping). The caller then runs the entry itself (RunClaimed) — no queue, no
   // table. Never called under an operation's lock; may be called under the controller's.
   bool TryClaim();
+  // Gives an entry that has none the state it is then negotiated with (RunClaimed).
+  using AdoptFn = std::function<std::shared_ptr<OpState>(const Entry& entry)>;
   // With the turn taken (TryClaim): runs `step` of schedule `schedule` on `entries`, the
-  // caller's own, as the executor runs a queued entry with the table's; then gives the turn
-  // back, waking the executor thread for what was queued meanwhile.
-  void RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries);
+  // caller's own host entries without states (a synchronous submission's: Controller::RunNow),
+  // as the executor runs a queued entry with the table's; then gives the turn back, waking the
+  // executor thread for what was queued meanwhile. Each entry's result is its `outcome` (the
+  // run's failure, or its own), for the caller to report — unless the combined vote was void:
+  // the schedule ended there, and each entry, with the state `adopt` gave it, went back into
+  // the table to be negotiated (before the turn was given back); wait for that state instead.
+  void RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries,
+                  const AdoptFn& adopt);
   // Unblocks a running transfer (every communicator is aborted) and drops queued responses.
   void Abort();
   // Runs what is queued unless aborted, then joins the thread; waits for operations issued on
@@ -102,11 +109,11 @@ class Executor {
   void Loop();
   // A queued entry's `arrived`: now, or InfinitePast while phases are not reported.
   absl::Time Arrival() const;
-  // Runs one queued entry (the turn held); a scheduled one on `entries` if given (RunClaimed),
-  // else on the table's.
-  void Run(const Queued& queued, absl::Span<Entry> entries = {});
+  // Runs one queued entry (the turn held); a scheduled one on `entries` if given (RunClaimed,
+  // with its `adopt`), else on the table's.
+  void Run(const Queued& queued, absl::Span<Entry> entries = {}, const AdoptFn* adopt = nullptr);
   void Execute(const Response& response);
-  void ExecuteScheduled(const Queued& queued, absl::Span<Entry> entries);
+  void ExecuteScheduled(const Queued& queued, absl::Span<Entry> entries, const AdoptFn* adopt);
   // After an AddProcessSet / RemoveProcessSet barrier (`entry`) succeeded: connects this
   // rank to the new set, or drops the removed one. A failure is a data-plane failure.
   absl::Status ApplyProcessSetControl(const Response& response, Entry& entry);

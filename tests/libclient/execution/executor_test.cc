@@ -114,14 +114,24 @@ class ExecutorTest : public ::testing::Test {
     return step;
   }
 
-  // A one-element float32 sum named `name` (RunClaimed's own, or Queue's for the table).
+  // A one-element float32 sum named `name`, with its state (Queue's, for the table).
   Entry Own(const std::string& name) {
+    Entry entry = Given(name);
+    entry.state = std::make_shared<OpState>();
+    return entry;
+  }
+  // The same without a state: a synchronous submission's, which RunClaimed runs.
+  Entry Given(const std::string& name) {
     Entry entry;
     entry.request.name = name;
     entry.request.shape = {1};
     entry.in = entry.out = &values_[name];
-    entry.state = std::make_shared<OpState>();
     return entry;
+  }
+  // RunClaimed's `adopt` where the vote cannot be void.
+  static std::shared_ptr<OpState> NoAdoption(const Entry&) {
+    ADD_FAILURE() << "the entry went back to be negotiated";
+    return std::make_shared<OpState>();
   }
 
   static bool Done(const std::shared_ptr<OpState>& state) {
@@ -243,13 +253,39 @@ TEST_F(ExecutorTest, AClaimedTurnRunsTheCallersOwnEntryOnItsThread) {
   StartExecutor();
   ASSERT_TRUE(executor_->TryClaim());
   values_["t"] = 2.0f;
-  Entry entry = Own("t");
-  std::shared_ptr<OpState> state = entry.state;
-  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1));
-  ASSERT_TRUE(Done(state));
-  EXPECT_TRUE(state->status.ok()) << state->status;
+  Entry entry = Given("t");
+  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1), NoAdoption);
+  EXPECT_TRUE(entry.outcome.ok()) << entry.outcome;
+  EXPECT_EQ(entry.state, nullptr);
   EXPECT_EQ(values_["t"], 2.0f);  // one rank's sum
   EXPECT_EQ(RanOn(0), std::this_thread::get_id());
+}
+
+// Another rank deviated (here: this one's vote, the same combined void): the schedule ends at
+// the entry, which goes back to be negotiated with the state `adopt` gave it, in the table
+// before the turn is given back.
+TEST_F(ExecutorTest, AClaimedEntryVotedVoidGoesIntoTheTableWithTheStateAdoptGaveIt) {
+  std::vector<bool> went;
+  executor_->OnScheduled([&](int64_t, int64_t, bool go) { went.push_back(go); });
+  StartExecutor();
+  ASSERT_TRUE(executor_->TryClaim());
+  values_["t"] = 2.0f;
+  Entry entry = Given("t");
+  ScheduledStep step = Step("t", 0);
+  step.vote_void = true;
+  std::shared_ptr<OpState> adopted;
+  executor_->RunClaimed(1, std::move(step), absl::MakeSpan(&entry, 1), [&](const Entry& e) {
+    EXPECT_EQ(e.request.name, "t");
+    adopted = std::make_shared<OpState>();
+    return adopted;
+  });
+  EXPECT_EQ(went, std::vector<bool>{false});
+  ASSERT_NE(adopted, nullptr);
+  EXPECT_FALSE(Done(adopted)) << "it is to be negotiated, not finished";
+  std::optional<Entry> back = table_.Take(0, "t");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->state, adopted);
+  EXPECT_EQ(values_["t"], 2.0f) << "a void entry moves no data";
 }
 
 TEST_F(ExecutorTest, TheTurnCannotBeClaimedWhileAnEntryIsQueuedOrHeld) {
@@ -260,11 +296,11 @@ TEST_F(ExecutorTest, TheTurnCannotBeClaimedWhileAnEntryIsQueuedOrHeld) {
   ASSERT_TRUE(Done(queued));
   ASSERT_TRUE(executor_->TryClaim());
   EXPECT_FALSE(executor_->TryClaim()) << "the turn is held";
-  Entry entry = Own("t");
-  executor_->RunClaimed(1, Step("t", 1), absl::MakeSpan(&entry, 1));
+  Entry entry = Given("t");
+  executor_->RunClaimed(1, Step("t", 1), absl::MakeSpan(&entry, 1), NoAdoption);
   EXPECT_TRUE(executor_->TryClaim()) << "RunClaimed gave the turn back";
-  Entry next = Own("u");
-  executor_->RunClaimed(1, Step("u", 2), absl::MakeSpan(&next, 1));
+  Entry next = Given("u");
+  executor_->RunClaimed(1, Step("u", 2), absl::MakeSpan(&next, 1), NoAdoption);
 }
 
 TEST_F(ExecutorTest, WhatIsQueuedWhileTheTurnIsClaimedRunsAfterwardsOnTheExecutorThread) {
@@ -272,10 +308,9 @@ TEST_F(ExecutorTest, WhatIsQueuedWhileTheTurnIsClaimedRunsAfterwardsOnTheExecuto
   ASSERT_TRUE(executor_->TryClaim());
   // Woken or not, the executor thread cannot run it while the turn is held.
   std::shared_ptr<OpState> later = Queue("later", 1, /*wake=*/true);
-  Entry entry = Own("t");
-  std::shared_ptr<OpState> first = entry.state;
-  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1));
-  ASSERT_TRUE(Done(first));
+  Entry entry = Given("t");
+  executor_->RunClaimed(1, Step("t", 0), absl::MakeSpan(&entry, 1), NoAdoption);
+  EXPECT_TRUE(entry.outcome.ok()) << entry.outcome;
   ASSERT_TRUE(WaitDone(later));
   EXPECT_EQ(RanOn(0), std::this_thread::get_id());
   EXPECT_NE(RanOn(1), std::this_thread::get_id());
