@@ -224,6 +224,48 @@ TEST_P(ScheduleDeviationTest, EndsTheScheduleWithTheNegotiatedOutcome) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ScheduleDeviationTest, ::testing::ValuesIn(AllCases()), CaseName);
 
+// A synchronous allreduce that the schedule runs on each rank's own thread, in an entry that
+// one rank voids (it submitted first a tensor the schedule does not name): the entry goes back
+// to be negotiated on every rank, each gets both sums within 5 s, and the steps settle into a
+// schedule again.
+TEST(ScheduleTest, ASynchronousAllreduceInAnEntryAnotherRankVoidsIsNegotiatedWithItsSum) {
+  TestCluster cluster(Schedules(true, /*fusion_threshold_bytes=*/0));  // an entry per tensor
+  RequestCounter sent(kRanks);
+  auto contexts = JoinCounting(cluster, "job", kRanks, sent);
+  const std::vector<int64_t> sizes = {6, 6, 6};
+  for (int s = 0; s < 8; ++s) ExpectSums(Step(contexts, sizes, /*wait=*/true), sizes, "warm-up");
+  const int64_t before = sent.Total();
+  Step(contexts, sizes, /*wait=*/true);
+  ASSERT_LT(sent.Total() - before, kRanks) << "no schedule in force";
+
+  const absl::Time start = absl::Now();
+  OnEveryRank(kRanks, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    std::vector<float> extra = Input(rank, 7, 6);
+    std::vector<float> t0 = Input(rank, 0, 6);
+    std::optional<Handle> early;
+    if (rank == 1) {
+      early = ctx.Allreduce("extra", extra.data(), extra.data(), DataType::kFloat32, {6});
+    }
+    absl::Status s =
+        ctx.Allreduce("t0", t0.data(), t0.data(), DataType::kFloat32, {6}, {.wait = true}).Wait();
+    ASSERT_TRUE(s.ok()) << "rank " << rank << ": " << s;
+    ExpectNear(t0, Sum(0, 6), absl::StrCat("rank ", rank, ", t0"));
+    s = rank == 1 ? early->Wait()
+                  : ctx.Allreduce("extra", extra.data(), extra.data(), DataType::kFloat32, {6},
+                                  {.wait = true})
+                        .Wait();
+    ASSERT_TRUE(s.ok()) << "rank " << rank << ": " << s;
+    ExpectNear(extra, Sum(7, 6), absl::StrCat("rank ", rank, ", extra"));
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the voided step took too long";
+  for (int s = 0; s < 12; ++s) ExpectSums(Step(contexts, sizes, /*wait=*/true), sizes, "after");
+  const int64_t again = sent.Total();
+  Step(contexts, sizes, /*wait=*/true);
+  EXPECT_LT(sent.Total() - again, kRanks) << "no schedule formed again";
+  ShutdownAll(contexts);
+}
+
 // Many seeds: repeated steps with random deviations of every kind among them (about one
 // step in four), fused or not; every result of every step is checked.
 TEST(ScheduleTest, RandomDeviationsAmongRepeatedStepsKeepEveryResult) {
