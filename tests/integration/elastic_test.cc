@@ -82,6 +82,26 @@ TEST_F(ElasticTest, ALossWhileTheSurvivorsAttachEndsTheNextGenerationToo) {
   }
 }
 
+// The same second loss with a minimum of 3: generation 2 (3 ranks) forms, then loses the rank
+// restoring its commit, and 2 remain — the job aborts saying so, every rank stops, and
+// troikarun's exit code says it did not finish (the second loss's: exit code 1).
+TEST_F(ElasticTest, ASecondLossBelowTheMinimumWhileTheSurvivorsAttachAbortsTheJob) {
+  Start(4, 3, 400, "--fail_at=3:restore");
+  ASSERT_NE(WaitForPid(3), 0) << Err();
+  const std::vector<pid_t> pids = ReadRankPids(dir_, 4);
+  const pid_t victim = pids[2];
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const int code = WaitWithTimeout(troikarun_, absl::Seconds(90));
+  ASSERT_NE(code, -1) << "troikarun did not exit within 90 s\n" << Out() << Err();
+  EXPECT_EQ(code, 1) << Out() << Err();
+  EXPECT_THAT(Out(), HasSubstr("[3] failing at restore"));
+  EXPECT_THAT(Err(), HasSubstr("the job goes on with 3 ranks as generation 2"));
+  EXPECT_THAT(Err(), HasSubstr("exited with code 1; 2 ranks remain, below the job's minimum of 3"));
+  EXPECT_THAT(Err(), Not(HasSubstr("the job finished")));
+  for (pid_t pid : pids) EXPECT_TRUE(ProcessGone(pid)) << pid;
+}
+
 TEST_F(ElasticTest, AKilledAgentsNodeIsLostAndTheOtherNodeGoesOn) {
   Start(4, 2, 400);
   const pid_t rank3 = WaitForPid(3);

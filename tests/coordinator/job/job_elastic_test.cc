@@ -247,6 +247,58 @@ TEST_F(JobElasticTest, ASecondNodeLostBelowTheMinimumAbortsTheNextGeneration) {
                         "remain, below the job's minimum of 3"));
 }
 
+// A second loss during recovery, inside the next generation: it forms without node b, node
+// c's session opens and its node is lost before node a's session reaches the coordinator, so
+// 4 ranks remain, below the minimum of 5, and the job aborts. Node a's session still opens
+// (node d's keeps the job), and hears that abort with its reason: its agent ends as the
+// others do, not on a bare refusal. Once the job is released, whatever asks for it is told
+// the same (JobRegistry::EndedWith: a session opening later still).
+TEST_F(JobElasticTest, ASessionOpeningAfterASecondLossAbortedTheNextGenerationHearsTheAbort) {
+  bool created = false;
+  auto made = registry_.CreateJob("train", 8, &created, Secret::Of("secret"), 5);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<Job> job = *made;
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}, {"c", {4, 5}}, {"d", {6, 7}}});
+  FakeSink a, b, c, d;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  ASSERT_TRUE(job->OpenSession({4, 5}, 1, &c).ok());
+  ASSERT_TRUE(job->OpenSession({6, 7}, 1, &d).ok());
+  b.lost = true;
+  job->CloseSession(&b, absl::OkStatus());
+  std::shared_ptr<Job> second = Find();
+  ASSERT_NE(second, job);
+  ASSERT_EQ(second->size(), 6);
+  for (FakeSink* moving_on : {&a, &c, &d}) job->CloseSession(moving_on, absl::OkStatus());
+  AttachNodes(*second, {{"a", {0, 1}}, {"c", {2, 3}}, {"d", {4, 5}}});
+  FakeSink c2, d2;
+  ASSERT_TRUE(second->OpenSession({2, 3}, 2, &c2).ok());
+  ASSERT_TRUE(second->OpenSession({4, 5}, 2, &d2).ok());
+  c2.lost = true;
+  second->CloseSession(&c2, absl::OkStatus());
+  ASSERT_EQ(second->state(), Job::State::kAborted);
+  const char kReason[] =
+      "ranks 2-3 on c lost the connection to the coordinator; 4 ranks remain, below the job's "
+      "minimum of 5";
+  ASSERT_FALSE(d2.messages().empty());
+  EXPECT_THAT(d2.messages().back().abort_reason, HasSubstr(kReason));
+
+  FakeSink a2;
+  ASSERT_TRUE(second->OpenSession({0, 1}, 2, &a2).ok());
+  ASSERT_EQ(a2.messages().size(), 1u);
+  EXPECT_FALSE(a2.messages()[0].membership_change.has_value());
+  EXPECT_EQ(a2.messages()[0].abort_reason, d2.messages().back().abort_reason);
+  EXPECT_EQ(Find(), second) << "no generation after the abort";
+  second->CloseSession(&d2, absl::OkStatus());
+  second->CloseSession(&a2, absl::OkStatus());
+  SettleScheduler();
+  EXPECT_FALSE(registry_.Find("train").ok()) << "released once every session closed";
+  std::optional<absl::Status> ended = registry_.EndedWith("train", "secret");
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(ended->message(), HasSubstr(kReason));
+}
+
 TEST_F(JobElasticTest, ALossBelowTheMinimumAbortsTheJobSayingSo) {
   std::shared_ptr<Job> job = Create(2, 2);
   AttachAll(*job, {"a", "a"});
