@@ -3,7 +3,8 @@
 // (troika-example-elastic). A rank killed with SIGKILL mid-training: the others learn it
 // within 5 s, go on as 3 ranks from their last commit, finish, and end with bit-identical
 // weights; a whole agent killed: the other node goes on alone; three losses in a row: three
-// generations. Below the minimum the job aborts saying so. A troika-agent started for a running
+// generations. Below the minimum the job aborts saying so (also at a second loss during
+// recovery, with troikarun's exit code the second loss's). A troika-agent started for a running
 // job below its --max-np is admitted at the next commit: the job grows, the new ranks start
 // from rank 0's state and all end identical; ten such joins and losses in turn leave the
 // coordinator, the agent and the rank that stay with no more threads, descriptors or memory.
