@@ -8,7 +8,9 @@ job: each workload runs through
   and through troika.torch, the calls a Horovod script makes for it (torch_modes below),
   and, for the allreduces, through the compiled module alone ("module": troika._troika called
   straight from a Python loop, in place, none of troika.torch's code: the least any Python
-  front end does),
+  front end does; for the 4-byte allreduce also "module, tensor read": the same with the
+  tensor's device, layout, address, dtype and shape read off it each call, as any torch front
+  end must),
 
 with the same tensor names (troika.torch negotiates name="bench/N" as "allreduce.bench/N",
 the C++ workload's name), in alternating blocks of the same length (the first mode rotates
@@ -73,8 +75,17 @@ def torch_modes(kind, nbytes, tensors, size):
             for _ in range(n):
                 ctx.allreduce_wait(full, ptr, ptr, f32, t.shape, _troika.SUM, 1.0, 1.0, 0)
 
+        dtypes = {torch.float32: f32}
+
+        def module_reading(n):  # the module, with what any front end reads off the tensor
+            for _ in range(n):
+                if t.is_cpu and t.is_contiguous():
+                    p = t.data_ptr()
+                    ctx.allreduce_wait(full, p, p, dtypes[t.dtype], t.shape, _troika.SUM, 1.0,
+                                       1.0, 0)
+
         return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place),
-                ("module", module)]
+                ("module", module), ("module, tensor read", module_reading)]
     if kind == "many_small":
         ts = [torch.zeros(nbytes // 4, dtype=torch.float32) for _ in range(tensors)]
         names = ["bench/small/%d" % i for i in range(tensors)]
