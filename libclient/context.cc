@@ -266,15 +266,17 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
   }
   Handle handle(state);
   if (wait) {
-    if (status.ok()) {
-      executor_->RunInline([&state] {
-        std::lock_guard<std::mutex> lock(state->mu);
-        return state->done;
-      });
-    }
+    if (status.ok()) RunUntilDone(*state);
     handle.Wait().IgnoreError();  // the outcome stays in the handle
   }
   return handle;
+}
+
+void ContextImpl::RunUntilDone(OpState& state) {
+  executor_->RunInline([&state] {
+    std::lock_guard<std::mutex> lock(state.mu);
+    return state.done;
+  });
 }
 
 std::optional<Handle> ContextImpl::SubmitNow(TensorRequest& request, const void* in, void* out) {
@@ -294,10 +296,7 @@ std::optional<Handle> ContextImpl::SubmitNow(TensorRequest& request, const void*
   }
   if (negotiated) {  // the schedule ended at its entry: negotiated now, as Submit's would be
     Handle handle(negotiated);
-    executor_->RunInline([&negotiated] {
-      std::lock_guard<std::mutex> lock(negotiated->mu);
-      return negotiated->done;
-    });
+    RunUntilDone(*negotiated);
     handle.Wait().IgnoreError();  // the outcome stays in the handle
     return handle;
   }

@@ -83,6 +83,9 @@ class ContextImpl {
   // checked already, as the negotiated request it equals was — with no operation state unless
   // it fails or goes back to be negotiated. nullopt, `request` untouched, if not taken.
   std::optional<Handle> SubmitNow(TensorRequest& request, const void* in, void* out);
+  // A caller about to wait for `state`, accepted: runs the scheduled entries it waits for on
+  // this thread while the executor thread is idle (Executor::RunInline).
+  void RunUntilDone(OpState& state);
   // Counts `state` in flight on steps_ until it completes; before it can complete.
   void StartOp(OpState& state) const;
   // Queues `step` (if any) for the coordinator; its timing, zero if none.

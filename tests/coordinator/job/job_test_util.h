@@ -37,7 +37,6 @@ class FakeSink : public session::SessionSink {
   std::vector<DownMessage> messages_;
 };
 
-// Attaches rank r on hosts[r], every rank, and returns their memberships.
 // Returns once what `scheduler` has due now ran (it runs in order: everything posted before,
 // such as a job's done report).
 inline void SettleScheduler(Scheduler& scheduler) {
@@ -46,6 +45,7 @@ inline void SettleScheduler(Scheduler& scheduler) {
   ran.get_future().wait();
 }
 
+// Attaches rank r on hosts[r], every rank, and returns their memberships.
 inline std::vector<Membership> AttachAll(Job& job, const std::vector<std::string>& hosts) {
   std::vector<std::promise<absl::StatusOr<std::vector<Membership>>>> promises(hosts.size());
   for (size_t r = 0; r < hosts.size(); ++r) {
