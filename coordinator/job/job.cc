@@ -78,7 +78,14 @@ void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {
 
 void Job::RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
                        std::function<bool()> cancelled, std::string join_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // The generation ended as the call came (the node's agent found it serving the job's name):
+  // the node waits to join the next one, as the nodes waiting then were carried there.
+  if (std::shared_ptr<Job> next = succession_.NextGeneration()) {
+    lock.unlock();
+    return next->RegisterNode(host, nproc, node_rank, std::move(done), std::move(cancelled),
+                              std::move(join_id));
+  }
   forming_.RegisterNode(host, nproc, node_rank, std::move(done), std::move(cancelled),
                         std::move(join_id));
 }
@@ -97,7 +104,8 @@ absl::Status Job::OpenSession(const std::vector<int>& ranks, int64_t epoch,
     // caused it, as the sessions open then did, so that its agent ends the same way and with
     // the same exit code. A refusal would end it with a bare error (and exit code 1). The job
     // may have been reported done already (no session was open): it is done again, and
-    // released, once this session closes.
+    // released, once this session closes. A generation that ended likewise: the session
+    // hears the change, and its agent follows into the next generation.
     RETURN_IF_ERROR(sessions_.Open(ranks, sink, roster_.departed()));
     lifecycle_.Reopen();
     sink->Send(abort);

@@ -86,7 +86,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
               AttachCallback done, bool again = false);
 
   // A block of `nproc` ranks for an agent's node, or a place among the nodes joining at the
-  // next commit (Forming::RegisterNode).
+  // next commit (Forming::RegisterNode); in the next generation's, once this one ended.
   void RegisterNode(const std::string& host, int nproc, int node_rank, RegisterCallback done,
                     std::function<bool()> cancelled = nullptr, std::string join_id = {});
 

@@ -51,6 +51,11 @@ absl::Status Lifecycle::CheckNotOver(absl::string_view what) const {
   return over() ? NotTaking(what) : absl::OkStatus();
 }
 
+absl::Status Lifecycle::CheckAttachable(absl::string_view what) const {
+  if (!generation_ended()) return CheckNotOver(what);
+  return MembershipChanged(abort_message_->abort_reason, *abort_message_->membership_change);
+}
+
 void Lifecycle::Run() {
   if (state_ == State::kAttaching) state_ = State::kRunning;
 }
@@ -95,12 +100,14 @@ std::shared_ptr<const DownMessage> Lifecycle::EndGeneration(MembershipChange cha
       absl::StrCat("membership of job '", job_, "' changed: ", abort_reason_);
   TROIKA_LOG(WARNING) << message;
   // Ranks still attaching (a generation ended at its attach timeout) learn the renumbering
-  // from their attach's answer. The joining nodes wait on in the successor.
+  // from their attach's answer, and so do those that come later. The joining nodes wait on
+  // in the successor.
   roster_.FailWaiters(MembershipChanged(message, change));
   auto down = std::make_shared<DownMessage>();
   down->abort_reason = message;
   down->abort_cause = std::move(exit);
   down->membership_change = std::move(change);
+  abort_message_ = down;
   sessions_.Broadcast(down);
   kv_.Close(absl::AbortedError(message));
   return down;

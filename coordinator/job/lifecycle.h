@@ -53,8 +53,14 @@ class Lifecycle {
   // ended; empty unless aborted.
   const std::string& abort_reason() const { return abort_reason_; }
   // What every session was told when the job was aborted (Abort, with the exit that caused
-  // it), for a session that opens only afterwards; null unless aborted by Abort.
+  // it) or its generation ended (EndGeneration, with the change), for a session that opens
+  // only afterwards; null unless aborted.
   const std::shared_ptr<const DownMessage>& abort_message() const { return abort_message_; }
+  // Whether the job's generation ended for a change (EndGeneration): the job goes on as its
+  // successor.
+  bool generation_ended() const {
+    return abort_message_ != nullptr && abort_message_->membership_change.has_value();
+  }
 
   // OK while the job runs; else UNAVAILABLE once detached ("the coordinator is restarting"),
   // or FAILED_PRECONDITION "job 'x' is <state>; <what>" (an aborted job's reason in
@@ -62,6 +68,11 @@ class Lifecycle {
   absl::Status CheckRunning(absl::string_view what) const;
   // OK unless the job is over: FAILED_PRECONDITION as above (`what` may be empty).
   absl::Status CheckNotOver(absl::string_view what) const;
+  // CheckNotOver for an attach, except that a generation that ended answers it as it answered
+  // the attaches waiting then: ABORTED with its change (MembershipChanged), so that the node
+  // follows into the next generation. (An agent that found this generation serving the job's
+  // name may attach only after a second loss ended it.)
+  absl::Status CheckAttachable(absl::string_view what) const;
 
   // kAttaching → kRunning: every rank attached.
   void Run();
@@ -77,9 +88,9 @@ class Lifecycle {
              bool finished_too);
   // → kAborted as an elastic generation ends for `change` (the successor exists already):
   // every session is told the change, the waiting attaches are answered ABORTED with it
-  // (MembershipChanged), key-value waits fail; on_abort is not called. The abort reason
-  // becomes `reason` and the generation the job goes on as. Returns what the sessions were
-  // told.
+  // (MembershipChanged), as is any later attach (CheckAttachable), key-value waits fail;
+  // on_abort is not called. The abort reason becomes `reason` and the generation the job goes
+  // on as. Returns what the sessions were told.
   std::shared_ptr<const DownMessage> EndGeneration(MembershipChange change,
                                                    const std::string& reason,
                                                    std::optional<RankExit> exit);
@@ -112,7 +123,7 @@ class Lifecycle {
   // Serialised by the job's lock.
   State state_ = State::kAttaching;
   std::string abort_reason_;                          // once kAborted
-  std::shared_ptr<const DownMessage> abort_message_;  // once aborted by Abort
+  std::shared_ptr<const DownMessage> abort_message_;  // once aborted
   bool detached_ = false;
   bool done_reported_ = false;
 };

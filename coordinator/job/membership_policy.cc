@@ -239,7 +239,7 @@ MembershipPolicy::AttachRoute MembershipPolicy::RouteAttach(const std::vector<in
   if (state == Lifecycle::State::kAttaching) return {Kind::kWait, {}};
   // Already complete: a repeated attach learns its memberships again.
   if (lifecycle_.running()) return {Kind::kAnswer, {}};
-  return {Kind::kRefuse, lifecycle_.CheckNotOver("it takes no new ranks")};
+  return {Kind::kRefuse, lifecycle_.CheckAttachable("it takes no new ranks")};
 }
 
 absl::Status MembershipPolicy::AcceptsSession(int64_t epoch) const {

@@ -101,7 +101,8 @@ class MembershipPolicy {
     absl::Status refusal;  // kRefuse
   };
   // Where an attach of `ranks` goes (Job::Attach): refused (INVALID_ARGUMENT, UNAVAILABLE while
-  // detached, FAILED_PRECONDITION once over or, attaching again, aborted); to the next
+  // detached, FAILED_PRECONDITION once over or, attaching again, aborted; ABORTED with the
+  // change once the generation ended: Lifecycle::CheckAttachable); to the next
   // incarnation (a job that forms again, runs or finished, and the ranks left it or say
   // `again`); answered at once (it runs); or it waits for the other ranks.
   AttachRoute RouteAttach(const std::vector<int>& ranks, bool again) const;

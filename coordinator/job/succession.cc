@@ -78,6 +78,10 @@ std::shared_ptr<Job> Succession::Serving() const {
   return successor;
 }
 
+std::shared_ptr<Job> Succession::NextGeneration() const {
+  return lifecycle_.generation_ended() ? generations_.successor() : nullptr;
+}
+
 std::map<int, RankExit> Succession::Inherit(Inheritance inheritance) {
   for (Generations::Joiner& joiner : inheritance.joiners) generations_.Join(std::move(joiner));
   roster_.AddNodes(inheritance.nodes);  // a restarted agent gets its block back (saved as it runs)

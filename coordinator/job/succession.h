@@ -69,6 +69,8 @@ class Succession {
   // incarnation still attaches and this one runs (this one's ranks still use the job's
   // key-value store; attaches reach that incarnation through this one).
   std::shared_ptr<Job> Serving() const;
+  // The generation after this one once this one ended (EndGeneration), or null.
+  std::shared_ptr<Job> NextGeneration() const;
   // Takes `inheritance` over (the successor's side). Returns the exits of ranks that left the
   // job before: the job carries out MembershipPolicy::RankGone for each.
   std::map<int, RankExit> Inherit(Inheritance inheritance);

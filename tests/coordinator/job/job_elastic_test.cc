@@ -219,6 +219,26 @@ TEST_F(JobElasticTest, ANodeLostWhileTheNextGenerationAttachesIsLeftOutAtOnce) {
   EXPECT_EQ(change->epoch, 3);
   EXPECT_THAT(change->next_rank, ElementsAre(0, 1, -1, -1));
   EXPECT_FALSE(third->ChangeFrom(1).has_value()) << "the change from generation 1 was 2's";
+  // Node a's agent found generation 2 serving the job's name, and its attach reached it only
+  // after node c's loss ended it: answered with the same renumbering, so that the agent
+  // follows into generation 3 (it was refused, "is aborted ...; it takes no new ranks", which
+  // stopped its ranks, and generation 3 waited for them until its attach timeout).
+  std::promise<absl::StatusOr<std::vector<Membership>>> late;
+  second->Attach({0, 1}, "a", absl::Seconds(30), [&late](auto m) { late.set_value(m); });
+  const absl::StatusOr<std::vector<Membership>> answer = late.get_future().get();
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kAborted) << answer.status();
+  std::optional<MembershipChange> followed = MembershipChangeOf(answer.status());
+  ASSERT_TRUE(followed.has_value()) << answer.status();
+  EXPECT_EQ(followed->epoch, 3);
+  EXPECT_THAT(followed->next_rank, ElementsAre(0, 1, -1, -1));
+  // Its session likewise, had its attach come before the loss: it opens and hears the change
+  // (it was refused, "no session can open").
+  FakeSink late_session;
+  ASSERT_TRUE(second->OpenSession({0, 1}, 2, &late_session).ok());
+  ASSERT_EQ(late_session.messages().size(), 1u);
+  ASSERT_TRUE(late_session.messages()[0].membership_change.has_value());
+  EXPECT_EQ(late_session.messages()[0].membership_change->epoch, 3);
+  second->CloseSession(&late_session, absl::OkStatus());
   std::vector<std::vector<Membership>> m = AttachNodes(*third, {{"a", {0, 1}}});
   ASSERT_EQ(m[0].size(), 2u);
   EXPECT_EQ(m[0][1].epoch, 3);
@@ -532,6 +552,38 @@ TEST_F(JobElasticTest, AJoiningNodeWaitsThroughALossAndIsLetGoWhenItStopsWaiting
   ASSERT_TRUE(held_c->has_value());
   EXPECT_EQ((*held_c)->status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(Find()->size(), 3);
+}
+
+// A node registering as a loss ends the generation (its agent found that generation serving
+// the job's name; the call reached it after the end) waits to join the next one, as the nodes
+// waiting then were carried there; it was refused ("is aborted ...; it admits no nodes").
+TEST_F(JobElasticTest, ANodeRegisteringAsALossEndsTheGenerationWaitsInTheNextOne) {
+  std::shared_ptr<Job> job = Create(4, 2, 6);
+  AttachNodes(*job, {{"a", {0, 1}}, {"b", {2, 3}}});
+  FakeSink a, b;
+  ASSERT_TRUE(job->OpenSession({0, 1}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({2, 3}, 1, &b).ok());
+  b.lost = true;
+  job->CloseSession(&b, absl::OkStatus());
+  std::shared_ptr<Job> next = Find();
+  ASSERT_NE(next, job);
+  ASSERT_EQ(next->size(), 2);
+
+  auto held = std::make_shared<std::optional<absl::StatusOr<Job::NodeBlock>>>();
+  EXPECT_EQ(Register(*job, "c", 2, -1, held).status().message(), "waiting");
+  EXPECT_THAT(Register(*next, "d", 3, -1).status().message(),
+              HasSubstr("has 2 ranks and 2 joining; 3 more would exceed its maximum of 6"))
+      << "node c waits in generation 2";
+  job->CloseSession(&a, absl::OkStatus());
+  AttachNodes(*next, {{"a", {0, 1}}});
+  FakeSink a2;
+  ASSERT_TRUE(next->OpenSession({0, 1}, 2, &a2).ok());
+  ASSERT_TRUE(next->Submit(&a2, {Barrier(0, kCommit), Barrier(1, kCommit)}).ok());
+  ASSERT_TRUE(held->has_value() && (*held)->ok())
+      << (held->has_value() ? (*held)->status() : absl::OkStatus());
+  EXPECT_EQ((**held)->first_rank, 2);
+  EXPECT_EQ((**held)->size, 4);
+  EXPECT_EQ((**held)->epoch, 3) << "admitted at generation 2's commit";
 }
 
 TEST_F(JobElasticTest, TheTimelineGoesOnInTheNextGenerationWithTheChangeMarked) {

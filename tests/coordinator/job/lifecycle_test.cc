@@ -180,6 +180,13 @@ TEST_F(LifecycleTest, AnEndedGenerationTellsTheChangeWithoutCountingAnAbort) {
   EXPECT_EQ(MembershipChangeOf(*attach)->epoch, 2);
   ASSERT_TRUE(get.has_value());
   EXPECT_EQ(get->message(), message);
+  // An attach that reaches the ended generation later is answered the same.
+  const absl::Status late = lifecycle_.CheckAttachable("it takes no new ranks");
+  EXPECT_EQ(late.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(late.message(), message);
+  ASSERT_TRUE(MembershipChangeOf(late).has_value());
+  EXPECT_THAT(MembershipChangeOf(late)->next_rank, ElementsAre(0, -1));
+  EXPECT_EQ(lifecycle_.CheckNotOver("").code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(LifecycleTest, ADetachedJobEndsItsSessionsAndIsNeverDone) {
@@ -221,6 +228,10 @@ TEST_F(LifecycleTest, ChecksNameTheStateAndAnAbortsReason) {
   EXPECT_EQ(lifecycle_.CheckNotOver("it admits no nodes").message(),
             "job 'j' is aborted (every rank is blocked); it admits no nodes");
   EXPECT_EQ(lifecycle_.CheckNotOver("").message(), "job 'j' is aborted (every rank is blocked)");
+  const absl::Status attach = lifecycle_.CheckAttachable("it takes no new ranks");
+  EXPECT_EQ(attach.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(attach.message(), "job 'j' is aborted (every rank is blocked); it takes no new ranks");
+  EXPECT_FALSE(MembershipChangeOf(attach).has_value()) << "not a generation that ended";
   EXPECT_STREQ(JobStateName(State::kFinished), "finished");
 }
 
