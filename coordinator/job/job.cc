@@ -19,6 +19,7 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
       token_(options.token),
       size_(size),
       clock_(clock),
+      session_open_timeout_(options.session_open_timeout),
       kv_(scheduler),
       negotiation_(
           name_, size, options.negotiator,
@@ -38,7 +39,13 @@ Job::Job(std::string name, int size, JobOptions options, Scheduler& scheduler, C
                 std::move(options.on_record)),
       policy_(name_, size, lifecycle_, roster_, sessions_, generations_),
       forming_(name_, size, roster_, generations_, lifecycle_, recorder_, policy_),
-      succession_(name_, generations_, lifecycle_, roster_, sessions_, inspection_, clock) {}
+      succession_(name_, generations_, lifecycle_, roster_, sessions_, inspection_, clock),
+      session_timer_(
+          scheduler, clock, mu_, JobTimer::Rearm::kKeepEarlier, [this] { return weak_from_this(); },
+          [this] {
+            ApplyLocked(policy_.SessionsNotOpened(session_open_timeout_));
+            lifecycle_.MaybeDone();
+          }) {}
 
 Job::~Job() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -68,6 +75,10 @@ void Job::Attach(const std::vector<int>& ranks, const std::string& host, absl::D
   forming_.Wait(ranks, host, timeout, std::move(done), [weak, timeout](uint64_t id) {
     if (auto job = weak.lock()) job->ExpireAttach(id, timeout);
   });
+  // Formed now: every node's agent opens its session next.
+  if (lifecycle_.running() && !sessions_.all_connected()) {
+    session_timer_.Arm(clock_.Now() + session_open_timeout_);
+  }
 }
 
 void Job::ExpireAttach(uint64_t id, absl::Duration timeout) {

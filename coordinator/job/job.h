@@ -8,8 +8,9 @@
 //  - Generations and Succession: an elastic job's next generation, or the incarnation that
 //    ranks attaching again form (a fresh Job of the same name, one epoch on), and what each
 //    inherits;
-//  - MembershipPolicy: what a loss, an exit, a closed session or an attach timeout means, as
-//    a Verdict the job carries out (ApplyLocked);
+//  - MembershipPolicy: what a loss, an exit, a closed session, an attach timeout or a session
+//    that never opened means, as a Verdict the job carries out (ApplyLocked; a JobTimer
+//    checks the sessions once the job formed);
 //  - JobNegotiation: every process set's negotiation and the schedules (a JobTimer flushes
 //    it); Inspection: stalls, deadlocks, stragglers, telemetry and metrics;
 //  - Recorder: the state record; and the key-value store.
@@ -191,6 +192,7 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   const Secret token_;
   const int size_;
   Clock& clock_;
+  const absl::Duration session_open_timeout_;
   KvStore kv_;  // thread-safe on its own
 
   mutable std::mutex mu_;
@@ -208,6 +210,8 @@ class Job : public session::SessionHandler, public std::enable_shared_from_this<
   MembershipPolicy policy_;
   Forming forming_;
   Succession succession_;
+  // Armed once the job formed: the ranks whose session has not opened by then are lost.
+  JobTimer session_timer_;
 };
 
 }  // namespace troika::coordinator

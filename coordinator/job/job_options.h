@@ -27,7 +27,7 @@ enum class AbortCause {
   kCancelled,
   kShutdown,
   kProtocolError,  // a session was ended for what it sent (by the coordinator or an agent)
-  kAttachTimeout,  // an elastic generation's ranks did not all attach in time
+  kAttachTimeout,  // ranks did not all attach in time, or attached and opened no session
 };
 inline constexpr int kNumAbortCauses = 8;
 // "rank_exit", "connection_lost", "deadlock", "stall", "cancelled", "shutdown",
@@ -87,6 +87,11 @@ struct JobOptions {
   // Called (under the job's lock: must be quick) with the job's state record whenever it
   // changes: a node registered, a process set was added or removed (--state_dir).
   std::function<void(const v1::JobRecord&)> on_record;
+  // Once every rank attached, how long each node's agent has to open its session (it does at
+  // once): the ranks still without one are then lost, as if their session had closed (their
+  // agent died between its attach and its session: nothing else tells the job, and the other
+  // ranks would wait for theirs in the data plane's setup). Default 60 s.
+  absl::Duration session_open_timeout = absl::Seconds(60);
   // Elastic job (docs/elastic.md): while at least this many ranks remain, losing ranks (a
   // rank's exit, a lost session) ends the job's generation instead of aborting it, and the
   // survivors go on as the next one. 0 (default): not elastic.

@@ -113,14 +113,29 @@ Verdict MembershipPolicy::SessionClosed(const std::vector<int>& ranks,
   return Lose(lost, AbortCause::kConnectionLost, ConnectionLost(lost));
 }
 
-std::string MembershipPolicy::ConnectionLost(const std::vector<int>& ranks) const {
-  // Where they were: a lost session is most often a lost node (its agent, or the host).
+std::string MembershipPolicy::OnHosts(const std::vector<int>& ranks) const {
   std::set<std::string> hosts;
   for (int r : ranks) {
     if (const std::string* host = roster_.host(r); host != nullptr) hosts.insert(*host);
   }
-  return absl::StrCat(FormatRanks(ranks), hosts.empty() ? "" : " on ", absl::StrJoin(hosts, ", "),
-                      " lost the connection to the coordinator");
+  return absl::StrCat(FormatRanks(ranks), hosts.empty() ? "" : " on ", absl::StrJoin(hosts, ", "));
+}
+
+std::string MembershipPolicy::ConnectionLost(const std::vector<int>& ranks) const {
+  // Where they were: a lost session is most often a lost node (its agent, or the host).
+  return absl::StrCat(OnHosts(ranks), " lost the connection to the coordinator");
+}
+
+Verdict MembershipPolicy::SessionsNotOpened(absl::Duration timeout) const {
+  if (!lifecycle_.running() || lifecycle_.detached() || sessions_.resyncing()) return {};
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (!sessions_.connected(r) && !roster_.departed(r)) missing.push_back(r);
+  }
+  if (missing.empty()) return {};
+  return Lose(missing, AbortCause::kAttachTimeout,
+              absl::StrCat(OnHosts(missing), " attached but opened no session within ",
+                           absl::FormatDuration(timeout)));
 }
 
 Verdict MembershipPolicy::LostBeforeAttach(const std::vector<int>& ranks,

@@ -12,7 +12,8 @@
 //    incarnation it left too, even finished (docs/protocol.md, "Shutting down and attaching
 //    again").
 //  - The attach phase timed out: an elastic job with its minimum attached ends the generation
-//    without the missing ranks; any other fails every attach, naming them.
+//    without the missing ranks; any other fails every attach, naming them. Ranks attached
+//    whose session never opened are lost when the job's session timeout passes.
 //  - An attach is refused, answered at once (the job runs), sent to the next incarnation (ranks
 //    that left attach again), or waits; a node registering reserves a block or joins at a
 //    commit, up to the job's maximum.
@@ -78,6 +79,11 @@ class MembershipPolicy {
   Verdict SessionClosed(const std::vector<int>& ranks, const absl::Status& ended) const;
   // "ranks 2-3 on h lost the connection to the coordinator": what SessionClosed says of them.
   std::string ConnectionLost(const std::vector<int>& ranks) const;
+  // `timeout` after the job formed (its agents open their sessions at once): the ranks that
+  // neither have a session nor left are lost (Lose, kAttachTimeout: "rank 2 on h attached but
+  // opened no session within 1m"; their agent died between its attach and its session).
+  // kNone while every one has, or unless the job runs (not detached, not resuming).
+  Verdict SessionsNotOpened(absl::Duration timeout) const;
   // Said to an elastic generation that attaches: its `ranks` were lost before they attached
   // (the peer of their session in the generation before went away after that generation
   // ended for another loss: a second loss during recovery). Those still missing are lost
@@ -121,6 +127,9 @@ class MembershipPolicy {
   absl::Status CheckJoin(int nproc, int joining) const;
 
  private:
+  // "ranks 2-3 on h" (the hosts they attached from).
+  std::string OnHosts(const std::vector<int>& ranks) const;
+
   const std::string job_;
   const int size_;
   const Lifecycle& lifecycle_;

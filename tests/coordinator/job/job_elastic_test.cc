@@ -586,6 +586,65 @@ TEST_F(JobElasticTest, ANodeRegisteringAsALossEndsTheGenerationWaitsInTheNextOne
   EXPECT_EQ((**held)->epoch, 3) << "admitted at generation 2's commit";
 }
 
+// Jobs whose agents have a second to open their sessions once the job formed.
+class JobSessionTimeoutTest : public JobElasticTest {
+ protected:
+  static JobRegistryOptions TimedOptions() {
+    JobRegistryOptions options = Options();
+    options.job.session_open_timeout = absl::Seconds(1);
+    return options;
+  }
+  // Destroyed before the fixture's scheduler, which TearDown stops first.
+  JobRegistry timed_{TimedOptions(), scheduler_, clock_};
+};
+
+// A node's agent that died between its attach and its session: nothing else tells the job,
+// whose other ranks would wait for its ranks' addresses in the data plane's setup (5 minutes,
+// in python_ray_train_elastic). At the session timeout its ranks are lost: an elastic job
+// goes on without them, any other aborts, saying why.
+TEST_F(JobSessionTimeoutTest, RanksWhoseSessionNeverOpensAreLostAtTheSessionTimeout) {
+  bool created = false;
+  std::shared_ptr<Job> elastic = timed_.CreateJob("elastic", 4, &created, {}, 2, 0).value();
+  std::shared_ptr<Job> fixed = timed_.CreateJob("fixed", 4, &created, {}, 0, 0).value();
+  FakeSink e, f;
+  AttachNodes(*elastic, {{"a", {0, 1}}, {"b", {2, 3}}});
+  ASSERT_TRUE(elastic->OpenSession({0, 1}, 1, &e).ok());
+  AttachNodes(*fixed, {{"a", {0, 1}}, {"b", {2, 3}}});
+  ASSERT_TRUE(fixed->OpenSession({0, 1}, 1, &f).ok());
+  const absl::Time not_hung = absl::Now() + absl::Seconds(60);
+  while ((e.messages().empty() || f.messages().empty()) && absl::Now() < not_hung) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(e.messages().size(), 1u);
+  EXPECT_EQ(e.messages()[0].abort_reason,
+            "membership of job 'elastic' changed: ranks 2-3 on b attached but opened no session "
+            "within 1s; the job goes on with 2 ranks as generation 2");
+  ASSERT_TRUE(e.messages()[0].membership_change.has_value());
+  EXPECT_THAT(e.messages()[0].membership_change->next_rank, ElementsAre(0, 1, -1, -1));
+  ASSERT_EQ(f.messages().size(), 1u);
+  EXPECT_EQ(f.messages()[0].abort_reason,
+            "job 'fixed' aborted: ranks 2-3 on b attached but opened no session within 1s");
+  EXPECT_EQ(fixed->state(), Job::State::kAborted);
+  EXPECT_EQ(timed_.counts().membership_changes[static_cast<int>(AbortCause::kAttachTimeout)], 1);
+  elastic->CloseSession(&e, absl::OkStatus());
+  fixed->CloseSession(&f, absl::OkStatus());
+}
+
+// Every session opened: the timer finds nothing to do, and the job runs on.
+TEST_F(JobSessionTimeoutTest, AJobWhoseSessionsOpenedRunsOnPastTheSessionTimeout) {
+  bool created = false;
+  std::shared_ptr<Job> job = timed_.CreateJob("train", 2, &created, {}, 0, 0).value();
+  AttachNodes(*job, {{"a", {0}}, {"b", {1}}});
+  FakeSink a, b;
+  ASSERT_TRUE(job->OpenSession({0}, 1, &a).ok());
+  ASSERT_TRUE(job->OpenSession({1}, 1, &b).ok());
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(job->state(), Job::State::kRunning);
+  EXPECT_TRUE(a.messages().empty());
+  job->CloseSession(&a, absl::OkStatus());  // (the job aborts: rank 0 lost)
+  job->CloseSession(&b, absl::OkStatus());
+}
+
 TEST_F(JobElasticTest, TheTimelineGoesOnInTheNextGenerationWithTheChangeMarked) {
   const std::string path = ::testing::TempDir() + "/job-elastic-timeline.json";
   std::shared_ptr<Job> job = Create(3, 1);
