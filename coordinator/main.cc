@@ -27,6 +27,9 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Minutes(5),
           "cap on attach and key-value waits; the default for requests without a timeout");
 ABSL_FLAG(absl::Duration, liveness_timeout, absl::Seconds(10),
           "a peer that answers no keepalive for this long is gone; its jobs are aborted");
+ABSL_FLAG(absl::Duration, session_open_timeout, absl::Seconds(60),
+          "once every rank of a job attached, ranks whose agent has not opened its session "
+          "within this are lost (an elastic job goes on without them; any other is aborted)");
 ABSL_FLAG(absl::Duration, stall_warning_time, absl::Seconds(60),
           "warn (once) about a tensor some ranks submitted and others not for this long; 0: off");
 ABSL_FLAG(absl::Duration, stall_shutdown_time, absl::ZeroDuration(),
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   job.negotiator.fusion_threshold_bytes = absl::GetFlag(FLAGS_fusion_threshold_bytes);
   job.negotiator.cycle_time = absl::GetFlag(FLAGS_cycle_time);
   job.negotiator.cache_capacity = absl::GetFlag(FLAGS_cache_capacity);
+  job.session_open_timeout = absl::GetFlag(FLAGS_session_open_timeout);
   job.stall.warning_time = absl::GetFlag(FLAGS_stall_warning_time);
   job.stall.shutdown_time = absl::GetFlag(FLAGS_stall_shutdown_time);
   job.straggler_margin = absl::GetFlag(FLAGS_straggler_margin);
