@@ -71,9 +71,13 @@ def torch_modes(kind, nbytes, tensors, size):
 
         ctx, ptr, full, f32 = troika.context(), t.data_ptr(), "allreduce." + name, _F32
 
+        # The module's function that troika.torch's synchronous allreduce calls (METH_FASTCALL;
+        # until 2026-12-07 this mode called the Context method, through pybind11's dispatch).
+        wait = _troika.allreduce_wait
+
         def module(n):
             for _ in range(n):
-                ctx.allreduce_wait(full, ptr, ptr, f32, t.shape, _troika.SUM, 1.0, 1.0, 0)
+                wait(ctx, full, ptr, ptr, f32, t.shape, _troika.SUM, 1.0, 1.0, 0)
 
         dtypes = {torch.float32: f32}
 
@@ -81,8 +85,7 @@ def torch_modes(kind, nbytes, tensors, size):
             for _ in range(n):
                 if t.is_cpu and t.is_contiguous():
                     p = t.data_ptr()
-                    ctx.allreduce_wait(full, p, p, dtypes[t.dtype], t.shape, _troika.SUM, 1.0,
-                                       1.0, 0)
+                    wait(ctx, full, p, p, dtypes[t.dtype], t.shape, _troika.SUM, 1.0, 1.0, 0)
 
         return [("hvd.allreduce", out_of_place), ("hvd.allreduce_", in_place),
                 ("module", module), ("module, tensor read", module_reading)]
