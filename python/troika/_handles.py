@@ -85,7 +85,9 @@ _pending = {}
 # second submission of one raises at once, however soon the first completed (Horovod's window,
 # its cycle, is wide enough that its users and tests count on this; the core alone frees a name
 # when the operation completes). Only a handle still registered frees its name: one of a
-# context that ended (_forget_all) never frees the next context's.
+# context that ended (_forget_all) never frees the next context's. The same set for good
+# (cleared, never rebound): troika.torch's synchronous fast path reads it (empty: no name to
+# check).
 _names = set()
 # Handle numbers: 1, 2, ... (next() on it is atomic).
 _handle_numbers = itertools.count(1)

@@ -114,6 +114,107 @@ def test_allreduce_non_contiguous_in_place():
     assert_equal(hvd.allreduce(u, op=hvd.Sum), want)
 
 
+# The synchronous fast path (collectives._allreduce_here): a named allreduce in the global set
+# of a contiguous host tensor runs without the general path, with the same results and errors;
+# every other call takes the general path.
+
+
+def general_path_calls(monkeypatch, fail=False):
+    """Counts collectives._allreduce's calls (the general path) into the returned list; with
+    `fail`, each raises instead."""
+    calls, general = [], collectives._allreduce
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])  # the name
+        if fail:
+            raise AssertionError("the general path ran for %r" % (args[2],))
+        return general(*args, **kwargs)
+
+    monkeypatch.setattr(collectives, "_allreduce", counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("variant", ["allreduce", "allreduce_"])
+def test_a_named_allreduce_of_a_host_tensor_needs_no_general_path(dtype, variant, monkeypatch):
+    general_path_calls(monkeypatch, fail=True)
+    fn, shape = getattr(hvd, variant), [5, 3]
+    for opname, op in list(OPS.items()) + [("default", None)]:
+        x = rank_input(dtype, shape, hvd.rank(), product=op == hvd.Product)
+        before = x.clone()
+        name = "fast.%s.%s" % (variant, opname)
+        if dtype == torch.bool and op in (hvd.Average, None):
+            expect_bool_average_refused(lambda: fn(x, name=name, op=op))
+            assert_equal(x, before)
+            continue
+        out = fn(x, name=name, op=op)
+        assert_equal(out, expected_reduce(hvd.Average if op is None else op, dtype, shape,
+                                          range(hvd.size())))
+        if variant == "allreduce_":
+            assert out is x
+        else:
+            assert_equal(x, before)
+            assert out.data_ptr() != x.data_ptr() and out.is_contiguous()
+    if dtype.is_floating_point:  # the scales, on a 0-d tensor (out of place: a new 0-d one)
+        x = torch.tensor(float(hvd.rank() + 1), dtype=dtype)
+        out = fn(x, name="fast.%s.scaled" % variant, op=hvd.Sum, prescale_factor=0.5,
+                 postscale_factor=4.0)
+        assert out.shape == torch.Size([])
+        assert out.item() == 2.0 * sum(r + 1 for r in range(hvd.size()))
+
+
+def test_a_named_allreduce_the_fast_path_declines_takes_the_general_path(monkeypatch):
+    calls = general_path_calls(monkeypatch)
+    n = hvd.size()
+    total = float(sum(range(1, n + 1)))
+    own = torch.full([3], float(hvd.rank() + 1))
+    # Not contiguous (in place: written back through the view).
+    base = own.repeat(2)
+    view = base[::2]
+    assert hvd.allreduce_(view, name="slow.strided", op=hvd.Sum) is view
+    assert_equal(base[::2], torch.full([3], total))
+    # Out of place, of a tensor that needs a gradient: the result is differentiable.
+    leaf = own.clone().requires_grad_()
+    out = hvd.allreduce(leaf, name="slow.grad", op=hvd.Sum)
+    assert out.requires_grad
+    out.sum().backward()
+    assert_equal(leaf.grad, torch.full([3], float(n)))
+    # The deprecated `average`, a compression, a process set of every rank (added, not the
+    # global one).
+    with pytest.warns(DeprecationWarning):
+        assert_equal(hvd.allreduce(own, name="slow.average", average=False),
+                     torch.full([3], total))
+    assert_equal(hvd.allreduce(own, name="slow.fp16", op=hvd.Sum,
+                               compression=hvd.Compression.fp16), torch.full([3], total))
+    everyone = hvd.add_process_set(list(range(n)))
+    try:
+        assert_equal(hvd.allreduce(own, name="slow.set", op=hvd.Sum, process_set=everyone),
+                     torch.full([3], total))
+    finally:
+        hvd.remove_process_set(everyone)
+    # Unnamed.
+    assert_equal(hvd.allreduce(own, op=hvd.Sum), torch.full([3], total))
+    # A named operation of this rank finished but unsynchronized: its name is still held
+    # (DuplicateNameError for the same name, which only troika.torch checks once the core has
+    # freed it), and others run.
+    handle = hvd.allreduce_async(own, name="slow.held", op=hvd.Sum)
+    while not hvd.poll(handle):
+        time.sleep(0.001)
+    with pytest.raises(hvd.DuplicateNameError):
+        hvd.allreduce(own, name="slow.held")
+    assert_equal(hvd.allreduce(own, name="slow.beside", op=hvd.Sum), torch.full([3], total))
+    assert_equal(hvd.synchronize(handle), torch.full([3], total))
+    # Adasum's refusal, and an unsupported dtype's.
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce_(own.clone(), name="slow.adasum", op=hvd.Adasum)
+    with pytest.raises(TypeError, match="not supported"):
+        hvd.allreduce(own.to(torch.complex64), name="slow.complex")
+    # (None after "slow.grad": its gradient's allreduce, unnamed. Adasum is refused before the
+    # general path's call, by reduce_op.)
+    assert calls == ["slow.strided", "slow.grad", None, "slow.average", "slow.fp16", "slow.set",
+                     None, "slow.held", "slow.held", "slow.beside", "slow.complex"]
+
+
 def test_allreduce_fp16_compression():
     x = rank_input(torch.float32, [33], hvd.rank())
     out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)

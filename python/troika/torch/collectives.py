@@ -14,9 +14,9 @@ import torch
 
 import troika
 from troika import _troika, global_process_set, rank
-from troika._handles import Pending, operation_name, register, synchronize
-from troika._ops import (Average, Sum, check_op, process_set_id, reduce_op, reducescatter_rows,
-                         root_position)
+from troika._handles import Pending, _names, operation_name, register, synchronize
+from troika._ops import (Adasum, Average, Sum, check_op, process_set_id, reduce_op,
+                         reducescatter_rows, root_position)
 from troika.torch import autograd
 from troika.torch.compression import Compression
 from troika.torch.tensors import (_DTYPES, device_of, dtype_of, nbytes, new_result, pending,
@@ -66,6 +66,34 @@ def _allreduce(tensor, output, name, op, prescale_factor, postscale_factor, proc
     return submitted.complete() if wait else submitted
 
 
+def _allreduce_here(tensor, in_place, name, op, prescale_factor, postscale_factor):
+    """Horovod's commonest synchronous allreduce, a named one in the global set (a metric, a
+    loss, a flag shared each step), run with none of _allreduce's calls (issue 49: each is
+    paid several times over in a 4-byte allreduce's latency when ranks share cores): of a
+    contiguous host tensor of a supported dtype, with no named operation of this rank
+    unsynchronized (the general path checks the name against them), out of place only of a
+    tensor that needs no gradient. Returns the result; None, having done nothing, for any
+    other call, which the general path then takes. The callers check the name (not None),
+    `average` (None) and the process set (the global one)."""
+    if _names or op is Adasum or not tensor.is_cpu or not tensor.is_contiguous():
+        return None
+    dt = _DTYPES.get(tensor.dtype)
+    if dt is None:
+        return None
+    source = tensor.data_ptr()
+    if in_place:
+        result, target = tensor, source
+    elif tensor.requires_grad:
+        return None
+    else:
+        result = result_target(tensor, None)[0]
+        target = result.data_ptr()
+    _troika.allreduce_wait(troika.context(), "allreduce." + name, source, target, dt,
+                           tensor.shape, Average if op is None else op, prescale_factor,
+                           postscale_factor, 0)
+    return result
+
+
 def _allreduce_gradient(grad, op, prescale_factor, postscale_factor, process_set):
     """The gradients allreduced with the same op and scales (Horovod's)."""
     return allreduce(grad.contiguous(), op=op, prescale_factor=prescale_factor,
@@ -90,6 +118,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns `tensor` reduced across the ranks (Average by default); `tensor` is unchanged."""
+    if (name is not None and average is None and process_set is global_process_set
+            and compression is Compression.none):
+        result = _allreduce_here(tensor, False, name, op, prescale_factor, postscale_factor)
+        if result is not None:
+            return result
     op = reduce_op(op, average)
     plain = compression is Compression.none  # no compress/decompress calls
     compressed, ctx = (tensor, None) if plain else compression.compress(tensor)
@@ -101,6 +134,10 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` across the ranks in place and returns it."""
+    if (name is not None and average is None and process_set is global_process_set
+            and _allreduce_here(tensor, True, name, op, prescale_factor, postscale_factor)
+            is not None):
+        return tensor
     return _allreduce(tensor, tensor, name, reduce_op(op, average), prescale_factor,
                       postscale_factor, process_set, wait=True)
 
