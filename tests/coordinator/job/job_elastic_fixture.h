@@ -1,8 +1,8 @@
 #pragma once
 // The fixture of the elastic job tests (job_elastic_test.cc: losses and generations;
 // job_elastic_nodes_test.cc: nodes joining, draining, never attaching or never opening their
-// session): a registry on a real scheduler and a fake clock, and helpers to create, find and
-// attach elastic jobs and to make their requests.
+// session): test_util::RegistryFixture, and helpers to attach elastic jobs' nodes and to make
+// their requests.
 
 #include <future>
 #include <memory>
@@ -10,35 +10,14 @@
 #include <utility>
 #include <vector>
 
-#include "common/scheduler.h"
 #include "coordinator/job/job.h"
-#include "coordinator/job/job_registry.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/job/job_test_util.h"
 
 namespace troika::coordinator {
 
-class JobElasticTest : public ::testing::Test {
+class JobElasticTest : public test_util::RegistryFixture {
  protected:
-  static JobRegistryOptions Options() {
-    JobRegistryOptions options;
-    options.job.negotiator.cycle_time = absl::ZeroDuration();
-    return options;
-  }
-
-  std::shared_ptr<Job> Create(int size, int min_size, int max_size = 0) {
-    bool created = false;
-    auto job = registry_.CreateJob("train", size, &created, {}, min_size, max_size);
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : nullptr;
-  }
-
-  std::shared_ptr<Job> Find() {
-    auto job = registry_.Find("train");
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : nullptr;
-  }
-
   // Attaches nodes[i].second on host nodes[i].first, each node in one call (as agents do);
   // the memberships of every node, in order.
   static std::vector<std::vector<Membership>> AttachNodes(
@@ -66,25 +45,10 @@ class JobElasticTest : public ::testing::Test {
     r.shape = {0};
     return r;
   }
-  static TensorRequest Allreduce(int rank, std::string name) {
-    TensorRequest r;
-    r.rank = rank;
-    r.name = std::move(name);
-    r.shape = {2};
-    return r;
-  }
   static constexpr char kCommit[] = "troika/elastic/commit/0";
 
   // Returns once what the scheduler has due now ran (a job's end is posted there).
   void SettleScheduler() { test_util::SettleScheduler(scheduler_); }
-
-  // The registry goes first: nothing may run on its scheduler then (a job ending calls
-  // back into it there).
-  void TearDown() override { scheduler_.Stop(); }
-
-  Scheduler scheduler_;
-  FakeClock clock_;
-  JobRegistry registry_{Options(), scheduler_, clock_};
 };
 
 }  // namespace troika::coordinator

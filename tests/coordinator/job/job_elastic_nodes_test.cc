@@ -247,7 +247,7 @@ TEST_F(JobElasticTest, ANodeRegisteringAsALossEndsTheGenerationWaitsInTheNextOne
 class JobSessionTimeoutTest : public JobElasticTest {
  protected:
   static JobRegistryOptions TimedOptions() {
-    JobRegistryOptions options = Options();
+    JobRegistryOptions options = NoCycleOptions();
     options.job.session_open_timeout = absl::Seconds(1);
     return options;
   }

@@ -31,44 +31,14 @@ struct Answer {
   const absl::StatusOr<std::vector<Membership>>& get() const { return **value; }
 };
 
-class JobIncarnationTest : public ::testing::Test {
+class JobIncarnationTest : public test_util::RegistryFixture {
  protected:
-  static JobRegistryOptions Options() {
-    JobRegistryOptions options;
-    options.job.negotiator.cycle_time = absl::ZeroDuration();
-    return options;
-  }
-
-  std::shared_ptr<Job> Create(int size, int min_size = 0) {
-    bool created = false;
-    auto job = registry_.CreateJob("train", size, &created, {}, min_size);
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : nullptr;
-  }
-  std::shared_ptr<Job> Find() {
-    auto job = registry_.Find("train");
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : nullptr;
-  }
   // Rank r attaches on host "h<r>" (as the coordinator's service does: to the job in force).
   Answer AttachAgain(int rank, bool again = false, absl::Duration timeout = absl::Seconds(30)) {
     Answer answer;
     Find()->Attach({rank}, absl::StrCat("h", rank), timeout, answer.callback(), again);
     return answer;
   }
-  static TensorRequest Allreduce(int rank, std::string name) {
-    TensorRequest r;
-    r.rank = rank;
-    r.name = std::move(name);
-    r.shape = {2};
-    return r;
-  }
-
-  void TearDown() override { scheduler_.Stop(); }
-
-  Scheduler scheduler_;
-  FakeClock clock_;
-  JobRegistry registry_{Options(), scheduler_, clock_};
 };
 
 TEST_F(JobIncarnationTest, RanksThatShutDownAndAttachAgainFormAFreshIncarnation) {

@@ -16,14 +16,14 @@
 
 namespace troika::coordinator::test_util {
 
-class JobScheduleTest : public ::testing::Test {
+class JobScheduleTest : public RegistryFixture {
  protected:
   static JobRegistryOptions Options() {
-    JobRegistryOptions options;
-    options.job.negotiator.cycle_time = absl::ZeroDuration();
+    JobRegistryOptions options = NoCycleOptions();
     options.job.schedules = true;
     return options;
   }
+  JobScheduleTest() : RegistryFixture(Options()) {}
 
   void SetUp() override {
     bool created = false;
@@ -83,9 +83,6 @@ class JobScheduleTest : public ::testing::Test {
     return report;
   }
 
-  Scheduler scheduler_;
-  FakeClock clock_;
-  JobRegistry registry_{Options(), scheduler_, clock_};
   std::shared_ptr<Job> job_;
   FakeSink s0_, s1_;
   std::map<std::string, int32_t> ids_;

@@ -1,6 +1,6 @@
 #pragma once
 // Helpers for tests that drive a Job directly: a session sink that keeps what the job sends
-// it, attaching every rank, and reading a metrics scrape.
+// it, a registry fixture, attaching every rank, and reading a metrics scrape.
 
 #include <future>
 #include <map>
@@ -8,10 +8,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/scheduler.h"
 #include "common/session/session_sink.h"
 #include "coordinator/job/job.h"
+#include "coordinator/job/job_registry.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 
@@ -35,6 +39,49 @@ class FakeSink : public session::SessionSink {
  private:
   std::mutex mu_;
   std::vector<DownMessage> messages_;
+};
+
+// The fixture of tests of jobs made by a registry: one on a real scheduler and a fake clock,
+// negotiating at once (no cycle time) with `options`' other fields, and its job "train".
+class RegistryFixture : public ::testing::Test {
+ protected:
+  static JobRegistryOptions NoCycleOptions() {
+    JobRegistryOptions options;
+    options.job.negotiator.cycle_time = absl::ZeroDuration();
+    return options;
+  }
+  explicit RegistryFixture(JobRegistryOptions options = NoCycleOptions())
+      : registry_(std::move(options), scheduler_, clock_) {}
+
+  // Job "train" of `size` ranks (elastic between `min_size` and `max_size` if given).
+  std::shared_ptr<Job> Create(int size, int min_size = 0, int max_size = 0) {
+    bool created = false;
+    auto job = registry_.CreateJob("train", size, &created, {}, min_size, max_size);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+  // The job serving the name "train" (an elastic or re-formed job's latest).
+  std::shared_ptr<Job> Find() {
+    auto job = registry_.Find("train");
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : nullptr;
+  }
+  // Rank `rank`'s allreduce of 2 floats named `name`.
+  static TensorRequest Allreduce(int rank, std::string name) {
+    TensorRequest r;
+    r.rank = rank;
+    r.name = std::move(name);
+    r.shape = {2};
+    return r;
+  }
+
+  // The registry goes first: nothing may run on its scheduler then (a job ending calls back
+  // into it there).
+  void TearDown() override { scheduler_.Stop(); }
+
+  Scheduler scheduler_;
+  FakeClock clock_;
+  JobRegistry registry_;
 };
 
 // Returns once what `scheduler` has due now ran (it runs in order: everything posted before,
