@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include "common/status_macros.h"
+
 namespace troika::mxnet {
 namespace {
 
@@ -16,7 +18,10 @@ std::atomic<Context*> g_context{nullptr};
 // The pushed operation, owned by itself from the push until it completed.
 struct Op {
   Request request;
-  std::vector<void*> inputs;   // data addresses, per tensor
+  // Our handles to each tensor's arrays (MxnetApi::Hold; the same one in place), from the push
+  // until the operation completed: the caller's may be freed meanwhile.
+  std::vector<void*> held_inputs, held_outputs;
+  std::vector<void*> inputs;   // data addresses, per tensor, read when the engine runs it
   std::vector<void*> outputs;  // data addresses, per tensor
   OnComplete on_complete;
   std::atomic<size_t> left{0};
@@ -33,6 +38,35 @@ struct Op {
     Finish();
   }
 
+  ~Op() {
+    for (size_t i = 0; i < held_inputs.size(); ++i) {
+      MxnetApi::Release(held_inputs[i]);
+      if (i < held_outputs.size() && held_outputs[i] != held_inputs[i]) {
+        MxnetApi::Release(held_outputs[i]);
+      }
+    }
+  }
+
+  // The arrays' data addresses, read now that the engine runs the operation: every earlier
+  // write of them finished, so each has its one buffer.
+  absl::Status ReadAddresses() {
+    for (size_t i = 0; i < held_inputs.size(); ++i) {
+      void* in = nullptr;
+      void* out = nullptr;
+      RETURN_IF_ERROR(MxnetApi::GetData(held_inputs[i], &in));
+      if (held_outputs[i] == held_inputs[i]) {
+        out = in;
+      } else {
+        RETURN_IF_ERROR(MxnetApi::GetData(held_outputs[i], &out));
+      }
+      inputs.push_back(in);
+      outputs.push_back(out);
+    }
+    return absl::OkStatus();
+  }
+
+  // Completes the engine operation (with the first failure, if any) and frees this: our
+  // handles go first, while the engine still holds the arrays for the operation.
   void Finish() {
     std::string error;
     if (!first.ok()) error = "troika.mxnet: " + Describe() + " failed: " + first.ToString();
@@ -95,6 +129,11 @@ void Run(void* /*run_context*/, void* on_complete, void* param) {
     op->Finish();
     return;
   }
+  if (absl::Status s = op->ReadAddresses(); !s.ok()) {
+    op->first = s;
+    op->Finish();
+    return;
+  }
   std::vector<Handle> handles = op->Submit(*context);
   if (handles.empty()) {  // nothing was submitted: complete now (never leave the engine waiting)
     op->first = absl::InternalError("no operation was submitted");
@@ -116,17 +155,19 @@ absl::Status Push(Request request) {
   if (request.tensors.empty()) return absl::InvalidArgumentError("troika.mxnet: no tensors");
   auto op = std::make_unique<Op>();
   std::vector<void*> reads, writes;
+  // The data addresses are read when the engine runs the operation, not now: an array that an
+  // operation still pending creates gets its buffer when that operation runs.
   for (const Tensor& t : request.tensors) {
     void* in = nullptr;
     void* out = nullptr;
-    if (absl::Status s = MxnetApi::GetData(t.input, &in); !s.ok()) return s;
+    RETURN_IF_ERROR(MxnetApi::Hold(t.input, &in));
+    op->held_inputs.push_back(in);
     if (t.output == t.input) {
       out = in;
-    } else if (absl::Status s = MxnetApi::GetData(t.output, &out); !s.ok()) {
-      return s;
+    } else {
+      RETURN_IF_ERROR(MxnetApi::Hold(t.output, &out));
     }
-    op->inputs.push_back(in);
-    op->outputs.push_back(out);
+    op->held_outputs.push_back(out);
     writes.push_back(t.output);
   }
   // The engine refuses an array named twice; an input that is also an output is a write only.

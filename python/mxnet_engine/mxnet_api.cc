@@ -13,11 +13,15 @@ namespace {
 using PushAsyncNDFn = int (*)(EngineAsyncFunc, void*, EngineFuncParamDeleter, void*, void**, int,
                               void**, int, void*, int, const char*, bool);
 using GetDataFn = int (*)(void*, void**);
+using DetachFn = int (*)(void*, void**);
+using FreeFn = int (*)(void*);
 using GetLastErrorFn = const char* (*)();
 
 struct Functions {
   PushAsyncNDFn push_async_nd = nullptr;
   GetDataFn get_data = nullptr;
+  DetachFn detach = nullptr;
+  FreeFn free = nullptr;
   GetLastErrorFn get_last_error = nullptr;
 };
 
@@ -42,13 +46,16 @@ absl::Status MxnetApi::Bind(const std::string& path) {
   auto* f = new Functions;  // never freed: engine operations may run until the process exits
   f->push_async_nd = reinterpret_cast<PushAsyncNDFn>(dlsym(lib, "MXEnginePushAsyncND"));
   f->get_data = reinterpret_cast<GetDataFn>(dlsym(lib, "MXNDArrayGetData"));
+  f->detach = reinterpret_cast<DetachFn>(dlsym(lib, "MXNDArrayDetach"));
+  f->free = reinterpret_cast<FreeFn>(dlsym(lib, "MXNDArrayFree"));
   f->get_last_error = reinterpret_cast<GetLastErrorFn>(dlsym(lib, "MXGetLastError"));
-  if (f->push_async_nd == nullptr || f->get_data == nullptr || f->get_last_error == nullptr) {
+  if (f->push_async_nd == nullptr || f->get_data == nullptr || f->detach == nullptr ||
+      f->free == nullptr || f->get_last_error == nullptr) {
     delete f;
     return absl::FailedPreconditionError(
         "troika.mxnet: " + path +
-        " lacks MXEnginePushAsyncND, MXNDArrayGetData or MXGetLastError (MXNet 1.5 or later "
-        "has them)");
+        " lacks MXEnginePushAsyncND, MXNDArrayGetData, MXNDArrayDetach, MXNDArrayFree or "
+        "MXGetLastError (MXNet 1.5 or later has them)");
   }
   const Functions* expected = nullptr;
   if (!g_functions.compare_exchange_strong(expected, f, std::memory_order_acq_rel)) delete f;
@@ -62,6 +69,18 @@ absl::Status MxnetApi::GetData(void* ndarray, void** data) {
   if (f == nullptr) return absl::FailedPreconditionError("troika.mxnet: MXNet is not bound");
   if (f->get_data(ndarray, data) != 0) return LastError("MXNDArrayGetData");
   return absl::OkStatus();
+}
+
+absl::Status MxnetApi::Hold(void* ndarray, void** held) {
+  const Functions* f = g_functions.load(std::memory_order_acquire);
+  if (f == nullptr) return absl::FailedPreconditionError("troika.mxnet: MXNet is not bound");
+  if (f->detach(ndarray, held) != 0) return LastError("MXNDArrayDetach");
+  return absl::OkStatus();
+}
+
+void MxnetApi::Release(void* held) {
+  const Functions* f = g_functions.load(std::memory_order_acquire);
+  if (f != nullptr && held != nullptr) f->free(held);
 }
 
 absl::Status MxnetApi::PushAsync(EngineAsyncFunc fn, void* param, const MxContext& where,

@@ -45,8 +45,17 @@ class MxnetApi {
   static bool bound();
 
   // MXNDArrayGetData: the address of an NDArray's data (allocating it if still delayed; an
-  // array in a oneDNN layout is first reordered, which waits for its pending writes).
+  // array in a oneDNN layout is first reordered, which waits for its pending writes). Only
+  // where nothing else allocates it meanwhile: inside an engine operation that depends on the
+  // array. (The engine operation that writes a new array allocates it when it runs, without a
+  // lock: an allocation from another thread then may give the array two buffers.)
   static absl::Status GetData(void* ndarray, void** data);
+  // MXNDArrayDetach: a handle of our own to `ndarray`'s data (sharing it; no autograd record),
+  // valid after the caller's handle is freed, until Release. The data itself lives on while
+  // an engine operation depending on it is pending.
+  static absl::Status Hold(void* ndarray, void** held);
+  // MXNDArrayFree of a handle Hold gave.
+  static void Release(void* held);
   // MXEnginePushAsyncND with the arrays as read (`reads`) and write (`writes`) dependencies.
   static absl::Status PushAsync(EngineAsyncFunc fn, void* param, const MxContext& where,
                                 void** reads, int num_reads, void** writes, int num_writes,
