@@ -161,7 +161,7 @@ absl::Status ShmSync::WaitForPeers(uint64_t entered, absl::Duration timeout) {
 void ShmSync::Adapt(bool short_wait) {
   if (!adaptive_) return;
   spins_ = short_wait ? std::min(max_spins_, spins_ * 2)
-                      : std::max(std::min(kSpinsShared, max_spins_), spins_ / 2);
+                      : std::max(std::min(kSpinsFloor, max_spins_), spins_ / 2);
 }
 
 bool ShmSync::Supervise(uint64_t entered, Watch& watch, absl::Status& status) {

@@ -43,10 +43,10 @@ inline constexpr absl::Duration kPeerCheckInterval = absl::Milliseconds(100);
 // How a rank waits at the barrier (docs/shm.md, Synchronization). Tests force each mode.
 struct ShmWaitOptions {
   // Checks of the peers' arrivals, between CPU pause instructions, before the first yield.
-  // Negative (the default): adaptive, at most kSpinsOwnCore when the group's ranks fit the
-  // CPUs this process may run on, kSpinsShared otherwise; halved (down to kSpinsShared)
-  // after each wait that spinning did not end, doubled after each that it did. A fixed
-  // count otherwise.
+  // Negative (the default): when the group's ranks fit the CPUs this process may run on,
+  // adaptive, at most kSpinsOwnCore, halved (down to kSpinsFloor) after each wait that
+  // spinning did not end, doubled after each that it did; when they outnumber them,
+  // kSpinsShared. A fixed count otherwise.
   int64_t spins = -1;
   // Then the rank yields its core between checks for this long before it sleeps. Default
   // 200 us.
@@ -66,7 +66,9 @@ struct ShmWaitCounts {
 };
 
 inline constexpr int64_t kSpinsOwnCore = 4096;
-inline constexpr int64_t kSpinsShared = 32;
+inline constexpr int64_t kSpinsFloor = 32;
+// None: a peer a waiter waits for may be waiting for its core (docs/shm.md, Synchronization).
+inline constexpr int64_t kSpinsShared = 0;
 
 class ShmSync {
  public:
