@@ -90,7 +90,9 @@ absl::Status ContextImpl::Start(const Options& options) {
                                            controller->SendWaitState(std::move(state));
                                          });
   controller_->TrackWaits(waits_);  // lapses registrations by polling when the polls stop
-  succeeded_ = NewState("");
+  // No wait tracker: SubmitNow tells it the caller saw the operation done, so a Wait on the
+  // handle does not tell it again.
+  succeeded_ = std::make_shared<OpState>();
   succeeded_->Complete(absl::OkStatus());
   controller_->LimitScheduledWaits(options.data_timeout);
   executor_->Start();

@@ -122,7 +122,8 @@ class ContextImpl {
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.
   std::shared_ptr<WaitTracker> waits_;
-  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed.
+  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed;
+  // without a wait tracker (SubmitNow tells it).
   std::shared_ptr<OpState> succeeded_;
   std::mutex barriers_mu_;
   std::map<int, uint64_t> barriers_;  // by process set; guarded by barriers_mu_

@@ -35,22 +35,38 @@ ClientSchedule::ClientSchedule(Schedule schedule,
   taken_.resize(tensors_.size());
 }
 
-ClientSchedule::Round& ClientSchedule::OpenRound(int64_t round) {
-  auto fresh = [&]() -> Round {
-    Round r = std::move(spare_);
-    spare_ = {};
-    r.submitted.assign(tensors_.size(), absl::Time());
-    r.observed.assign(tensors_.size(), 0);
-    r.completed.assign(entries_.size(), absl::Time());
-    r.entries_completed = 0;
-    return r;
-  };
-  if (rounds_.empty()) rounds_begin_ = round;
-  for (; round < rounds_begin_; --rounds_begin_) rounds_.push_front(fresh());
-  while (round >= rounds_begin_ + static_cast<int64_t>(rounds_.size())) {
-    rounds_.push_back(fresh());
+void ClientSchedule::GrowRing(size_t rounds) {
+  std::vector<Round> grown(std::max(rounds, 2 * ring_.size()));
+  for (Round& r : grown) {
+    r.submitted.resize(tensors_.size());
+    r.observed.resize(tensors_.size());
+    r.completed.resize(entries_.size());
   }
-  return rounds_[static_cast<size_t>(round - rounds_begin_)];
+  for (size_t i = 0; i < open_rounds_; ++i) {
+    const int64_t number = rounds_begin_ + static_cast<int64_t>(i);
+    std::swap(grown[static_cast<size_t>(number) % grown.size()], RoundAt(number));
+  }
+  ring_ = std::move(grown);
+}
+
+ClientSchedule::Round& ClientSchedule::OpenRound(int64_t round) {
+  if (open_rounds_ == 0) rounds_begin_ = round;
+  const int64_t first = std::min(rounds_begin_, round);
+  const int64_t end = std::max(rounds_begin_ + static_cast<int64_t>(open_rounds_), round + 1);
+  const size_t needed = static_cast<size_t>(end - first);
+  if (needed > open_rounds_) {
+    if (needed > ring_.size()) GrowRing(needed);
+    // The slots of the rounds opened now. Their times are not cleared: a round is read only
+    // once every entry completed, and by then Take wrote every tensor's and Completed every
+    // entry's (a void entry ends the schedule and its rounds unread).
+    const int64_t open_end = rounds_begin_ + static_cast<int64_t>(open_rounds_);
+    for (int64_t n = first; n < end; ++n) {
+      if (open_rounds_ == 0 || n < rounds_begin_ || n >= open_end) RoundAt(n).entries_completed = 0;
+    }
+    rounds_begin_ = first;
+    open_rounds_ = needed;
+  }
+  return RoundAt(round);
 }
 
 bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::Time now,
@@ -138,10 +154,10 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
     if (taken_[t] && taken_[t]->position == position) taken_[t].reset();
   }
   const int64_t number = position / k;
-  if (number < rounds_begin_ || number >= rounds_begin_ + static_cast<int64_t>(rounds_.size())) {
+  if (number < rounds_begin_ || number >= rounds_begin_ + static_cast<int64_t>(open_rounds_)) {
     return;
   }
-  Round& round = rounds_[static_cast<size_t>(number - rounds_begin_)];
+  Round& round = RoundAt(number);
   round.completed[e] = now;
   if (++round.entries_completed < entries_.size()) return;
   // Rounds complete in order, and a report's rounds are consecutive: once one does not fit,
@@ -164,10 +180,9 @@ void ClientSchedule::Completed(int64_t position, absl::Time now) {
   }
   tail_round_ = number;
   tail_observed_ = round.observed.back();
-  while (!rounds_.empty() && rounds_.front().entries_completed == entries_.size()) {
-    spare_ = std::move(rounds_.front());
-    rounds_.pop_front();
+  while (open_rounds_ > 0 && RoundAt(rounds_begin_).entries_completed == entries_.size()) {
     ++rounds_begin_;
+    --open_rounds_;
   }
 }
 
@@ -181,7 +196,7 @@ std::vector<Submission> ClientSchedule::Ended(int64_t position) {
     taken_[t].reset();
   }
   std::ranges::fill(submitted_, 0);
-  rounds_.clear();
+  open_rounds_ = 0;
   SortBySubmission(back);
   return back;
 }

@@ -19,7 +19,6 @@
 // Plain state, no threads, no I/O: the controller calls it under its lock, with the time.
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,11 +130,15 @@ class ClientSchedule {
   std::vector<std::optional<Taken>> taken_;  // by tensor index
   bool complete_ = true;
   bool deviated_ = false;
-  // Rounds not completed (consecutive, from number `rounds_begin_`); `spare_` keeps a closed
-  // round's storage for the next one.
-  std::deque<Round> rounds_;
+  // Rounds not completed: numbers [rounds_begin_, rounds_begin_ + open_rounds_), round n in
+  // ring_[n % ring_.size()]. A slot's vectors are sized when the ring is and reused by every
+  // round that lands there (a name is in flight once, so a few rounds are open at a time).
+  std::vector<Round> ring_;
   int64_t rounds_begin_ = 0;
-  Round spare_;
+  size_t open_rounds_ = 0;
+  Round& RoundAt(int64_t number) { return ring_[static_cast<size_t>(number) % ring_.size()]; }
+  // Makes room for `rounds` open rounds, keeping the open ones.
+  void GrowRing(size_t rounds);
   // Rounds completed since the last TakeProgress, consecutive from `first_round_`: their
   // times, rounds x tensors and rounds x entries.
   int64_t first_round_ = 0;

@@ -42,6 +42,7 @@ void TensorTable::Close(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return;
     closed_ = status;
+    open_.store(closed_.ok(), std::memory_order_release);
     failed.swap(entries_);
   }
   for (auto& [name, entry] : failed) entry.state->Complete(status);

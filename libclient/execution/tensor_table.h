@@ -5,6 +5,7 @@
 //
 // Thread-safe: user threads insert, the executor takes, anyone closes.
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,11 +29,14 @@ class TensorTable {
   void Close(const absl::Status& status);
   // OK while open.
   absl::Status status() const;
+  // status().ok() without the lock (the scheduled fast path asks on every call).
+  bool open() const { return open_.load(std::memory_order_acquire); }
 
  private:
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_;  // by Key(); guarded by mu_
   absl::Status closed_;                              // guarded by mu_
+  std::atomic<bool> open_{true};                     // closed_.ok(); written under mu_
 };
 
 }  // namespace troika::internal

@@ -21,6 +21,7 @@ bool OpState::Finish(absl::Status s, bool refusal) {
     done = true;
     status = std::move(s);
     refused = refusal;
+    finished.store(true, std::memory_order_release);
     polled = poll_id;
     callbacks.swap(on_done);
   }
@@ -161,8 +162,10 @@ bool Handle::Poll() const {
 absl::Status Handle::Wait() const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
   absl::Status status;
-  {
-    // Done already (a synchronous submission's, most often): one lock, not two.
+  if (state_->finished.load(std::memory_order_acquire)) {
+    // Done already (a synchronous submission's, most often): no lock.
+    status = state_->status;  // final once done
+  } else {
     std::unique_lock<std::mutex> lock(state_->mu);
     if (!state_->done) {
       lock.unlock();

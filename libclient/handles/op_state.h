@@ -2,6 +2,7 @@
 // OpState: the shared completion record behind a Handle, and Entry: one submitted operation
 // as the client tracks it until it is executed.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,7 +33,10 @@ struct OpState {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;     // guarded by mu
+  bool done = false;  // guarded by mu
+  // `done`, set (under mu, after `status`) for readers without mu: a Wait of an operation
+  // already done reads its final status without the lock.
+  std::atomic<bool> finished{false};
   absl::Status status;   // guarded by mu; final once done
   bool refused = false;  // guarded by mu: completed by Refuse; final once done
   // Written by the executor before Complete(); read by the caller after done.

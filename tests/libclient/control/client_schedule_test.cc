@@ -183,6 +183,39 @@ TEST(ClientScheduleTest, ProgressHasEachCompletedRoundsSubmissionAndCompletionTi
   EXPECT_TRUE(p.waiting.empty());
 }
 
+// Rounds overlap (a round's first tensor is submitted before the round before it completes),
+// and their times land in reused storage: each round reports its own times, whatever an
+// earlier round left there.
+TEST(ClientScheduleTest, ProgressOfManyOverlappingRoundsHasEachRoundsOwnTimes) {
+  ClientSchedule s = TwoEntries();
+  auto at = [](int64_t us) { return kT0 + absl::Microseconds(us); };
+  constexpr int64_t kRounds = 20;
+  uint64_t order = 0;
+  ASSERT_TRUE(s.Submit(Req("a"), order++, at(0)));
+  std::vector<int64_t> submitted, completed;  // expected, in report order (microseconds)
+  for (int64_t r = 0; r < kRounds; ++r) {
+    const int64_t t = 1000 * (r + 1);
+    ASSERT_TRUE(s.Submit(Req("b", 8), order++, at(t + 1)));
+    ASSERT_EQ(s.TakeReady().size(), 1u);
+    s.Completed(2 * r, at(t + 2));
+    // The next round's a before this round's c.
+    ASSERT_TRUE(s.Submit(Req("a"), order++, at(t + 3)));
+    ASSERT_TRUE(s.Submit(Req("c"), order++, at(t + 4 + r)));
+    ASSERT_EQ(s.TakeReady().size(), 1u);
+    s.Completed(2 * r + 1, at(t + 5 + r));
+    const int64_t a = r == 0 ? 0 : t - 1000 + 3;
+    submitted.insert(submitted.end(), {a, t + 1, t + 4 + r});
+    completed.insert(completed.end(), {t + 2, t + 5 + r});
+  }
+  const int64_t now = 1000 * (kRounds + 2);
+  ScheduleProgress p = s.TakeProgress(at(now), absl::Seconds(1));
+  EXPECT_EQ(p.first_round, 0);
+  for (int64_t& v : submitted) v = now - v;
+  for (int64_t& v : completed) v = now - v;
+  EXPECT_EQ(Micros(p.submitted_ago), submitted);
+  EXPECT_EQ(Micros(p.completed_ago), completed);
+}
+
 // A completion seen between two submissions (the count of them changed) cuts the tensors
 // apart: the later one may depend on a result. Tensors in period order: a, b, c.
 TEST(ClientScheduleTest, ProgressNamesTheNeighboursARankSawACompletionBetween) {
