@@ -1,6 +1,7 @@
 #include "libclient/control/client_schedule.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 namespace troika::internal {
@@ -36,7 +37,7 @@ ClientSchedule::ClientSchedule(Schedule schedule,
 }
 
 void ClientSchedule::GrowRing(size_t rounds) {
-  std::vector<Round> grown(std::max(rounds, 2 * ring_.size()));
+  std::vector<Round> grown(std::bit_ceil(std::max(rounds, 2 * ring_.size())));
   for (Round& r : grown) {
     r.submitted.resize(tensors_.size());
     r.observed.resize(tensors_.size());
@@ -44,7 +45,7 @@ void ClientSchedule::GrowRing(size_t rounds) {
   }
   for (size_t i = 0; i < open_rounds_; ++i) {
     const int64_t number = rounds_begin_ + static_cast<int64_t>(i);
-    std::swap(grown[static_cast<size_t>(number) % grown.size()], RoundAt(number));
+    std::swap(grown[static_cast<size_t>(number) & (grown.size() - 1)], RoundAt(number));
   }
   ring_ = std::move(grown);
 }

@@ -131,12 +131,13 @@ class ClientSchedule {
   bool complete_ = true;
   bool deviated_ = false;
   // Rounds not completed: numbers [rounds_begin_, rounds_begin_ + open_rounds_), round n in
-  // ring_[n % ring_.size()]. A slot's vectors are sized when the ring is and reused by every
-  // round that lands there (a name is in flight once, so a few rounds are open at a time).
+  // ring_[n % ring_.size()] (a power of two). A slot's vectors are sized when the ring is and
+  // reused by every round that lands there (a name is in flight once, so a few rounds are open at a
+  // time).
   std::vector<Round> ring_;
   int64_t rounds_begin_ = 0;
   size_t open_rounds_ = 0;
-  Round& RoundAt(int64_t number) { return ring_[static_cast<size_t>(number) % ring_.size()]; }
+  Round& RoundAt(int64_t number) { return ring_[static_cast<size_t>(number) & (ring_.size() - 1)]; }
   // Makes room for `rounds` open rounds, keeping the open ones.
   void GrowRing(size_t rounds);
   // Rounds completed since the last TakeProgress, consecutive from `first_round_`: their
