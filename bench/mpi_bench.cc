@@ -163,7 +163,7 @@ void RunOp(const std::string& op, const Flags& flags, int rank, int ranks) {
     if (op == "latency") {
       const double s = Repeat(flags, [&] { return TimeBlocks(it, flags.target_seconds); });
       if (rank == 0)
-        std::printf("\n# allreduce latency, 4 bytes float32: raw mpi %.1f us\n", s * 1e6);
+        std::printf("\n# allreduce latency, 4 bytes float32: raw mpi %.2f us\n", s * 1e6);
       return;
     }
     const double s = Repeat(flags, [&] { return TimeIterations(it, flags.target_seconds); });

@@ -71,7 +71,7 @@ void PrintLatency(std::FILE* out, const Measurement& m, const std::string& plane
   const double raw = Median(m.raw_seconds) * 1e6;
   const double troika = Median(m.troika_seconds) * 1e6;
   std::fprintf(out,
-               "\n# allreduce latency, %zu bytes float32: raw %s %.1f us, troika %.1f us "
+               "\n# allreduce latency, %zu bytes float32: raw %s %.2f us, troika %.2f us "
                "(troika/raw time %.2fx)\n",
                m.bytes, plane.c_str(), raw, troika, raw > 0 ? troika / raw : 0);
   std::fflush(out);
