@@ -90,10 +90,6 @@ absl::Status ContextImpl::Start(const Options& options) {
                                            controller->SendWaitState(std::move(state));
                                          });
   controller_->TrackWaits(waits_);  // lapses registrations by polling when the polls stop
-  // No wait tracker: SubmitNow tells it the caller saw the operation done, so a Wait on the
-  // handle does not tell it again.
-  succeeded_ = std::make_shared<OpState>();
-  succeeded_->Complete(absl::OkStatus());
   controller_->LimitScheduledWaits(options.data_timeout);
   executor_->Start();
   controller_->Start();
@@ -281,6 +277,18 @@ void ContextImpl::RunUntilDone(OpState& state) {
   });
 }
 
+std::shared_ptr<OpState> ContextImpl::Succeeded() {
+  // Never destroyed, so its handles need not own it: a shared_ptr without a control block,
+  // copied and destroyed without an atomic operation. No wait tracker: SubmitNow tells the
+  // context's, so a Wait on the handle does not tell it again.
+  static OpState* const state = [] {
+    auto* s = new OpState;
+    s->Complete(absl::OkStatus());
+    return s;
+  }();
+  return std::shared_ptr<OpState>(std::shared_ptr<OpState>(), state);
+}
+
 std::optional<Handle> ContextImpl::SubmitNow(TensorRequest& request, const void* in, void* out) {
   // A join in flight refuses it (Submit says why); placed on the host as Place would.
   if (!CheckNotJoined().ok()) return std::nullopt;
@@ -303,7 +311,7 @@ std::optional<Handle> ContextImpl::SubmitNow(TensorRequest& request, const void*
     return handle;
   }
   waits_->Observed();  // the caller sees it done (WaitTracker::Observed)
-  if (entry.outcome.ok()) return Handle(succeeded_);
+  if (entry.outcome.ok()) return Handle(Succeeded());
   std::shared_ptr<OpState> failed = NewState(entry.request.name);
   failed->Complete(entry.outcome);
   return Handle(failed);

@@ -83,6 +83,8 @@ class ContextImpl {
   // checked already, as the negotiated request it equals was — with no operation state unless
   // it fails or goes back to be negotiated. nullopt, `request` untouched, if not taken.
   std::optional<Handle> SubmitNow(TensorRequest& request, const void* in, void* out);
+  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed.
+  static std::shared_ptr<OpState> Succeeded();
   // A caller about to wait for `state`, accepted: runs the scheduled entries it waits for on
   // this thread while the executor thread is idle (Executor::RunInline).
   void RunUntilDone(OpState& state);
@@ -122,9 +124,6 @@ class ContextImpl {
   std::unique_ptr<Controller> controller_;
   // What this rank's threads are blocked on; the op states hold weak references.
   std::shared_ptr<WaitTracker> waits_;
-  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed;
-  // without a wait tracker (SubmitNow tells it).
-  std::shared_ptr<OpState> succeeded_;
   std::mutex barriers_mu_;
   std::map<int, uint64_t> barriers_;  // by process set; guarded by barriers_mu_
   std::atomic<uint64_t> control_ops_{0};
