@@ -10,7 +10,9 @@ training on the same batches (`--reference` prints those), whatever the membersh
 
 The seed draws a plan of --kills kills: kill i fires once, at the first step >= its step, at its
 point of that step, on the rank whose number is its victim modulo the job's size then, and only
-while the job has more than --min-np ranks (so that no kill can end the job). The points:
+while the job has more than --min-np ranks, at most once per generation (so that no kill can
+end the job: two ranks of one generation deciding at once from its size could both fire and
+leave fewer than the minimum, which aborts the job as it should). The points:
   before_grad  before backward()
   allreduce    after backward(): the gradients' allreduces are in flight
   optimizer    in the optimizer, after its allreduces completed and before the update
@@ -19,7 +21,9 @@ while the job has more than --min-np ranks (so that no kill can end the job). Th
   reset        in the reset callback, while the survivors of a change sync (a second loss
                during recovery)
 The rank SIGKILLs itself; a file DIR/kill.<i> (made with O_EXCL) records that kill i fired, so a
-step replayed after a restore does not fire it again.
+step replayed after a restore does not fire it again, and DIR/gen.<g> that generation g had its
+kill (decided under a lock on DIR/lock; a rank that still sees an older generation than one
+that had a kill does not fire: its view of the size is out of date).
 
 Rank 0 prints "step S size N generation G" after every step; every rank prints "done steps S
 size N weights W" at the end (W: the parameters as hexadecimal floats), and with --reference
@@ -27,6 +31,7 @@ the one process prints "reference weights W".
 """
 
 import argparse
+import fcntl
 import os
 import random
 import signal
@@ -103,19 +108,34 @@ def main():
                                    named_parameters=model.named_parameters())
     kills = plan(args.seed, args.steps, args.kills)
 
+    def generation_may_lose_a_rank(generation):
+        """Under DIR/lock: whether no kill fired in `generation` or a later one; if so, records
+        that one fires in it now."""
+        for name in os.listdir(args.plan_dir):
+            if name.startswith("gen.") and int(name[4:]) >= generation:
+                return False
+        os.close(os.open(os.path.join(args.plan_dir, "gen.%d" % generation),
+                         os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+
     def maybe_die(point, step):
-        if hvd.size() <= args.min_np:
+        # The generation and its size, read together (a change between the reads: no kill).
+        generation, size = troika.generation(), hvd.size()
+        if size <= args.min_np or troika.generation() != generation:
             return
         for i, (at, where, victim) in enumerate(kills):
-            if where != point or step < at or hvd.rank() != victim % hvd.size():
+            if where != point or step < at or hvd.rank() != victim % size:
                 continue
-            try:
-                os.close(os.open(os.path.join(args.plan_dir, "kill.%d" % i),
-                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                continue  # fired already (this step is being replayed)
-            print("kill %d: rank %d of %d at step %d, %s" % (i, hvd.rank(), hvd.size(), step,
-                                                             point), flush=True)
+            fired = os.path.join(args.plan_dir, "kill.%d" % i)
+            with open(os.path.join(args.plan_dir, "lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if os.path.exists(fired):
+                    continue  # fired already (this step is being replayed)
+                if not generation_may_lose_a_rank(generation):
+                    return
+                os.close(os.open(fired, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            print("kill %d: rank %d of %d at step %d, %s" % (i, hvd.rank(), size, step, point),
+                  flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
     class State(hvd.elastic.TorchState):
