@@ -20,6 +20,7 @@ import statistics
 import time
 
 import troika
+import workload_loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,13 +35,7 @@ def main():
     args = p.parse_args()
 
     troika.init()
-    lib = ctypes.CDLL(os.path.join(args.build, "bench", "libtroika_bench_loop.so"))
-    lib.troika_bench_workload_new.restype = ctypes.c_void_p
-    lib.troika_bench_workload_new.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
-                                              ctypes.c_int]
-    lib.troika_bench_workload_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_double)]
-    lib.troika_bench_workload_free.argtypes = [ctypes.c_void_p]
+    lib = workload_loop.load(os.path.join(args.build, "bench", "libtroika_bench_loop.so"))
     workload = lib.troika_bench_workload_new(b"latency", 4, 1, troika.size())
     if not workload:
         raise RuntimeError("troika_bench_workload_new failed")

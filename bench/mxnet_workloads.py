@@ -42,6 +42,8 @@ import troika.mxnet as hvd  # noqa: E402
 from troika import _troika  # noqa: E402
 from troika.mxnet.mpi_ops import _address  # noqa: E402
 
+import workload_loop  # noqa: E402
+
 MiB = 1 << 20
 _F32 = troika.DTYPES["float32"]
 # name -> (troika-bench kind, bytes, warm-up iterations)
@@ -156,18 +158,10 @@ def main():
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--width", type=int, default=512)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--loop-lib", default=os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
-        "libtroika_bench_loop.so"))
+    p.add_argument("--loop-lib", default=workload_loop.DEFAULT)
     args = p.parse_args()
     hvd.init()
-    lib = ctypes.CDLL(args.loop_lib)
-    lib.troika_bench_workload_new.restype = ctypes.c_void_p
-    lib.troika_bench_workload_new.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
-                                              ctypes.c_int]
-    lib.troika_bench_workload_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_double)]
-    lib.troika_bench_workload_free.argtypes = [ctypes.c_void_p]
+    lib = workload_loop.load(args.loop_lib)
     address = troika.context().address
     seconds = ctypes.c_double()
     for workload in filter(None, args.workloads.split(",")):

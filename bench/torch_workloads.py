@@ -36,6 +36,8 @@ import troika
 import troika.torch as hvd
 from troika import _troika
 
+import workload_loop
+
 MiB = 1 << 20
 _F32 = troika.DTYPES["float32"]
 
@@ -200,19 +202,12 @@ def main():
     p.add_argument("--block-seconds", type=float, default=0.4,
                    help="each block's length, from the C++ API's warm-up time (at least one "
                         "iteration)")
-    p.add_argument("--loop-lib", default=os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
-        "libtroika_bench_loop.so"), help="the C++ loops (default: the repository's build)")
+    p.add_argument("--loop-lib", default=workload_loop.DEFAULT,
+                   help="the C++ loops (default: the repository's build)")
     args = p.parse_args()
     hvd.init()
     torch.set_num_threads(1)
-    lib = ctypes.CDLL(args.loop_lib)
-    lib.troika_bench_workload_new.restype = ctypes.c_void_p
-    lib.troika_bench_workload_new.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
-                                              ctypes.c_int]
-    lib.troika_bench_workload_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_double)]
-    lib.troika_bench_workload_free.argtypes = [ctypes.c_void_p]
+    lib = workload_loop.load(args.loop_lib)
     address = troika.context().address
     seconds = ctypes.c_double()
 
