@@ -31,7 +31,8 @@ def main():
     p.add_argument("--iters", type=int, default=200000, help="calls per block")
     p.add_argument("--blocks", type=int, default=5)
     p.add_argument("--warmup-s", type=float, default=4.0,
-                   help="seconds between the first calls and the timed ones (absl's clock calibrates)")
+                   help="seconds between the first calls and the timed ones (absl's clock "
+                        "calibrates)")
     args = p.parse_args()
 
     troika.init()

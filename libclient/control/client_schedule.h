@@ -132,8 +132,7 @@ class ClientSchedule {
   bool deviated_ = false;
   // Rounds not completed: numbers [rounds_begin_, rounds_begin_ + open_rounds_), round n in
   // ring_[n % ring_.size()] (a power of two). A slot's vectors are sized when the ring is and
-  // reused by every round that lands there (a name is in flight once, so a few rounds are open at a
-  // time).
+  // reused by every round that lands there (a name is in flight once: few rounds are open).
   std::vector<Round> ring_;
   int64_t rounds_begin_ = 0;
   size_t open_rounds_ = 0;
