@@ -273,7 +273,7 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
 void ContextImpl::RunUntilDone(OpState& state) {
   executor_->RunInline([&state] {
     std::lock_guard<std::mutex> lock(state.mu);
-    return state.done;
+    return state.done.load();
   });
 }
 

@@ -62,7 +62,7 @@ ClientSchedule::Round& ClientSchedule::OpenRound(int64_t round) {
     // entry's (a void entry ends the schedule and its rounds unread).
     const int64_t open_end = rounds_begin_ + static_cast<int64_t>(open_rounds_);
     for (int64_t n = first; n < end; ++n) {
-      if (open_rounds_ == 0 || n < rounds_begin_ || n >= open_end) RoundAt(n).entries_completed = 0;
+      if (n < rounds_begin_ || n >= open_end) RoundAt(n).entries_completed = 0;
     }
     rounds_begin_ = first;
     open_rounds_ = needed;

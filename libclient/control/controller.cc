@@ -98,8 +98,7 @@ bool Controller::RunNow(Entry& entry, const Executor::AdoptFn& adopt) {
   std::unique_lock<std::mutex> lock(mu_);
   const int tensor = schedules_.Match(entry.request);
   // The executor's turn taken while the schedule cannot change.
-  if (tensor < 0 || !schedules_.RunsAlone(tensor) || !table_.open() ||
-      !executor_.TryClaim()) {
+  if (tensor < 0 || !schedules_.RunsAlone(tensor) || !table_.open() || !executor_.TryClaim()) {
     return false;
   }
   auto [schedule, step] = schedules_.TakeToRun(tensor);

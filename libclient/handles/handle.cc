@@ -18,10 +18,9 @@ bool OpState::Finish(absl::Status s, bool refusal) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return false;
-    done = true;
     status = std::move(s);
     refused = refusal;
-    finished.store(true, std::memory_order_release);
+    done.store(true, std::memory_order_release);
     polled = poll_id;
     callbacks.swap(on_done);
   }
@@ -61,7 +60,7 @@ uint64_t NextPollId() {
 // Waits until `state` is done (true) or `deadline` passes (false). A wait still going after
 // kBlockedAfter registers with the op's wait tracker until it ends.
 bool WaitUntil(OpState& state, absl::Time deadline) {
-  auto done = [&] { return state.done; };
+  auto done = [&] { return state.done.load(); };
   {
     std::lock_guard<std::mutex> lock(state.mu);
     if (state.done) return true;
@@ -162,7 +161,7 @@ bool Handle::Poll() const {
 absl::Status Handle::Wait() const {
   if (!state_) return absl::FailedPreconditionError("empty handle");
   absl::Status status;
-  if (state_->finished.load(std::memory_order_acquire)) {
+  if (state_->done.load(std::memory_order_acquire)) {
     // Done already (a synchronous submission's, most often): no lock.
     status = state_->status;  // final once done
   } else {

@@ -33,10 +33,9 @@ struct OpState {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;  // guarded by mu
-  // `done`, set (under mu, after `status`) for readers without mu: a Wait of an operation
-  // already done reads its final status without the lock.
-  std::atomic<bool> finished{false};
+  // Written under mu, after `status`; read under mu, or without it to find an operation done
+  // (a Wait of one reads its final status without the lock).
+  std::atomic<bool> done{false};
   absl::Status status;   // guarded by mu; final once done
   bool refused = false;  // guarded by mu: completed by Refuse; final once done
   // Written by the executor before Complete(); read by the caller after done.

@@ -141,7 +141,7 @@ class ExecutorTest : public ::testing::Test {
 
   static bool WaitDone(const std::shared_ptr<OpState>& state) {
     std::unique_lock<std::mutex> lock(state->mu);
-    return state->cv.wait_for(lock, std::chrono::seconds(10), [&] { return state->done; }) &&
+    return state->cv.wait_for(lock, std::chrono::seconds(10), [&] { return state->done.load(); }) &&
            state->status.ok();
   }
 
