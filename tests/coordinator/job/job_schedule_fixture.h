@@ -26,10 +26,8 @@ class JobScheduleTest : public RegistryFixture {
   JobScheduleTest() : RegistryFixture(Options()) {}
 
   void SetUp() override {
-    bool created = false;
-    absl::StatusOr<std::shared_ptr<Job>> job = registry_.CreateJob("train", 2, &created);
-    ASSERT_TRUE(job.ok()) << job.status();
-    job_ = *job;
+    job_ = Create(2);
+    ASSERT_NE(job_, nullptr);
     AttachAll(*job_, {"a", "a"});
     ASSERT_TRUE(job_->OpenSession({0}, 1, &s0_).ok());
     ASSERT_TRUE(job_->OpenSession({1}, 1, &s1_).ok());
