@@ -19,6 +19,7 @@ void Finish(const Response& r, DataType dtype, int size, void* data, size_t coun
 }
 
 size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize()); }
+size_t Elements(const TensorRequest& r) { return static_cast<size_t>(NumElements(r.shape)); }
 
 // Vote elements: "go" is the value that leaves the op's result unchanged by a go, so any void
 // shows in the combined value — 0 for sum and max (void: 1), 1 for min and product (void: 0).
@@ -26,15 +27,13 @@ size_t Bytes(const TensorRequest& r) { return static_cast<size_t>(r.ByteSize());
 // count of voids wraps to 0.
 bool GoIsOne(ReduceOp op) { return op == ReduceOp::kMin || op == ReduceOp::kProduct; }
 
-size_t VoteElements(DataType dtype, ReduceOp op, int size) {
-  if (DataTypeSize(dtype) == 1 && op == ReduceOp::kSum)
-    return static_cast<size_t>(size + 126) / 127;
+size_t VoteElements(size_t width, ReduceOp op, int size) {
+  if (width == 1 && op == ReduceOp::kSum) return static_cast<size_t>(size + 126) / 127;
   return 1;
 }
 
-// Writes 0 or 1 of `dtype` at `p`.
-void WriteZeroOrOne(uint8_t* p, DataType dtype, bool one) {
-  const size_t width = DataTypeSize(dtype);
+// Writes 0 or 1 of `dtype` (`width` bytes) at `p`.
+void WriteZeroOrOne(uint8_t* p, DataType dtype, size_t width, bool one) {
   std::memset(p, 0, width);
   if (!one) return;
   auto put = [p](auto value) { std::memcpy(p, &value, sizeof(value)); };
@@ -124,8 +123,10 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
   const DataType wide = transport::AccumulationType(dtype, response.reduce_op);
   const size_t element = DataTypeSize(dtype), wide_element = DataTypeSize(wide);
   const ReduceOp op = WireOp(response.reduce_op);
-  size_t total = 0;
-  for (const Entry& e : entries) total += Bytes(e.request);
+  // Each entry's element count (a request's dtype is its response's).
+  size_t elements = 0;
+  for (const Entry& e : entries) elements += Elements(e.request);
+  const size_t total = elements * element;
   const bool inline_vote = total <= kInlineVoteBytes;
   if (!inline_vote && vote != nullptr) {
     if (absl::Status s = CombineVotes(*comm_, vote); !s.ok()) return s;
@@ -134,29 +135,27 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
   if (!inline_vote && entries.size() == 1 && entries[0].out != nullptr && wide == dtype) {
     // One tensor: reduce in the caller's output buffer, no fusion copy.
     Entry& e = entries[0];
-    const size_t bytes = Bytes(e.request);
     // Unscaled, the data plane reads the input and writes the output itself (no copy first
     // where it can: shared memory); a prescale is applied to a copy in the output.
     const void* from = e.in;
     if (response.prescale != 1.0) {
-      transport::Convert(e.in, dtype, e.out, dtype, bytes / element, response.prescale);
+      transport::Convert(e.in, dtype, e.out, dtype, elements, response.prescale);
       from = e.out;
     }
     marks_.copied_in = Mark();
-    if (absl::Status s = comm_->AllreduceInto(from, e.out, bytes / element, dtype, op); !s.ok()) {
+    if (absl::Status s = comm_->AllreduceInto(from, e.out, elements, dtype, op); !s.ok()) {
       return s;
     }
     marks_.reduced = Mark();
-    marks_.allreduce_bytes = static_cast<int64_t>(bytes);
-    Finish(response, dtype, comm_->size(), e.out, bytes / element);
+    marks_.allreduce_bytes = static_cast<int64_t>(total);
+    Finish(response, dtype, comm_->size(), e.out, elements);
     return absl::OkStatus();
   }
-  const size_t elements = total / element;
-  const size_t votes = inline_vote ? VoteElements(wide, op, comm_->size()) : 0;
+  const size_t votes = inline_vote ? VoteElements(wide_element, op, comm_->size()) : 0;
   uint8_t* buffer = fusion_.Reserve((elements + votes) * wide_element);
   uint8_t* at = buffer;
   for (const Entry& e : entries) {
-    const size_t count = Bytes(e.request) / element;
+    const size_t count = Elements(e.request);
     if (count > 0 && e.in == nullptr) {
       std::memset(at, 0, count * wide_element);  // a joined rank's stand-in
     } else {
@@ -168,7 +167,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
   for (size_t i = 0; i < votes; ++i) {
     const bool mine = vote != nullptr && *vote == Vote::kVoid &&
                       i == static_cast<size_t>(comm_->rank()) / 127 % votes;
-    WriteZeroOrOne(ballot + i * wide_element, wide, GoIsOne(op) != mine);
+    WriteZeroOrOne(ballot + i * wide_element, wide, wide_element, GoIsOne(op) != mine);
   }
   marks_.copied_in = Mark();
   if (absl::Status s = comm_->Allreduce(buffer, elements + votes, wide, op); !s.ok()) {
@@ -178,7 +177,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
   marks_.allreduce_bytes = static_cast<int64_t>(total);
   if (vote != nullptr && votes > 0) {
     uint8_t go[8];
-    WriteZeroOrOne(go, wide, GoIsOne(op));
+    WriteZeroOrOne(go, wide, wide_element, GoIsOne(op));
     *vote = Vote::kGo;
     for (size_t i = 0; i < votes; ++i) {
       if (std::memcmp(ballot + i * wide_element, go, wide_element) != 0) *vote = Vote::kVoid;
@@ -187,7 +186,7 @@ absl::Status CollectiveRunner::Allreduce(const Response& response, absl::Span<En
   }
   at = buffer;
   for (Entry& e : entries) {
-    const size_t count = Bytes(e.request) / element;
+    const size_t count = Elements(e.request);
     Finish(response, wide, comm_->size(), at, count);
     if (e.out != nullptr) transport::Convert(at, wide, e.out, dtype, count);
     at += count * wide_element;
