@@ -41,6 +41,7 @@ void Executor::Enqueue(std::vector<Response> responses) {
     for (Response& r : responses) {
       queue_.push_back({std::make_shared<const Response>(std::move(r)), now});
     }
+    turn_.Queued(!queue_.empty());
   }
   cv_.notify_one();
 }
@@ -51,6 +52,7 @@ void Executor::EnqueueScheduled(int64_t schedule, ScheduledStep step, bool wake)
     if (aborted_ || stopping_) return;
     queue_.push_back(
         {std::move(step.response), Arrival(), schedule, step.position, step.vote_void});
+    turn_.Queued(true);
   }
   if (wake) cv_.notify_one();
 }
@@ -65,7 +67,7 @@ void Executor::RunInline(const std::function<bool()>& done) {
   // one thread, whose current device it sets) or a process set's connection stays on the
   // executor thread.
   auto claimable = [&] {
-    return !running_ && !queue_.empty() && queue_.front().schedule != 0 &&  // empty if aborted
+    return !turn_.held() && !queue_.empty() && queue_.front().schedule != 0 &&  // empty if aborted
            queue_.front().response->device != DeviceClass::kGpu;
   };
   while (claimable()) {
@@ -75,36 +77,30 @@ void Executor::RunInline(const std::function<bool()>& done) {
     if (finished || !claimable()) break;
     Queued queued = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    turn_.TakeQueued(!queue_.empty());
     lock.unlock();
     Run(queued);
     lock.lock();
-    running_ = false;
+    turn_.Give();  // under mu_: whether to wake the executor thread is decided below
   }
   // Left queued, or stopping while this thread held the turn: the executor thread's now.
-  const bool wake = !running_ && (!queue_.empty() || aborted_ || stopping_);
+  const bool wake = turn_.Runnable();
   lock.unlock();
   if (wake) cv_.notify_one();
 }
 
-bool Executor::TryClaim() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (running_ || !queue_.empty() || aborted_ || stopping_) return false;
-  running_ = true;
-  return true;
-}
+bool Executor::TryClaim() { return turn_.TryTake(); }
 
 void Executor::RunClaimed(int64_t schedule, ScheduledStep step, absl::Span<Entry> entries,
                           const AdoptFn& adopt) {
   Run({std::move(step.response), Arrival(), schedule, step.position, step.vote_void}, entries,
       &adopt);
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_ = false;
-    wake = !queue_.empty() || aborted_ || stopping_;
+  // Queued meanwhile, or closing: the executor thread, which may be about to wait (its
+  // condition read with the turn still held), is woken under the lock.
+  if (turn_.Give()) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_one();
   }
-  if (wake) cv_.notify_one();
 }
 
 void Executor::Abort() {
@@ -112,6 +108,8 @@ void Executor::Abort() {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_ = true;
     queue_.clear();
+    turn_.Queued(false);
+    turn_.Close();
   }
   comm_.Abort();
   sets_.AbortAll();
@@ -123,6 +121,7 @@ void Executor::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    turn_.Close();
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -135,15 +134,15 @@ void Executor::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // A thread running entries itself (RunInline) holds the turn until it is done.
-      cv_.wait(lock, [&] { return !running_ && (aborted_ || stopping_ || !queue_.empty()); });
+      cv_.wait(lock, [&] { return turn_.Runnable(); });
       if (aborted_ || queue_.empty()) return;
       queued = std::move(queue_.front());
       queue_.pop_front();
-      running_ = true;
+      turn_.TakeQueued(!queue_.empty());
     }
     Run(queued);
     std::lock_guard<std::mutex> lock(mu_);
-    running_ = false;
+    turn_.Give();
   }
 }
 

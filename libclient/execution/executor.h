@@ -26,6 +26,7 @@
 #include "libclient/execution/process_set_table.h"
 #include "libclient/execution/scheduled_step.h"
 #include "libclient/execution/tensor_table.h"
+#include "libclient/execution/turn.h"
 #include "libclient/handles/step_clock.h"
 #include "libclient/transport/communicator.h"
 
@@ -76,7 +77,7 @@ class Executor {
   // The fast path of a thread that submits a scheduled host entry and waits for it: takes the
   // turn if the executor thread is idle and nothing is queued (false otherwise, or once
   // aborted or stopping). The caller then runs the entry itself (RunClaimed) — no queue, no
-  // table. Never called under an operation's lock; may be called under the controller's.
+  // table. Takes no lock (one compare-and-swap: Turn); may be called under the controller's.
   bool TryClaim();
   // Gives an entry that has none the state it is then negotiated with (RunClaimed).
   using AdoptFn = std::function<std::shared_ptr<OpState>(const Entry& entry)>;
@@ -143,7 +144,9 @@ class Executor {
   std::deque<Queued> queue_;  // guarded by mu_
   bool stopping_ = false;     // guarded by mu_
   bool aborted_ = false;      // guarded by mu_
-  bool running_ = false;      // guarded by mu_; an entry is running (the turn is held)
+  // Who holds the turn; whether queue_ has entries and the executor closed (aborted_ or
+  // stopping_), marked under mu_ with them.
+  Turn turn_;
   std::thread thread_;
 };
 
