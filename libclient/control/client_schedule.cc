@@ -80,6 +80,12 @@ bool ClientSchedule::Submit(const TensorRequest& request, uint64_t order, absl::
 
 int ClientSchedule::Match(const TensorRequest& request) const {
   if (deviated_ || request.process_set != 0) return -1;
+  // A rank in step submits in the period's order: the tensor after the last one taken is
+  // compared first, with no lookup (a request equal to it is its: a name is in the period
+  // once).
+  if (next_tensor_ < tensors_.size() && tensors_[next_tensor_].request == request) {
+    return static_cast<int>(next_tensor_);
+  }
   auto slot = slot_.find(request.name);
   if (slot == slot_.end()) return -1;
   return tensors_[static_cast<size_t>(slot->second)].request == request ? slot->second : -1;
@@ -94,6 +100,8 @@ void ClientSchedule::Take(int tensor, uint64_t order, absl::Time now, uint64_t o
   if (position < next_) position += k;
   ++submitted_[static_cast<size_t>(e)];
   taken_[static_cast<size_t>(tensor)] = Taken{position, order, now};
+  next_tensor_ =
+      static_cast<size_t>(tensor) + 1 < tensors_.size() ? static_cast<size_t>(tensor) + 1 : 0;
   Round& round = OpenRound(position / k);
   round.submitted[static_cast<size_t>(tensor)] = now;
   round.observed[static_cast<size_t>(tensor)] = observed;

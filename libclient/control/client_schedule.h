@@ -123,7 +123,8 @@ class ClientSchedule {
   std::vector<size_t> first_tensor_;  // by entry: its tensors are the next names.size() ones
   std::vector<Tensor> tensors_;       // the period's tensors, in entry order
   absl::flat_hash_map<std::string, int> slot_;  // name -> index in tensors_
-  int64_t next_ = 0;                            // the first position not entered
+  size_t next_tensor_ = 0;  // the index after the last tensor taken: Match tries it first
+  int64_t next_ = 0;        // the first position not entered
   // By position % period: the tensors submitted for that position in [next_, next_ + period)
   // (a name is in flight once, so every submission's position is in that window).
   std::vector<size_t> submitted_;

@@ -75,6 +75,24 @@ TEST(ClientScheduleTest, ATensorEntersAloneWhenItsEntryIsNextAndHasNoOtherTensor
   EXPECT_FALSE(s.EntersAlone(a));
 }
 
+// Match tries the tensor after the last one taken before any lookup: submissions in the
+// period's order, out of it, wrapping to the next round, and one that differs from the
+// expected tensor only in its shape each get their own answer.
+TEST(ClientScheduleTest, EachSubmissionMatchesItsOwnTensorInOrAgainstThePeriodsOrder) {
+  ClientSchedule s = TwoEntries();  // tensors a (0), b (1), c (2)
+  EXPECT_EQ(s.Match(Req("a")), 0);
+  s.Take(0, 0, kT0);
+  EXPECT_EQ(s.Match(Req("b", 5)), -1) << "b, expected next, with another shape";
+  EXPECT_EQ(s.Match(Req("c")), 2) << "out of order";
+  s.Take(2, 1, kT0);
+  EXPECT_EQ(s.Match(Req("a")), 0) << "after the period's last tensor, the first";
+  EXPECT_EQ(s.Match(Req("c", 8)), -1);
+  EXPECT_EQ(s.Match(Req("b", 8)), 1);
+  s.Take(1, 2, kT0);
+  EXPECT_EQ(s.Match(Req("c")), 2);
+  EXPECT_EQ(s.Match(Req("other")), -1);
+}
+
 TEST(ClientScheduleTest, ASubmissionTheScheduleDoesNotNameIsADeviation) {
   ClientSchedule s = TwoEntries();
   EXPECT_FALSE(s.Submit(Req("other"), 0, kT0));
