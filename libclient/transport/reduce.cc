@@ -434,7 +434,8 @@ void WidenScaled(const void* in, float* out, size_t count, double prescale) {
 
 }  // namespace
 
-void Convert(const void* in, DataType from, void* out, DataType to, size_t count, double prescale) {
+void ConvertScaled(const void* in, DataType from, void* out, DataType to, size_t count,
+                   double prescale) {
   if (count == 0) return;
   if (from == to) {
     if (in != out) std::memcpy(out, in, count * DataTypeSize(from));

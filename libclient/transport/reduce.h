@@ -3,6 +3,7 @@
 // the fusion buffer. float16 and bfloat16 are computed in float32 and rounded to nearest even.
 
 #include <cstddef>
+#include <cstring>
 
 #include "common/types.h"
 
@@ -33,13 +34,21 @@ void Divide(void* data, size_t count, DataType dtype, int64_t divisor);
 // CPU rule, "FP32 math for FP16"); `dtype` itself otherwise (min and max are exact).
 DataType AccumulationType(DataType dtype, ReduceOp op);
 
+// Convert's every case, out of line.
+void ConvertScaled(const void* in, DataType from, void* out, DataType to, size_t count,
+                   double prescale);
+
 // out[i] = in[i] converted from `from` to `to`, for `from == to` (a copy; `in` may be `out`)
 // or between float32 and a half type (rounded to nearest even). `prescale` multiplies each
 // element in `from`'s own precision first, as Scale() does (a half input is rounded to its
 // type before widening, as if the caller had scaled it); a narrowing takes none. Any other
-// pair aborts.
-void Convert(const void* in, DataType from, void* out, DataType to, size_t count,
-             double prescale = 1.0);
+// pair aborts. The commonest case, a copy in the same type unscaled (each small allreduce
+// makes two), is inline: no call but the copy's.
+inline void Convert(const void* in, DataType from, void* out, DataType to, size_t count,
+                    double prescale = 1.0) {
+  if (from != to || prescale != 1.0) return ConvertScaled(in, from, out, to, count, prescale);
+  if (in != out && count > 0) std::memcpy(out, in, count * DataTypeSize(from));
+}
 
 // IEEE half and bfloat16 conversions (round to nearest even).
 float HalfToFloat(uint16_t h);
