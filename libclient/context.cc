@@ -236,11 +236,6 @@ Handle ContextImpl::Submit(TensorRequest request, const void* in, void* out, con
                            std::optional<Compression> compression, std::optional<size_t> out_bytes,
                            bool wait, bool owned_if_too_small) {
   request.rank = membership_.rank;
-  if (wait && request.type == CollectiveType::kAllreduce && request.process_set == 0 &&
-      device.ordinal < 0 && compression.value_or(Compression::kNone) == Compression::kNone &&
-      !out_bytes && in != nullptr && out != nullptr) {
-    if (std::optional<Handle> ran = SubmitNow(request, in, out)) return *std::move(ran);
-  }
   auto state = NewState(ProcessSetTensorName(request.process_set, request.name));
   const bool join = request.type == CollectiveType::kJoin;
   Entry entry{std::move(request), in, out, state};
@@ -279,7 +274,7 @@ void ContextImpl::RunUntilDone(OpState& state) {
 
 std::shared_ptr<OpState> ContextImpl::Succeeded() {
   // Never destroyed, so its handles need not own it: a shared_ptr without a control block,
-  // copied and destroyed without an atomic operation. No wait tracker: SubmitNow tells the
+  // copied and destroyed without an atomic operation. No wait tracker: AllreduceNow tells the
   // context's, so a Wait on the handle does not tell it again.
   static OpState* const state = [] {
     auto* s = new OpState;
@@ -289,21 +284,52 @@ std::shared_ptr<OpState> ContextImpl::Succeeded() {
   return std::shared_ptr<OpState>(std::shared_ptr<OpState>(), state);
 }
 
-std::optional<Handle> ContextImpl::SubmitNow(TensorRequest& request, const void* in, void* out) {
+ContextImpl::ThreadEntry& ContextImpl::ThisThreadEntry() {
+  thread_local ThreadEntry mine;
+  return mine;
+}
+
+std::optional<Handle> ContextImpl::AllreduceNow(const std::string& name, const void* in, void* out,
+                                                DataType dtype, const std::vector<int64_t>& shape,
+                                                const AllreduceOptions& options) {
   // A join in flight refuses it (Submit says why); placed on the host as Place would.
-  if (!CheckNotJoined().ok()) return std::nullopt;
-  request.compression = Compression::kNone;
-  Entry entry{std::move(request), in, out, nullptr};
+  if (!options.wait || options.process_set != 0 || options.device.ordinal >= 0 ||
+      options.compression.value_or(Compression::kNone) != Compression::kNone || in == nullptr ||
+      out == nullptr || !CheckNotJoined().ok()) {
+    return std::nullopt;
+  }
+  // This thread's entry, made afresh for each call but for the storage of its request's name
+  // and shape, which it keeps. A call made while this thread's is under way (from a callback
+  // of it) takes Submit's path.
+  ThreadEntry& mine = ThisThreadEntry();
+  if (mine.busy) return std::nullopt;
+  Entry& entry = mine.entry;
+  std::string name_storage = std::move(entry.request.name);
+  std::vector<int64_t> shape_storage = std::move(entry.request.shape);
+  entry = Entry{};
+  TensorRequest& r = entry.request;
+  r.name = std::move(name_storage);
+  r.name.assign(name);
+  r.shape = std::move(shape_storage);
+  r.shape.assign(shape.begin(), shape.end());
+  r.rank = membership_.rank;
+  r.type = CollectiveType::kAllreduce;
+  r.dtype = dtype;
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+  entry.in = in;
+  entry.out = out;
   std::shared_ptr<OpState> negotiated;
   auto adopt = [&](const Entry& e) {
     negotiated = NewState(e.request.name);
     StartOp(*negotiated);
     return negotiated;
   };
-  if (!controller_->RunNow(entry, adopt)) {
-    request = std::move(entry.request);
-    return std::nullopt;
-  }
+  mine.busy = true;
+  const bool ran = controller_->RunNow(entry, adopt);
+  mine.busy = false;
+  if (!ran) return std::nullopt;
   if (negotiated) {  // the schedule ended at its entry: negotiated now, as Submit's would be
     Handle handle(negotiated);
     RunUntilDone(*negotiated);

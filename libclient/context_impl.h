@@ -46,6 +46,15 @@ class ContextImpl {
                 std::optional<Compression> compression = std::nullopt,
                 std::optional<size_t> out_bytes = std::nullopt, bool wait = false,
                 bool owned_if_too_small = false);
+  // Context::Allreduce's path for a synchronous host allreduce of set 0 with both buffers
+  // (AllreduceOptions::wait): runs it on this thread if the schedule in force takes it as its
+  // next entry alone (Controller::RunNow) — checked already, as the negotiated request it
+  // equals was — with no operation state unless it fails or goes back to be negotiated; its
+  // request is built in an entry of this thread's whose name and shape keep their storage
+  // (no copy of the name allocated). nullopt if not taken: Submit's path then.
+  std::optional<Handle> AllreduceNow(const std::string& name, const void* in, void* out,
+                                     DataType dtype, const std::vector<int64_t>& shape,
+                                     const AllreduceOptions& options);
   // Checks every request and submits all of them in one batch, or none (every handle then
   // fails with the first error). Placed as Submit.
   std::vector<Handle> SubmitGroup(std::vector<Entry> entries, const Device& device,
@@ -78,12 +87,15 @@ class ContextImpl {
   // context, and returns the status to report.
   absl::Status FailFromDataPlane(const absl::Status& status);
   std::shared_ptr<OpState> NewState(std::string name) const;
-  // Submit's path for a synchronous host allreduce of set 0 with both buffers: runs it on this
-  // thread if the schedule in force takes it as its next entry alone (Controller::RunNow) —
-  // checked already, as the negotiated request it equals was — with no operation state unless
-  // it fails or goes back to be negotiated. nullopt, `request` untouched, if not taken.
-  std::optional<Handle> SubmitNow(TensorRequest& request, const void* in, void* out);
-  // The state of every submission SubmitNow ran that succeeded: done, OK; never changed.
+  // AllreduceNow's entry on the calling thread (`busy` while it runs). Not inlined: a library's
+  // thread_local costs a lookup each time its address is taken, which the compiler repeats
+  // after every call it makes.
+  struct ThreadEntry {
+    Entry entry;
+    bool busy = false;
+  };
+  [[gnu::noinline]] static ThreadEntry& ThisThreadEntry();
+  // The state of every submission AllreduceNow ran that succeeded: done, OK; never changed.
   static std::shared_ptr<OpState> Succeeded();
   // A caller about to wait for `state`, accepted: runs the scheduled entries it waits for on
   // this thread while the executor thread is idle (Executor::RunInline).

@@ -32,6 +32,9 @@ void SetReduction(TensorRequest& r, const AllreduceOptions& options) {
 
 Handle Context::Allreduce(const std::string& name, const void* in, void* out, DataType dtype,
                           std::vector<int64_t> shape, AllreduceOptions options) {
+  if (std::optional<Handle> ran = impl_->AllreduceNow(name, in, out, dtype, shape, options)) {
+    return *std::move(ran);
+  }
   TensorRequest r = Request(name, CollectiveType::kAllreduce, dtype, std::move(shape));
   SetReduction(r, options);
   r.process_set = options.process_set;

@@ -65,7 +65,7 @@ class Controller {
   // at once and calls Executor::RunInline() first, so scheduled entries this makes ready are
   // queued without waking the executor thread.
   absl::Status Submit(Entry&& entry, bool caller_waits = false);
-  // The fast path of a synchronous submission (ContextImpl::SubmitNow): if the schedule in
+  // The fast path of a synchronous submission (ContextImpl::AllreduceNow): if the schedule in
   // force takes `entry` (a host tensor of set 0, without a state, checked) as the next entry,
   // alone, and the executor is idle, runs it on this thread — it never enters the table or the
   // executor's queue — and returns true (Executor::RunClaimed says what became of it, and

@@ -3,6 +3,7 @@
 // — another tensor, another shape, a wait the schedule cannot satisfy, a join, a new process
 // set, a shutdown — ends the schedule with the outcome negotiation gives, and steps go on.
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -73,6 +74,67 @@ TEST(ScheduleTest, ScheduledStepsEqualNegotiatedOnesBitForBitUnfused) {
 TEST(ScheduleTest, SynchronousScheduledAllreducesEqualNegotiatedOnesBitForBit) {
   TestCluster cluster(Schedules(true));
   ExpectScheduledStepsMatchNegotiated(cluster, {1, 2, 1000, 300'000}, 30, /*wait=*/true);
+}
+
+// Synchronous allreduces, each with its own op, scales, shape and name (one longer than a
+// short string holds), one after another: once scheduled, each runs on the rank's own thread
+// from a request built in an entry the thread reuses (ContextImpl::AllreduceNow), and each
+// step's results are still each tensor's own.
+TEST(ScheduleTest, SynchronousAllreducesWithTheirOwnOpsAndScalesEachGetTheirOwnResult) {
+  struct Tensor {
+    std::string name;
+    int64_t elements;
+    AllreduceOptions options;
+  };
+  const std::vector<Tensor> tensors = {
+      {"t0", 3, {.op = ReduceOp::kSum}},
+      {"t1", 5, {.op = ReduceOp::kAverage, .prescale = 2.0, .postscale = 0.5}},
+      {"t2", 3, {.op = ReduceOp::kMax}},
+      {"a.tensor.name.longer.than.a.short.string", 5, {.op = ReduceOp::kSum, .prescale = 0.5}},
+  };
+  auto expected = [&](size_t t) {
+    std::vector<float> want(static_cast<size_t>(tensors[t].elements));
+    for (size_t i = 0; i < want.size(); ++i) {
+      float sum = 0, max = -2;
+      for (int r = 0; r < kRanks; ++r) {
+        const float x = Input(r, static_cast<int>(t), tensors[t].elements)[i];
+        sum += static_cast<float>(x * tensors[t].options.prescale);
+        max = std::max(max, x);
+      }
+      if (tensors[t].options.op == ReduceOp::kMax) {
+        want[i] = max;
+      } else if (tensors[t].options.op == ReduceOp::kAverage) {
+        want[i] = static_cast<float>(sum / kRanks * tensors[t].options.postscale);
+      } else {
+        want[i] = sum;
+      }
+    }
+    return want;
+  };
+  TestCluster cluster(Schedules(true));
+  RequestCounter sent(kRanks);
+  auto contexts = JoinCounting(cluster, "job", kRanks, sent);
+  constexpr int kSteps = 40;
+  int64_t before_last = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    if (s == kSteps - 10) before_last = sent.Total();
+    OnEveryRank(kRanks, [&](int rank) {
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        std::vector<float> data = Input(rank, static_cast<int>(t), tensors[t].elements);
+        AllreduceOptions options = tensors[t].options;
+        options.wait = true;
+        Handle h = contexts[rank]->Allreduce(tensors[t].name, data.data(), data.data(),
+                                             DataType::kFloat32, {tensors[t].elements}, options);
+        ASSERT_TRUE(h.Poll()) << "a synchronous allreduce returned early";
+        ASSERT_TRUE(h.Wait().ok()) << h.Wait();
+        ExpectNear(data, expected(t),
+                   absl::StrCat("step ", s, ", rank ", rank, ", ", tensors[t].name));
+      }
+    });
+  }
+  EXPECT_LT(sent.Total() - before_last, 2 * kRanks)
+      << "the last 10 steps still sent requests: no schedule formed";
+  ShutdownAll(contexts);
 }
 
 TEST(ScheduleTest, WithoutSchedulesEveryStepSendsRequests) {
