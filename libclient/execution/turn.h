@@ -2,8 +2,8 @@
 // Turn: which thread runs the executor's entries now, whether entries wait in its queue, and
 // whether it closed (aborted or stopping) — one atomic word. A thread that submits a
 // scheduled entry and waits for it takes an idle executor's turn with one compare-and-swap
-// and gives it back with one atomic operation (Executor::TryClaim, RunClaimed), where two
-// lock pairs cost twice that on every synchronous call (issue 49).
+// and gives it back with one atomic operation (Executor::TryClaim, RunClaimed), where it took
+// the executor's lock twice on every synchronous call (issue 49).
 //
 // Thread contract: TryTake and Give from any thread. Every other call is made under the
 // executor's lock, which also guards its queue: Queued and Close mark what the queue and the
