@@ -77,9 +77,11 @@ TEST(TurnTest, ContendedTakesAreExclusiveAndSeeThePreviousHoldersWrites) {
           std::this_thread::yield();
           continue;
         }
-        if (holders.fetch_add(1) != 0) overlapped = true;
+        // Relaxed: the overlap check itself must order nothing, or it would hide a turn
+        // that does not order its holders' writes.
+        if (holders.fetch_add(1, std::memory_order_relaxed) != 0) overlapped = true;
         ++counter;
-        holders.fetch_sub(1);
+        holders.fetch_sub(1, std::memory_order_relaxed);
         EXPECT_FALSE(turn.Give());
         ++taken;
       }
