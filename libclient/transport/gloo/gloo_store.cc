@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace troika::transport {
 
@@ -27,6 +29,19 @@ void GlooStore::wait(const std::vector<std::string>& keys,
   const absl::Duration bound = timeout == ::gloo::kNoTimeout ? timeout_ : absl::FromChrono(timeout);
   absl::Status status = store_.Wait(keys, bound);
   if (!status.ok()) throw GlooStoreError(std::move(status));
+}
+
+GlooMeshStore::GlooMeshStore(GlooStore& store, int rank, int size)
+    : store_(store), rank_(rank), size_(size) {}
+
+void GlooMeshStore::set(const std::string& key, const std::vector<char>& data) {
+  store_.set(key, data);
+  const std::string mine = absl::StrCat("rank_", rank_);
+  if (size_ < 2 || !absl::EndsWith(key, mine)) return;
+  const std::string prefix = key.substr(0, key.size() - mine.size());
+  std::vector<std::string> everyone;
+  for (int r = 0; r < size_; ++r) everyone.push_back(absl::StrCat(prefix, "rank_", r));
+  store_.wait(everyone);  // the store's own timeout; throws as it does
 }
 
 }  // namespace troika::transport

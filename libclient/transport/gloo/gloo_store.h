@@ -51,4 +51,33 @@ class GlooStore : public ::gloo::rendezvous::Store {
   const absl::Duration timeout_;
 };
 
+// GlooMeshStore: a rank's store for Gloo's connectFullMesh, which publishes the rank's pair
+// addresses under "<prefix>rank_<rank>" and then connects its pairs one peer at a time. Here
+// that publication returns only once every rank of the mesh has published its own, so no
+// rank connects a pair before every rank is in the rendezvous. A rank that gives the
+// rendezvous up while it waits in the store (its generation ended: the store aborts the
+// wait) then leaves no peer in a pair connect with it, which nothing would interrupt: Gloo
+// waits for a pair's first connection up to five times its timeout (docs/testing.md, run
+// 33). Every other call, and a set() of any other key, goes straight to `store`.
+class GlooMeshStore : public ::gloo::rendezvous::Store {
+ public:
+  // `store` must outlive this object.
+  GlooMeshStore(GlooStore& store, int rank, int size);
+  GlooMeshStore(const GlooMeshStore&) = delete;
+  GlooMeshStore& operator=(const GlooMeshStore&) = delete;
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override { return store_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    store_.wait(keys, timeout);
+  }
+
+ private:
+  GlooStore& store_;
+  const int rank_;
+  const int size_;
+};
+
 }  // namespace troika::transport

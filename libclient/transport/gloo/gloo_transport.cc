@@ -41,10 +41,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectOrThrow(const CommunicatorS
   auto context = std::make_shared<::gloo::rendezvous::Context>(spec.rank, spec.size);
   context->setTimeout(timeout);
   GlooStore adapter(store, spec.timeout);
+  GlooMeshStore mesh(adapter, spec.rank, spec.size);  // no pair connects before all publish
   // PrefixStore adds its own "/" separator.
   std::string prefix = spec.store_prefix;
   if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  ::gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
+  ::gloo::rendezvous::PrefixStore prefixed(prefix, mesh);
   context->connectFullMesh(prefixed, device);
   // Every member is connected before any returns: connectFullMesh can return on one while
   // another still completes its side of their connection, and a member that closed its

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "libclient/transport/gloo/gloo_store.h"
 #include "libclient/transport/memory/in_memory_store.h"
 #include "tests/libclient/transport/collective_checks.h"
 
@@ -25,6 +27,39 @@ class GlooTransportTest : public ::testing::Test {
   GlooTransport transport_;
   InMemoryStore store_;
 };
+
+// Gloo's rendezvous publishes a rank's addresses, then connects its pairs one peer at a
+// time; through GlooMeshStore the publication returns only once every rank has published, so
+// a rank whose generation ends while it waits for a missing peer (the store aborts the wait)
+// has connected no pair that a peer could wait on (docs/testing.md, run 33).
+TEST_F(GlooTransportTest, ARanksPublicationReturnsOnlyOnceEveryRankHasPublished) {
+  GlooStore adapter(store_, absl::Seconds(30));
+  GlooMeshStore mesh(adapter, /*rank=*/0, /*size=*/3);
+  std::atomic<bool> returned{false};
+  std::thread rank0([&] {
+    mesh.set("data/2/rank_0", {'a'});
+    returned = true;
+  });
+  ASSERT_TRUE(store_.Set("data/2/rank_2", "c").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load()) << "returned with rank 1's addresses missing";
+  ASSERT_TRUE(store_.Set("data/2/rank_1", "b").ok());
+  rank0.join();
+  EXPECT_TRUE(returned.load());
+  mesh.set("data/2/other", {'x'});  // any other key: set and returns
+  EXPECT_TRUE(store_.Get("data/2/other", absl::Seconds(1)).ok());
+}
+
+TEST_F(GlooTransportTest, APublicationWhoseMeshNeverCompletesFailsWithTheStoresStatus) {
+  GlooStore adapter(store_, absl::Milliseconds(200));
+  GlooMeshStore mesh(adapter, /*rank=*/1, /*size=*/2);
+  try {
+    mesh.set("data/5/rank_1", {'b'});
+    ADD_FAILURE() << "returned without rank 0's addresses";
+  } catch (const GlooStoreError& e) {
+    EXPECT_TRUE(absl::IsDeadlineExceeded(e.status())) << e.status();
+  }
+}
 
 TEST_F(GlooTransportTest, AbortOnEveryRankEndsCallsStuckOnADeadPeer) {
   Comms comms = ConnectGroup(transport_, store_, 2, "abort-all/");
