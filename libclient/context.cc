@@ -315,9 +315,7 @@ std::optional<Handle> ContextImpl::AllreduceNow(const std::string& name, const v
   r.rank = membership_.rank;
   r.type = CollectiveType::kAllreduce;
   r.dtype = dtype;
-  r.reduce_op = options.op;
-  r.prescale = options.prescale;
-  r.postscale = options.postscale;
+  SetReduction(r, options);
   entry.in = in;
   entry.out = out;
   std::shared_ptr<OpState> negotiated;

@@ -27,6 +27,14 @@
 
 namespace troika::internal {
 
+// A reduction's op and scale factors, from `options`: the request of every reducing
+// operation (Context's, and ContextImpl::AllreduceNow's).
+inline void SetReduction(TensorRequest& r, const AllreduceOptions& options) {
+  r.reduce_op = options.op;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+}
+
 class ContextImpl {
  public:
   static absl::StatusOr<std::unique_ptr<Context>> Create(

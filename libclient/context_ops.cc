@@ -9,6 +9,8 @@
 
 namespace troika {
 
+using internal::SetReduction;
+
 namespace {
 
 TensorRequest Request(const std::string& name, CollectiveType type, DataType dtype,
@@ -19,13 +21,6 @@ TensorRequest Request(const std::string& name, CollectiveType type, DataType dty
   r.dtype = dtype;
   r.shape = std::move(shape);
   return r;
-}
-
-// A reduction's op and scale factors, from `options`.
-void SetReduction(TensorRequest& r, const AllreduceOptions& options) {
-  r.reduce_op = options.op;
-  r.prescale = options.prescale;
-  r.postscale = options.postscale;
 }
 
 }  // namespace
